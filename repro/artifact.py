@@ -1,0 +1,202 @@
+"""Artifacts: assemble, validate against the JSON Schema, write atomically, never overwrite."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import secrets
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from repro import __version__
+from repro.errors import UsageError
+
+ARTIFACT_SCHEMA_VERSION = "1.0"
+ARTIFACT_KIND = "gpu-repro.artifact"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json")
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@cache
+def _registry_and_schemas() -> tuple[Any, dict[str, dict[str, Any]]]:
+    from referencing import Registry, Resource
+
+    schemas = {name: json.loads((SCHEMA_DIR / name).read_text()) for name in SCHEMA_FILES}
+    registry: Any = Registry().with_resources(
+        (s["$id"], Resource.from_contents(s)) for s in schemas.values()
+    )
+    return registry, schemas
+
+
+def schema(name: str = "artifact.schema.json") -> dict[str, Any]:
+    return _registry_and_schemas()[1][name]
+
+
+def validator(name: str = "artifact.schema.json") -> Any:
+    """A draft 2020-12 validator with format checking; $refs resolve from disk, never the network."""
+    from jsonschema import Draft202012Validator
+
+    registry, schemas = _registry_and_schemas()
+    return Draft202012Validator(
+        schemas[name], registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+def validation_errors(doc: Any, name: str = "artifact.schema.json") -> list[str]:
+    """Every schema violation as 'path: message', empty when the document is valid."""
+    errors = sorted(validator(name).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
+
+
+# --------------------------------------------------------------------------- building
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """UTC timestamp plus random hex: sortable, and two runs in one second still differ."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def source_sha256(path: str | os.PathLike[str] | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, NaN/inf to null (JSON has neither)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def assemble(
+    *,
+    repro: Mapping[str, Any],
+    run: Mapping[str, Any],
+    variants: Sequence[Any],
+    verdict: Any,
+    validity: Mapping[str, Any],
+    fingerprint: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    warnings: Iterable[str] = (),
+    error: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The artifact document, in schema order."""
+    return to_jsonable(
+        {
+            "schema_version": ARTIFACT_SCHEMA_VERSION,
+            "kind": ARTIFACT_KIND,
+            "repro": dict(repro),
+            "run": {"harness_version": __version__, **run},
+            "variants": list(variants),
+            "verdict": verdict,
+            "validity": dict(validity),
+            "fingerprint": dict(fingerprint),
+            "extra": dict(extra or {}),
+            "warnings": list(warnings),
+            "error": dict(error) if error is not None else None,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) or fail with a UsageError naming it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot create directory ({exc.strerror or exc})") from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: expected a writable directory")
+    return path
+
+
+def write_new(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; an existing file is never replaced.
+
+    The bytes go to a temp file in the same folder, are fsynced, then hard-linked
+    to the final name: link() fails if the name exists, so two writers cannot
+    clobber each other, and a reader never sees a half-written file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise FileExistsError(f"{path} exists; artifacts are never overwritten") from None
+    finally:
+        os.unlink(tmp)
+    return path
+
+
+def write_artifact(doc: Mapping[str, Any], path: Path) -> Path:
+    """Validate, then write; an invalid document is a bug and is never written."""
+    errors = validation_errors(doc)
+    if errors:
+        raise ValueError(f"artifact for {path.name} fails its schema: {errors[0]}")
+    data = (json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n").encode()
+    return write_new(path, data)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
+    """Read an artifact; a missing, corrupt or schema-invalid file is a UsageError naming it."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file; expected a gpu-repro artifact (.json)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; expected a gpu-repro artifact (.json)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc}); expected a gpu-repro artifact") from None
+    if validate:
+        errors = validation_errors(doc)
+        if errors:
+            more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise UsageError(f"{path}: fails the artifact schema v1 at {errors[0]}{more}")
+    return doc
+
+
+def expand(paths: Iterable[Path]) -> list[Path]:
+    """Files and run folders to artifact files (a folder contributes its ``*.json``)."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.json") if not f.name.startswith("."))
+            if not found:
+                raise UsageError(f"{p}: folder holds no artifacts; expected a run folder with *.json")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out

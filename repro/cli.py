@@ -1,0 +1,306 @@
+"""The ``repro`` command: argument parsing and exit codes only; the work lives in the library."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from repro import __version__
+from repro.errors import CliffReproduced, ReproError, UsageError
+
+app = typer.Typer(
+    name="repro",
+    help="Reproduce known GPU performance cliffs; leave a validated artifact and a GitHub-ready report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_OUT = Path(os.environ.get("GPU_REPRO_OUT", "artifacts"))
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _err(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+
+
+def handles_errors(fn: F) -> F:
+    """Map the library's exceptions to one stderr line and their exit code (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReproError as exc:
+            if not isinstance(exc, CliffReproduced):
+                _err(str(exc))
+            else:
+                typer.echo(str(exc), err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpu-repro {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
+    """Reproduce known GPU performance cliffs."""
+
+
+ReproPaths = Annotated[
+    list[Path] | None,
+    typer.Option("--repro-path", help="Folder of extra repro modules (*.py using @register); repeatable."),
+]
+OutOpt = Annotated[Path, typer.Option("--out", help="Folder for run folders (default $GPU_REPRO_OUT or ./artifacts).")]
+SmokeOpt = Annotated[bool, typer.Option("--smoke", help="Shrunken sizes so the pipeline runs anywhere (also on CPU).")]
+FailOnOpt = Annotated[
+    str | None, typer.Option("--fail-on", help="'reproduced': exit 3 when any cliff reproduced (for CI gates).")
+]
+
+
+def _fail_on(value: str | None) -> str | None:
+    if value not in (None, "reproduced"):
+        raise UsageError(f"--fail-on {value!r}: expected 'reproduced'")
+    return value
+
+
+def _sampling(budget: float | None, target: float | None) -> Any:
+    from repro.measure import SamplingConfig
+
+    base = SamplingConfig()
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget {budget:g}: expected seconds > 0")
+    if target is not None and not 0 < target < 1:
+        raise UsageError(f"--target-ci {target:g}: expected a fraction between 0 and 1 (0.01 = 1%)")
+    return SamplingConfig(
+        target_rel_ci=target if target is not None else base.target_rel_ci,
+        budget_s=budget if budget is not None else base.budget_s,
+    )
+
+
+BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Seconds of sampling per variant at most (default 5).")]
+TargetOpt = Annotated[
+    float | None, typer.Option("--target-ci", help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01).")
+]
+
+
+@app.command("list")
+@handles_errors
+def list_cmd(
+    repro_path: ReproPaths = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable list on stdout.")] = False,
+) -> None:
+    """List the repros: id, title, upstream links, requirements."""
+    from repro import catalog
+    from repro.render import table
+    from repro.spec import params_help
+
+    repros = catalog.load(repro_path or [])
+    rows = []
+    for rid in sorted(repros):
+        cls = repros[rid]
+        rows.append(
+            {
+                "id": rid,
+                "title": cls.title,
+                "upstream": list(cls.upstream),
+                "requires": cls.requires.describe(),
+                "metric": cls.metric.name,
+                "threshold": cls.metric.threshold,
+                "params": params_help(cls.Params),
+            }
+        )
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    typer.echo(table([[r["id"], r["title"], " ".join(r["upstream"]), r["requires"]] for r in rows], ["id", "title", "upstream", "requires"]))
+
+
+def _new_run_dir(out: Path) -> Path:
+    from repro.artifact import ensure_writable_dir, new_run_id
+
+    root = ensure_writable_dir(out)
+    for _ in range(5):
+        run_dir = root / new_run_id()
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise ReproError(f"could not create a fresh run folder under {root}")
+
+
+def _write_report(run_dir: Path) -> Path:
+    from repro import artifact, render
+
+    docs = [artifact.load(p) for p in artifact.expand([run_dir])]
+    return artifact.write_new(run_dir / "report.md", render.report(docs).encode())
+
+
+@app.command("run")
+@handles_errors
+def run_cmd(
+    repro_id: Annotated[str, typer.Argument(help="Repro id (see `repro list`).")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a param: key=value (repeatable).")] = None,
+    smoke: SmokeOpt = False,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the artifact JSON on stdout.")] = False,
+    repro_path: ReproPaths = None,
+    budget: BudgetOpt = None,
+    target_ci: TargetOpt = None,
+    fail_on: FailOnOpt = None,
+) -> None:
+    """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
+    from repro.execute import RunRequest, execute, resolve, stderr_log
+    from repro.spec import parse_assignments
+
+    req = RunRequest(
+        repro_id=repro_id,
+        overrides=parse_assignments(set_ or []),
+        smoke=smoke,
+        repro_paths=repro_path or [],
+        sampling=_sampling(budget, target_ci),
+        command=["repro", *sys.argv[1:]] if sys.argv[0].endswith("repro") else [],
+    )
+    _fail_on(fail_on)
+    resolve(req)  # all input checked before the run folder exists
+    run_dir = _new_run_dir(out)
+    doc, path = execute(req, run_dir, log=stderr_log)
+    report = _write_report(run_dir)
+    v = doc["verdict"]
+    typer.echo(f"{repro_id}: {v['status']} - {v['finding']}", err=True)
+    typer.echo(f"artifact: {path}\nreport:   {report}", err=True)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+    if fail_on == "reproduced" and v["status"] == "reproduced":
+        raise CliffReproduced(f"--fail-on reproduced: {repro_id} reproduced")
+
+
+@app.command("all")
+@handles_errors
+def all_cmd(
+    only: Annotated[list[str] | None, typer.Option("--only", help="Run only this id (repeatable).")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help="Skip this id (repeatable).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each repro may run before it is killed.")] = 900.0,
+    smoke: SmokeOpt = False,
+    out: OutOpt = DEFAULT_OUT,
+    repro_path: ReproPaths = None,
+    budget: BudgetOpt = None,
+    target_ci: TargetOpt = None,
+    fail_on: FailOnOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcomes as JSON on stdout.")] = False,
+) -> None:
+    """Run every repro, each in its own subprocess; a crash or hang becomes an error artifact."""
+    from repro import runner
+
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g}: expected seconds > 0")
+    _fail_on(fail_on)
+    sampling = _sampling(budget, target_ci)
+    paths = [p.resolve() for p in (repro_path or [])]
+    ids = runner.select(only or [], skip or [], paths)
+    if not ids:
+        raise UsageError("--only/--skip left no repro to run; expected at least one")
+    run_dir = _new_run_dir(out)
+    outcomes = runner.run_all(
+        ids, run_dir, smoke=smoke, timeout_s=timeout, repro_paths=paths, sampling=sampling,
+        command=["repro", "all", *sys.argv[2:]] if sys.argv[0].endswith("repro") else ["repro", "all"],
+    )
+    report = _write_report(run_dir)
+    typer.echo(f"run folder: {run_dir}\nreport:     {report}", err=True)
+    if as_json:
+        typer.echo(json.dumps([{"id": o.repro_id, "status": o.status, "artifact": str(o.path), "seconds": o.seconds} for o in outcomes], indent=2))
+    hits = [o.repro_id for o in outcomes if o.status == "reproduced"]
+    if fail_on == "reproduced" and hits:
+        raise CliffReproduced(f"--fail-on reproduced: {', '.join(hits)} reproduced")
+
+
+@app.command("fingerprint")
+@handles_errors
+def fingerprint_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole fingerprint as JSON.")] = False,
+    no_collect_env: Annotated[bool, typer.Option("--no-collect-env", help="Skip torch.utils.collect_env (saves seconds).")] = False,
+) -> None:
+    """Print this machine's environment fingerprint (imports torch when present)."""
+    from repro import fingerprint
+    from repro.render import essentials_line
+
+    proc = None if no_collect_env else fingerprint.start_collect_env()
+    fp = fingerprint.collect(collect_env=fingerprint.finish_collect_env(proc) if proc else None)
+    fp = fingerprint.redactor()(fp)
+    if as_json:
+        typer.echo(json.dumps(fp, indent=2, default=str))
+        return
+    typer.echo(essentials_line(fp))
+    for k, v in sorted(fp["software"]["libraries"].items()):
+        typer.echo(f"  {k}: {v['version'] if v['loaded'] else 'not loaded'}")
+    for name, err in fp["errors"].items():
+        typer.echo(f"  probe {name} failed: {err}", err=True)
+
+
+@app.command("validate")
+@handles_errors
+def validate_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Artifact files or run folders.")],
+) -> None:
+    """Validate artifacts against the JSON Schema; exit 2 if any fails."""
+    from repro import artifact
+
+    bad = 0
+    for path in artifact.expand(files):
+        try:
+            artifact.load(path)
+        except UsageError as exc:
+            _err(str(exc))
+            bad += 1
+            continue
+        typer.echo(f"ok: {path}")
+    if bad:
+        raise typer.Exit(2)
+
+
+@app.command("report")
+@handles_errors
+def report_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Artifact files or run folders.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write the markdown here (never overwrites).")] = None,
+) -> None:
+    """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE)."""
+    from repro import artifact, render
+
+    docs = [artifact.load(p) for p in artifact.expand(files)]
+    text = render.report(docs)
+    if out is None:
+        typer.echo(text)
+        return
+    if out.exists():
+        raise UsageError(f"--out {out}: exists; expected a new file name (reports are never overwritten)")
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise UsageError(f"--out {out}: expected a file in a writable folder")
+    artifact.write_new(out, text.encode())
+    typer.echo(f"report: {out}", err=True)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

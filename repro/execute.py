@@ -1,0 +1,218 @@
+"""Run one repro in this process: params, device, measurement, verdict, validity, artifact."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro import artifact, catalog, fingerprint
+from repro.errors import UsageError
+from repro.measure import Context, SamplingConfig
+from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
+from repro.verdict import unavailable
+
+# A variant whose SM clock, while it ran, sat below this share of the card's
+# maximum was not measured at full speed (idle-clock readings between polls are
+# excluded by taking the median of the polls, not the minimum).
+CLOCK_FLOOR = 0.75
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything that decides one repro's run, checked before anything is written."""
+
+    repro_id: str
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    smoke: bool = False
+    repro_paths: Sequence[Path] = ()
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    command: Sequence[str] = ()
+    traces: bool = True
+
+
+def resolve(req: RunRequest) -> tuple[type[Repro], Any]:
+    """The repro class and its params; every bad input surfaces here as a UsageError."""
+    cls = catalog.get(req.repro_id, req.repro_paths)
+    return cls, build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
+
+
+def _torch_state() -> tuple[bool, bool, str | None]:
+    """(torch importable, CUDA usable, reason when not)."""
+    if importlib.util.find_spec("torch") is None:
+        return False, False, "torch is not installed in this environment"
+    try:
+        import torch
+    except Exception as exc:  # a broken install is a reason to skip, not to crash
+        return False, False, f"torch failed to import: {exc}"
+    if not torch.cuda.is_available():
+        return True, False, "no CUDA device is visible to torch"
+    return True, True, None
+
+
+def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -> dict[str, Any]:
+    """valid / suspect with reasons, from what NVML saw while each variant ran."""
+    monitored = [v for v in variants if v.gpu_monitor]
+    if not monitored:
+        return {"flag": "not_applicable", "reasons": ["no GPU measurement was monitored (CPU, skipped or error)"]}
+    max_clock = ((gpu or {}).get("nvml") or {}).get("sm_clock_max_mhz")
+    reasons: list[str] = []
+    for v in monitored:
+        mon = v.gpu_monitor or {}
+        if mon.get("throttled"):
+            reasons.append(f"{v.name}: clocks-event reasons {', '.join(mon['throttled'])} while measuring")
+        if mon.get("other_pids"):
+            reasons.append(f"{v.name}: other processes on the GPU (pids {', '.join(map(str, mon['other_pids']))})")
+        med = mon.get("sm_clock_median_mhz")
+        if max_clock and med and med < CLOCK_FLOOR * max_clock:
+            reasons.append(f"{v.name}: SM clock {med} MHz is under {CLOCK_FLOOR:.0%} of its {max_clock} MHz maximum")
+        if mon.get("ecc_new_errors"):
+            reasons.append(f"{v.name}: {mon['ecc_new_errors']} new uncorrected ECC errors")
+    return {"flag": "suspect" if reasons else "valid", "reasons": reasons}
+
+
+def repro_section(cls: type[Repro], params: Any) -> dict[str, Any]:
+    return {
+        "id": cls.id,
+        "title": cls.title,
+        "upstream": list(cls.upstream),
+        "seed_claim": cls.seed_claim,
+        "params": params_to_dict(params),
+        "source_sha256": artifact.source_sha256(catalog.source_file(cls.id)),
+    }
+
+
+def rerun_command(req: RunRequest) -> str:
+    parts = ["repro", "run", req.repro_id]
+    parts += [f"--set {k}={v}" for k, v in req.overrides.items()]
+    if req.smoke:
+        parts.append("--smoke")
+    return " ".join(parts)
+
+
+def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda m: None) -> tuple[dict[str, Any], Path]:
+    """Run one repro and write its artifact to ``run_dir/<id>.json``; returns (doc, path).
+
+    Exceptions inside the repro become an ``error`` artifact; only bad input
+    (UsageError, raised before any work) and write failures escape.
+    """
+    cls, params = resolve(req)
+    t0 = time.monotonic()
+    has_torch, has_cuda, why_not = _torch_state()
+    env_proc = fingerprint.start_collect_env() if has_torch else None
+    knobs = fingerprint.knobs() if has_torch else {"error": why_not}
+    device: str | None = "cuda" if has_cuda else None
+    if device is None and req.smoke and cls.requires.cpu_smoke and has_torch:
+        device = "cpu"
+    missing = [m for m in cls.requires.python_modules if importlib.util.find_spec(m) is None]
+
+    result: RunResult | None = None
+    verdict: Verdict
+    error: dict[str, Any] | None = None
+    ceilings: dict[str, Any] | None = None
+    if device is None or missing:
+        if missing:
+            reason = f"needs Python module(s) {', '.join(missing)}, not importable here"
+        elif not has_torch:
+            reason = str(why_not)
+        else:
+            reason = f"{why_not}; this repro needs a CUDA GPU"
+            if cls.requires.cpu_smoke:
+                reason += " (--smoke exercises it on CPU)"
+        verdict = unavailable(cls.metric, reason)
+    else:
+        ctx = _context(req, device, run_dir, log)
+        ceilings = dict(ctx.ceilings) if ctx.cuda else None
+        try:
+            log(f"{cls.id}: running on {device}")
+            result = cls().run(params, ctx)
+            verdict = cls().verdict(params, result)
+        except Exception as exc:  # the repro failed; the artifact says how, the batch goes on
+            error = _error_of(exc)
+            verdict = unavailable(cls.metric, error["message"], status="error")
+    fp = fingerprint.collect(
+        knobs_at_start=knobs, collect_env=fingerprint.finish_collect_env(env_proc) if env_proc else None,
+        ceilings=ceilings,
+    )
+    variants = result.variants if result else ()
+    doc = artifact.assemble(
+        repro=repro_section(cls, params),
+        run={
+            "run_id": run_dir.name,
+            "created_utc": artifact.utc_now(),
+            "command": list(req.command) or rerun_command(req).split(),
+            "rerun": rerun_command(req),
+            "smoke": req.smoke,
+            "device": device,
+            "duration_s": time.monotonic() - t0,
+        },
+        variants=variants,
+        verdict=verdict,
+        validity=validity(variants, fp.get("gpu")),
+        fingerprint=fp,
+        extra=result.extra if result else {},
+        warnings=_warnings(variants, result),
+        error=error,
+    )
+    doc = fingerprint.redactor()(doc)
+    path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
+    return doc, path
+
+
+def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None]) -> Context:
+    ceilings: dict[str, Any] = {}
+    nv = None
+    if device == "cuda":
+        from repro import ceilings as ceil
+
+        log("measuring this GPU's ceilings (once per run)")
+        ceilings = ceil.for_run(run_dir)
+        nv = _nvml_or_none()
+    return Context(
+        device=device,
+        smoke=req.smoke,
+        sampling=req.sampling,
+        ceilings=ceilings,
+        trace_dir=(run_dir / "traces" / req.repro_id) if req.traces else None,
+        nvml=nv,
+        log=log,
+    )
+
+
+def _nvml_or_none() -> tuple[Any, Any] | None:
+    try:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        pci = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        return fingerprint.nvml_handle(pci)
+    except Exception:  # no NVML: measure anyway, the validity flag will say it was not monitored
+        return None
+
+
+def _error_of(exc: BaseException) -> dict[str, Any]:
+    oom = type(exc).__name__ in ("OutOfMemoryError", "MemoryError") or "out of memory" in str(exc).lower()
+    return {
+        "kind": "oom" if oom else "exception",
+        "message": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+        "exit_code": None,
+        "signal": None,
+        "stderr_tail": None,
+        "traceback": "".join(traceback.format_exception(exc))[-4000:],
+    }
+
+
+def _warnings(variants: Sequence[VariantResult], result: RunResult | None) -> list[str]:
+    out = [f"{v.name}: {w}" for v in variants for w in v.warnings]
+    if result:
+        out += list(result.notes)
+    return out
+
+
+def stderr_log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,164 @@
+"""NVML seam: clocks, throttle reasons, processes and ECC, imported lazily and never fatal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# Reasons that mean the GPU ran slower than it could while we measured. "GPU idle"
+# and "applications clocks setting" are normal states, not throttling.
+_REASONS = {
+    0x1: ("gpu_idle", False),
+    0x2: ("applications_clocks_setting", False),
+    0x4: ("sw_power_cap", True),
+    0x8: ("hw_slowdown", True),
+    0x10: ("sync_boost", False),
+    0x20: ("sw_thermal_slowdown", True),
+    0x40: ("hw_thermal_slowdown", True),
+    0x80: ("hw_power_brake_slowdown", True),
+    0x100: ("display_clock_setting", False),
+}
+THROTTLING = frozenset(name for name, bad in _REASONS.values() if bad)
+
+
+def decode_reasons(mask: int) -> list[str]:
+    """Names of the clocks-event reasons set in an NVML bitmask."""
+    names = [name for bit, (name, _) in _REASONS.items() if mask & bit]
+    unknown = mask & ~sum(_REASONS)
+    if unknown:
+        names.append(f"unknown_0x{unknown:x}")
+    return names
+
+
+def _pynvml() -> Any:
+    import pynvml  # from nvidia-ml-py; imported here so CPU-only commands never load it
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # a query the driver does not support reads as null
+        return None
+
+
+def handle_for(pci_bus_id: str | None = None, index: int = 0) -> tuple[Any, Any]:
+    """(pynvml, handle) for the GPU torch uses, matched by PCI bus id when known."""
+    nv = _pynvml()
+    if pci_bus_id:
+        try:
+            return nv, nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+        except Exception:  # fall back to the index below
+            pass
+    return nv, nv.nvmlDeviceGetHandleByIndex(index)
+
+
+def snapshot(nv: Any, h: Any) -> dict[str, Any]:
+    """One reading of the volatile state: clocks, reasons, temperature, power, processes."""
+    mask = _safe(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h))
+    if mask is None:
+        mask = _safe(lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+    procs = _safe(lambda: nv.nvmlDeviceGetComputeRunningProcesses(h))
+    return {
+        "sm_clock_mhz": _safe(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+        "mem_clock_mhz": _safe(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+        "clocks_event_reasons": decode_reasons(mask) if mask is not None else None,
+        "temperature_c": _safe(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+        "power_w": _safe(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+        "compute_pids": sorted(p.pid for p in procs) if procs is not None else None,
+        "ecc_volatile_uncorrected": _safe(
+            lambda: nv.nvmlDeviceGetTotalEccErrors(
+                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+            )
+        ),
+    }
+
+
+class Monitor:
+    """Polls NVML on a thread while a variant runs; summarises clocks and throttling.
+
+    Polling (every ``period_s``) rather than only reading before/after catches a
+    power-cap excursion in the middle of a measurement.
+    """
+
+    def __init__(self, nv: Any, h: Any, own_pid: int, period_s: float = 0.05) -> None:
+        self._nv, self._h, self._pid, self._period = nv, h, own_pid, period_s
+        self._stop = threading.Event()
+        self._readings: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.before: dict[str, Any] = {}
+        self.after: dict[str, Any] = {}
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period):
+            self._readings.append(snapshot(self._nv, self._h))
+
+    def __enter__(self) -> Monitor:
+        self.before = snapshot(self._nv, self._h)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.after = snapshot(self._nv, self._h)
+
+    def summary(self) -> dict[str, Any]:
+        readings = [self.before, *self._readings, self.after]
+        clocks = [r["sm_clock_mhz"] for r in readings if r["sm_clock_mhz"] is not None]
+        polled = sorted(r["sm_clock_mhz"] for r in self._readings if r["sm_clock_mhz"] is not None)
+        reasons: set[str] = set()
+        others: set[int] = set()
+        for r in readings:
+            reasons.update(r["clocks_event_reasons"] or ())
+            others.update(p for p in (r["compute_pids"] or ()) if p != self._pid)
+        ecc = [r["ecc_volatile_uncorrected"] for r in (self.before, self.after)]
+        return {
+            "before": self.before,
+            "after": self.after,
+            "polls": len(self._readings),
+            "sm_clock_min_mhz": min(clocks) if clocks else None,
+            "sm_clock_max_mhz": max(clocks) if clocks else None,
+            "sm_clock_median_mhz": polled[len(polled) // 2] if polled else None,
+            "reasons_seen": sorted(reasons),
+            "throttled": sorted(reasons & THROTTLING),
+            "other_pids": sorted(others),
+            "ecc_new_errors": (ecc[1] - ecc[0]) if None not in ecc else None,
+        }
+
+
+def static_info(nv: Any, h: Any) -> dict[str, Any]:
+    """The slow-changing facts for the fingerprint: names, limits, link, modes."""
+
+    def text(v: Any) -> Any:
+        return v.decode() if isinstance(v, bytes) else v
+
+    mem = _safe(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+    mig = _safe(lambda: nv.nvmlDeviceGetMigMode(h))
+    return {
+        "name": _safe(lambda: text(nv.nvmlDeviceGetName(h))),
+        "driver_version": _safe(lambda: text(nv.nvmlSystemGetDriverVersion())),
+        "cuda_driver_version": _safe(lambda: nv.nvmlSystemGetCudaDriverVersion_v2()),
+        "board_part_number": _safe(lambda: text(nv.nvmlDeviceGetBoardPartNumber(h))),
+        "pci_device_id": _safe(lambda: f"0x{nv.nvmlDeviceGetPciInfo(h).pciDeviceId:08x}"),
+        "pci_subsystem_id": _safe(lambda: f"0x{nv.nvmlDeviceGetPciInfo(h).pciSubSystemId:08x}"),
+        "vbios_version": _safe(lambda: text(nv.nvmlDeviceGetVbiosVersion(h))),
+        "memory_total_bytes": mem.total if mem is not None else None,
+        "power_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementLimit(h) / 1000.0),
+        "power_default_limit_w": _safe(
+            lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0
+        ),
+        "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+        "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+        "persistence_mode": _safe(lambda: bool(nv.nvmlDeviceGetPersistenceMode(h))),
+        "ecc_mode": _safe(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
+        "mig_mode": bool(mig[0]) if mig is not None else None,
+        "compute_mode": _safe(lambda: nv.nvmlDeviceGetComputeMode(h)),
+        "pcie_gen": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+        "pcie_gen_max": _safe(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+        "pcie_width": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
+        "pcie_width_max": _safe(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+    }

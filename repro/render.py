@@ -1,0 +1,262 @@
+"""Markdown for GitHub: the run report with variants, kernel diff, findings and details blocks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from repro.fingerprint import essentials
+from repro.verdict import fmt_ratio
+
+# GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
+REPORT_LIMIT = 60_000
+KERNELS_PER_VARIANT = 6
+_KERNEL_NAME_CHARS = 90
+# A kernel whose per-call time moved by more than this between variants is "changed".
+_CHANGED = 0.10
+
+
+def md_cell(text: Any) -> str:
+    """Make a value safe inside a GFM table cell."""
+    s = "" if text is None else str(text)
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def code(text: str, limit: int = _KERNEL_NAME_CHARS) -> str:
+    s = text if len(text) <= limit else text[: limit - 3] + "..."
+    s = s.replace("`", "'")
+    return f"`{md_cell(s)}`"
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    return tabulate([[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github")
+
+
+def details(summary: str, body: str, lang: str = "") -> str:
+    # The blank line after </summary> is what makes GitHub render the body as markdown.
+    return f"<details><summary>{summary}</summary>\n\n```{lang}\n{body}\n```\n\n</details>\n"
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def verdict_cell(doc: Mapping[str, Any]) -> str:
+    v = doc["verdict"]
+    return fmt_ratio(v.get("value"), v.get("ci_low"), v.get("ci_high"))
+
+
+def stack(doc: Mapping[str, Any]) -> str:
+    e = essentials(doc["fingerprint"])
+    return f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}"
+
+
+def summary_table(docs: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            d["repro"]["id"],
+            f"**{d['verdict']['status']}**",
+            verdict_cell(d),
+            f"{d['verdict']['threshold']:g}",
+            d["validity"]["flag"],
+            essentials(d["fingerprint"])["gpu"],
+            stack(d),
+        ]
+        for d in docs
+    ]
+    return table(rows, ["repro", "status", "ratio (95% CI)", "threshold", "validity", "GPU", "stack"])
+
+
+def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
+    a = v.get("achieved") or {}
+    if a.get("tflops") is not None and (a.get("ceiling_unit") in (None, "TFLOP/s")):
+        rate = f"{a['tflops']:.3g} TFLOP/s"
+    elif a.get("gbps") is not None:
+        rate = f"{a['gbps']:.4g} GB/s"
+    else:
+        rate = "-"
+    pct = f"{a['pct_of_ceiling']:.0f}% of {a['ceiling']}" if a.get("pct_of_ceiling") is not None else "-"
+    return rate, pct
+
+
+def variants_table(doc: Mapping[str, Any]) -> str:
+    rows = []
+    for v in doc["variants"]:
+        t = v.get("timing")
+        if v["status"] != "ok" or not t:
+            rows.append([v["label"], v["status"], f"{v.get('reason') or ''}", "", "", "", "", ""])
+            continue
+        s = t["stats"]
+        rate, pct = _rate(v)
+        rows.append(
+            [
+                v["label"],
+                fmt_time(s["median"]),
+                f"{fmt_time(s['ci_low'])} - {fmt_time(s['ci_high'])}",
+                fmt_time(s["iqr"]),
+                f"{s['n']} ({t['stop_reason'].replace('_', ' ')})",
+                t["method"].replace("_", " "),
+                rate,
+                pct,
+            ]
+        )
+    return table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+
+
+def _per_call_us(k: Mapping[str, Any]) -> float:
+    return float(k["total_us"]) / max(float(k["count"]), 1.0) * float(k["per_call"])
+
+
+def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERNELS_PER_VARIANT) -> str:
+    """Kernels x variants, us per call; an empty cell means the kernel did not run there."""
+    measured = [v for v in variants if v.get("kernels")]
+    if not measured:
+        return "_No kernels were captured._\n"
+    names: list[str] = []
+    for v in measured:
+        for k in v["kernels"][:per_variant]:
+            if k["name"] not in names:
+                names.append(k["name"])
+    cells = {v["name"]: {k["name"]: _per_call_us(k) for k in v["kernels"]} for v in measured}
+    rows = [[code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names]
+    unit = "leaf ops on CPU" if measured[0].get("kernel_source") == "cpu" else "kernels"
+    head = f"{unit}, us per call ({KERNELS_PER_VARIANT} largest per variant)"
+    return table(rows, [head] + [v["name"] for v in measured]) + "\n"
+
+
+def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
+    a = {k["name"]: _per_call_us(k) for k in base.get("kernels", [])}
+    b = {k["name"]: _per_call_us(k) for k in other.get("kernels", [])}
+    out = []
+    for name in sorted(set(b) - set(a), key=lambda n: -b[n])[:3]:
+        out.append(f"+ {code(name, 70)} appears ({b[name]:.1f} us/call)")
+    for name in sorted(set(a) - set(b), key=lambda n: -a[n])[:3]:
+        out.append(f"- {code(name, 70)} disappears (was {a[name]:.1f} us/call)")
+    for name in sorted(set(a) & set(b), key=lambda n: -abs(b[n] - a[n]))[:3]:
+        if a[name] > 0 and abs(b[name] - a[name]) / a[name] > _CHANGED:
+            out.append(f"~ {code(name, 70)} {a[name]:.1f} -> {b[name]:.1f} us/call")
+    return out
+
+
+def diff_section(doc: Mapping[str, Any]) -> str:
+    measured = [v for v in doc["variants"] if v.get("kernels")]
+    if len(measured) < 2:
+        return ""
+    base = measured[0]
+    lines = []
+    for other in measured[1:]:
+        changes = kernel_diff(base, other)
+        body = "; ".join(changes) if changes else "same kernels, times within 10%"
+        lines.append(f"- **{base['name']} -> {other['name']}**: {body}")
+    return "Kernel diff against the first variant:\n\n" + "\n".join(lines) + "\n"
+
+
+def essentials_line(fp: Mapping[str, Any]) -> str:
+    e = essentials(fp)
+    return (
+        f"GPU **{e['gpu']}** (cc {e['cc'] or '-'}), driver {e['driver'] or '-'}, "
+        f"torch {e['torch'] or '-'} (CUDA {e['cuda'] or '-'}, cuBLAS {e['cublas'] or '-'}), stack: {e['lane']}"
+    )
+
+
+@dataclass
+class _Detail:
+    """A collapsible block; ``body`` shrinks or goes when the report is over its limit."""
+
+    summary: str
+    body: str
+    lang: str
+
+
+def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
+    fp = doc["fingerprint"]
+    rid = doc["repro"]["id"]
+    out = [_Detail(f"{rid}: full fingerprint", json.dumps({k: v for k, v in fp.items() if k != "collect_env"}, indent=1), "json")]
+    ce = (fp.get("collect_env") or {}).get("output")
+    if ce:
+        out.append(_Detail(f"{rid}: python -m torch.utils.collect_env", ce.rstrip(), ""))
+    out.append(_Detail(f"{rid}: raw artifact JSON", json.dumps(doc, indent=1), "json"))
+    return out
+
+
+def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
+    r, v = doc["repro"], doc["verdict"]
+    lines = [f"## `{r['id']}`: {r['title']}", ""]
+    if r["upstream"]:
+        lines.append("Upstream: " + ", ".join(r["upstream"]))
+    lines += [f"Seed claim: {r['seed_claim']}", ""]
+    lines.append(
+        f"**{v['status']}** - {v['metric']} = {fmt_ratio(v.get('value'), v.get('ci_low'), v.get('ci_high'))}, "
+        f"threshold {v['threshold']:g}; validity: {doc['validity']['flag']}"
+    )
+    lines += ["", f"> {v['finding']}", ""]
+    for reason in doc["validity"]["reasons"]:
+        lines.append(f"- suspect: {reason}")
+    if doc.get("error"):
+        e = doc["error"]
+        lines += [f"Error ({e['kind']}): {e['message']}", ""]
+        if e.get("stderr_tail"):
+            lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
+    if doc["variants"]:
+        lines += [variants_table(doc), "", kernel_matrix(doc["variants"]), diff_section(doc)]
+    if v.get("breakdown"):
+        keys = list(v["breakdown"][0].keys())
+        lines += [table([[b.get(k) for k in keys] for b in v["breakdown"]], keys), ""]
+    for w in doc["warnings"][:10]:
+        lines.append(f"- warning: {w}")
+    lines += ["", essentials_line(doc["fingerprint"]), "", f"Rerun: `{doc['run'].get('rerun') or ' '.join(doc['run']['command'])}`", ""]
+    return "\n".join(lines), _details_for(doc)
+
+
+def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: str | None = None) -> str:
+    """The whole report, at most ``limit`` characters: the largest details shrink first."""
+    if not docs:
+        raise ValueError("no artifacts to report")
+    run_ids = sorted({d["run"]["run_id"] for d in docs})
+    head = [f"# {title or 'gpu-repro report'}: run {', '.join(run_ids)}", "", summary_table(docs), ""]
+    sections = [repro_section(d) for d in docs]
+    blocks = [detail for _, ds in sections for detail in ds]
+    notes: list[str] = []
+
+    def compose() -> str:
+        parts = list(head)
+        if notes:
+            parts += ["_" + " ".join(notes) + "_", ""]
+        for text, ds in sections:
+            parts.append(text)
+            parts += [details(d.summary, d.body, d.lang) for d in ds if d in blocks]
+        return "\n".join(parts)
+
+    text = compose()
+    while len(text) > limit and blocks:
+        largest = max(blocks, key=lambda d: len(d.body))
+        excess = len(text) - limit
+        if len(largest.body) > 4000 and len(largest.body) - excess > 2000:
+            largest.body = largest.body[: len(largest.body) - excess - 200] + "\n... (shortened)"
+            notes_text = f"Shortened '{largest.summary}' to fit GitHub's size limit; the artifact holds it whole."
+        else:
+            blocks.remove(largest)
+            notes_text = f"Dropped '{largest.summary}' to fit GitHub's size limit; the artifact holds it."
+        if notes_text not in notes:
+            notes.append(notes_text)
+        text = compose()
+    if len(text) > limit:
+        text = text[: limit - 80] + "\n\n_Report cut at the size limit; see the artifacts._\n"
+    return text
+
+
+def iter_kernel_names(docs: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [k["name"] for d in docs for v in d["variants"] for k in v.get("kernels", [])]

@@ -1,0 +1,1 @@
+"""The built-in catalog: one module per repro, each registering itself with ``@register``."""
