@@ -156,15 +156,17 @@ class Context:
         calls_per_sample: int | None = None,
         before_sample: Callable[[], None] | None = None,
         extra: Mapping[str, Any] | None = None,
+        sampling: SamplingConfig | None = None,
     ) -> VariantResult:
         """Warm up, time ``fn`` until the CI target or budget, capture kernels, read NVML.
 
         ``graph=True`` captures ``calls_per_sample`` calls into one CUDA graph and
         times its replays, so launch overhead drops out. ``before_sample`` runs
-        outside the timed region (e.g. to flush L2 or rotate inputs).
+        outside the timed region (e.g. to flush L2 or rotate inputs). ``sampling``
+        overrides the run's rules for a repro with many small variants.
         """
         self.log(f"  {name}: warm-up")
-        cfg = self.sampling
+        cfg = sampling or self.sampling
         warm_calls = self._warmup(fn)
         calls = calls_per_sample or self._calibrate(fn)
         runner: Callable[[], Any]
@@ -226,6 +228,42 @@ class Context:
         )
 
     # -- pieces of measure(), each a seam ---------------------------------------------
+
+    def kernel_samples(
+        self, fn: Callable[[], Any], iters: int, match: Callable[[str], bool]
+    ) -> list[float]:
+        """Per-call device time (seconds) of the kernels whose names ``match``, one sample per call.
+
+        Each call is bracketed by a synchronize and a profiler range, so the kernels
+        that start between one range's start and the next belong to that call.
+        Needs CUDA; this is how a repro gets a sample set for a per-kernel metric.
+        """
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        if not self.cuda:
+            raise RuntimeError("kernel_samples needs CUDA")
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(iters):
+                with record_function(f"gpu_repro_call_{i}"):
+                    fn()
+                self.synchronize()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "trace.json"
+            prof.export_chrome_trace(str(path))
+            events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
+        starts = sorted(
+            (e["ts"], int(e["name"].rsplit("_", 1)[1]))
+            for e in events
+            if str(e.get("name", "")).startswith("gpu_repro_call_") and e.get("cat") == "user_annotation"
+        )
+        totals = [0.0] * iters
+        for e in events:
+            if e.get("cat") in _DEVICE_CATS and match(e.get("name", "")):
+                owner = [i for ts, i in starts if ts <= e["ts"]]
+                if owner:
+                    totals[owner[-1]] += float(e.get("dur", 0.0)) / 1e6
+        return [t for t in totals if t > 0]
 
     def _warmup(self, fn: Callable[[], Any]) -> int:
         calls, t0 = 0, time.perf_counter()

@@ -1,0 +1,69 @@
+# gpu-repro driver. Every recipe is a command you could type yourself; `make help` lists them.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+# Runtime env: sees the system's torch (your CUDA build), adds only our small deps.
+VENV ?= .venv
+# Test env: isolated, with the pinned CPU torch from requirements-test.txt.
+TEST_VENV ?= .venv-test
+REPRO := $(VENV)/bin/repro
+OUT ?= artifacts
+ARGS ?=
+LANE ?= cu126-pt26
+LANES := cu126-pt26 cu128-nightly nemo
+REPROS := 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset
+
+.PHONY: help setup test lint repro-all images matrix docker-repro-all $(addprefix repro-,$(REPROS)) \
+        $(addprefix image-,$(LANES)) $(addprefix docker-repro-,$(REPROS))
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 26
+	@echo "repro-<id>                run one repro: $(REPROS)"
+	@echo "docker-repro-<id>         run one repro in LANE=<lane> ($(LANES))"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install --no-build-isolation -e .
+	touch $@
+
+setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gpu-repro installed
+
+$(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -r requirements-test.txt
+	$(TEST_VENV)/bin/pip install --no-build-isolation -e .
+	touch $@
+
+test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
+	$(TEST_VENV)/bin/pytest $(ARGS)
+
+lint: $(TEST_VENV)/.installed ## ruff on the code, hadolint on every Dockerfile
+	$(TEST_VENV)/bin/ruff check repro tests
+	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile
+
+repro-all: setup ## Run every repro; artifacts and report.md land in $(OUT)/<run-id>/
+	$(REPRO) all --out $(OUT) $(ARGS)
+
+$(addprefix repro-,$(REPROS)): repro-%: setup
+	$(REPRO) run $* --out $(OUT) $(ARGS)
+
+# --- docker lanes (no engine on the dev machines; see README) --------------------
+images: setup ## Build all three pinned images
+	$(REPRO) images build $(LANES)
+
+$(addprefix image-,$(LANES)): image-%: setup
+	$(REPRO) images build $*
+
+docker-repro-all: setup ## Run `repro all` in LANE=<lane> with GPUs passed through
+	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
+
+$(addprefix docker-repro-,$(REPROS)): docker-repro-%: setup
+	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
+
+matrix: setup ## Every repro in every lane, then `repro compare` across the lanes
+	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --out $(OUT)/matrix/$(lane) -- all $(ARGS) &&) true
+	$(REPRO) compare $(addprefix $(OUT)/matrix/,$(LANES)) --out $(OUT)/matrix/compare.md
+
+lock: setup ## Resolve image digests into docker/images.lock.json (needs a registry)
+	$(REPRO) images lock

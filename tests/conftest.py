@@ -1,0 +1,52 @@
+"""Shared fixtures: a clean environment, a fresh run folder, and skipping of gpu-marked tests without CUDA."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from repro.artifact import new_run_id
+from repro.measure import SamplingConfig
+
+# Variables that change what the harness does; tests start without them.
+_ENV = ("GPU_REPRO_OUT", "GPU_REPRO_IMAGE", "GPU_REPRO_LANE", "CUDA_VISIBLE_DEVICES", "TORCH_LINALG_PREFER_CUSOLVER")
+
+# Short sampling so CPU smoke runs finish in seconds; the statistics still run.
+FAST = SamplingConfig(target_rel_ci=0.05, budget_s=0.2, warmup_s=0.01, min_samples=6, max_samples=50, profile_iters=1)
+
+
+def _cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run tests/gpu on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / new_run_id()
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def fast() -> SamplingConfig:
+    return FAST
