@@ -297,6 +297,37 @@ def report_cmd(
     typer.echo(f"report: {out}", err=True)
 
 
+@app.command("bundle")
+@handles_errors
+def bundle_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (artifacts/<run-id>).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Bundle path (default <run-dir>.bundle.tar.gz).")] = None,
+) -> None:
+    """Pack a run (artifacts, report, logs, Chrome traces) into one .tar.gz under GitHub's 25 MB limit."""
+    from repro import bundle
+
+    path = bundle.build(run_dir, out)
+    typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
+
+
+@app.command("doctor")
+@handles_errors
+def doctor_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
+) -> None:
+    """Check this machine for the usual causes of cliffs and of bad measurements."""
+    from repro import doctor
+    from repro.render import table
+
+    result = doctor.diagnose()
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(result["headline"])
+    rows = [[f["level"].upper(), f["check"], f["seen"], f["action"]] for f in result["findings"]]
+    typer.echo(table(rows, ["level", "check", "seen", "what to do"]))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

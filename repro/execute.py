@@ -42,14 +42,21 @@ def resolve(req: RunRequest) -> tuple[type[Repro], Any]:
     return cls, build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent package is missing
+        return False
+
+
 def _torch_state() -> tuple[bool, bool, str | None]:
     """(torch importable, CUDA usable, reason when not)."""
-    if importlib.util.find_spec("torch") is None:
-        return False, False, "torch is not installed in this environment"
     try:
         import torch
+    except ModuleNotFoundError:
+        return False, False, "torch is not installed in this environment"
     except Exception as exc:  # a broken install is a reason to skip, not to crash
-        return False, False, f"torch failed to import: {exc}"
+        return False, False, f"torch failed to import ({type(exc).__name__}: {exc})"
     if not torch.cuda.is_available():
         return True, False, "no CUDA device is visible to torch"
     return True, True, None
@@ -107,9 +114,9 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
     env_proc = fingerprint.start_collect_env() if has_torch else None
     knobs = fingerprint.knobs() if has_torch else {"error": why_not}
     device: str | None = "cuda" if has_cuda else None
-    if device is None and req.smoke and cls.requires.cpu_smoke and has_torch:
+    if device is None and has_torch and (not cls.requires.cuda or (req.smoke and cls.requires.cpu_smoke)):
         device = "cpu"
-    missing = [m for m in cls.requires.python_modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in cls.requires.python_modules if not _importable(m)]
 
     result: RunResult | None = None
     verdict: Verdict

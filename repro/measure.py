@@ -357,10 +357,12 @@ class Context:
             raw = path.read_bytes()
         trace = json.loads(raw)
         if self.trace_dir is not None:
+            from repro.fingerprint import redactor
+
             self.trace_dir.mkdir(parents=True, exist_ok=True)
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
             with gzip.open(self.trace_dir / f"{safe}.trace.json.gz", "wb") as fh:
-                fh.write(raw)
+                fh.write(redactor()(raw.decode(errors="replace")).encode())
         return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +131,7 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
                 names.append(k["name"])
     cells = {v["name"]: {k["name"]: _per_call_us(k) for k in v["kernels"]} for v in measured}
     rows = [[code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names]
-    unit = "leaf ops on CPU" if measured[0].get("kernel_source") == "cpu" else "kernels"
+    unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
     head = f"{unit}, us per call ({KERNELS_PER_VARIANT} largest per variant)"
     return table(rows, [head] + [v["name"] for v in measured]) + "\n"
 
@@ -203,8 +203,8 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         f"threshold {v['threshold']:g}; validity: {doc['validity']['flag']}"
     )
     lines += ["", f"> {v['finding']}", ""]
-    for reason in doc["validity"]["reasons"]:
-        lines.append(f"- suspect: {reason}")
+    if doc["validity"]["flag"] == "suspect":
+        lines += [f"- suspect: {reason}" for reason in doc["validity"]["reasons"]] + [""]
     if doc.get("error"):
         e = doc["error"]
         lines += [f"Error ({e['kind']}): {e['message']}", ""]
@@ -215,8 +215,7 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
     if v.get("breakdown"):
         keys = list(v["breakdown"][0].keys())
         lines += [table([[b.get(k) for k in keys] for b in v["breakdown"]], keys), ""]
-    for w in doc["warnings"][:10]:
-        lines.append(f"- warning: {w}")
+    lines += [f"- warning: {w}" for w in doc["warnings"][:10]]
     lines += ["", essentials_line(doc["fingerprint"]), "", f"Rerun: `{doc['run'].get('rerun') or ' '.join(doc['run']['command'])}`", ""]
     return "\n".join(lines), _details_for(doc)
 
@@ -257,6 +256,3 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
         text = text[: limit - 80] + "\n\n_Report cut at the size limit; see the artifacts._\n"
     return text
 
-
-def iter_kernel_names(docs: Iterable[Mapping[str, Any]]) -> list[str]:
-    return [k["name"] for d in docs for v in d["variants"] for k in v.get("kernels", [])]

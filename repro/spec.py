@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,9 @@ class RunResult:
         raise KeyError(f"no variant {name!r}; have {', '.join(v.name for v in self.variants)}")
 
 
+_RESULT_TYPES: dict[str, type] = {}
+
+
 class Repro:
     """Base class of every repro; subclasses are registered with ``@catalog.register``."""
 
@@ -202,6 +206,28 @@ class Repro:
     def verdict(self, params: Any, result: RunResult) -> Verdict:
         raise NotImplementedError
 
+
+def from_jsonable(tp: Any, data: Any) -> Any:
+    """Rebuild a result dataclass (nested, with tuples and optionals) from its JSON form."""
+    if data is None:
+        return None
+    if isinstance(tp, str):
+        tp = _RESULT_TYPES[tp]
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return tp(**{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is tuple:
+        return tuple(from_jsonable(args[0], x) for x in data)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        dc = [a for a in inner if dataclasses.is_dataclass(a)]
+        return from_jsonable(dc[0], data) if dc and isinstance(data, dict) else data
+    return data
+
+
+_RESULT_TYPES.update({c.__name__: c for c in (Stats, Timing, Kernel, Work, Achieved, VariantResult, Verdict)})
 
 # --------------------------------------------------------------------------- params
 

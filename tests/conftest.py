@@ -47,6 +47,6 @@ def run_dir(tmp_path: Path) -> Path:
     return d
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def fast() -> SamplingConfig:
     return FAST

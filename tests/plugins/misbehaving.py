@@ -1,0 +1,72 @@
+"""Test-only repros that misbehave on purpose: they prove one bad repro never takes the batch down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from repro.catalog import register
+from repro.measure import Context
+from repro.spec import Metric, Repro, Requirements, RunResult, Verdict, param
+from repro.verdict import ratio_verdict
+
+
+@dataclass(frozen=True)
+class Params:
+    seconds: float = param(60.0, help="how long to hang", min=0.0)
+
+
+class _Base(Repro):
+    upstream = ()
+    seed_claim = "test fixture"
+    Params = Params
+    requires = Requirements(cuda=False)
+    metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
+
+    def verdict(self, p: Params, result: RunResult) -> Verdict:
+        return ratio_verdict(
+            self.metric, result.variant("a"), result.variant("b"),
+            finding=lambda v, lo, hi, status, q: f"test ratio {v:.2f} ({status})",
+        )
+
+
+@register
+class Segfault(_Base):
+    id = "test-segfault"
+    title = "dies of SIGSEGV"
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        raise AssertionError("unreachable")
+
+
+@register
+class Hang(_Base):
+    id = "test-hang"
+    title = "hangs past its timeout"
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        time.sleep(p.seconds)
+        raise AssertionError("should have been killed")
+
+
+@register
+class Raises(_Base):
+    id = "test-raises"
+    title = "raises inside run()"
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        raise RuntimeError("boom from inside the repro")
+
+
+@register
+class Fine(_Base):
+    id = "test-fine"
+    title = "two pure-Python variants"
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        a = ctx.measure("a", lambda: sum(range(2000)))
+        b = ctx.measure("b", lambda: sum(range(1000)))
+        return RunResult(variants=(a, b))

@@ -1,0 +1,124 @@
+"""Schemas, round-trips, atomic never-overwriting writes, and every committed artifact validating."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from repro import artifact, stats
+from repro.execute import RunRequest, execute
+from repro.spec import Kernel, Timing, VariantResult, Verdict, Work, from_jsonable
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = sorted(
+    p for p in (ROOT / "artifacts" / "reference").rglob("*.json") if not p.name.startswith(".")
+    and p.parent.name != "traces"
+)
+
+
+@pytest.mark.parametrize("name", artifact.SCHEMA_FILES)
+def test_schemas_are_valid_2020_12_with_major_version_in_id(name: str) -> None:
+    schema = json.loads((ROOT / "schemas" / name).read_text())
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert "/v1/" in schema["$id"]
+    assert "schema_version" in schema["required"]
+
+
+def test_packaged_schemas_are_the_canonical_ones() -> None:
+    for name in artifact.SCHEMA_FILES:
+        assert (artifact.SCHEMA_DIR / name).read_bytes() == (ROOT / "schemas" / name).read_bytes()
+
+
+def _variant() -> VariantResult:
+    samples = (1.0e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3, 1.0e-3, 1.02e-3)
+    timing = Timing("cuda_events", "s", 4, 10, "ci_target", 0.01, 5.0, 0.3, stats.summarize(samples), samples)
+    return VariantResult(
+        name="linear_fp32", label="nn.Linear", config={"allow_tf32": False}, status="ok", device="cuda",
+        timing=timing, kernels=(Kernel("sm90_xmma_gemm", 4, 400.0, 100.0, 1.0),), kernel_source="cuda",
+        profiled_iterations=4, work=Work(flops=1e9, bytes=1e6, ceiling="fp32"),
+    )
+
+
+def test_variant_and_verdict_round_trip() -> None:
+    v = _variant()
+    verdict = Verdict("m", "d", 1.2, 1.1, 1.3, 0.95, 1.5, "not_reproduced", "a finding sentence",
+                      breakdown=({"batch": 1, "ratio": 1.2},))
+    for obj, cls in ((v, VariantResult), (verdict, Verdict)):
+        data = artifact.to_jsonable(obj)
+        assert from_jsonable(cls, json.loads(json.dumps(data))) == obj
+
+
+def test_artifact_round_trip_through_schema(run_dir: Path, fast) -> None:
+    doc, path = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
+    assert artifact.validation_errors(doc) == []
+    loaded = artifact.load(path)
+    assert loaded == doc
+    variants = [from_jsonable(VariantResult, v) for v in loaded["variants"]]
+    assert [artifact.to_jsonable(v) for v in variants] == loaded["variants"]
+    assert from_jsonable(Verdict, loaded["verdict"]).status == doc["verdict"]["status"]
+    fp_errors = artifact.validation_errors(doc["fingerprint"], "fingerprint.schema.json")
+    assert fp_errors == []
+
+
+def test_schema_rejects_what_it_should(run_dir: Path, fast) -> None:
+    doc, _ = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
+    broken = json.loads(json.dumps(doc))
+    broken["verdict"]["status"] = "maybe"
+    assert any("verdict" in e for e in artifact.validation_errors(broken))
+    broken = json.loads(json.dumps(doc))
+    broken["run"]["created_utc"] = "yesterday"  # format checking is on
+    assert any("created_utc" in e for e in artifact.validation_errors(broken))
+    broken = json.loads(json.dumps(doc))
+    broken["verdict"]["value"] = None  # a decided verdict must carry its number
+    assert artifact.validation_errors(broken)
+
+
+def test_write_new_is_atomic_and_never_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    artifact.write_new(target, b"first")
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        artifact.write_new(target, b"second")
+    assert target.read_bytes() == b"first"
+    assert os.listdir(tmp_path) == ["a.json"]  # no temp file left behind
+
+
+def test_invalid_document_is_never_written(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="fails its schema"):
+        artifact.write_artifact({"schema_version": "1.0"}, tmp_path / "x.json")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_run_ids_are_unique_and_sortable() -> None:
+    ids = {artifact.new_run_id() for _ in range(200)}
+    assert len(ids) == 200
+
+
+def test_committed_reference_artifacts_exist() -> None:
+    assert COMMITTED, "artifacts/reference/ holds no artifacts"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
+def test_committed_artifact_validates(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    assert artifact.validation_errors(doc) == []
+
+
+@pytest.mark.parametrize("path", COMMITTED[:3], ids=[str(p.relative_to(ROOT)) for p in COMMITTED[:3]])
+def test_committed_artifact_validates_with_check_jsonschema(path: Path) -> None:
+    exe = Path(sys.executable).parent / "check-jsonschema"
+    if not exe.exists():
+        pytest.skip("check-jsonschema is not installed in this environment")
+    schema_dir = ROOT / "schemas"
+    res = subprocess.run(
+        [str(exe), "--base-uri", schema_dir.as_uri() + "/", "--schemafile",
+         str(schema_dir / "artifact.schema.json"), str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -1,0 +1,115 @@
+"""Fingerprint: probes degrade to null + error, the env allowlist holds, secrets and home paths never leave."""
+
+from __future__ import annotations
+
+import json
+import platform
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from repro import fingerprint
+from repro.execute import RunRequest, execute
+
+MAPS = """\
+7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /opt/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.13
+7f0000001000-7f0000002000 r-xp 00000000 08:01 2 /opt/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.13
+7f0000002000-7f0000003000 r-xp 00000000 08:01 3 /usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0
+7f0000003000-7f0000004000 rw-p 00000000 00:00 0
+7f0000004000-7f0000005000 r-xp 00000000 08:01 4 /usr/lib/libcudart.so.13.0.48
+"""
+
+
+def test_loaded_libraries_from_maps() -> None:
+    libs = fingerprint.loaded_libraries(MAPS)
+    assert libs["cublasLt"].endswith("libcublasLt.so.13")
+    assert libs["cublas"].endswith("libcublas.so.13")
+    assert libs["cudnn"].endswith("libcudnn.so.9.14.0")
+    assert "cusolver" not in libs and "nccl" not in libs
+
+
+def test_failing_probe_records_null_and_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fingerprint, "loaded_libraries", lambda maps=None: {"cublas": "/nonexistent/libcublas.so.13"})
+    fp = fingerprint.collect()
+    assert fp["software"]["libraries"]["cublas"] == {"path": "/nonexistent/libcublas.so.13", "version": None, "loaded": True}
+    assert "libraries.cublas" in fp["errors"] and "OSError" in fp["errors"]["libraries.cublas"]
+
+
+def test_fingerprint_without_torch_section() -> None:
+    fp = fingerprint.collect(with_torch=False)
+    assert fp["software"]["torch"] is None and fp["gpu"] is None
+    assert fp["host"]["python"] == platform.python_version()
+
+
+def test_env_allowlist_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    monkeypatch.setenv("SOME_RANDOM_VAR", "value")
+    env = fingerprint.collect(with_torch=False)["env"]
+    assert env == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+
+
+def test_knobs_recorded() -> None:
+    k = fingerprint.knobs()
+    assert k["float32_matmul_precision"] in ("highest", "high", "medium")
+    assert isinstance(k["cuda_matmul_allow_tf32"], bool)
+
+
+def test_redactor_strips_home_user_dirs_hostname_and_secrets() -> None:
+    redact = fingerprint.redactor(hostname="gpu-box-17", home="/home/alice", secrets=["ghp_SECRETVALUE123"])
+    doc = {
+        "path": "/home/alice/proj/x.py",
+        "other": "/home/bob/data and /Users/carol/x",
+        "host": "gpu-box-17",
+        "argv": ["--token", "ghp_SECRETVALUE123"],
+        "/home/alice/key": 1,
+    }
+    out = json.dumps(redact(doc))
+    for leaked in ("alice", "bob", "carol", "gpu-box-17", "ghp_SECRETVALUE123"):
+        assert leaked not in out
+    assert "~/proj/x.py" in out and "/home/<user>" in out and "<hostname>" in out and "<redacted>" in out
+
+
+SECRETS = {
+    "GITHUB_TOKEN": "ghp_planted0000000000000000000000000001",
+    "HF_TOKEN": "hf_planted00000000000000000000000000002",
+    "AWS_SECRET_ACCESS_KEY": "planted/aws/secret/key/0000000000000003",
+    "WANDB_API_KEY": "planted0wandb0key0000000000000000000004",
+    "OPENAI_API_KEY": "sk-planted00000000000000000000000000005",
+}
+
+
+def test_no_secret_reaches_artifact_report_or_bundle(
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast, tmp_path: Path
+) -> None:
+    from repro import bundle, render
+
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    hostname = platform.node()
+    # A secret and a home path smuggled into a param value and the recorded command.
+    doc, path = execute(
+        RunRequest("5090-linear", smoke=True, sampling=fast,
+                   command=["repro", "run", "5090-linear", "--token", SECRETS["HF_TOKEN"], str(Path.home() / "x")]),
+        run_dir,
+    )
+    report = render.report([doc])
+    (run_dir / "report.md").write_text(report)
+    tar = bundle.build(run_dir, tmp_path / "b.tar.gz")
+    blobs = [path.read_text(), report]
+    with tarfile.open(tar) as tf:
+        for member in tf.getmembers():
+            if member.isfile():
+                data = tf.extractfile(member).read()  # type: ignore[union-attr]
+                if member.name.endswith(".gz"):
+                    import gzip
+
+                    data = gzip.decompress(data)
+                blobs.append(data.decode(errors="replace"))
+    home = str(Path.home())
+    for blob in blobs:
+        for name, secret in SECRETS.items():
+            assert secret not in blob, f"{name} leaked"
+        if len(hostname) >= 3:
+            assert hostname not in blob
+        assert f"{home}/" not in blob

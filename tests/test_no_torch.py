@@ -1,0 +1,71 @@
+"""`repro --help`, `list`, `--version`, `validate` and `report` must work where torch cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BLOCKER = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked for this test")
+        return None
+sys.meta_path.insert(0, _Block())
+"""
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def blocked_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    site = tmp_path_factory.mktemp("block")
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
+    return env
+
+
+def repro(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_blocker_really_blocks(blocked_env: dict[str, str]) -> None:
+    r = subprocess.run([sys.executable, "-c", "import torch"], env=blocked_env, capture_output=True, text=True)
+    assert r.returncode != 0 and "blocked" in r.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["list"], ["list", "--json"]])
+def test_commands_without_torch(blocked_env: dict[str, str], args: list[str]) -> None:
+    r = repro(blocked_env, *args)
+    assert r.returncode == 0, r.stderr
+    assert "blocked" not in r.stderr
+
+
+def test_validate_and_report_without_torch(blocked_env: dict[str, str], tmp_path: Path) -> None:
+    # Produce a real artifact with torch available, then read it with torch blocked.
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
+    made = subprocess.run(
+        [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path)], env=env,
+        capture_output=True, text=True, timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    (run_dir,) = tmp_path.iterdir()
+    r = repro(blocked_env, "validate", str(run_dir))
+    assert r.returncode == 0 and "ok:" in r.stdout, r.stderr
+    r = repro(blocked_env, "report", str(run_dir))
+    assert r.returncode == 0 and "| 5090-linear " in r.stdout, r.stderr
+    # Without torch, `run` still leaves a valid skipped artifact saying why.
+    r = repro(blocked_env, "run", "5090-linear", "--out", str(tmp_path / "nt"))
+    assert r.returncode == 0, r.stderr
+    (art,) = (tmp_path / "nt").glob("*/5090-linear.json")
+    doc = json.loads(art.read_text())
+    assert doc["verdict"]["status"] == "skipped" and "torch" in doc["verdict"]["finding"]

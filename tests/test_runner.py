@@ -1,0 +1,72 @@
+"""`repro all`: subprocess isolation, timeouts, crashes and skips never take the batch down."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from repro.cli import app
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+def test_batch_survives_segfault_hang_and_exception(tmp_path: Path) -> None:
+    cli = CliRunner(env={"COLUMNS": "120"})
+    args = ["all", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--timeout", "8", "--budget", "0.2"]
+    for rid in ("test-segfault", "test-hang", "test-raises", "test-fine"):
+        args += ["--only", rid]
+    r = cli.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    (run_dir,) = tmp_path.iterdir()
+    docs = {p.stem: json.loads(p.read_text()) for p in run_dir.glob("*.json")}
+    assert set(docs) == {"test-segfault", "test-hang", "test-raises", "test-fine"}
+
+    seg = docs["test-segfault"]
+    assert seg["verdict"]["status"] == "error"
+    assert seg["error"]["kind"] == "crash" and seg["error"]["signal"] == "SIGSEGV"
+    assert seg["error"]["exit_code"] is None
+
+    hang = docs["test-hang"]
+    assert hang["error"]["kind"] == "timeout" and "8 s timeout" in hang["error"]["message"]
+    assert "test-hang: running" in hang["error"]["stderr_tail"]
+
+    raised = docs["test-raises"]
+    assert raised["error"]["kind"] == "exception"
+    assert "boom from inside the repro" in raised["error"]["message"]
+    assert "RuntimeError" in raised["error"]["traceback"]
+
+    fine = docs["test-fine"]
+    assert fine["verdict"]["status"] in ("reproduced", "not_reproduced")
+    assert fine["verdict"]["value"] is not None and fine["verdict"]["ci_low"] <= fine["verdict"]["value"]
+    assert [v["name"] for v in fine["variants"]] == ["a", "b"]
+
+    report = (run_dir / "report.md").read_text()
+    for rid in docs:
+        assert rid in report
+    assert cli.invoke(app, ["validate", str(run_dir)]).exit_code == 0
+
+
+def test_all_on_cpu_yields_skipped_artifacts_and_exit_zero(tmp_path: Path) -> None:
+    cli = CliRunner(env={"COLUMNS": "120"})
+    r = cli.invoke(app, ["all", "--out", str(tmp_path), "--only", "5090-linear"])
+    assert r.exit_code == 0, r.output
+    (art,) = tmp_path.glob("*/5090-linear.json")
+    doc = json.loads(art.read_text())
+    assert doc["verdict"]["status"] == "skipped" and doc["error"] is None
+    assert doc["validity"]["flag"] == "not_applicable"
+
+
+def test_fail_on_reproduced_exits_3(tmp_path: Path) -> None:
+    # test-fine compares sum(range(2000)) with sum(range(1000)): ~2x, over the 1.5 threshold.
+    cli = CliRunner(env={"COLUMNS": "120"})
+    r = cli.invoke(
+        app,
+        ["run", "test-fine", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--fail-on", "reproduced",
+         "--budget", "1", "--target-ci", "0.02"],
+    )
+    (art,) = tmp_path.glob("*/test-fine.json")
+    status = json.loads(art.read_text())["verdict"]["status"]
+    assert r.exit_code == (3 if status == "reproduced" else 0), r.output
+    assert status == "reproduced"

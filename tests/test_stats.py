@@ -1,0 +1,88 @@
+"""Statistics: order-statistic CIs, ratio intervals that hold their coverage, adaptive stopping."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from repro import stats
+from repro.measure import SamplingConfig, sample_adaptively
+
+
+def test_median_ci_ranks_match_exact_binomial() -> None:
+    # n=10 at 95%: x_(2)..x_(9), the textbook distribution-free interval (coverage 97.9%).
+    assert stats.median_ci_ranks(10, 0.95) == (1, 8)
+    assert stats.median_ci_ranks(5, 0.95) is None  # 2 * 0.5^5 = 6.25% > 5%: no interval exists
+    assert stats.median_ci_ranks(6, 0.95) == (0, 5)
+
+
+def test_large_n_uses_normal_approximation_near_exact() -> None:
+    lo, hi = stats.median_ci_ranks(1001, 0.95)
+    # 1.96 * sqrt(1001) / 2 ~ 31 ranks either side of the middle
+    assert 465 <= lo <= 470 and 530 <= hi <= 536
+
+
+def test_summarize_known_values() -> None:
+    s = stats.summarize([5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 7.0, 8.0, 9.0, 10.0])
+    assert (s.n, s.median, s.min, s.max) == (10, 5.5, 1.0, 10.0)
+    assert (s.q1, s.q3, s.iqr) == (3.25, 7.75, 4.5)
+    assert (s.ci_low, s.ci_high) == (2.0, 9.0)
+    assert s.rel_ci_halfwidth == pytest.approx(3.5 / 5.5)
+
+
+def test_too_few_samples_claim_no_precision() -> None:
+    assert stats.summarize([1.0, 1.0, 1.0]).rel_ci_halfwidth == float("inf")
+    with pytest.raises(ValueError):
+        stats.summarize([])
+
+
+def test_ratio_ci_brackets_the_ratio() -> None:
+    rng = random.Random(1)
+    a = [2.0 + rng.gauss(0, 0.05) for _ in range(200)]
+    b = [1.0 + rng.gauss(0, 0.02) for _ in range(200)]
+    value, lo, hi = stats.ratio_ci(a, b)
+    assert lo < value < hi
+    assert 1.9 < lo and hi < 2.1
+    v2, lo2, hi2 = stats.ratio_ci(a, b, scale=0.5)
+    assert (v2, lo2, hi2) == pytest.approx((value / 2, lo / 2, hi / 2))
+
+
+def test_ratio_ci_coverage_is_at_least_nominal() -> None:
+    # Skewed (lognormal) timings, true median ratio exactly 1.5.
+    rng = random.Random(7)
+    trials, hits = 300, 0
+    for _ in range(trials):
+        a = [1.5 * rng.lognormvariate(0, 0.3) for _ in range(30)]
+        b = [rng.lognormvariate(0, 0.3) for _ in range(30)]
+        _, lo, hi = stats.ratio_ci(a, b)
+        hits += lo <= 1.5 <= hi
+    assert hits / trials >= 0.93
+
+
+class FakeClock:
+    def __init__(self, step: float) -> None:
+        self.t, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def test_sampling_stops_on_ci_target() -> None:
+    samples, reason, _ = sample_adaptively(lambda: 1.0, SamplingConfig(min_samples=10), FakeClock(0.001))
+    assert reason == "ci_target" and len(samples) == 10
+
+
+def test_sampling_stops_on_budget_when_noisy() -> None:
+    rng = random.Random(3)
+    cfg = SamplingConfig(target_rel_ci=0.0001, budget_s=1.0, max_samples=10_000)
+    samples, reason, elapsed = sample_adaptively(lambda: rng.uniform(1, 3), cfg, FakeClock(0.01))
+    assert reason == "time_budget" and elapsed >= 1.0 and 90 <= len(samples) <= 110
+
+
+def test_sampling_stops_at_max_samples() -> None:
+    rng = random.Random(3)
+    cfg = SamplingConfig(target_rel_ci=0.0001, budget_s=1e9, max_samples=50)
+    samples, reason, _ = sample_adaptively(lambda: rng.uniform(1, 3), cfg, FakeClock(0.01))
+    assert reason == "max_samples" and len(samples) == 50
