@@ -32,9 +32,7 @@ def _registry_and_schemas() -> tuple[Any, dict[str, dict[str, Any]]]:
     from referencing import Registry, Resource
 
     schemas = {name: json.loads((SCHEMA_DIR / name).read_text()) for name in SCHEMA_FILES}
-    registry: Any = Registry().with_resources(
-        (s["$id"], Resource.from_contents(s)) for s in schemas.values()
-    )
+    registry: Any = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
     return registry, schemas
 
 
@@ -47,9 +45,7 @@ def validator(name: str = "artifact.schema.json") -> Any:
     from jsonschema import Draft202012Validator
 
     registry, schemas = _registry_and_schemas()
-    return Draft202012Validator(
-        schemas[name], registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+    return Draft202012Validator(schemas[name], registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def validation_errors(doc: Any, name: str = "artifact.schema.json") -> list[str]:

@@ -26,7 +26,9 @@ def register(cls: type[Repro]) -> type[Repro]:
         raise TypeError(f"{cls.__name__} has no string 'id'")
     if rid in _REGISTRY and _REGISTRY[rid] is not cls:
         other = _REGISTRY[rid]
-        raise ValueError(f"duplicate repro id {rid!r}: {other.__module__}.{other.__name__} and {cls.__module__}.{cls.__name__}")
+        raise ValueError(
+            f"duplicate repro id {rid!r}: {other.__module__}.{other.__name__} and {cls.__module__}.{cls.__name__}"
+        )
     for attr in ("title", "upstream", "seed_claim", "Params", "requires", "metric"):
         if not hasattr(cls, attr):
             raise TypeError(f"repro {rid!r} ({cls.__name__}) lacks {attr!r}")

@@ -94,9 +94,14 @@ def _sampling(budget: float | None, target: float | None) -> Any:
     )
 
 
-BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Seconds of sampling per variant at most (default 5).")]
+BudgetOpt = Annotated[
+    float | None, typer.Option("--budget", help="Seconds of sampling per variant at most (default 5).")
+]
 TargetOpt = Annotated[
-    float | None, typer.Option("--target-ci", help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01).")
+    float | None,
+    typer.Option(
+        "--target-ci", help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01)."
+    ),
 ]
 
 
@@ -129,7 +134,12 @@ def list_cmd(
     if as_json:
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
-    typer.echo(table([[r["id"], r["title"], " ".join(r["upstream"]), r["requires"]] for r in rows], ["id", "title", "upstream", "requires"]))
+    typer.echo(
+        table(
+            [[r["id"], r["title"], " ".join(r["upstream"]), r["requires"]] for r in rows],
+            ["id", "title", "upstream", "requires"],
+        )
+    )
 
 
 def _new_run_dir(out: Path) -> Path:
@@ -197,7 +207,9 @@ def run_cmd(
 def all_cmd(
     only: Annotated[list[str] | None, typer.Option("--only", help="Run only this id (repeatable).")] = None,
     skip: Annotated[list[str] | None, typer.Option("--skip", help="Skip this id (repeatable).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each repro may run before it is killed.")] = 900.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds each repro may run before it is killed.")
+    ] = 900.0,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
     repro_path: ReproPaths = None,
@@ -219,13 +231,26 @@ def all_cmd(
         raise UsageError("--only/--skip left no repro to run; expected at least one")
     run_dir = _new_run_dir(out)
     outcomes = runner.run_all(
-        ids, run_dir, smoke=smoke, timeout_s=timeout, repro_paths=paths, sampling=sampling,
+        ids,
+        run_dir,
+        smoke=smoke,
+        timeout_s=timeout,
+        repro_paths=paths,
+        sampling=sampling,
         command=["repro", "all", *sys.argv[2:]] if sys.argv[0].endswith("repro") else ["repro", "all"],
     )
     report = _write_report(run_dir)
     typer.echo(f"run folder: {run_dir}\nreport:     {report}", err=True)
     if as_json:
-        typer.echo(json.dumps([{"id": o.repro_id, "status": o.status, "artifact": str(o.path), "seconds": o.seconds} for o in outcomes], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {"id": o.repro_id, "status": o.status, "artifact": str(o.path), "seconds": o.seconds}
+                    for o in outcomes
+                ],
+                indent=2,
+            )
+        )
     hits = [o.repro_id for o in outcomes if o.status == "reproduced"]
     if fail_on == "reproduced" and hits:
         raise CliffReproduced(f"--fail-on reproduced: {', '.join(hits)} reproduced")
@@ -235,7 +260,9 @@ def all_cmd(
 @handles_errors
 def fingerprint_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole fingerprint as JSON.")] = False,
-    no_collect_env: Annotated[bool, typer.Option("--no-collect-env", help="Skip torch.utils.collect_env (saves seconds).")] = False,
+    no_collect_env: Annotated[
+        bool, typer.Option("--no-collect-env", help="Skip torch.utils.collect_env (saves seconds).")
+    ] = False,
 ) -> None:
     """Print this machine's environment fingerprint (imports torch when present)."""
     from repro import fingerprint

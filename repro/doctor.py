@@ -29,9 +29,15 @@ _ENV_CHECKS: dict[str, tuple[Level, str]] = {
     "TORCH_USE_CUDA_DSA": ("warn", "unset it: device-side assertions add checks to kernels"),
     "CUDA_CACHE_DISABLE": ("info", "unset it unless intended: PTX is JIT-compiled again each run"),
     "NVIDIA_TF32_OVERRIDE": ("info", "NVIDIA_TF32_OVERRIDE=0 forces TF32 off in cuBLAS/cuDNN whatever torch asks"),
-    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": ("info", "forces TF32 on in cuBLAS whatever torch asks; compare runs with and without"),
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": (
+        "info",
+        "forces TF32 on in cuBLAS whatever torch asks; compare runs with and without",
+    ),
     "CUBLAS_WORKSPACE_CONFIG": ("info", "a small deterministic workspace can make cuBLAS choose slower kernels"),
-    "PYTORCH_CUDA_ALLOC_CONF": ("info", "allocator settings change fragmentation and retries; record them with results"),
+    "PYTORCH_CUDA_ALLOC_CONF": (
+        "info",
+        "allocator settings change fragmentation and retries; record them with results",
+    ),
     "PYTORCH_ALLOC_CONF": ("info", "allocator settings change fragmentation and retries; record them with results"),
     "TORCH_LINALG_PREFER_CUSOLVER": ("info", "changes the linalg backend (see solve-512-cliff)"),
     "TORCH_BLAS_PREFER_CUBLASLT": ("info", "changes the BLAS library torch calls"),
@@ -82,33 +88,85 @@ def _env_findings(environ: Mapping[str, str]) -> list[Finding]:
 
 def _gpu_findings(nv: Mapping[str, Any], own_pid: int) -> list[Finding]:
     if nv.get("error"):
-        return [Finding("warn", "nvml", nv["error"], "install nvidia-ml-py and check the driver; clocks and throttling cannot be watched")]
+        return [
+            Finding(
+                "warn",
+                "nvml",
+                nv["error"],
+                "install nvidia-ml-py and check the driver; clocks and throttling cannot be watched",
+            )
+        ]
     s, st = nv["static"], nv["state"]
     out: list[Finding] = []
     if s.get("mig_mode"):
-        out.append(Finding("warn", "MIG", "MIG mode is enabled", "a MIG slice has a fraction of the SMs and bandwidth; compare against a full GPU"))
+        out.append(
+            Finding(
+                "warn",
+                "MIG",
+                "MIG mode is enabled",
+                "a MIG slice has a fraction of the SMs and bandwidth; compare against a full GPU",
+            )
+        )
     gen, gen_max, w, w_max = s.get("pcie_gen"), s.get("pcie_gen_max"), s.get("pcie_width"), s.get("pcie_width_max")
     if gen and gen_max and w and w_max:
         if gen < gen_max or w < w_max:
-            out.append(Finding("info", "PCIe link", f"gen {gen} x{w} now, gen {gen_max} x{w_max} possible",
-                               "an idle GPU lowers its link speed; if it stays low under load, reseat the card or check BIOS"))
+            out.append(
+                Finding(
+                    "info",
+                    "PCIe link",
+                    f"gen {gen} x{w} now, gen {gen_max} x{w_max} possible",
+                    "an idle GPU lowers its link speed; if it stays low under load, reseat the card or check BIOS",
+                )
+            )
         else:
             out.append(Finding("ok", "PCIe link", f"gen {gen} x{w} (its maximum)", "nothing to do"))
     throttled = sorted(set(st.get("clocks_event_reasons") or ()) & nvml.THROTTLING)
     if throttled:
-        out.append(Finding("warn", "throttling", ", ".join(throttled), "cool the GPU or raise its power limit before measuring"))
+        out.append(
+            Finding(
+                "warn", "throttling", ", ".join(throttled), "cool the GPU or raise its power limit before measuring"
+            )
+        )
     else:
         out.append(Finding("ok", "throttling", "no throttle reason set now", "nothing to do"))
     others = [p for p in (st.get("compute_pids") or []) if p != own_pid]
     if others:
-        out.append(Finding("warn", "other GPU processes", f"pids {', '.join(map(str, others))}", "stop them: they share SMs and memory bandwidth with the measurement"))
+        out.append(
+            Finding(
+                "warn",
+                "other GPU processes",
+                f"pids {', '.join(map(str, others))}",
+                "stop them: they share SMs and memory bandwidth with the measurement",
+            )
+        )
     if s.get("persistence_mode") is False:
-        out.append(Finding("info", "persistence mode", "off", "`nvidia-smi -pm 1` avoids driver re-initialisation between runs (needs root)"))
+        out.append(
+            Finding(
+                "info",
+                "persistence mode",
+                "off",
+                "`nvidia-smi -pm 1` avoids driver re-initialisation between runs (needs root)",
+            )
+        )
     limit, default = s.get("power_limit_w"), s.get("power_default_limit_w")
     if limit and default and limit < 0.95 * default:
-        out.append(Finding("warn", "power limit", f"{limit:.0f} W of a {default:.0f} W default", "restore the default power limit for representative numbers"))
+        out.append(
+            Finding(
+                "warn",
+                "power limit",
+                f"{limit:.0f} W of a {default:.0f} W default",
+                "restore the default power limit for representative numbers",
+            )
+        )
     if st.get("ecc_volatile_uncorrected"):
-        out.append(Finding("warn", "ECC", f"{st['ecc_volatile_uncorrected']} uncorrected errors since boot", "check the GPU's health (nvidia-smi -q -d ECC)"))
+        out.append(
+            Finding(
+                "warn",
+                "ECC",
+                f"{st['ecc_volatile_uncorrected']} uncorrected errors since boot",
+                "check the GPU's health (nvidia-smi -q -d ECC)",
+            )
+        )
     return out
 
 
@@ -118,18 +176,38 @@ def diagnose(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     findings: list[Finding] = []
     t = _torch_info()
     if t is None:
-        findings.append(Finding("info", "torch", "torch is not installed here", "install the PyTorch build you want to test"))
+        findings.append(
+            Finding("info", "torch", "torch is not installed here", "install the PyTorch build you want to test")
+        )
     else:
         if t["debug"]:
-            findings.append(Finding("warn", "torch build", f"{t['version']} is a debug build", "use a release build for timing"))
+            findings.append(
+                Finding("warn", "torch build", f"{t['version']} is a debug build", "use a release build for timing")
+            )
         k = t["knobs"]
         if not k.get("cuda_matmul_allow_tf32") and k.get("float32_matmul_precision") == "highest":
-            findings.append(Finding("info", "TF32", "off for matmuls (float32_matmul_precision='highest')",
-                                    "fp32 matmuls skip tensor cores; torch.set_float32_matmul_precision('high') enables TF32 if its precision is acceptable"))
+            findings.append(
+                Finding(
+                    "info",
+                    "TF32",
+                    "off for matmuls (float32_matmul_precision='highest')",
+                    "fp32 matmuls skip tensor cores; torch.set_float32_matmul_precision('high') "
+                    "enables TF32 if its precision is acceptable",
+                )
+            )
         else:
-            findings.append(Finding("ok", "TF32", f"matmul precision '{k.get('float32_matmul_precision')}'", "nothing to do"))
+            findings.append(
+                Finding("ok", "TF32", f"matmul precision '{k.get('float32_matmul_precision')}'", "nothing to do")
+            )
         if k.get("deterministic_algorithms"):
-            findings.append(Finding("info", "determinism", "torch.use_deterministic_algorithms(True)", "deterministic kernels can be slower"))
+            findings.append(
+                Finding(
+                    "info",
+                    "determinism",
+                    "torch.use_deterministic_algorithms(True)",
+                    "deterministic kernels can be slower",
+                )
+            )
     findings += _env_findings(environ)
     cuda = bool(t and t["cuda"])
     if cuda:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from repro import artifact, catalog, fingerprint
-from repro.errors import UsageError
 from repro.measure import Context, SamplingConfig
 from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.verdict import unavailable
@@ -143,7 +142,8 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
             error = _error_of(exc)
             verdict = unavailable(cls.metric, error["message"], status="error")
     fp = fingerprint.collect(
-        knobs_at_start=knobs, collect_env=fingerprint.finish_collect_env(env_proc) if env_proc else None,
+        knobs_at_start=knobs,
+        collect_env=fingerprint.finish_collect_env(env_proc) if env_proc else None,
         ceilings=ceilings,
     )
     variants = result.variants if result else ()

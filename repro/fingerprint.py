@@ -163,7 +163,11 @@ def library_versions(probe: Probes) -> dict[str, Any]:
         if path is None:
             out[key] = {"path": None, "version": None, "loaded": False}
             continue
-        out[key] = {"path": path, "version": probe(f"libraries.{key}", lambda p=path, h=how: _library_version(p, h)), "loaded": True}
+        out[key] = {
+            "path": path,
+            "version": probe(f"libraries.{key}", lambda p=path, h=how: _library_version(p, h)),
+            "loaded": True,
+        }
     return out
 
 
@@ -286,9 +290,7 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
         here = Path(__file__).resolve().parent.parent
         if not (here / ".git").exists():
             return None
-        res = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
+        res = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         return res.stdout.strip() or None
 
     return {"name": "gpu-repro", "version": __version__, "git_commit": probe("harness.git", git_commit)}
@@ -364,9 +366,7 @@ _SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|C
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables whose names say they are secrets (long enough to match safely)."""
     environ = os.environ if environ is None else environ
-    return sorted(
-        {v for k, v in environ.items() if _SECRET_NAME_RE.search(k) and len(v) >= 6}, key=len, reverse=True
-    )
+    return sorted({v for k, v in environ.items() if _SECRET_NAME_RE.search(k) and len(v) >= 6}, key=len, reverse=True)
 
 
 def redactor(

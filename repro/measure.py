@@ -84,8 +84,7 @@ def kernels_from_trace(trace: Mapping[str, Any], device: str, calls: int) -> lis
         row[0] += 1
         row[1] += dur
     table = [
-        Kernel(name=n, count=int(c), total_us=t, mean_us=t / c, per_call=c / max(calls, 1))
-        for n, (c, t) in agg.items()
+        Kernel(name=n, count=int(c), total_us=t, mean_us=t / c, per_call=c / max(calls, 1)) for n, (c, t) in agg.items()
     ]
     return sorted(table, key=lambda k: -k.total_us)
 
@@ -229,9 +228,7 @@ class Context:
 
     # -- pieces of measure(), each a seam ---------------------------------------------
 
-    def kernel_samples(
-        self, fn: Callable[[], Any], iters: int, match: Callable[[str], bool]
-    ) -> list[float]:
+    def kernel_samples(self, fn: Callable[[], Any], iters: int, match: Callable[[str], bool]) -> list[float]:
         """Per-call device time (seconds) of the kernels whose names ``match``, one sample per call.
 
         Each call is bracketed by a synchronize and a profiler range, so the kernels

@@ -70,9 +70,7 @@ def snapshot(nv: Any, h: Any) -> dict[str, Any]:
         "power_w": _safe(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
         "compute_pids": sorted(p.pid for p in procs) if procs is not None else None,
         "ecc_volatile_uncorrected": _safe(
-            lambda: nv.nvmlDeviceGetTotalEccErrors(
-                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
-            )
+            lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
         ),
     }
 
@@ -148,9 +146,7 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "vbios_version": _safe(lambda: text(nv.nvmlDeviceGetVbiosVersion(h))),
         "memory_total_bytes": mem.total if mem is not None else None,
         "power_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementLimit(h) / 1000.0),
-        "power_default_limit_w": _safe(
-            lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0
-        ),
+        "power_default_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0),
         "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
         "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
         "persistence_mode": _safe(lambda: bool(nv.nvmlDeviceGetPersistenceMode(h))),

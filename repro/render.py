@@ -130,7 +130,9 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
             if k["name"] not in names:
                 names.append(k["name"])
     cells = {v["name"]: {k["name"]: _per_call_us(k) for k in v["kernels"]} for v in measured}
-    rows = [[code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names]
+    rows = [
+        [code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names
+    ]
     unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
     head = f"{unit}, us per call ({KERNELS_PER_VARIANT} largest per variant)"
     return table(rows, [head] + [v["name"] for v in measured]) + "\n"
@@ -184,7 +186,13 @@ class _Detail:
 def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
     fp = doc["fingerprint"]
     rid = doc["repro"]["id"]
-    out = [_Detail(f"{rid}: full fingerprint", json.dumps({k: v for k, v in fp.items() if k != "collect_env"}, indent=1), "json")]
+    out = [
+        _Detail(
+            f"{rid}: full fingerprint",
+            json.dumps({k: v for k, v in fp.items() if k != "collect_env"}, indent=1),
+            "json",
+        )
+    ]
     ce = (fp.get("collect_env") or {}).get("output")
     if ce:
         out.append(_Detail(f"{rid}: python -m torch.utils.collect_env", ce.rstrip(), ""))
@@ -216,7 +224,13 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         keys = list(v["breakdown"][0].keys())
         lines += [table([[b.get(k) for k in keys] for b in v["breakdown"]], keys), ""]
     lines += [f"- warning: {w}" for w in doc["warnings"][:10]]
-    lines += ["", essentials_line(doc["fingerprint"]), "", f"Rerun: `{doc['run'].get('rerun') or ' '.join(doc['run']['command'])}`", ""]
+    lines += [
+        "",
+        essentials_line(doc["fingerprint"]),
+        "",
+        f"Rerun: `{doc['run'].get('rerun') or ' '.join(doc['run']['command'])}`",
+        "",
+    ]
     return "\n".join(lines), _details_for(doc)
 
 
@@ -255,4 +269,3 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
     if len(text) > limit:
         text = text[: limit - 80] + "\n\n_Report cut at the size limit; see the artifacts._\n"
     return text
-

@@ -166,8 +166,7 @@ def run_all(
     """Run every id in turn, each isolated; a failing repro never stops the batch."""
     outcomes: list[Outcome] = []
     reqs = [
-        RunRequest(repro_id=i, smoke=smoke, repro_paths=repro_paths, sampling=sampling, command=command)
-        for i in ids
+        RunRequest(repro_id=i, smoke=smoke, repro_paths=repro_paths, sampling=sampling, command=command) for i in ids
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
@@ -179,13 +178,21 @@ def run_all(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn()]
+    columns: list[Any] = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("repro all", total=len(reqs))
         for req in reqs:
             bar.update(task, description=f"{req.repro_id}")
             outcome = run_one_isolated(
-                req, run_dir, timeout_s, on_line=lambda line, r=req: bar.update(task, description=f"{r.repro_id}: {line}")
+                req,
+                run_dir,
+                timeout_s,
+                on_line=lambda line, r=req: bar.update(task, description=f"{r.repro_id}: {line}"),
             )
             outcomes.append(outcome)
             console.print(f"{outcome.repro_id}: {outcome.status} ({outcome.seconds:.1f} s)")

@@ -215,7 +215,9 @@ def from_jsonable(tp: Any, data: Any) -> Any:
         tp = _RESULT_TYPES[tp]
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return tp(**{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
+        return tp(
+            **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
+        )
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is tuple:
@@ -273,9 +275,7 @@ def _check_range(repro_id: str, f: dataclasses.Field[Any], value: Any, shown: st
     items = value if isinstance(value, tuple) else (value,)
     for item in items:
         if choices is not None and item not in choices:
-            raise UsageError(
-                f"--set {f.name}={shown} for {repro_id}: expected one of {', '.join(choices)}"
-            )
+            raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected one of {', '.join(choices)}")
         if lo is not None and item < lo:
             raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected >= {lo:g}")
         if hi is not None and item > hi:
@@ -295,9 +295,7 @@ def parse_assignments(assignments: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def build_params(
-    repro_id: str, params_cls: type, overrides: Mapping[str, str], *, smoke: bool = False
-) -> Any:
+def build_params(repro_id: str, params_cls: type, overrides: Mapping[str, str], *, smoke: bool = False) -> Any:
     """Defaults, then the smoke preset, then ``--set`` overrides, each checked against its field."""
     fields = {f.name: f for f in params_cls.__dataclass_fields__.values()}
     hints = _hints(params_cls)
@@ -308,9 +306,7 @@ def build_params(
         )
     for key, raw in overrides.items():
         if key not in fields:
-            raise UsageError(
-                f"unknown parameter {key!r} for {repro_id}; known: {', '.join(sorted(fields))}"
-            )
+            raise UsageError(f"unknown parameter {key!r} for {repro_id}; known: {', '.join(sorted(fields))}")
         tp = hints[key]
         try:
             if typing.get_origin(tp) is tuple:
@@ -319,9 +315,7 @@ def build_params(
             else:
                 value = _coerce_scalar(tp, raw)
         except ValueError:
-            raise UsageError(
-                f"--set {key}={raw} for {repro_id}: expected {describe_type(tp)}"
-            ) from None
+            raise UsageError(f"--set {key}={raw} for {repro_id}: expected {describe_type(tp)}") from None
         _check_range(repro_id, fields[key], value, raw)
         values[key] = value
     return params_cls(**values)

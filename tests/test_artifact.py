@@ -17,8 +17,9 @@ from repro.spec import Kernel, Timing, VariantResult, Verdict, Work, from_jsonab
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted(
-    p for p in (ROOT / "artifacts" / "reference").rglob("*.json") if not p.name.startswith(".")
-    and p.parent.name != "traces"
+    p
+    for p in (ROOT / "artifacts" / "reference").rglob("*.json")
+    if not p.name.startswith(".") and p.parent.name != "traces"
 )
 
 
@@ -40,16 +41,33 @@ def _variant() -> VariantResult:
     samples = (1.0e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3, 1.0e-3, 1.02e-3)
     timing = Timing("cuda_events", "s", 4, 10, "ci_target", 0.01, 5.0, 0.3, stats.summarize(samples), samples)
     return VariantResult(
-        name="linear_fp32", label="nn.Linear", config={"allow_tf32": False}, status="ok", device="cuda",
-        timing=timing, kernels=(Kernel("sm90_xmma_gemm", 4, 400.0, 100.0, 1.0),), kernel_source="cuda",
-        profiled_iterations=4, work=Work(flops=1e9, bytes=1e6, ceiling="fp32"),
+        name="linear_fp32",
+        label="nn.Linear",
+        config={"allow_tf32": False},
+        status="ok",
+        device="cuda",
+        timing=timing,
+        kernels=(Kernel("sm90_xmma_gemm", 4, 400.0, 100.0, 1.0),),
+        kernel_source="cuda",
+        profiled_iterations=4,
+        work=Work(flops=1e9, bytes=1e6, ceiling="fp32"),
     )
 
 
 def test_variant_and_verdict_round_trip() -> None:
     v = _variant()
-    verdict = Verdict("m", "d", 1.2, 1.1, 1.3, 0.95, 1.5, "not_reproduced", "a finding sentence",
-                      breakdown=({"batch": 1, "ratio": 1.2},))
+    verdict = Verdict(
+        "m",
+        "d",
+        1.2,
+        1.1,
+        1.3,
+        0.95,
+        1.5,
+        "not_reproduced",
+        "a finding sentence",
+        breakdown=({"batch": 1, "ratio": 1.2},),
+    )
     for obj, cls in ((v, VariantResult), (verdict, Verdict)):
         data = artifact.to_jsonable(obj)
         assert from_jsonable(cls, json.loads(json.dumps(data))) == obj
@@ -117,8 +135,16 @@ def test_committed_artifact_validates_with_check_jsonschema(path: Path) -> None:
         pytest.skip("check-jsonschema is not installed in this environment")
     schema_dir = ROOT / "schemas"
     res = subprocess.run(
-        [str(exe), "--base-uri", schema_dir.as_uri() + "/", "--schemafile",
-         str(schema_dir / "artifact.schema.json"), str(path)],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(exe),
+            "--base-uri",
+            schema_dir.as_uri() + "/",
+            "--schemafile",
+            str(schema_dir / "artifact.schema.json"),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stdout + res.stderr

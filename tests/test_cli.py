@@ -117,8 +117,11 @@ def test_validate_and_report_reject_bad_files(cli: CliRunner, tmp_path: Path) ->
     invalid = tmp_path / "invalid.json"
     invalid.write_text(json.dumps({"schema_version": "1.0", "kind": "gpu-repro.artifact"}))
     for cmd in ("validate", "report"):
-        for path, expected in ((corrupt, "not valid JSON"), (invalid, "fails the artifact schema v1"),
-                               (tmp_path / "missing.json", "no such file")):
+        for path, expected in (
+            (corrupt, "not valid JSON"),
+            (invalid, "fails the artifact schema v1"),
+            (tmp_path / "missing.json", "no such file"),
+        ):
             r = cli.invoke(app, [cmd, str(path)])
             assert r.exit_code == 2, (cmd, r.output)
             (line,) = [ln for ln in r.output.splitlines() if ln.strip()]

@@ -21,7 +21,9 @@ def test_doctor_runs_here_and_exits_zero() -> None:
 
 
 def test_env_findings_flag_debug_and_allocator_vars() -> None:
-    found = {f.check: f for f in doctor._env_findings({"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})}
+    found = {
+        f.check: f for f in doctor._env_findings({"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    }
     assert found["env CUDA_LAUNCH_BLOCKING"].level == "warn"
     assert "unset" in found["env PYTORCH_NO_CUDA_MEMORY_CACHING"].action
     assert doctor._env_findings({"CUDA_LAUNCH_BLOCKING": "0"})[0].level == "ok"
@@ -30,10 +32,21 @@ def test_env_findings_flag_debug_and_allocator_vars() -> None:
 def test_gpu_findings_from_planted_nvml_state() -> None:
     nv = {
         "error": None,
-        "static": {"mig_mode": True, "pcie_gen": 3, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16,
-                   "persistence_mode": False, "power_limit_w": 300.0, "power_default_limit_w": 700.0},
-        "state": {"clocks_event_reasons": ["sw_power_cap", "gpu_idle"], "compute_pids": [1, 4242],
-                  "ecc_volatile_uncorrected": 2},
+        "static": {
+            "mig_mode": True,
+            "pcie_gen": 3,
+            "pcie_gen_max": 5,
+            "pcie_width": 16,
+            "pcie_width_max": 16,
+            "persistence_mode": False,
+            "power_limit_w": 300.0,
+            "power_default_limit_w": 700.0,
+        },
+        "state": {
+            "clocks_event_reasons": ["sw_power_cap", "gpu_idle"],
+            "compute_pids": [1, 4242],
+            "ecc_volatile_uncorrected": 2,
+        },
     }
     found = {f.check: f for f in doctor._gpu_findings(nv, own_pid=1)}
     assert found["MIG"].level == "warn"
@@ -46,10 +59,16 @@ def test_gpu_findings_from_planted_nvml_state() -> None:
 
 
 def test_tf32_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "_torch_info", lambda: {
-        "version": "2.11.0", "debug": False, "cuda": False,
-        "knobs": {"cuda_matmul_allow_tf32": False, "float32_matmul_precision": "highest"},
-    })
+    monkeypatch.setattr(
+        doctor,
+        "_torch_info",
+        lambda: {
+            "version": "2.11.0",
+            "debug": False,
+            "cuda": False,
+            "knobs": {"cuda_matmul_allow_tf32": False, "float32_matmul_precision": "highest"},
+        },
+    )
     result = doctor.diagnose({})
     tf32 = [f for f in result["findings"] if f["check"] == "TF32"][0]
     assert tf32["level"] == "info" and "set_float32_matmul_precision" in tf32["action"]

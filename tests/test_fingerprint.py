@@ -13,8 +13,8 @@ from repro import fingerprint
 from repro.execute import RunRequest, execute
 
 MAPS = """\
-7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /opt/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.13
-7f0000001000-7f0000002000 r-xp 00000000 08:01 2 /opt/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.13
+7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /opt/venv/site-packages/nvidia/cublas/lib/libcublasLt.so.13
+7f0000001000-7f0000002000 r-xp 00000000 08:01 2 /opt/venv/site-packages/nvidia/cublas/lib/libcublas.so.13
 7f0000002000-7f0000003000 r-xp 00000000 08:01 3 /usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0
 7f0000003000-7f0000004000 rw-p 00000000 00:00 0
 7f0000004000-7f0000005000 r-xp 00000000 08:01 4 /usr/lib/libcudart.so.13.0.48
@@ -32,7 +32,11 @@ def test_loaded_libraries_from_maps() -> None:
 def test_failing_probe_records_null_and_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fingerprint, "loaded_libraries", lambda maps=None: {"cublas": "/nonexistent/libcublas.so.13"})
     fp = fingerprint.collect()
-    assert fp["software"]["libraries"]["cublas"] == {"path": "/nonexistent/libcublas.so.13", "version": None, "loaded": True}
+    assert fp["software"]["libraries"]["cublas"] == {
+        "path": "/nonexistent/libcublas.so.13",
+        "version": None,
+        "loaded": True,
+    }
     assert "libraries.cublas" in fp["errors"] and "OSError" in fp["errors"]["libraries.cublas"]
 
 
@@ -89,8 +93,12 @@ def test_no_secret_reaches_artifact_report_or_bundle(
     hostname = platform.node()
     # A secret and a home path smuggled into a param value and the recorded command.
     doc, path = execute(
-        RunRequest("5090-linear", smoke=True, sampling=fast,
-                   command=["repro", "run", "5090-linear", "--token", SECRETS["HF_TOKEN"], str(Path.home() / "x")]),
+        RunRequest(
+            "5090-linear",
+            smoke=True,
+            sampling=fast,
+            command=["repro", "run", "5090-linear", "--token", SECRETS["HF_TOKEN"], str(Path.home() / "x")],
+        ),
         run_dir,
     )
     report = render.report([doc])

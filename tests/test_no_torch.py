@@ -54,8 +54,11 @@ def test_validate_and_report_without_torch(blocked_env: dict[str, str], tmp_path
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
     made = subprocess.run(
-        [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path)], env=env,
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert made.returncode == 0, made.stderr
     (run_dir,) = tmp_path.iterdir()

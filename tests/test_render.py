@@ -47,10 +47,18 @@ def test_report_shrinks_largest_details_first_and_says_so(smoke_doc: dict) -> No
 
 
 def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
-    a = {"kernels": [{"name": "gemm_a", "count": 1, "total_us": 10.0, "per_call": 1.0},
-                     {"name": "bias_add", "count": 1, "total_us": 2.0, "per_call": 1.0}]}
-    b = {"kernels": [{"name": "gemm_a", "count": 1, "total_us": 20.0, "per_call": 1.0},
-                     {"name": "gemm_epilogue", "count": 1, "total_us": 5.0, "per_call": 1.0}]}
+    a = {
+        "kernels": [
+            {"name": "gemm_a", "count": 1, "total_us": 10.0, "per_call": 1.0},
+            {"name": "bias_add", "count": 1, "total_us": 2.0, "per_call": 1.0},
+        ]
+    }
+    b = {
+        "kernels": [
+            {"name": "gemm_a", "count": 1, "total_us": 20.0, "per_call": 1.0},
+            {"name": "gemm_epilogue", "count": 1, "total_us": 5.0, "per_call": 1.0},
+        ]
+    }
     lines = render.kernel_diff(a, b)
     assert any(ln.startswith("+ `gemm_epilogue` appears") for ln in lines)
     assert any(ln.startswith("- `bias_add` disappears") for ln in lines)

@@ -63,8 +63,20 @@ def test_fail_on_reproduced_exits_3(tmp_path: Path) -> None:
     cli = CliRunner(env={"COLUMNS": "120"})
     r = cli.invoke(
         app,
-        ["run", "test-fine", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--fail-on", "reproduced",
-         "--budget", "1", "--target-ci", "0.02"],
+        [
+            "run",
+            "test-fine",
+            "--repro-path",
+            str(PLUGINS),
+            "--out",
+            str(tmp_path),
+            "--fail-on",
+            "reproduced",
+            "--budget",
+            "1",
+            "--target-ci",
+            "0.02",
+        ],
     )
     (art,) = tmp_path.glob("*/test-fine.json")
     status = json.loads(art.read_text())["verdict"]["status"]

@@ -82,7 +82,9 @@ def optimizer_kernel(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Params:
-    n_tensors: int = param(201, help="parameter tensors (the seed used 201)", smoke=4, min=1, max=100_000)
+    n_tensors: int = param(
+        201, help="parameter tensors (the seed used 201)", smoke=4, min=1, max=100_000
+    )
     numel: int = param(
         320 * 65536,
         help="elements per tensor (the seed used 320*65536; 201 of those are ~17 GB per fp32 set)",
@@ -102,7 +104,11 @@ class Params:
     )
     graph: bool = param(True, help="also time the capturable step by CUDA graph replay")
     kernel_iters: int = param(
-        30, help="steps profiled one at a time for the per-kernel samples", smoke=10, min=MIN_KERNEL_SAMPLES, max=10_000
+        30,
+        help="steps profiled one at a time for the per-kernel samples",
+        smoke=10,
+        min=MIN_KERNEL_SAMPLES,
+        max=10_000,
     )
 
 
@@ -121,11 +127,14 @@ def _te_fused_adam() -> tuple[Any, str | None]:
     try:
         from transformer_engine.pytorch.optimizers import FusedAdam
     except Exception as exc:  # ImportError, or a TE build that fails to load its library
-        return None, f"transformer_engine.pytorch is not importable: {type(exc).__name__}: {exc}".splitlines()[0]
+        why = f"transformer_engine.pytorch is not importable: {type(exc).__name__}: {exc}"
+        return None, why.splitlines()[0]
     return FusedAdam, None
 
 
-def _make_optimizer(backend: str, capturable: bool, tensors: list[Any], p: Params, te_cls: Any) -> Any:
+def _make_optimizer(
+    backend: str, capturable: bool, tensors: list[Any], p: Params, te_cls: Any
+) -> Any:
     import torch
 
     common = {"lr": p.lr, "betas": (p.beta1, p.beta2), "eps": p.eps, "weight_decay": p.weight_decay}
@@ -202,7 +211,10 @@ class FusedAdamCapturable(Repro):
             elif backend == "te" and not ctx.cuda:
                 skip = "TE FusedAdam runs only on CUDA"
             if skip is not None:
-                variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), skip, backend=backend) for m in MODES]
+                variants += [
+                    ctx.skipped(f"{backend}_{m}", _label(backend, m), skip, backend=backend)
+                    for m in MODES
+                ]
                 continue
             variants += self._backend(backend, p, ctx, tensors, work, te_cls)
             gc.collect()  # drop the optimizer and any graph (and its private pool) before the next
@@ -210,35 +222,47 @@ class FusedAdamCapturable(Repro):
                 torch.cuda.empty_cache()
         notes = []
         if not ctx.cuda:
-            notes.append("CPU smoke run: no kernel timing and no graph replay; ratios use whole-step time")
+            notes.append(
+                "CPU smoke run: no kernel timing and no graph replay; ratios use whole-step time"
+            )
         return RunResult(
             variants=tuple(variants),
-            extra={"bytes_per_step": work.bytes, "elements": elements, "kernel_match": list(KERNEL_KEYS)},
+            extra={
+                "bytes_per_step": work.bytes,
+                "elements": elements,
+                "kernel_match": list(KERNEL_KEYS),
+            },
             notes=tuple(notes),
         )
 
     def _backend(
         self, backend: str, p: Params, ctx: Context, tensors: list[Any], work: Work, te_cls: Any
     ) -> list[VariantResult]:
-        """The three variants of one backend; a failure of one variant leaves the others standing."""
+        """The three variants of one backend; one failing leaves the others standing."""
         out: list[VariantResult] = []
         base = {"backend": backend, "n_tensors": p.n_tensors, "numel": p.numel, "dtype": "float32"}
         for capturable in (False, True):
             modes = ["capturable", "capturable_graph"] if capturable else ["regular"]
             if capturable and backend == "torch_foreach" and not ctx.cuda:
                 reason = "torch's capturable foreach AdamW needs params on a CUDA/XPU/HPU device"
-                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), reason, **base) for m in modes]
+                out += [
+                    ctx.skipped(f"{backend}_{m}", _label(backend, m), reason, **base) for m in modes
+                ]
                 continue
             try:
                 opt = _make_optimizer(backend, capturable, tensors, p, te_cls)
             except Exception as exc:  # e.g. fused=True unsupported on this device
                 why = f"could not build the optimizer: {type(exc).__name__}: {exc}".splitlines()[0]
-                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, **base) for m in modes]
+                out += [
+                    ctx.skipped(f"{backend}_{m}", _label(backend, m), why, **base) for m in modes
+                ]
                 continue
             try:
                 _first_step(opt)
-            except Exception as exc:  # e.g. no room for the moments: this backend is out, not the run
-                out += [ctx.errored(f"{backend}_{m}", _label(backend, m), exc, **base) for m in modes]
+            except Exception as exc:  # e.g. no room for the moments: this backend is out
+                out += [
+                    ctx.errored(f"{backend}_{m}", _label(backend, m), exc, **base) for m in modes
+                ]
             else:
                 out += [self._variant(backend, m, opt, ctx, p, work, base) for m in modes]
             finally:
@@ -247,13 +271,26 @@ class FusedAdamCapturable(Repro):
         return out
 
     def _variant(
-        self, backend: str, mode: str, opt: Any, ctx: Context, p: Params, work: Work, base: Mapping[str, Any]
+        self,
+        backend: str,
+        mode: str,
+        opt: Any,
+        ctx: Context,
+        p: Params,
+        work: Work,
+        base: Mapping[str, Any],
     ) -> VariantResult:
         name, label = f"{backend}_{mode}", _label(backend, mode)
-        config = {**base, "capturable": mode != "regular", "timed": "graph" if mode.endswith("graph") else "eager"}
+        config = {
+            **base,
+            "capturable": mode != "regular",
+            "timed": "graph" if mode.endswith("graph") else "eager",
+        }
         if mode == "capturable_graph":
             if not p.graph:
-                return ctx.skipped(name, label, "graph replay turned off (--set graph=false)", **config)
+                return ctx.skipped(
+                    name, label, "graph replay turned off (--set graph=false)", **config
+                )
             if not ctx.cuda:
                 return ctx.skipped(name, label, "CUDA graph replay needs CUDA", **config)
         step: Callable[[], Any] = opt.step
@@ -285,7 +322,9 @@ class FusedAdamCapturable(Repro):
             head = "te"
         elif tf is None and ratios["torch_foreach"] is not None:
             head = "torch_foreach"
-        rows = tuple(_row(b, have, ratios[b]) for b in BACKENDS if any(n.startswith(b + "_") for n in have))
+        rows = tuple(
+            _row(b, have, ratios[b]) for b in BACKENDS if any(n.startswith(b + "_") for n in have)
+        )
         chosen = ratios[head]
         if chosen is None:
             return _not_measured(self.metric, have, rows)
@@ -320,7 +359,10 @@ def _ok(v: VariantResult | None) -> bool:
 
 
 def pair_ratio(cap: VariantResult | None, reg: VariantResult | None) -> PairRatio | None:
-    """capturable/regular with its CI: from per-step kernel samples when both have enough, else step times."""
+    """capturable/regular with its CI, from per-step kernel samples when both have enough.
+
+    Without them (CPU, or no kernel matched) the whole-step samples stand in.
+    """
     if cap is None or reg is None or not (_ok(cap) and _ok(reg)):
         return None
     kc, kr = cap.extra.get("kernel_samples_s") or [], reg.extra.get("kernel_samples_s") or []
@@ -362,12 +404,15 @@ def _why_not(*vs: VariantResult | None) -> str:
     return "not run"
 
 
-def _not_measured(metric: Metric, have: Mapping[str, VariantResult], rows: Sequence[Mapping[str, Any]]) -> Verdict:
+def _not_measured(
+    metric: Metric, have: Mapping[str, VariantResult], rows: Sequence[Mapping[str, Any]]
+) -> Verdict:
     reasons = [f"{v.name} {v.status} ({v.reason})" for v in have.values() if v.status != "ok"]
     errored = any(v.status == "error" for v in have.values())
     base = unavailable(
         metric,
-        "no backend has both a regular and a capturable step measured: " + ("; ".join(reasons) or "none selected"),
+        "no backend has both a regular and a capturable step measured: "
+        + ("; ".join(reasons) or "none selected"),
         status="error" if errored else "skipped",
     )
     return dataclasses.replace(base, breakdown=tuple(rows))
@@ -384,7 +429,10 @@ def finding(
 ) -> str:
     """One plain sentence on the headline backend, then one on the others and graph replay."""
     if r.basis == "kernel":
-        what, per = "the capturable step's optimizer kernels took", "the device time of the regular step's"
+        what, per = (
+            "the capturable step's optimizer kernels took",
+            "the device time of the regular step's",
+        )
     else:
         what, per = "the capturable step took", "the time of the regular step"
     seed = f"the seed saw ~{SEED_RATIO}x with TE FusedAdam on GB300"
@@ -393,16 +441,17 @@ def finding(
     device = cap.device if cap is not None else None
     if r.basis == "step" and device != "cuda":
         head_s = (
-            f"Smoke run on {device}, not evidence about any GPU: with {BACKENDS[head]}, {what} {ratio} {per} "
-            f"({qualifier} the {threshold} threshold; {seed})"
+            f"Smoke run on {device}, not evidence about any GPU: with {BACKENDS[head]}, "
+            f"{what} {ratio} {per} ({qualifier} the {threshold} threshold; {seed})"
         )
     elif status == "reproduced":
         head_s = f"Reproduced: with {BACKENDS[head]}, {what} {ratio} {per} ({seed})"
     else:
+        seed_s = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
         consequence = (
-            f"so the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300) does not hold here"
+            f"so {seed_s} does not hold here"
             if qualifier.startswith("the whole CI is below")
-            else f"so this run can neither confirm nor rule out the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
+            else f"so this run can neither confirm nor rule out {seed_s}"
         )
         head_s = (
             f"Not reproduced: with {BACKENDS[head]}, {what} {ratio} {per} "

@@ -27,7 +27,9 @@ class _Base(Repro):
 
     def verdict(self, p: Params, result: RunResult) -> Verdict:
         return ratio_verdict(
-            self.metric, result.variant("a"), result.variant("b"),
+            self.metric,
+            result.variant("a"),
+            result.variant("b"),
             finding=lambda v, lo, hi, status, q: f"test ratio {v:.2f} ({status})",
         )
 
