@@ -17,9 +17,14 @@ from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, p
 from repro.verdict import unavailable
 
 # A variant whose SM clock, while it ran, sat below this share of the card's
-# maximum was not measured at full speed (idle-clock readings between polls are
-# excluded by taking the median of the polls, not the minimum).
+# maximum was not measured at full speed.
 CLOCK_FLOOR = 0.75
+# The power-management cap ("sw_power_cap") is raised whenever the GPU runs at its
+# power limit, which heavy kernels on an H200 do at ~98% of its top clock. Only
+# when the clock actually sagged under this share does it make a measurement suspect.
+POWER_CAP_FLOOR = 0.90
+# These reasons always mean the chip was slowed for heat or by the board.
+_HARD_THROTTLE = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
 @dataclass(frozen=True)
@@ -70,13 +75,17 @@ def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -
     reasons: list[str] = []
     for v in monitored:
         mon = v.gpu_monitor or {}
-        if mon.get("throttled"):
-            reasons.append(f"{v.name}: clocks-event reasons {', '.join(mon['throttled'])} while measuring")
+        seen = set(mon.get("throttled") or ())
+        clock = mon.get("sm_clock_during_mhz")
+        hard = sorted(seen & set(_HARD_THROTTLE))
+        if hard:
+            reasons.append(f"{v.name}: clocks-event reasons {', '.join(hard)} while measuring")
+        if "sw_power_cap" in seen and max_clock and clock and clock < POWER_CAP_FLOOR * max_clock:
+            reasons.append(f"{v.name}: power cap held the SM clock at {clock} of {max_clock} MHz")
         if mon.get("other_pids"):
             reasons.append(f"{v.name}: other processes on the GPU (pids {', '.join(map(str, mon['other_pids']))})")
-        med = mon.get("sm_clock_median_mhz")
-        if max_clock and med and med < CLOCK_FLOOR * max_clock:
-            reasons.append(f"{v.name}: SM clock {med} MHz is under {CLOCK_FLOOR:.0%} of its {max_clock} MHz maximum")
+        if max_clock and clock and clock < CLOCK_FLOOR * max_clock:
+            reasons.append(f"{v.name}: SM clock {clock} MHz is under {CLOCK_FLOOR:.0%} of its {max_clock} MHz maximum")
         if mon.get("ecc_new_errors"):
             reasons.append(f"{v.name}: {mon['ecc_new_errors']} new uncorrected ECC errors")
     return {"flag": "suspect" if reasons else "valid", "reasons": reasons}

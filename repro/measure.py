@@ -8,6 +8,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,9 @@ from repro.spec import Achieved, Kernel, Timing, VariantResult, Work
 # than this would measure the harness. Calls are batched until a sample reaches it.
 MIN_SAMPLE_S = 1e-3
 MAX_CALLS_PER_SAMPLE = 10_000
-# Enough samples for a distribution-free 95% CI on the median (n >= 6) with room.
-MIN_SAMPLES = 10
+# A distribution-free 95% CI on the median exists from n = 6; 20 keeps it a few
+# order statistics wide, so one outlier cannot end sampling early.
+MIN_SAMPLES = 20
 # Kernel categories in a torch.profiler Chrome trace that are device work.
 _DEVICE_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -201,11 +203,14 @@ class Context:
         )
         self.log(f"  {name}: profiling kernels")
         kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
-        warnings: list[str] = []
+        notes: list[str] = []
         if gpu_monitor and gpu_monitor["throttled"]:
-            warnings.append(f"GPU throttled while measuring: {', '.join(gpu_monitor['throttled'])}")
+            notes.append(
+                f"clocks-event reasons while measuring: {', '.join(gpu_monitor['throttled'])} "
+                f"(SM clock {gpu_monitor['sm_clock_during_mhz']} MHz)"
+            )
         if reason != "ci_target":
-            warnings.append(
+            notes.append(
                 f"median CI half-width {st.rel_ci_halfwidth:.2%} did not reach the "
                 f"{cfg.target_rel_ci:.2%} target before the {reason.replace('_', ' ')}"
             )
@@ -223,7 +228,7 @@ class Context:
             achieved=achieved(work, st.median, self.ceilings),
             gpu_monitor=gpu_monitor,
             extra=dict(extra or {}),
-            warnings=tuple(warnings),
+            warnings=tuple(notes),
         )
 
     # -- pieces of measure(), each a seam ---------------------------------------------
@@ -240,11 +245,13 @@ class Context:
         if not self.cuda:
             raise RuntimeError("kernel_samples needs CUDA")
         self.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for i in range(iters):
-                with record_function(f"gpu_repro_call_{i}"):
-                    fn()
-                self.synchronize()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for i in range(iters):
+                    with record_function(f"gpu_repro_call_{i}"):
+                        fn()
+                    self.synchronize()
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(path))
@@ -344,10 +351,13 @@ class Context:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.synchronize()
-        with profile(activities=acts) as prof:
-            for _ in range(iters):
-                runner()
-            self.synchronize()
+        with warnings.catch_warnings():
+            # torch warns that a profiler cycle clears its events; one cycle is all we keep.
+            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            with profile(activities=acts) as prof:
+                for _ in range(iters):
+                    runner()
+                self.synchronize()
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(path))

@@ -120,7 +120,9 @@ class Monitor:
             "polls": len(self._readings),
             "sm_clock_min_mhz": min(clocks) if clocks else None,
             "sm_clock_max_mhz": max(clocks) if clocks else None,
-            "sm_clock_median_mhz": polled[len(polled) // 2] if polled else None,
+            # While the work ran: the median poll, or the reading right after a variant too
+            # short for any poll (the GPU is still at its working clock then).
+            "sm_clock_during_mhz": polled[len(polled) // 2] if polled else self.after.get("sm_clock_mhz"),
             "reasons_seen": sorted(reasons),
             "throttled": sorted(reasons & THROTTLING),
             "other_pids": sorted(others),

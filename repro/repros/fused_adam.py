@@ -82,9 +82,7 @@ def optimizer_kernel(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Params:
-    n_tensors: int = param(
-        201, help="parameter tensors (the seed used 201)", smoke=4, min=1, max=100_000
-    )
+    n_tensors: int = param(201, help="parameter tensors (the seed used 201)", smoke=4, min=1, max=100_000)
     numel: int = param(
         320 * 65536,
         help="elements per tensor (the seed used 320*65536; 201 of those are ~17 GB per fp32 set)",
@@ -132,9 +130,7 @@ def _te_fused_adam() -> tuple[Any, str | None]:
     return FusedAdam, None
 
 
-def _make_optimizer(
-    backend: str, capturable: bool, tensors: list[Any], p: Params, te_cls: Any
-) -> Any:
+def _make_optimizer(backend: str, capturable: bool, tensors: list[Any], p: Params, te_cls: Any) -> Any:
     import torch
 
     common = {"lr": p.lr, "betas": (p.beta1, p.beta2), "eps": p.eps, "weight_decay": p.weight_decay}
@@ -211,10 +207,7 @@ class FusedAdamCapturable(Repro):
             elif backend == "te" and not ctx.cuda:
                 skip = "TE FusedAdam runs only on CUDA"
             if skip is not None:
-                variants += [
-                    ctx.skipped(f"{backend}_{m}", _label(backend, m), skip, backend=backend)
-                    for m in MODES
-                ]
+                variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), skip, backend=backend) for m in MODES]
                 continue
             variants += self._backend(backend, p, ctx, tensors, work, te_cls)
             gc.collect()  # drop the optimizer and any graph (and its private pool) before the next
@@ -222,9 +215,7 @@ class FusedAdamCapturable(Repro):
                 torch.cuda.empty_cache()
         notes = []
         if not ctx.cuda:
-            notes.append(
-                "CPU smoke run: no kernel timing and no graph replay; ratios use whole-step time"
-            )
+            notes.append("CPU smoke run: no kernel timing and no graph replay; ratios use whole-step time")
         return RunResult(
             variants=tuple(variants),
             extra={
@@ -245,24 +236,18 @@ class FusedAdamCapturable(Repro):
             modes = ["capturable", "capturable_graph"] if capturable else ["regular"]
             if capturable and backend == "torch_foreach" and not ctx.cuda:
                 reason = "torch's capturable foreach AdamW needs params on a CUDA/XPU/HPU device"
-                out += [
-                    ctx.skipped(f"{backend}_{m}", _label(backend, m), reason, **base) for m in modes
-                ]
+                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), reason, **base) for m in modes]
                 continue
             try:
                 opt = _make_optimizer(backend, capturable, tensors, p, te_cls)
             except Exception as exc:  # e.g. fused=True unsupported on this device
                 why = f"could not build the optimizer: {type(exc).__name__}: {exc}".splitlines()[0]
-                out += [
-                    ctx.skipped(f"{backend}_{m}", _label(backend, m), why, **base) for m in modes
-                ]
+                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, **base) for m in modes]
                 continue
             try:
                 _first_step(opt)
             except Exception as exc:  # e.g. no room for the moments: this backend is out
-                out += [
-                    ctx.errored(f"{backend}_{m}", _label(backend, m), exc, **base) for m in modes
-                ]
+                out += [ctx.errored(f"{backend}_{m}", _label(backend, m), exc, **base) for m in modes]
             else:
                 out += [self._variant(backend, m, opt, ctx, p, work, base) for m in modes]
             finally:
@@ -288,9 +273,7 @@ class FusedAdamCapturable(Repro):
         }
         if mode == "capturable_graph":
             if not p.graph:
-                return ctx.skipped(
-                    name, label, "graph replay turned off (--set graph=false)", **config
-                )
+                return ctx.skipped(name, label, "graph replay turned off (--set graph=false)", **config)
             if not ctx.cuda:
                 return ctx.skipped(name, label, "CUDA graph replay needs CUDA", **config)
         step: Callable[[], Any] = opt.step
@@ -322,9 +305,7 @@ class FusedAdamCapturable(Repro):
             head = "te"
         elif tf is None and ratios["torch_foreach"] is not None:
             head = "torch_foreach"
-        rows = tuple(
-            _row(b, have, ratios[b]) for b in BACKENDS if any(n.startswith(b + "_") for n in have)
-        )
+        rows = tuple(_row(b, have, ratios[b]) for b in BACKENDS if any(n.startswith(b + "_") for n in have))
         chosen = ratios[head]
         if chosen is None:
             return _not_measured(self.metric, have, rows)
@@ -404,15 +385,12 @@ def _why_not(*vs: VariantResult | None) -> str:
     return "not run"
 
 
-def _not_measured(
-    metric: Metric, have: Mapping[str, VariantResult], rows: Sequence[Mapping[str, Any]]
-) -> Verdict:
+def _not_measured(metric: Metric, have: Mapping[str, VariantResult], rows: Sequence[Mapping[str, Any]]) -> Verdict:
     reasons = [f"{v.name} {v.status} ({v.reason})" for v in have.values() if v.status != "ok"]
     errored = any(v.status == "error" for v in have.values())
     base = unavailable(
         metric,
-        "no backend has both a regular and a capturable step measured: "
-        + ("; ".join(reasons) or "none selected"),
+        "no backend has both a regular and a capturable step measured: " + ("; ".join(reasons) or "none selected"),
         status="error" if errored else "skipped",
     )
     return dataclasses.replace(base, breakdown=tuple(rows))
@@ -473,10 +451,7 @@ def finding(
     if others:
         tail += f" Other backends, capturable/regular: {'; '.join(others)}."
     if graph is not None and _ok(graph) and reg is not None and _ok(reg):
-        tail += (
-            f" Graph replay of the capturable step took {graph.median / reg.median:.2f}x "
-            "the eager regular step."
-        )
+        tail += f" Graph replay of the capturable step took {graph.median / reg.median:.2f}x the eager regular step."
     return f"{head_s}.{tail}"
 
 

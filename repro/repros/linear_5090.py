@@ -16,7 +16,7 @@ from typing import Any
 
 from repro.catalog import register
 from repro.measure import Context
-from repro.spec import Metric, Repro, Requirements, RunResult, Verdict, Work, param
+from repro.spec import Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
 from repro.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
 
 
@@ -40,6 +40,19 @@ def tf32(enabled: bool) -> Iterator[None]:
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved[0]
         torch.set_float32_matmul_precision(saved[1])
+
+
+def _kernel_sentence(lin: VariantResult, man: VariantResult) -> str:
+    """Which GEMM cuBLAS chose for each form, and what the manual form ran besides."""
+    a, b = top_kernel(lin), top_kernel(man)
+    extra = sorted({k.name for k in man.kernels} - {k.name for k in lin.kernels})
+    if a == b:
+        head = f"cuBLAS ran the same GEMM for both ({short_kernel(a)})"
+    else:
+        head = f"cuBLAS chose {short_kernel(a)} for nn.Linear and {short_kernel(b)} for the manual form"
+    if extra:
+        head += f"; the manual form also ran {len(extra)} more kernel(s), e.g. {short_kernel(extra[0], 60)}"
+    return head + "."
 
 
 @register
@@ -109,10 +122,7 @@ class Linear5090(Repro):
 
         def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
             if lin.kernel_source == "cuda":
-                kernels = (
-                    f"cuBLAS chose {short_kernel(top_kernel(lin))} for nn.Linear and "
-                    f"{short_kernel(top_kernel(man))} for the manual form."
-                )
+                kernels = _kernel_sentence(lin, man)
             else:
                 kernels = (
                     f"Smoke run on {lin.device}, not evidence about any GPU; the heaviest ops were "

@@ -1,0 +1,253 @@
+// Pure CUDA twin of the graph-memset repro: no PyTorch, no cuBLAS, only the runtime API.
+//
+// Captures `ops` operations into one CUDA graph per variant and times graph replays:
+//   memset       ops x cudaMemsetAsync(4 bytes)          -> ops memset nodes
+//   fill         ops x fill_kernel<<<1, 32>>> (one int)   -> ops kernel nodes
+//   work_only    ops x work_kernel                        -> the stand-in for the matmul alone
+//   memset_work  ops x {cudaMemsetAsync, work_kernel}
+//   fill_work    ops x {fill_kernel, work_kernel}
+// work_kernel is a few microseconds of FMA work over a 4 MiB buffer. It stands in for the
+// Python side's interleaved matmul so that the twin builds with nvcc alone (no cuBLAS).
+//
+// Each replay is bracketed by CUDA events recorded on the same stream; all replays of a
+// block are queued before the host waits, so the GPU never idles between them. Variants
+// are interleaved in rounds so that clock drift spreads over all of them alike.
+//
+// Output: one JSON object on stdout with the raw per-replay samples of every variant, in
+// seconds per op (replay time / ops). Errors go to stderr with a non-zero exit code.
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                          \
+  do {                                                                                       \
+    cudaError_t err_ = (call);                                                               \
+    if (err_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "graph_memset: %s failed at line %d: %s (%s)\n", #call, __LINE__, \
+                   cudaGetErrorName(err_), cudaGetErrorString(err_));                        \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+__global__ void fill_kernel(int* flag, int value) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *flag = value;
+  }
+}
+
+__global__ void work_kernel(float* x, int n, int iters) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    float v = x[i];
+    for (int k = 0; k < iters; ++k) {
+      v = fmaf(v, 0.999f, 0.001f);
+    }
+    x[i] = v;
+  }
+}
+
+enum class Op { kNone, kMemset, kFill };
+
+struct Variant {
+  const char* name;
+  Op op;
+  bool work;
+  cudaGraphExec_t exec;
+  std::vector<double> samples;
+};
+
+struct Options {
+  int device = 0;
+  int ops = 1000;
+  int replays = 500;
+  int warmup = 20;
+  int rounds = 10;
+  int work_n = 1 << 20;
+  int work_iters = 128;
+};
+
+static int parse_positive(const char* flag, const char* text) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0 || value > (1L << 30)) {
+    std::fprintf(stderr, "graph_memset: %s %s: expected a non-negative integer\n", flag, text);
+    std::exit(2);
+  }
+  return static_cast<int>(value);
+}
+
+static Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "graph_memset: %s: expected a value after it\n", a);
+      std::exit(2);
+    }
+    const char* v = argv[++i];
+    if (!std::strcmp(a, "--device")) o.device = parse_positive(a, v);
+    else if (!std::strcmp(a, "--ops")) o.ops = parse_positive(a, v);
+    else if (!std::strcmp(a, "--replays")) o.replays = parse_positive(a, v);
+    else if (!std::strcmp(a, "--warmup")) o.warmup = parse_positive(a, v);
+    else if (!std::strcmp(a, "--rounds")) o.rounds = parse_positive(a, v);
+    else if (!std::strcmp(a, "--work-n")) o.work_n = parse_positive(a, v);
+    else if (!std::strcmp(a, "--work-iters")) o.work_iters = parse_positive(a, v);
+    else {
+      std::fprintf(stderr,
+                   "graph_memset: unknown option %s; known: --device --ops --replays --warmup "
+                   "--rounds --work-n --work-iters\n",
+                   a);
+      std::exit(2);
+    }
+  }
+  if (o.ops < 1 || o.replays < 1 || o.rounds < 1 || o.work_n < 1) {
+    std::fprintf(stderr, "graph_memset: --ops, --replays, --rounds and --work-n must be >= 1\n");
+    std::exit(2);
+  }
+  if (o.rounds > o.replays) o.rounds = o.replays;
+  return o;
+}
+
+static cudaGraphExec_t capture(cudaStream_t s, const Variant& v, const Options& o, int* flag,
+                               float* buf, int grid) {
+  cudaGraph_t graph;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < o.ops; ++i) {
+    if (v.op == Op::kMemset) {
+      CHECK(cudaMemsetAsync(flag, 0, sizeof(int), s));
+    } else if (v.op == Op::kFill) {
+      fill_kernel<<<1, 32, 0, s>>>(flag, 0);
+      CHECK(cudaGetLastError());
+    }
+    if (v.work) {
+      work_kernel<<<grid, 256, 0, s>>>(buf, o.work_n, o.work_iters);
+      CHECK(cudaGetLastError());
+    }
+  }
+  CHECK(cudaStreamEndCapture(s, &graph));
+  size_t nodes = 0;
+  CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  if (nodes == 0) {
+    std::fprintf(stderr, "graph_memset: variant %s captured an empty graph\n", v.name);
+    std::exit(1);
+  }
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(cudaGraphDestroy(graph));
+  return exec;
+}
+
+// Times `count` back-to-back replays; appends seconds per op for each.
+static void time_block(cudaStream_t s, Variant& v, int count, int ops,
+                       std::vector<cudaEvent_t>& events) {
+  CHECK(cudaEventRecord(events[0], s));
+  for (int i = 0; i < count; ++i) {
+    CHECK(cudaGraphLaunch(v.exec, s));
+    CHECK(cudaEventRecord(events[i + 1], s));
+  }
+  CHECK(cudaEventSynchronize(events[count]));
+  for (int i = 0; i < count; ++i) {
+    float ms = 0.0f;
+    CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+    v.samples.push_back(static_cast<double>(ms) / 1e3 / ops);
+  }
+}
+
+static void json_string(const char* s) {
+  std::putchar('"');
+  for (; *s; ++s) {
+    unsigned char c = static_cast<unsigned char>(*s);
+    if (c == '"' || c == '\\') {
+      std::printf("\\%c", c);
+    } else if (c < 0x20) {
+      std::printf("\\u%04x", c);
+    } else {
+      std::putchar(c);
+    }
+  }
+  std::putchar('"');
+}
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  CHECK(cudaSetDevice(o.device));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, o.device));
+  int runtime_version = 0, driver_version = 0;
+  CHECK(cudaRuntimeGetVersion(&runtime_version));
+  CHECK(cudaDriverGetVersion(&driver_version));
+
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* flag = nullptr;
+  float* buf = nullptr;
+  CHECK(cudaMalloc(&flag, sizeof(int)));
+  CHECK(cudaMalloc(&buf, sizeof(float) * static_cast<size_t>(o.work_n)));
+  CHECK(cudaMemset(buf, 0, sizeof(float) * static_cast<size_t>(o.work_n)));
+  int grid = 2 * prop.multiProcessorCount;
+
+  std::vector<Variant> variants = {
+      {"memset", Op::kMemset, false, nullptr, {}},
+      {"fill", Op::kFill, false, nullptr, {}},
+      {"work_only", Op::kNone, true, nullptr, {}},
+      {"memset_work", Op::kMemset, true, nullptr, {}},
+      {"fill_work", Op::kFill, true, nullptr, {}},
+  };
+  for (auto& v : variants) {
+    v.exec = capture(s, v, o, flag, buf, grid);
+    for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    v.samples.reserve(o.replays);
+  }
+
+  // Correctness: one replay of the memset graph must clear a flag set to a non-zero value.
+  CHECK(cudaMemsetAsync(flag, 0x7f, sizeof(int), s));
+  CHECK(cudaGraphLaunch(variants[0].exec, s));
+  int host_flag = -1;
+  CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  if (host_flag != 0) {
+    std::fprintf(stderr, "graph_memset: memset graph left the flag at %d, expected 0\n", host_flag);
+    return 1;
+  }
+
+  int per_round = (o.replays + o.rounds - 1) / o.rounds;
+  std::vector<cudaEvent_t> events(per_round + 1);
+  for (auto& e : events) CHECK(cudaEventCreate(&e));
+  for (int r = 0; r < o.rounds; ++r) {
+    for (auto& v : variants) {
+      int remaining = o.replays - static_cast<int>(v.samples.size());
+      int count = remaining < per_round ? remaining : per_round;
+      if (count > 0) time_block(s, v, count, o.ops, events);
+    }
+  }
+
+  std::printf("{\"schema\": \"gpu-repro.graph_memset_twin/1\", \"device\": ");
+  json_string(prop.name);
+  std::printf(", \"compute_capability\": \"%d.%d\", \"cuda_runtime\": %d, \"cuda_driver\": %d",
+              prop.major, prop.minor, runtime_version, driver_version);
+  std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d", o.ops, o.replays,
+              o.warmup, o.rounds);
+  std::printf(", \"work_n\": %d, \"work_iters\": %d, \"unit\": \"s/op\", \"variants\": {", o.work_n,
+              o.work_iters);
+  for (size_t k = 0; k < variants.size(); ++k) {
+    std::printf("%s\"%s\": [", k ? ", " : "", variants[k].name);
+    for (size_t i = 0; i < variants[k].samples.size(); ++i) {
+      std::printf("%s%.9e", i ? ", " : "", variants[k].samples[i]);
+    }
+    std::printf("]");
+  }
+  std::printf("}}\n");
+
+  for (auto& e : events) CHECK(cudaEventDestroy(e));
+  for (auto& v : variants) CHECK(cudaGraphExecDestroy(v.exec));
+  CHECK(cudaFree(buf));
+  CHECK(cudaFree(flag));
+  CHECK(cudaStreamDestroy(s));
+  return 0;
+}
