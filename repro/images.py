@@ -1,0 +1,507 @@
+"""Docker lanes: the lock file of image pins, and build / run / lock through the docker SDK.
+
+Every docker call goes through a client object that :func:`client` makes (the docker SDK,
+imported lazily); tests pass a fake one. Nothing here needs torch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from repro import __version__
+from repro.errors import ReproError, UsageError
+
+LOCK_FILE = Path("docker") / "images.lock.json"
+LOCK_SCHEMA_VERSION = 1
+CONTAINER_OUT = "/artifacts"  # where every image writes (ENV GPU_REPRO_OUT, VOLUME)
+LANE_LABEL = "dev.gpu-repro.lane"
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Tags that move by design; a lane pinned to one of them is not pinned.
+_FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "stable"})
+# Shared by every lane's image (see docker/install-repro.sh); plus docker/<lane>/ itself.
+_SHARED_CONTEXT = ("pyproject.toml", "repro", "schemas", "docker/requirements.txt", "docker/install-repro.sh")
+_SKIP_NAMES = frozenset({"__pycache__", ".DS_Store"})
+
+Log = Callable[[str], None]
+
+
+def _stderr_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- lanes and the lock
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One pinned stack: its base image (exact tag, digest once resolved) and the image we build."""
+
+    name: str
+    base: str
+    digest: str | None
+    image: str
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    resolved_utc: str | None = None
+
+    @property
+    def dockerfile(self) -> str:
+        """The Dockerfile's path inside the build context (the repository root)."""
+        return f"docker/{self.name}/Dockerfile"
+
+    @property
+    def base_ref(self) -> str:
+        """What FROM pulls: ``tag@digest`` when the digest is known (the digest wins), else the tag."""
+        return f"{self.base}@{self.digest}" if self.digest else self.base
+
+
+@dataclass(frozen=True)
+class Lock:
+    """The parsed lock file; ``raw`` keeps keys this code does not know so a rewrite keeps them."""
+
+    path: Path
+    raw: dict[str, Any]
+    lanes: dict[str, Lane]
+
+
+def tag_problem(ref: str) -> str | None:
+    """Why ``ref`` is not an exact tag (``None`` when it is): no tag, a floating tag, or a digest."""
+    if "@" in ref:
+        return "carries a digest; the lock keeps the tag in 'base' and the digest in 'digest'"
+    name = ref.rsplit("/", 1)[-1]
+    if ":" not in name:
+        return "has no tag; expected repository:tag"
+    tag = name.split(":", 1)[1]
+    if not tag or tag.lower() in _FLOATING_TAGS:
+        return f"has the floating tag {tag!r}; expected an exact version tag"
+    return None
+
+
+def repo_root() -> Path:
+    """The checkout holding docker/images.lock.json: this package's parent, else the working folder."""
+    for candidate in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        if (candidate / LOCK_FILE).is_file():
+            return candidate
+    raise ReproError(
+        f"{LOCK_FILE} not found next to the package or in {Path.cwd()}; "
+        "run `repro images` from a gpu-repro checkout"
+    )
+
+
+def _bad(path: Path, what: str) -> ReproError:
+    return ReproError(f"{path}: {what}")
+
+
+def _lane_from(path: Path, name: str, entry: Any) -> Lane:
+    if not isinstance(entry, Mapping):
+        raise _bad(path, f"lane {name!r} is {type(entry).__name__}; expected an object")
+    base = entry.get("base")
+    if not isinstance(base, str) or tag_problem(base):
+        raise _bad(path, f"lane {name!r}: base {base!r} {tag_problem(base) if isinstance(base, str) else 'is missing'}")
+    digest = entry.get("digest")
+    if digest is not None and (not isinstance(digest, str) or not _DIGEST_RE.match(digest)):
+        raise _bad(path, f"lane {name!r}: digest {digest!r}; expected null or sha256:<64 hex>")
+    image = entry.get("image")
+    if not isinstance(image, str) or not image:
+        raise _bad(path, f"lane {name!r}: image {image!r}; expected the tag to build, e.g. gpu-repro:{name}")
+    args = entry.get("build_args") or {}
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in args.items()):
+        raise _bad(path, f"lane {name!r}: build_args must map names to strings")
+    return Lane(
+        name=name,
+        base=base,
+        digest=digest,
+        image=image,
+        build_args=dict(args),
+        description=str(entry.get("description") or ""),
+        resolved_utc=entry.get("resolved_utc"),
+    )
+
+
+def load_lock(path: Path | None = None) -> Lock:
+    """Read and check the lock file; a malformed one is an error naming the file and the field."""
+    path = path if path is not None else repo_root() / LOCK_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReproError(f"{path}: no such file; expected the image lock (docker/images.lock.json)") from None
+    except json.JSONDecodeError as exc:
+        raise _bad(path, f"not valid JSON ({exc})") from None
+    if not isinstance(raw, dict) or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
+        raise _bad(path, f"expected an object with schema_version {LOCK_SCHEMA_VERSION}")
+    lanes = raw.get("lanes")
+    if not isinstance(lanes, dict) or not lanes:
+        raise _bad(path, "expected a non-empty 'lanes' object")
+    return Lock(path=path, raw=raw, lanes={name: _lane_from(path, name, e) for name, e in lanes.items()})
+
+
+def select(lock: Lock, names: Sequence[str]) -> list[Lane]:
+    """The named lanes in the order given (all of them, in lock order, when none are named)."""
+    if not names:
+        return list(lock.lanes.values())
+    out: list[Lane] = []
+    for name in names:
+        if name not in lock.lanes:
+            raise UsageError(f"unknown lane {name!r}; known: {', '.join(lock.lanes)}")
+        if lock.lanes[name] not in out:
+            out.append(lock.lanes[name])
+    return out
+
+
+def write_lock(lock: Lock, updates: Mapping[str, Mapping[str, Any]]) -> Lock:
+    """Merge ``updates`` (lane -> fields) into the lock file, atomically; returns the new lock."""
+    raw = json.loads(json.dumps(lock.raw))
+    for name, fields in updates.items():
+        raw["lanes"][name].update(fields)
+    text = json.dumps(raw, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=lock.path.parent, prefix=f".{lock.path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, lock.path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return load_lock(lock.path)
+
+
+# --------------------------------------------------------------------------- seams
+
+
+def _docker() -> Any:
+    try:
+        import docker
+    except ImportError:
+        raise ReproError(
+            "the docker package is not installed; expected `pip install 'gpu-repro[docker]'` "
+            "(make images does it for you)"
+        ) from None
+    return docker
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    import requests
+
+    return (_docker().errors.DockerException, requests.exceptions.RequestException)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())[:300]
+
+
+def client() -> Any:
+    """A docker SDK client that has answered a ping; no engine is a one-line ReproError."""
+    docker = _docker()
+    try:
+        c = docker.from_env()
+        c.ping()
+    except _transport_errors() as exc:
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        raise ReproError(
+            f"the Docker engine is not reachable at {where} ({_one_line(exc)}); "
+            "start it, or point DOCKER_HOST at one"
+        ) from None
+    return c
+
+
+def git_commit(root: Path) -> str:
+    """HEAD of the checkout, with ``-dirty`` when the tree has changes; ``unknown`` without git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def caller_user() -> str:
+    """``uid:gid`` of this process, so files the container writes belong to the caller."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- build
+
+
+def context_paths(lane: Lane) -> list[str]:
+    """Paths (relative to the repo root) that make up ``lane``'s build context."""
+    return [*_SHARED_CONTEXT, f"docker/{lane.name}"]
+
+
+def write_context(root: Path, lane: Lane, fileobj: IO[bytes]) -> list[str]:
+    """Write ``lane``'s build context as a tar to ``fileobj``; returns the member names.
+
+    Sending only these paths (not the checkout with its virtualenvs and artifacts) keeps the
+    context small; symlinks stay links (repro/schemas -> ../schemas resolves inside it).
+    """
+
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = Path(info.name).parts
+        if _SKIP_NAMES.intersection(parts) or info.name.endswith(".pyc") or info.name.endswith(".egg-info"):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        for rel in context_paths(lane):
+            src = root / rel
+            if not src.exists() and not src.is_symlink():
+                raise ReproError(f"{src}: missing from the checkout; the {lane.name} build context needs it")
+            tar.add(src, arcname=rel, filter=clean)
+        return tar.getnames()
+
+
+def build_args(lane: Lane, commit: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Build args for ``lane``: the pinned base, the lock's args, provenance; ``overrides`` last."""
+    args = {
+        "BASE_IMAGE": lane.base_ref,
+        "BASE_DIGEST": lane.digest or "",
+        "GIT_COMMIT": commit,
+        "HARNESS_VERSION": __version__,
+        **lane.build_args,
+    }
+    args.update(overrides or {})
+    return args
+
+
+def parse_pairs(pairs: Iterable[str], option: str) -> dict[str, str]:
+    """``KEY=VALUE`` strings to a dict; a malformed one is a UsageError quoting it."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise UsageError(f"{option} {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Built:
+    lane: str
+    image: str
+    image_id: str | None
+
+
+def _follow_build(lane: Lane, stream: Iterable[Any], log: Log) -> str | None:
+    image_id = None
+    for chunk in stream:
+        if not isinstance(chunk, Mapping):
+            continue
+        if "error" in chunk:
+            raise ReproError(
+                f"building {lane.image} failed: {' '.join(str(chunk['error']).split())} "
+                "(the build log above says why)"
+            )
+        if chunk.get("stream"):
+            text = str(chunk["stream"]).rstrip("\n")
+            if text.strip():
+                log(text)
+        elif chunk.get("status") and not chunk.get("progressDetail"):
+            log(f"{chunk.get('id', '')} {chunk['status']}".strip())
+        aux = chunk.get("aux")
+        if isinstance(aux, Mapping) and aux.get("ID"):
+            image_id = str(aux["ID"])
+    return image_id
+
+
+def build(
+    lanes: Sequence[Lane],
+    *,
+    root: Path,
+    docker_client: Any,
+    overrides: Mapping[str, str] | None = None,
+    pull: bool = False,
+    log: Log = _stderr_log,
+) -> list[Built]:
+    """Build each lane's image from its Dockerfile, streaming the log; stops at the first failure."""
+    commit = git_commit(root)
+    built = []
+    for lane in lanes:
+        if not (root / lane.dockerfile).is_file():
+            raise ReproError(f"{root / lane.dockerfile}: missing; expected the Dockerfile of lane {lane.name}")
+        if not lane.digest:
+            log(
+                f"{lane.name}: {LOCK_FILE} has no digest for {lane.base}; building from the tag "
+                "(run `repro images lock` where a registry is reachable to pin it)"
+            )
+        args = build_args(lane, commit, overrides)
+        log(f"{lane.name}: building {lane.image} from {lane.base_ref}")
+        with tempfile.TemporaryFile() as ctx:
+            write_context(root, lane, ctx)
+            ctx.seek(0)
+            try:
+                stream = docker_client.api.build(
+                    fileobj=ctx,
+                    custom_context=True,
+                    dockerfile=lane.dockerfile,
+                    tag=lane.image,
+                    buildargs=args,
+                    labels={"org.opencontainers.image.created": utc_now(), LANE_LABEL: lane.name},
+                    pull=pull,
+                    rm=True,
+                    forcerm=True,
+                    decode=True,
+                    timeout=None,  # a silent RUN step (a large pip install) may take minutes
+                )
+                image_id = _follow_build(lane, stream, log)
+            except _transport_errors() as exc:
+                raise ReproError(f"building {lane.image} failed: {_one_line(exc)}") from None
+        built.append(Built(lane=lane.name, image=lane.image, image_id=image_id))
+        log(f"{lane.name}: built {lane.image}" + (f" ({image_id})" if image_id else ""))
+    return built
+
+
+# --------------------------------------------------------------------------- run
+
+
+def device_requests(gpus: str) -> list[Any]:
+    """Docker device requests for ``--gpus``: ``all``, ``none``, or device ids like ``0,1``."""
+    types = _docker().types
+    if gpus == "all":
+        return [types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if gpus == "none":
+        return []
+    ids = [g.strip() for g in gpus.split(",")]
+    if not all(ids):
+        raise UsageError(f"--gpus {gpus!r}: expected all, none, or device ids like 0,1")
+    return [types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+def run(
+    lane: Lane,
+    *,
+    out: Path,
+    args: Sequence[str],
+    docker_client: Any,
+    gpus: str = "all",
+    env: Mapping[str, str] | None = None,
+    stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
+) -> int:
+    """Run ``repro <args>`` in ``lane``'s image; returns the container's exit code.
+
+    ``out`` is mounted read-write at /artifacts; the container runs as the caller's uid:gid
+    with GPUs passed through and no network (nothing is fetched at run time), and is removed
+    afterwards. Its stdout and stderr go to ours.
+    """
+    from repro.artifact import ensure_writable_dir
+
+    docker = _docker()
+    requests_ = device_requests(gpus)
+    stdout = stdout if stdout is not None else sys.stdout.buffer
+    stderr = stderr if stderr is not None else sys.stderr.buffer
+    try:
+        docker_client.images.get(lane.image)
+    except docker.errors.ImageNotFound:
+        raise ReproError(
+            f"image {lane.image} not found; build it with `make image-{lane.name}` "
+            f"(or `repro images build {lane.name}`)"
+        ) from None
+    except _transport_errors() as exc:
+        raise ReproError(f"could not look up {lane.image}: {_one_line(exc)}") from None
+    host_out = ensure_writable_dir(Path(out)).resolve()
+    try:
+        container = docker_client.containers.run(
+            lane.image,
+            command=list(args) or None,  # None: the image's CMD ["all"]
+            detach=True,
+            device_requests=requests_,
+            volumes={str(host_out): {"bind": CONTAINER_OUT, "mode": "rw"}},
+            user=caller_user(),
+            network_mode="none",
+            environment=dict(env or {}),
+            init=True,  # PID 1 forwards signals and reaps the runner's children
+            labels={LANE_LABEL: lane.name},
+        )
+    except _transport_errors() as exc:
+        hint = "; is the NVIDIA Container Toolkit installed? (--gpus none runs without GPUs)" if requests_ else ""
+        raise ReproError(f"could not start {lane.image}: {_one_line(exc)}{hint}") from None
+    try:
+        for out_chunk, err_chunk in container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True):
+            for sink, chunk in ((stdout, out_chunk), (stderr, err_chunk)):
+                if chunk:
+                    sink.write(chunk)
+                    sink.flush()
+        status = container.wait()
+    except KeyboardInterrupt:
+        container.stop(timeout=10)
+        raise
+    finally:
+        try:
+            container.remove(force=True)
+        except _transport_errors():
+            pass  # already gone; nothing to clean up
+    code = status.get("StatusCode") if isinstance(status, Mapping) else None
+    return int(code) if isinstance(code, int) else 1
+
+
+# --------------------------------------------------------------------------- lock
+
+
+@dataclass
+class LockOutcome:
+    """What ``repro images lock`` did per lane."""
+
+    updated: dict[str, str] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_digests(lock: Lock, lanes: Sequence[Lane], *, docker_client: Any, log: Log = _stderr_log) -> LockOutcome:
+    """Ask the registry for each lane's base digest and record it; a failure keeps the old entry.
+
+    Only a ``sha256:`` digest the registry actually returned is ever written.
+    """
+    outcome = LockOutcome()
+    updates: dict[str, dict[str, Any]] = {}
+    for lane in lanes:
+        try:
+            digest = docker_client.images.get_registry_data(lane.base).id
+        except _transport_errors() as exc:
+            outcome.failed[lane.name] = _one_line(exc)
+            log(f"{lane.name}: could not resolve {lane.base}: {outcome.failed[lane.name]}; kept the old entry")
+            continue
+        if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+            outcome.failed[lane.name] = f"the registry answered {digest!r}, not a sha256 digest"
+            log(f"{lane.name}: {outcome.failed[lane.name]}; kept the old entry")
+            continue
+        if digest == lane.digest:
+            outcome.unchanged.append(lane.name)
+            log(f"{lane.name}: {lane.base} still {digest}")
+            continue
+        updates[lane.name] = {"digest": digest, "resolved_utc": utc_now()}
+        outcome.updated[lane.name] = digest
+        log(f"{lane.name}: {lane.base} -> {digest}" + (f" (was {lane.digest})" if lane.digest else ""))
+    if updates:
+        write_lock(lock, updates)
+    return outcome
+
+
+def describe(lanes: Iterable[Lane]) -> list[list[str]]:
+    """Rows for a table of lanes: name, base, digest, image."""
+    return [[ln.name, ln.base, ln.digest or "(not resolved)", ln.image] for ln in lanes]
+

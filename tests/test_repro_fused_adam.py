@@ -1,0 +1,173 @@
+"""fused-adam-capturable: CPU smoke run end to end, params, kernel matching and the verdict rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro.artifact import validation_errors
+from repro.errors import UsageError
+from repro.execute import RunRequest, execute
+from repro.measure import SamplingConfig
+from repro.repros.fused_adam import FusedAdamCapturable, Params, optimizer_kernel
+from repro.spec import RunResult, Timing, VariantResult, build_params
+from repro.stats import summarize
+
+RID = "fused-adam-capturable"
+
+
+def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingConfig) -> None:
+    doc, path = execute(RunRequest(RID, smoke=True, sampling=fast), run_dir)
+    assert path.is_file()
+    assert validation_errors(doc) == []
+    assert doc["run"]["device"] == "cpu" and doc["error"] is None
+    v = {x["name"]: x for x in doc["variants"]}
+    for name in ("torch_fused_regular", "torch_fused_capturable", "torch_foreach_regular"):
+        assert v[name]["status"] == "ok", v[name]["reason"]
+        assert v[name]["kernel_source"] == "cpu" and v[name]["kernels"]
+        assert v[name]["work"]["bytes"] == 7 * 4 * 4 * 4096  # smoke: 4 tensors of 4096 fp32
+        assert v[name]["achieved"]["gbps"] > 0
+    assert any("fused_adamw" in k["name"] for k in v["torch_fused_regular"]["kernels"])
+    # What cannot run on CPU is a skipped variant that says why, not a crash.
+    assert v["torch_fused_capturable_graph"]["status"] == "skipped"
+    assert "CUDA" in v["torch_fused_capturable_graph"]["reason"]
+    assert v["torch_foreach_capturable"]["status"] == "skipped"
+    assert {v[f"te_{m}"]["status"] for m in ("regular", "capturable", "capturable_graph")} == {"skipped"}
+    verdict = doc["verdict"]
+    assert verdict["status"] in ("reproduced", "not_reproduced")
+    assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
+    assert "not evidence about any GPU" in verdict["finding"]
+    assert "1.9x" in verdict["finding"] and "torch AdamW(fused=True)" in verdict["finding"]
+    rows = {r["backend"]: r for r in verdict["breakdown"]}
+    assert rows["torch AdamW(fused=True)"]["basis"] == "step"
+    assert rows["TE FusedAdam"]["status"].startswith("skipped")
+
+
+def test_params_parse_and_reject() -> None:
+    p = build_params(RID, Params, {"backends": "torch_fused,te", "numel": "1048576", "graph": "false"})
+    assert p.backends == ("torch_fused", "te") and p.numel == 1 << 20 and p.graph is False
+    smoke = build_params(RID, Params, {}, smoke=True)
+    assert (smoke.n_tensors, smoke.numel) == (4, 4096)
+    assert Params().n_tensors == 201 and Params().numel == 320 * 65536
+    with pytest.raises(UsageError, match="unknown parameter 'tensors'"):
+        build_params(RID, Params, {"tensors": "3"})
+    with pytest.raises(UsageError, match="expected >= 1"):
+        build_params(RID, Params, {"n_tensors": "0"})
+    with pytest.raises(UsageError, match="expected one of te, torch_fused, torch_foreach"):
+        build_params(RID, Params, {"backends": "apex"})
+    with pytest.raises(UsageError, match="expected >= 7"):
+        build_params(RID, Params, {"kernel_iters": "3"})
+
+
+def test_kernel_matcher_keeps_optimizer_kernels_only() -> None:
+    torch_fused = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, "
+        "(at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, float*, float*>"
+    )
+    te = "void multi_tensor_apply_kernel<TensorListMetadata<4, false>, AdamCapturableFunctor<float, float>, float*>"
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul>>"
+    assert optimizer_kernel(torch_fused) and optimizer_kernel(te)
+    assert not optimizer_kernel(fill)
+    assert not optimizer_kernel("void at::native::elementwise_kernel<128, 2, ne_kernel_cuda>")
+
+
+# --------------------------------------------------------------------------- verdict on synthetic results
+
+
+def _samples(center: float, n: int = 21) -> list[float]:
+    return [center * (1 + 0.004 * (k - n // 2)) for k in range(n)]  # +-4% around center, median = center
+
+
+def _variant(
+    name: str, step_s: float, kernel_s: float | None = None, device: str = "cuda", status: str = "ok"
+) -> VariantResult:
+    if status != "ok":
+        return VariantResult(name=name, label=name, config={}, status=status, reason="not here")  # type: ignore[arg-type]
+    samples = _samples(step_s)
+    timing = Timing(
+        method="cuda_events" if device == "cuda" else "perf_counter",
+        unit="s",
+        calls_per_sample=1,
+        warmup_calls=3,
+        stop_reason="ci_target",
+        target_rel_ci=0.01,
+        budget_s=5.0,
+        elapsed_s=1.0,
+        stats=summarize(samples),
+        samples=tuple(samples),
+    )
+    extra: dict[str, Any] = {"kernel_samples_s": _samples(kernel_s, 30)} if kernel_s is not None else {}
+    return VariantResult(name=name, label=name, config={}, status="ok", device=device, timing=timing, extra=extra)
+
+
+def _result(**ratios: Any) -> RunResult:
+    """Variants per backend: ratio None means skipped; else (step ratio, kernel ratio) or one ratio."""
+    out = []
+    for backend in ("te", "torch_fused", "torch_foreach"):
+        r = ratios.get(backend)
+        if r is None:
+            out += [_variant(f"{backend}_{m}", 0, status="skipped") for m in ("regular", "capturable", "capturable_graph")]
+            continue
+        step_r, kern_r = r if isinstance(r, tuple) else (r, r)
+        out += [
+            _variant(f"{backend}_regular", 0.030, 0.025),
+            _variant(f"{backend}_capturable", 0.030 * step_r, 0.025 * kern_r),
+            _variant(f"{backend}_capturable_graph", 0.029),
+        ]
+    return RunResult(variants=tuple(out))
+
+
+def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
+    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.9, torch_foreach=1.0))
+    assert v.status == "reproduced"
+    assert v.value == pytest.approx(1.9) and v.ci_low is not None and v.ci_low >= 1.3
+    assert v.finding.startswith("Reproduced: with torch AdamW(fused=True), the capturable step's optimizer kernels")
+    assert "1.9x with TE FusedAdam on GB300" in v.finding
+    assert "TE FusedAdam not measured" in v.finding and "torch AdamW(foreach=True) 1.00x" in v.finding
+
+
+def test_verdict_not_reproduced_says_the_claim_does_not_hold() -> None:
+    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0, torch_foreach=1.05))
+    assert v.status == "not_reproduced" and v.value == pytest.approx(1.0)
+    assert v.ci_high is not None and v.ci_high < 1.3
+    assert v.finding.startswith("Not reproduced: with torch AdamW(fused=True)")
+    assert "does not hold here" in v.finding
+    assert "Graph replay of the capturable step took 0.97x the eager regular step" in v.finding
+    assert [r["backend"] for r in v.breakdown] == ["torch AdamW(fused=True)", "torch AdamW(foreach=True)"]
+
+
+def test_verdict_uses_kernel_samples_not_step_times() -> None:
+    # Whole steps equal, optimizer kernels 1.9x: the per-kernel number is the metric.
+    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=(1.0, 1.9)))
+    assert v.value == pytest.approx(1.9) and v.status == "reproduced"
+    assert v.breakdown[0]["basis"] == "kernel"
+
+
+def test_headline_is_te_only_when_te_ran_and_was_worse() -> None:
+    worse = FusedAdamCapturable().verdict(Params(), _result(te=1.9, torch_fused=1.0))
+    assert worse.value == pytest.approx(1.9) and "with TE FusedAdam" in worse.finding
+    assert "torch AdamW(fused=True) 1.00x" in worse.finding
+    better = FusedAdamCapturable().verdict(Params(), _result(te=0.8, torch_fused=1.0))
+    assert better.value == pytest.approx(1.0) and "with torch AdamW(fused=True)" in better.finding
+
+
+def test_verdict_without_any_pair_is_not_measured() -> None:
+    v = FusedAdamCapturable().verdict(Params(), _result())
+    assert v.status == "skipped" and v.value is None
+    assert v.finding.startswith("Not measured:") and "te_regular skipped" in v.finding
+
+
+def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
+    res = RunResult(
+        variants=(
+            _variant("torch_fused_regular", 0.001, device="cpu"),
+            _variant("torch_fused_capturable", 0.001, device="cpu"),
+        )
+    )
+    v = FusedAdamCapturable().verdict(Params(), res)
+    assert v.value == pytest.approx(1.0)
+    assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU")
+    assert "the capturable step took" in v.finding
