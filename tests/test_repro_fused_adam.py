@@ -109,7 +109,9 @@ def _result(**ratios: Any) -> RunResult:
     for backend in ("te", "torch_fused", "torch_foreach"):
         r = ratios.get(backend)
         if r is None:
-            out += [_variant(f"{backend}_{m}", 0, status="skipped") for m in ("regular", "capturable", "capturable_graph")]
+            out += [
+                _variant(f"{backend}_{m}", 0, status="skipped") for m in ("regular", "capturable", "capturable_graph")
+            ]
             continue
         step_r, kern_r = r if isinstance(r, tuple) else (r, r)
         out += [
@@ -136,14 +138,18 @@ def test_verdict_not_reproduced_says_the_claim_does_not_hold() -> None:
     assert v.finding.startswith("Not reproduced: with torch AdamW(fused=True)")
     assert "does not hold here" in v.finding
     assert "Graph replay of the capturable step took 0.97x the eager regular step" in v.finding
-    assert [r["backend"] for r in v.breakdown] == ["torch AdamW(fused=True)", "torch AdamW(foreach=True)"]
+    rows = {r["backend"]: r for r in v.breakdown}
+    assert rows["TE FusedAdam"]["status"] == "skipped: not here" and rows["TE FusedAdam"]["ratio"] is None
+    assert rows["torch AdamW(foreach=True)"]["ratio"] == pytest.approx(1.05)
+    assert rows["torch AdamW(fused=True)"]["graph_vs_regular"] == pytest.approx(0.029 / 0.030)
 
 
 def test_verdict_uses_kernel_samples_not_step_times() -> None:
     # Whole steps equal, optimizer kernels 1.9x: the per-kernel number is the metric.
     v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=(1.0, 1.9)))
     assert v.value == pytest.approx(1.9) and v.status == "reproduced"
-    assert v.breakdown[0]["basis"] == "kernel"
+    (row,) = (r for r in v.breakdown if r["backend"] == "torch AdamW(fused=True)")
+    assert row["basis"] == "kernel" and row["capturable_ms"] == pytest.approx(row["regular_ms"])
 
 
 def test_headline_is_te_only_when_te_ran_and_was_worse() -> None:
