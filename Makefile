@@ -48,22 +48,32 @@ repro-all: setup ## Run every repro; artifacts and report.md land in $(OUT)/<run
 $(addprefix repro-,$(REPROS)): repro-%: setup
 	$(REPRO) run $* --out $(OUT) $(ARGS)
 
-# --- docker lanes (no engine on the dev machines; see README) --------------------
-images: setup ## Build all three pinned images
+# --- docker lanes (no engine on the dev machines; see docs/docker.md) --------------
+# Pins (base tag, digest, nightly version) live in docker/images.lock.json only. Each target
+# wraps `repro images ...`, which talks to the engine through the docker SDK.
+MATRIX := $(OUT)/matrix
+.PHONY: lock
+
+$(VENV)/.docker: $(VENV)/.installed
+	$(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
+	touch $@
+
+images: $(VENV)/.docker ## Build the three pinned images (image-<lane> builds one)
 	$(REPRO) images build $(LANES)
 
-$(addprefix image-,$(LANES)): image-%: setup
+$(addprefix image-,$(LANES)): image-%: $(VENV)/.docker
 	$(REPRO) images build $*
 
-docker-repro-all: setup ## Run `repro all` in LANE=<lane> with GPUs passed through
+docker-repro-all: $(VENV)/.docker ## Run `repro all` in LANE=<lane> with GPUs passed through
 	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
 
-$(addprefix docker-repro-,$(REPROS)): docker-repro-%: setup
+$(addprefix docker-repro-,$(REPROS)): docker-repro-%: $(VENV)/.docker
 	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
 
-matrix: setup ## Every repro in every lane, then `repro compare` across the lanes
-	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --out $(OUT)/matrix/$(lane) -- all $(ARGS) &&) true
-	$(REPRO) compare $(addprefix $(OUT)/matrix/,$(LANES)) --out $(OUT)/matrix/compare.md
+# One lane after another (never in parallel: they would share the GPUs); stops at the first failure.
+matrix: $(VENV)/.docker ## Every repro in every lane, then `repro compare` across the lanes
+	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --out $(MATRIX)/$(lane) -- all $(ARGS) && ) true
+	$(REPRO) compare $(addprefix $(MATRIX)/,$(LANES)) --out $(MATRIX)/compare-$$(date -u +%Y%m%dT%H%M%SZ).md
 
-lock: setup ## Resolve image digests into docker/images.lock.json (needs a registry)
+lock: $(VENV)/.docker ## Resolve base-image digests into docker/images.lock.json (needs an engine and a registry)
 	$(REPRO) images lock

@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tarfile
@@ -95,8 +96,7 @@ def repo_root() -> Path:
         if (candidate / LOCK_FILE).is_file():
             return candidate
     raise ReproError(
-        f"{LOCK_FILE} not found next to the package or in {Path.cwd()}; "
-        "run `repro images` from a gpu-repro checkout"
+        f"{LOCK_FILE} not found next to the package or in {Path.cwd()}; run `repro images` from a gpu-repro checkout"
     )
 
 
@@ -202,32 +202,65 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(text).split())[:300]
 
 
+_DEFAULT_HOST = "unix:///var/run/docker.sock"
+# A healthy engine answers /version in milliseconds; a hung one should not hold the CLI for the
+# SDK's default 60 s.
+_PROBE_TIMEOUT_S = 10
+
+
+def _unix_socket_problem(host: str) -> str | None:
+    """Why a ``unix://`` engine socket cannot be used, or None (also for other transports).
+
+    Checked here because the SDK's unix transport leaks its socket when the connect fails.
+    """
+    if not host.startswith(("unix://", "http+unix://")):
+        return None
+    path = host.split("://", 1)[1]
+    if not os.path.exists(path):
+        return f"no socket at {path}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            return f"cannot connect to {path}: {exc.strerror or exc}"
+    return None
+
+
 def client() -> Any:
-    """A docker SDK client that has answered a ping; no engine is a one-line ReproError."""
+    """A docker SDK client for an engine that has answered; no engine is a one-line ReproError."""
     docker = _docker()
-    try:
-        c = docker.from_env()
-        c.ping()
-    except _transport_errors() as exc:
-        where = os.environ.get("DOCKER_HOST") or "the default socket"
+    where = os.environ.get("DOCKER_HOST") or _DEFAULT_HOST
+    problem = _unix_socket_problem(where)
+    if problem:
         raise ReproError(
-            f"the Docker engine is not reachable at {where} ({_one_line(exc)}); "
-            "start it, or point DOCKER_HOST at one"
+            f"the Docker engine is not reachable at {where} ({problem}); start it, or point DOCKER_HOST at one"
+        )
+    # A fixed version makes no request at construction (auto-detection would, and would leak its
+    # socket when it fails); the unversioned /version call is the same probe auto-detection makes.
+    probe = docker.from_env(version=docker.constants.DEFAULT_DOCKER_API_VERSION, timeout=_PROBE_TIMEOUT_S)
+    try:
+        server = probe.api.version(api_version=False)
+    except _transport_errors() as exc:
+        raise ReproError(
+            f"the Docker engine is not reachable at {where} ({_one_line(exc)}); start it, or point DOCKER_HOST at one"
         ) from None
-    return c
+    finally:
+        probe.close()
+    return docker.from_env(version=server.get("ApiVersion") or docker.constants.DEFAULT_DOCKER_API_VERSION)
 
 
 def git_commit(root: Path) -> str:
     """HEAD of the checkout, with ``-dirty`` when the tree has changes; ``unknown`` without git."""
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return "unknown"
         dirty = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
@@ -301,6 +334,8 @@ def parse_pairs(pairs: Iterable[str], option: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Built:
+    """One image ``repro images build`` made."""
+
     lane: str
     image: str
     image_id: str | None
@@ -313,8 +348,7 @@ def _follow_build(lane: Lane, stream: Iterable[Any], log: Log) -> str | None:
             continue
         if "error" in chunk:
             raise ReproError(
-                f"building {lane.image} failed: {' '.join(str(chunk['error']).split())} "
-                "(the build log above says why)"
+                f"building {lane.image} failed: {' '.join(str(chunk['error']).split())} (the build log above says why)"
             )
         if chunk.get("stream"):
             text = str(chunk["stream"]).rstrip("\n")
@@ -504,4 +538,3 @@ def resolve_digests(lock: Lock, lanes: Sequence[Lane], *, docker_client: Any, lo
 def describe(lanes: Iterable[Lane]) -> list[list[str]]:
     """Rows for a table of lanes: name, base, digest, image."""
     return [[ln.name, ln.base, ln.digest or "(not resolved)", ln.image] for ln in lanes]
-

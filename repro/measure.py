@@ -131,12 +131,25 @@ class Context:
     def cuda(self) -> bool:
         return self.device == "cuda"
 
-    def skipped(self, name: str, label: str, reason: str, **config: Any) -> VariantResult:
-        return VariantResult(name=name, label=label, config=config, status="skipped", reason=reason)
-
-    def errored(self, name: str, label: str, exc: BaseException, **config: Any) -> VariantResult:
+    def skipped(
+        self, name: str, label: str, reason: str, extra: Mapping[str, Any] | None = None, **config: Any
+    ) -> VariantResult:
+        """A variant that could not run here, with the reason (e.g. an optional backend is absent)."""
         return VariantResult(
-            name=name, label=label, config=config, status="error", reason=f"{type(exc).__name__}: {exc}"
+            name=name, label=label, config=config, status="skipped", reason=reason, extra=dict(extra or {})
+        )
+
+    def errored(
+        self, name: str, label: str, exc: BaseException, extra: Mapping[str, Any] | None = None, **config: Any
+    ) -> VariantResult:
+        """A variant that failed (e.g. ran out of memory) while the repro carries on."""
+        return VariantResult(
+            name=name,
+            label=label,
+            config=config,
+            status="error",
+            reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+            extra=dict(extra or {}),
         )
 
     def synchronize(self) -> None:
@@ -168,7 +181,7 @@ class Context:
         """
         self.log(f"  {name}: warm-up")
         cfg = sampling or self.sampling
-        warm_calls = self._warmup(fn)
+        warm_calls = self._warmup(fn, cfg.warmup_s)
         calls = calls_per_sample or self._calibrate(fn)
         runner: Callable[[], Any]
         if graph:
@@ -269,9 +282,9 @@ class Context:
                     totals[owner[-1]] += float(e.get("dur", 0.0)) / 1e6
         return [t for t in totals if t > 0]
 
-    def _warmup(self, fn: Callable[[], Any]) -> int:
+    def _warmup(self, fn: Callable[[], Any], warmup_s: float) -> int:
         calls, t0 = 0, time.perf_counter()
-        while calls < 3 or time.perf_counter() - t0 < self.sampling.warmup_s:
+        while calls < 3 or time.perf_counter() - t0 < warmup_s:
             fn()
             calls += 1
             self.synchronize()

@@ -41,6 +41,11 @@ def fmt_time(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def _cell(value: Any) -> Any:
+    """Floats at four significant digits; everything else as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     return tabulate([[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github")
 
@@ -222,7 +227,7 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         lines += [variants_table(doc), "", kernel_matrix(doc["variants"]), diff_section(doc)]
     if v.get("breakdown"):
         keys = list(v["breakdown"][0].keys())
-        lines += [table([[b.get(k) for k in keys] for b in v["breakdown"]], keys), ""]
+        lines += [table([[_cell(b.get(k)) for k in keys] for b in v["breakdown"]], keys), ""]
     lines += [f"- warning: {w}" for w in doc["warnings"][:10]]
     lines += [
         "",

@@ -46,7 +46,8 @@ def ratio_verdict(
     """Verdict on median(num)/median(den) * scale; ``finding(value, lo, hi, status, qualifier)``."""
     for v in (num, den):
         if v.status != "ok" or v.timing is None:
-            return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}")
+            status = "error" if v.status == "error" else "skipped"
+            return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}", status=status)
     value, lo, hi = stats.ratio_ci(num.timing.samples, den.timing.samples, CI_LEVEL, scale)  # type: ignore[union-attr]
     status, qualifier = decide(lo, hi, metric.threshold)
     return Verdict(

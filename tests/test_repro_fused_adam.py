@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,8 @@ import pytest
 from repro.artifact import validation_errors
 from repro.errors import UsageError
 from repro.execute import RunRequest, execute
-from repro.measure import SamplingConfig
+from repro.measure import Context, SamplingConfig
+from repro.repros import fused_adam
 from repro.repros.fused_adam import FusedAdamCapturable, Params, optimizer_kernel
 from repro.spec import RunResult, Timing, VariantResult, build_params
 from repro.stats import summarize
@@ -177,3 +180,53 @@ def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
     assert v.value == pytest.approx(1.0)
     assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU")
     assert "the capturable step took" in v.finding
+
+
+# --------------------------------------------------------------------------- the CUDA branch, through a seam
+
+
+@dataclass
+class _FakeCudaContext(Context):
+    """Takes the CUDA branch of run() on CPU tensors: measure and kernel_samples are stand-ins."""
+
+    calls: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def cuda(self) -> bool:
+        return True
+
+    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:  # type: ignore[override]
+        fn()
+        fn()
+        step = 0.0019 if "capturable" in name else 0.001
+        self.calls.append((name, bool(kw.get("graph"))))
+        return dataclasses.replace(_variant(name, step), work=kw.get("work"), config=kw.get("config") or {})
+
+    def kernel_samples(self, fn: Any, iters: int, match: Any) -> list[float]:
+        fn()
+        return _samples(0.0019 if self.calls[-1][0].endswith("capturable") else 0.001, iters)
+
+
+def test_cuda_branch_measures_graphs_and_kernel_samples_and_contains_failures(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    why = "transformer_engine.pytorch is not importable: ModuleNotFoundError: No module named 'transformer_engine'"
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, why))
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    p = build_params(RID, Params, {}, smoke=True)
+    res = FusedAdamCapturable().run(p, ctx)
+    v = {x.name: x for x in res.variants}
+    assert [v[f"te_{m}"].reason for m in ("regular", "capturable", "capturable_graph")] == [why] * 3
+    assert ctx.calls == [
+        ("torch_fused_regular", False),
+        ("torch_fused_capturable", False),
+        ("torch_fused_capturable_graph", True),
+        ("torch_foreach_regular", False),
+    ]
+    assert len(v["torch_fused_regular"].extra["kernel_samples_s"]) == p.kernel_iters
+    assert "kernel_samples_s" not in v["torch_fused_capturable_graph"].extra
+    # The foreach capturable step asserts on CPU tensors: that backend's variants are errors, the run goes on.
+    assert v["torch_foreach_capturable"].status == "error" and v["torch_foreach_capturable_graph"].status == "error"
+    verdict = FusedAdamCapturable().verdict(p, res)
+    assert verdict.status == "reproduced" and verdict.value == pytest.approx(1.9)
+    assert "optimizer kernels took 1.90x" in verdict.finding

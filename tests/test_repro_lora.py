@@ -139,3 +139,26 @@ def test_batch_two_out_of_memory_under_a_cap_is_an_error_verdict() -> None:
     assert v.status == "error" and v.value is None
     assert "under the 32 GiB cap" in v.finding and "out of memory" in v.finding
     assert v.breakdown[1]["status"] == "out of memory"
+
+
+class _OomAtBatch2(Context):
+    """A context whose batch-2 step runs out of memory, as it would under a tight cap."""
+
+    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:  # type: ignore[override]
+        import torch
+
+        if name == "bs2":
+            fn()  # leave a half-built step behind, as a real OOM would
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+        return super().measure(name, fn, **kw)
+
+
+def test_out_of_memory_at_one_batch_is_an_error_variant_and_the_run_goes_on(fast: SamplingConfig) -> None:
+    p = build_params(RID, Params, {"batches": "1,2,4"}, smoke=True)
+    res = LoraBatchScaling().run(p, _OomAtBatch2(device="cpu", smoke=True, sampling=fast))
+    assert [(v.name, v.status) for v in res.variants] == [("bs1", "ok"), ("bs2", "error"), ("bs4", "ok")]
+    assert res.variants[1].reason == "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert res.variants[1].extra["per_sample_s"] is None
+    v = LoraBatchScaling().verdict(p, res)
+    assert v.status == "error" and v.value is None and "batch 2 error: OutOfMemoryError" in v.finding
+    assert [r["status"] for r in v.breakdown] == ["ok", "out of memory", "ok"]

@@ -47,7 +47,8 @@ TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
 # Where nvcc usually lives when it is not on PATH (CUDA images put it there).
 NVCC_FALLBACK = Path("/usr/local/cuda/bin/nvcc")
 # nvcc -arch=native on a host without a visible GPU warns with this and builds for its
-# default arch instead; such a binary is not what "native" promises, so sm_90 is used.
+# default arch instead; such a binary is not what "native" promises, so the sm_90 fallback
+# is used (Hopper SASS plus compute_90 PTX, which newer GPUs JIT-compile).
 _NO_NATIVE_GPU = "Cannot find valid GPU for '-arch=native'"
 COMPILE_TIMEOUT_S = 300.0
 
@@ -60,12 +61,21 @@ TWIN_VARIANTS: tuple[tuple[str, str], ...] = (
     ("fill_work", "twin: fill kernel + work kernel"),
 )
 
+# (variant, op, with the matmul) on the torch side; op None is "nothing".
+TORCH_VARIANTS: tuple[tuple[str, str | None, bool], ...] = (
+    ("memset", "memset", False),
+    ("fill", "fill", False),
+    ("empty", None, False),
+    ("memset_mm", "memset", True),
+    ("fill_mm", "fill", True),
+    ("mm_only", None, True),
+)
+OP_LABELS = {"memset": "cudaMemsetAsync (4 B) node", "fill": "fill kernel (zero_ on 1 int32)", None: "nothing"}
+
 
 @dataclass(frozen=True)
 class Params:
-    ops: int = param(
-        1000, help="operations captured per graph; every time is per op", smoke=100, min=1, max=100_000
-    )
+    ops: int = param(1000, help="operations captured per graph; every time is per op", smoke=100, min=1, max=100_000)
     matmul_dtype: str = param("fp32", help="dtype of the interleaved matmul", choices=("fp32", "bf16"))
     mm_m: int = param(512, help="rows of the interleaved matmul's left operand", smoke=128, min=1, max=16384)
     mm_k: int = param(1024, help="inner dimension of the interleaved matmul", smoke=256, min=1, max=16384)
@@ -170,9 +180,11 @@ def parse_twin_output(text: str) -> dict[str, Any]:
     try:
         doc = json.loads(text.strip())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"twin output is not one JSON object ({exc.msg} at char {exc.pos}): {text[:200]!r}") from None
+        msg = f"twin output is not one JSON object ({exc.msg} at char {exc.pos}): {text[:200]!r}"
+        raise ValueError(msg) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("variants"), dict):
-        raise ValueError(f"twin output lacks a 'variants' object; got keys {sorted(doc) if isinstance(doc, dict) else type(doc).__name__}")
+        got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"twin output lacks a 'variants' object; got {got}")
     if not isinstance(doc.get("ops"), int) or doc["ops"] < 1:
         raise ValueError(f"twin output 'ops' must be a positive integer; got {doc.get('ops')!r}")
     for name, _ in TWIN_VARIANTS:
@@ -184,8 +196,14 @@ def parse_twin_output(text: str) -> dict[str, Any]:
     return doc
 
 
-def twin_variants(doc: Mapping[str, Any], build: TwinBuild, elapsed_s: float, target_rel_ci: float, budget_s: float) -> list[VariantResult]:
-    """One 'external'-timed variant per twin variant, from the parsed output."""
+def twin_variants(
+    doc: Mapping[str, Any], build: TwinBuild, target_rel_ci: float, budget_s: float
+) -> list[VariantResult]:
+    """One 'external'-timed variant per twin variant, from the parsed output.
+
+    elapsed_s is the GPU time of the variant's timed replays (samples x ops): the twin
+    interleaves its variants, so the wall time of the whole run belongs to none of them.
+    """
     out = []
     ops = int(doc["ops"])
     for name, label in TWIN_VARIANTS:
@@ -205,7 +223,7 @@ def twin_variants(doc: Mapping[str, Any], build: TwinBuild, elapsed_s: float, ta
             stop_reason="external",
             target_rel_ci=target_rel_ci,
             budget_s=budget_s,
-            elapsed_s=elapsed_s,
+            elapsed_s=sum(samples) * ops,
             stats=st,
             samples=tuple(samples),
         )
@@ -253,15 +271,20 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     except Exception as exc:  # missing or broken cuda-bindings: only the memset variants skip
         return None, f"cuda-bindings is not importable ({type(exc).__name__}: {exc})"
     success = cudart.cudaError_t.cudaSuccess
-    (err,) = cudart.cudaSetDevice(flag.device.index)
+    try:
+        # cuda-bindings keeps its own notion of the current device; point it at torch's.
+        (err,) = cudart.cudaSetDevice(flag.device.index)
+    except Exception as exc:  # e.g. it cannot load a CUDA runtime that fits the driver
+        return None, f"cuda-bindings cannot reach the GPU ({type(exc).__name__}: {exc})"
     if err != success:
-        return None, f"cudaSetDevice through cuda-bindings failed: {getattr(err, 'name', err)}"
+        return None, f"cudaSetDevice through cuda-bindings returned {getattr(err, 'name', err)}, expected cudaSuccess"
     ptr = flag.data_ptr()
 
     def memset() -> None:
         (err,) = cudart.cudaMemsetAsync(ptr, 0, 4, torch.cuda.current_stream().cuda_stream)
         if err != success:
-            raise RuntimeError(f"cudaMemsetAsync(ptr, 0, 4, stream) returned {getattr(err, 'name', err)}, expected cudaSuccess")
+            name = getattr(err, "name", err)
+            raise RuntimeError(f"cudaMemsetAsync(ptr, 0, 4, stream) returned {name}, expected cudaSuccess")
 
     return memset, None
 
@@ -270,12 +293,14 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
 class GraphMemset(Repro):
     id = "graph-memset"
     title = "cudaMemsetAsync nodes slower than a fill kernel in CUDA graph replay"
-    upstream = (
-        "https://forums.developer.nvidia.com/t/slowdown-in-cuda-graph-execution-using-cudamemsetasync-vs-a-fill-kernel",
-    )
+    # The seed is an NVIDIA developer-forums thread, "Slowdown in CUDA graph execution
+    # using cudaMemsetAsync (vs. a fill kernel)"; its address could not be confirmed
+    # here, so no link is given rather than a guessed one.
+    upstream = ()
     seed_claim = (
-        "In a CUDA graph, many small cudaMemsetAsync nodes replayed slower than the same graph "
-        "with a tiny fill kernel in place of each memset."
+        "NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
+        "kernel)': in a CUDA graph, many small cudaMemsetAsync nodes replayed slower than the same "
+        "graph with a tiny fill kernel in place of each memset."
     )
     Params = Params
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
@@ -312,11 +337,15 @@ class GraphMemset(Repro):
         )
 
         memset, why_not = _memset_op(flag)
+        memset_error: Exception | None = None
         if memset is not None:
-            flag.fill_(7)
-            memset()
-            if int(flag.item()) != 0:  # the memset must land on the tensor it is meant to clear
-                raise RuntimeError(f"cudaMemsetAsync left the flag at {int(flag.item())}, expected 0")
+            try:
+                flag.fill_(7)
+                memset()
+                if int(flag.item()) != 0:  # the memset must land on the tensor it is meant to clear
+                    raise RuntimeError(f"cudaMemsetAsync left the flag at {int(flag.item())}, expected 0")
+            except RuntimeError as exc:
+                memset, memset_error = None, exc
 
         def fill() -> None:
             flag.zero_()
@@ -324,40 +353,41 @@ class GraphMemset(Repro):
         def matmul() -> None:
             torch.matmul(a, b, out=c)
 
-        ops: dict[str, Callable[[], None] | None] = {"memset": memset, "fill": fill, "none": None}
-        labels = {"memset": "cudaMemsetAsync (4 B) node", "fill": "fill kernel (zero_ on 1 int32)", "none": "nothing"}
+        ops: dict[str | None, Callable[[], None] | None] = {"memset": memset, "fill": fill, None: None}
         mm_label = f"{p.mm_m}x{p.mm_k} @ {p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul"
         variants: list[VariantResult] = []
-        for with_mm in (False, True):
-            for kind in ("memset", "fill", "none"):
-                name = {"memset": "memset", "fill": "fill", "none": "empty"}[kind] + ("_mm" if with_mm else "")
-                if kind == "none" and with_mm:
-                    name = "mm_only"
-                label = (f"{labels[kind]} + {mm_label}" if kind != "none" else f"{mm_label} only") if with_mm else labels[kind]
-                config = {"op": kind, "matmul": with_mm, "ops": p.ops, "matmul_dtype": p.matmul_dtype if with_mm else None}
-                if with_mm:
-                    config["allow_tf32"] = tf32
-                if kind == "none" and not with_mm:
-                    variants.append(
-                        ctx.skipped(name, label, "an empty graph has no nodes to replay; the no-op baseline is mm_only", **config)
-                    )
-                    continue
-                op = ops[kind]
-                if kind == "memset" and op is None:
-                    variants.append(ctx.skipped(name, label, str(why_not), **config))
-                    continue
-                variants.append(
-                    ctx.measure(
-                        name,
-                        _compose(op, matmul if with_mm else None),
-                        label=label,
-                        config=config,
-                        work=mm_work if with_mm else None,
-                        graph=True,
-                        calls_per_sample=p.ops,
-                    )
+        for name, kind, with_mm in TORCH_VARIANTS:
+            label = OP_LABELS[kind]
+            if with_mm:
+                label = f"{label} + {mm_label}" if kind else f"{mm_label} only"
+            config: dict[str, Any] = {"op": kind or "none", "matmul": with_mm, "ops": p.ops}
+            if with_mm:
+                config.update(matmul_dtype=p.matmul_dtype, allow_tf32=tf32)
+            if kind is None and not with_mm:
+                reason = "an empty graph has no nodes to replay; mm_only is the no-op baseline"
+                variants.append(ctx.skipped(name, label, reason, **config))
+                continue
+            op = ops[kind]
+            if kind == "memset" and memset_error is not None:
+                variants.append(ctx.errored(name, label, memset_error, **config))
+                continue
+            if kind == "memset" and op is None:
+                variants.append(ctx.skipped(name, label, str(why_not), **config))
+                continue
+            try:
+                v = ctx.measure(
+                    name,
+                    _compose(op, matmul if with_mm else None),
+                    label=label,
+                    config=config,
+                    work=mm_work if with_mm else None,
+                    graph=True,
+                    calls_per_sample=p.ops,
                 )
-        extra: dict[str, Any] = {"torch": torch.__version__, "memset_binding": "cuda.bindings.runtime" if memset else None}
+            except Exception as exc:  # a failed capture or replay is this variant's error, not the run's
+                v = ctx.errored(name, label, exc, **config)
+            variants.append(v)
+        extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:
             twin, info = self._twin(p, ctx, torch.cuda.current_device())
@@ -374,9 +404,11 @@ class GraphMemset(Repro):
         def all_as(status: str, reason: str) -> tuple[list[VariantResult], dict[str, Any]]:
             info.update(status=status, reason=reason)
             if status == "skipped":
-                return [ctx.skipped(f"twin_{n}", label, reason, source="graph_memset.cu") for n, label in TWIN_VARIANTS], info
-            exc = RuntimeError(reason)
-            return [ctx.errored(f"twin_{n}", label, exc, source="graph_memset.cu") for n, label in TWIN_VARIANTS], info
+                out = [ctx.skipped(f"twin_{n}", label, reason, source="graph_memset.cu") for n, label in TWIN_VARIANTS]
+            else:
+                exc = RuntimeError(reason)
+                out = [ctx.errored(f"twin_{n}", label, exc, source="graph_memset.cu") for n, label in TWIN_VARIANTS]
+            return out, info
 
         ctx.log("  twin: building graph_memset.cu with nvcc (cached after the first build)")
         try:
@@ -407,8 +439,10 @@ class GraphMemset(Repro):
             doc = parse_twin_output(proc.stdout)
         except ValueError as exc:
             return all_as("error", str(exc))
-        info.update(status="ok", reason=None, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime"))
-        return twin_variants(doc, build, elapsed, ctx.sampling.target_rel_ci, p.twin_timeout_s), info
+        info.update(
+            status="ok", reason=None, wall_s=elapsed, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
+        )
+        return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s), info
 
     def verdict(self, p: Params, result: RunResult) -> Verdict:
         have = {v.name: v for v in result.variants}
@@ -420,14 +454,17 @@ class GraphMemset(Repro):
         # The torch graph is the primary evidence; the twin stands in only when the memset
         # variants could not run (no cuda-bindings), so the verdict still has a number.
         num, den, source = ("memset", "fill", "torch graph")
-        if not ok("memset", "fill") and ok("twin_memset", "twin_fill"):
+        if num in have and den in have and not ok(num, den) and ok("twin_memset", "twin_fill"):
             num, den, source = ("twin_memset", "twin_fill", "pure CUDA twin")
         if num not in have or den not in have:
             return unavailable(self.metric, f"variants {num} and {den} were not measured")
         by_name = {r["comparison"]: r for r in rows}
 
         def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
-            what = f"a 4-byte cudaMemsetAsync node took {fmt_ratio(value, lo, hi)} the per-op replay time of a one-element fill kernel ({source}, {p.ops} ops per graph)"
+            what = (
+                f"a 4-byte cudaMemsetAsync node took {fmt_ratio(value, lo, hi)} the per-op replay time "
+                f"of a one-element fill kernel ({source}, {p.ops} ops per graph)"
+            )
             if status == "reproduced":
                 head = f"Reproduced: in CUDA graph replay {what}"
             else:
@@ -435,16 +472,17 @@ class GraphMemset(Repro):
             parts = [head + "."]
             twin = by_name.get(_TWIN_PLAIN)
             if source == "pure CUDA twin":
-                parts.append(f"The torch-graph memset variants did not run: {have['memset'].reason}.")
+                gone = next(have[n] for n in ("memset", "fill") if n in have and not ok(n))
+                parts.append(f"The torch-graph {gone.name} variant was {gone.status}: {gone.reason}.")
             elif twin:
-                parts.append(f"The pure CUDA twin measured {fmt_ratio(twin['ratio'], twin['ci_low'], twin['ci_high'])}.")
+                parts.append(f"The pure CUDA twin measured {_fmt_row(twin)}.")
             elif p.twin:
                 parts.append("The pure CUDA twin gave no ratio (its variants say why).")
             mm = by_name.get(_TORCH_MM)
             if mm:
                 parts.append(
                     f"With a {p.mm_m}x{p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul between ops, "
-                    f"(memset+mm)/(fill+mm) was {fmt_ratio(mm['ratio'], mm['ci_low'], mm['ci_high'])}."
+                    f"(memset+mm)/(fill+mm) was {_fmt_row(mm)}."
                 )
             return " ".join(parts)
 
@@ -489,9 +527,9 @@ def _comparisons(have: Mapping[str, VariantResult]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "comparison": label,
-                "ratio": round(value, 4),
-                "ci_low": round(lo, 4),
-                "ci_high": round(hi, 4),
+                "ratio": value,
+                "ci_low": lo,
+                "ci_high": hi,
                 "status": status,
                 "median_num_us": round(a.median * 1e6, 4),
                 "median_den_us": round(b.median * 1e6, 4),
@@ -499,6 +537,10 @@ def _comparisons(have: Mapping[str, VariantResult]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _fmt_row(row: Mapping[str, Any]) -> str:
+    return fmt_ratio(row["ratio"], row["ci_low"], row["ci_high"])
 
 
 def _compose(op: Callable[[], None] | None, mm: Callable[[], None] | None) -> Callable[[], None]:

@@ -1,0 +1,187 @@
+"""CLI wiring for the Docker lanes (``repro images build|run|lock|list``) and ``repro compare``.
+
+Registered in ``repro/cli.py`` with ``app.add_typer(images_app, name="images")`` and
+``app.command("compare")(compare_cmd)``; the work lives in ``repro.images`` and ``repro.compare``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from repro.errors import ReproError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handles_errors(fn: F) -> F:
+    """``repro.cli.handles_errors``, looked up at call time so cli.py may import this module anywhere."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from repro.cli import handles_errors as mapped
+
+        return mapped(fn)(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+images_app = typer.Typer(
+    name="images",
+    help="Build, run and pin the Docker lanes (pins: docker/images.lock.json).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+LanesArg = Annotated[
+    list[str] | None, typer.Argument(help="Lanes to act on (default: every lane in the lock file).", show_default=False)
+]
+
+
+def _log(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+@images_app.command("list")
+@handles_errors
+def list_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable lanes on stdout.")] = False,
+) -> None:
+    """Show each lane's pinned base image, digest and image tag (needs no engine)."""
+    from repro import images
+    from repro.render import table
+
+    lock = images.load_lock()
+    if as_json:
+        typer.echo(json.dumps(lock.raw["lanes"], indent=2))
+        return
+    typer.echo(table(images.describe(lock.lanes.values()), ["lane", "base", "digest", "image"]))
+
+
+@images_app.command("build")
+@handles_errors
+def build_cmd(
+    lanes: LanesArg = None,
+    build_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--build-arg",
+            help="KEY=VALUE over the lock's build args, e.g. TORCH_WHEEL=... (repeatable).",
+        ),
+    ] = None,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull the base image even if a copy is present.")] = False,
+) -> None:
+    """Build the lanes' images from docker/<lane>/Dockerfile (the base by digest once locked)."""
+    from repro import images
+
+    lock = images.load_lock()
+    chosen = images.select(lock, lanes or [])
+    overrides = images.parse_pairs(build_arg or [], "--build-arg")
+    built = images.build(
+        chosen,
+        root=lock.path.parent.parent,
+        docker_client=images.client(),
+        overrides=overrides,
+        pull=pull,
+        log=_log,
+    )
+    for b in built:
+        typer.echo(f"{b.lane}\t{b.image}\t{b.image_id or ''}".rstrip())
+
+
+@images_app.command("run")
+@handles_errors
+def run_cmd(
+    lane: Annotated[str, typer.Argument(help="The lane whose image runs (see `repro images list`).")],
+    repro_args: Annotated[
+        list[str] | None,
+        typer.Argument(help="What the image's `repro` runs, after `--` (default: all).", show_default=False),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Host folder mounted at /artifacts (default artifacts/lanes/<lane>)."),
+    ] = None,
+    gpus: Annotated[
+        str, typer.Option("--gpus", help="GPUs to pass through: all, none, or device ids like 0,1.")
+    ] = "all",
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="KEY=VALUE set in the container, e.g. TORCH_LINALG_PREFER_CUSOLVER=1 (repeatable)."),
+    ] = None,
+) -> None:
+    """Run `repro <args>` in a lane's image with GPUs, no network, artifacts written to --out.
+
+    Example: repro images run nemo --out artifacts/lanes/nemo -- run fused-adam-capturable
+    """
+    from repro import images
+
+    lock = images.load_lock()
+    (chosen,) = images.select(lock, [lane])
+    environment = images.parse_pairs(env or [], "--env")
+    images.device_requests(gpus)  # bad --gpus is a usage error before the engine is asked
+    code = images.run(
+        chosen,
+        out=out if out is not None else Path("artifacts") / "lanes" / chosen.name,
+        args=repro_args or [],
+        docker_client=images.client(),
+        gpus=gpus,
+        env=environment,
+    )
+    if code:
+        raise typer.Exit(code)
+
+
+@images_app.command("lock")
+@handles_errors
+def lock_cmd(lanes: LanesArg = None) -> None:
+    """Resolve each lane's base tag to a registry digest and record it in docker/images.lock.json."""
+    from repro import images
+
+    lock = images.load_lock()
+    chosen = images.select(lock, lanes or [])
+    outcome = images.resolve_digests(lock, chosen, docker_client=images.client(), log=_log)
+    if outcome.failed:
+        raise ReproError(
+            f"could not resolve {', '.join(outcome.failed)}; their entries in {lock.path.name} are unchanged"
+        )
+
+
+def _write_new(out: Path, text: str) -> None:
+    from repro.artifact import write_new
+
+    if out.exists():
+        raise UsageError(f"--out {out}: exists; expected a new file name (comparisons are never overwritten)")
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise UsageError(f"--out {out}: expected a file in a writable folder")
+    write_new(out, text.encode())
+
+
+@handles_errors
+def compare_cmd(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Artifact files, run folders, or lane folders of run folders (the newest run); one environment each.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[Path | None, typer.Option("--out", help="Write here (never overwrites) instead of stdout.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of markdown.")] = False,
+) -> None:
+    """Compare repros side by side across environments (lanes, stacks, machines), then their fingerprints."""
+    from repro import compare
+
+    doc = compare.compare(paths)
+    text = json.dumps(doc, indent=2) + "\n" if as_json else compare.markdown(doc)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    _write_new(out, text)
+    typer.echo(f"comparison: {out}", err=True)

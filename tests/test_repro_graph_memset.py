@@ -1,0 +1,343 @@
+"""graph-memset: skipped on CPU, the twin's build cache and output parser, its run path, and the verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro import artifact
+from repro.execute import RunRequest, execute
+from repro.measure import Context, SamplingConfig
+from repro.repros import graph_memset as gm
+from repro.repros.graph_memset import GraphMemset, Params, build_twin, parse_twin_output, twin_variants
+from repro.spec import RunResult, Timing, VariantResult, build_params
+from repro.stats import summarize
+
+RID = "graph-memset"
+
+# What the twin printed for --ops 1000 --replays 4 --warmup 2 --rounds 2 (format of its printf calls).
+CAPTURED = (
+    '{"schema": "gpu-repro.graph_memset_twin/1", "device": "NVIDIA H200", "compute_capability": "9.0", '
+    '"cuda_runtime": 13000, "cuda_driver": 13000, "ops": 1000, "replays": 4, "warmup": 2, "rounds": 2, '
+    '"work_n": 1048576, "work_iters": 128, "unit": "s/op", "variants": {'
+    '"memset": [2.912000012e-06, 2.905600071e-06, 2.918399990e-06, 2.909183979e-06], '
+    '"fill": [2.015231967e-06, 2.011135936e-06, 2.019328117e-06, 2.013183951e-06], '
+    '"work_only": [6.102015972e-06, 6.098944187e-06, 6.105087757e-06, 6.100992155e-06], '
+    '"memset_work": [8.966143608e-06, 8.960000038e-06, 8.971263886e-06, 8.963071823e-06], '
+    '"fill_work": [8.015872002e-06, 8.011775970e-06, 8.019968033e-06, 8.013824463e-06]}}\n'
+)
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_cpu_run_is_a_valid_skipped_artifact(run_dir: Path, fast: SamplingConfig, smoke: bool) -> None:
+    doc, path = execute(RunRequest(RID, smoke=smoke, sampling=fast), run_dir)
+    assert path.is_file()
+    assert artifact.validation_errors(doc) == []
+    assert doc["run"]["device"] is None and doc["variants"] == [] and doc["error"] is None
+    assert doc["verdict"]["status"] == "skipped" and doc["verdict"]["value"] is None
+    assert "needs a CUDA GPU" in doc["verdict"]["finding"]
+    assert "--smoke exercises it on CPU" not in doc["verdict"]["finding"]  # there is no CPU analog
+    assert doc["verdict"]["threshold"] == 1.2
+
+
+def test_params_defaults_and_smoke() -> None:
+    p = Params()
+    assert (p.ops, p.matmul_dtype, p.mm_m, p.mm_k, p.mm_n, p.twin) == (1000, "fp32", 512, 1024, 1024, True)
+    smoke = build_params(RID, Params, {}, smoke=True)
+    assert (smoke.ops, smoke.twin_replays) == (100, 50)
+    assert build_params(RID, Params, {"matmul_dtype": "bf16"}).matmul_dtype == "bf16"
+    assert GraphMemset.requires.cuda and not GraphMemset.requires.cpu_smoke
+    assert GraphMemset.requires.python_modules == () and GraphMemset.requires.tools == ("nvcc",)
+
+
+# --------------------------------------------------------------------------- building the twin
+
+
+@pytest.mark.skipif(gm.find_nvcc() is None, reason="nvcc is not installed here")
+def test_twin_compiles_with_nvcc_and_the_cache_reuses_it(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = build_twin(cache=cache)
+    assert not first.cached and first.arch in ("native", "sm_90")
+    assert first.binary.parent == cache and os.access(first.binary, os.X_OK)
+    assert first.binary.name.startswith(f"graph_memset-{first.arch}-")
+    mtime = first.binary.stat().st_mtime_ns
+    second = build_twin(cache=cache)
+    assert second.cached and second.binary == first.binary and second.binary.stat().st_mtime_ns == mtime
+    assert [p.name for p in cache.iterdir()] == [first.binary.name]  # no temp files left behind
+    # The binary is real: its argument parser answers before it touches any GPU.
+    r = subprocess.run([str(first.binary), "--bogus", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown option --bogus" in r.stderr
+
+
+class _FakeNvcc:
+    """Stands in for nvcc: records each command and writes an executable where -o points."""
+
+    def __init__(self, fail_archs: tuple[str, ...] = (), native_has_no_gpu: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.fail_archs = fail_archs
+        self.native_has_no_gpu = native_has_no_gpu
+
+    def __call__(self, cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(cmd)
+        arch = next(a.split("=", 1)[1] for a in cmd if a.startswith("-arch="))
+        out = Path(cmd[cmd.index("-o") + 1])
+        if arch in self.fail_archs:
+            return subprocess.CompletedProcess(cmd, 1, "", f"nvcc fatal   : Unsupported gpu architecture '{arch}'")
+        out.write_text("#!/bin/sh\necho built\n")
+        out.chmod(out.stat().st_mode | stat.S_IXUSR)
+        err = (
+            "nvcc warning : Cannot find valid GPU for '-arch=native', default arch is used"
+            if (arch == "native" and self.native_has_no_gpu)
+            else ""
+        )
+        return subprocess.CompletedProcess(cmd, 0, "", err)
+
+
+@pytest.fixture
+def fake_nvcc(monkeypatch: pytest.MonkeyPatch) -> _FakeNvcc:
+    fake = _FakeNvcc()
+    monkeypatch.setattr(gm, "_compile", fake)
+    monkeypatch.setattr(gm, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0, V13.0.88")
+    return fake
+
+
+def test_cache_key_covers_source_and_compiler(
+    tmp_path: Path, fake_nvcc: _FakeNvcc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "graph_memset.cu"
+    src.write_text("int main() { return 0; }\n")
+    cache = tmp_path / "cache"
+    a = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))
+    b = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))
+    assert (a.cached, b.cached, b.binary) == (False, True, a.binary) and len(fake_nvcc.calls) == 1
+    assert fake_nvcc.calls[0][:4] == ["/opt/nvcc", "-O3", "-arch=sm_90", "-o"] and fake_nvcc.calls[0][-1] == str(src)
+    src.write_text("int main() { return 1; }\n")  # a changed source is a new binary
+    c = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))
+    assert not c.cached and c.binary != a.binary and len(fake_nvcc.calls) == 2
+    monkeypatch.setattr(gm, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.1, V13.1.0")
+    d = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))  # so is a new compiler
+    assert not d.cached and d.binary != c.binary
+
+
+def test_native_without_a_gpu_falls_back_to_sm90(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
+    fake_nvcc.native_has_no_gpu = True
+    built = build_twin(gm.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
+    assert built.arch == "sm_90" and not built.cached
+    assert [c[2] for c in fake_nvcc.calls] == ["-arch=native", "-arch=sm_90"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [built.binary.name]  # the default-arch build was dropped
+
+
+def test_compile_failure_names_the_compiler_error(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
+    fake_nvcc.fail_archs = ("native", "sm_90")
+    with pytest.raises(gm.TwinBuildError, match=r"-arch=sm_90: exit 1: nvcc fatal   : Unsupported gpu architecture"):
+        build_twin(gm.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_dir_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert gm.cache_dir() == tmp_path / "gpu-repro"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert gm.cache_dir() == tmp_path / "home" / ".cache" / "gpu-repro"
+
+
+def test_twin_source_is_packaged_next_to_the_module() -> None:
+    assert gm.TWIN_SOURCE.is_file() and gm.TWIN_SOURCE.suffix == ".cu"
+    text = gm.TWIN_SOURCE.read_text()
+    for needle in (
+        "cudaStreamBeginCapture",
+        "cudaGraphInstantiate",
+        "cudaGraphLaunch",
+        "cudaMemsetAsync",
+        "cudaEventElapsedTime",
+    ):
+        assert needle in text
+    for name, _ in gm.TWIN_VARIANTS:
+        assert f'{{"{name}", Op::' in text  # every variant the parser expects is one the twin prints
+
+
+# --------------------------------------------------------------------------- the twin's output
+
+
+def test_parse_captured_output_into_external_variants(run_dir: Path, fast: SamplingConfig) -> None:
+    doc = parse_twin_output(CAPTURED)
+    assert doc["ops"] == 1000 and doc["device"] == "NVIDIA H200"
+    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    variants = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)
+    assert [v.name for v in variants] == [f"twin_{n}" for n, _ in gm.TWIN_VARIANTS]
+    memset = variants[0]
+    assert memset.status == "ok" and memset.timing is not None
+    assert memset.timing.method == "external" and memset.timing.stop_reason == "external"
+    assert memset.timing.calls_per_sample == 1000 and memset.timing.warmup_calls == 2000
+    assert memset.timing.samples[0] == pytest.approx(2.912e-06)
+    assert memset.timing.elapsed_s == pytest.approx(sum(doc["variants"]["memset"]) * 1000)
+    assert memset.median == pytest.approx(summarize(doc["variants"]["memset"]).median)
+    assert memset.extra["gpu"] == "NVIDIA H200" and memset.extra["binary_cached"] is True
+    # The variants fit the artifact schema: put them into a real (CPU, skipped) artifact.
+    skipped, _ = execute(RunRequest(RID, sampling=fast), run_dir)
+    skipped["variants"] = artifact.to_jsonable(variants)
+    assert artifact.validation_errors(skipped) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "not one JSON object"),
+        ("graph_memset: cudaSetDevice failed\n", "not one JSON object"),
+        ('{"ops": 10}', "lacks a 'variants' object"),
+        ('{"ops": 0, "variants": {}}', "'ops' must be a positive integer"),
+        ('{"ops": 10, "variants": {"memset": [1e-6]}}', "no samples for variant 'fill'"),
+        (CAPTURED.replace("2.912000012e-06", "-1"), "variant 'memset' has a sample that is not a positive number"),
+    ],
+)
+def test_parse_rejects_malformed_output(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_twin_output(text)
+
+
+def _fake_binary(tmp_path: Path, body: str) -> gm.TwinBuild:
+    script = tmp_path / "fake_twin"
+    script.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return gm.TwinBuild(script, True, "sm_90", "Cuda compilation tools\nV13.0.88", "0" * 64)
+
+
+def test_twin_run_turns_its_output_into_variants(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv_file = tmp_path / "argv.json"
+    body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({CAPTURED!r})"
+    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, body))
+    p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_warmup": "2"})
+    variants, info = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 3)
+    assert [v.status for v in variants] == ["ok"] * 5
+    assert json.loads(argv_file.read_text()) == [
+        "--device", "3", "--ops", "1000", "--replays", "4", "--warmup", "2", "--work-iters", "128",
+    ]  # fmt: skip
+    assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
+    assert info["source_sha256"] == gm.hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
+
+
+def test_twin_failure_is_an_error_variant_with_its_stderr(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
+    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, body))
+    variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
+    assert [v.status for v in variants] == ["error"] * 5
+    assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
+    assert info["status"] == "error"
+
+
+def test_twin_timeout_is_an_error_variant(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, "import time; time.sleep(30)"))
+    p = build_params(RID, Params, {"twin_timeout_s": "1"})
+    variants, _ = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 0)
+    assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason
+
+
+def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gm, "find_nvcc", lambda: None)
+    variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
+    assert [v.status for v in variants] == ["skipped"] * 5
+    assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
+    assert info["status"] == "skipped"
+
+
+# --------------------------------------------------------------------------- verdict on synthetic samples
+
+
+def _timed(name: str, median: float, spread: float = 0.002) -> VariantResult:
+    samples = [median * (1 + spread * ((i % 7) - 3) / 3) for i in range(30)]
+    timing = Timing(
+        method="graph_replay",
+        unit="s",
+        calls_per_sample=1000,
+        warmup_calls=3,
+        stop_reason="ci_target",
+        target_rel_ci=0.01,
+        budget_s=5.0,
+        elapsed_s=1.0,
+        stats=summarize(samples),
+        samples=tuple(samples),
+    )
+    return VariantResult(name=name, label=name, config={}, status="ok", device="cuda", timing=timing)
+
+
+def _result(times: dict[str, float], skipped: dict[str, str] | None = None) -> RunResult:
+    variants = [_timed(n, t) for n, t in times.items()]
+    variants += [
+        VariantResult(name=n, label=n, config={}, status="skipped", reason=r) for n, r in (skipped or {}).items()
+    ]
+    return RunResult(variants=tuple(variants))
+
+
+FULL: dict[str, Any] = {
+    "memset": 2.9e-6,
+    "fill": 2.0e-6,
+    "memset_mm": 27.9e-6,
+    "fill_mm": 27.0e-6,
+    "mm_only": 26.0e-6,
+    "twin_memset": 2.88e-6,
+    "twin_fill": 2.0e-6,
+    "twin_work_only": 6.1e-6,
+    "twin_memset_work": 8.96e-6,
+    "twin_fill_work": 8.0e-6,
+}
+
+
+def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
+    v = GraphMemset().verdict(Params(), _result(FULL))
+    assert v.status == "reproduced"
+    assert v.value == pytest.approx(1.45, rel=1e-3) and v.ci_low >= 1.2
+    rows = {r["comparison"]: r for r in v.breakdown}
+    assert list(rows) == [gm._TORCH_PLAIN, gm._TORCH_MM, gm._TWIN_PLAIN, gm._TWIN_WORK]
+    assert rows[gm._TWIN_PLAIN]["ratio"] == pytest.approx(1.44, rel=1e-3)
+    assert rows[gm._TORCH_MM]["ratio"] == pytest.approx(27.9 / 27.0, rel=1e-3)
+    assert rows[gm._TORCH_MM]["status"] == "not_reproduced"
+    assert rows[gm._TORCH_MM]["note"] == "per-op increment over mm_only: memset +1.900 us, fill +1.000 us"
+    assert rows[gm._TORCH_PLAIN]["median_num_us"] == pytest.approx(2.9)
+    assert v.finding.startswith("Reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took 1.45x (95% CI")
+    assert "(torch graph, 1000 ops per graph)." in v.finding
+    assert "The pure CUDA twin measured 1.44x" in v.finding
+    assert "With a 512x1024x1024 fp32 matmul between ops, (memset+mm)/(fill+mm) was 1.03x" in v.finding
+
+
+def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
+    times = dict(FULL, memset=2.02e-6, twin_memset=2.01e-6)
+    v = GraphMemset().verdict(Params(), _result(times))
+    assert v.status == "not_reproduced" and v.value == pytest.approx(1.01, rel=1e-3)
+    assert v.finding.startswith("Not reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took 1.01x")
+    assert "the whole CI is below the 1.2 threshold" in v.finding
+
+
+def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
+    times = {k: t for k, t in FULL.items() if not k.startswith("memset")}
+    reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
+    v = GraphMemset().verdict(Params(), _result(times, {"memset": reason, "memset_mm": reason}))
+    assert v.status == "reproduced" and v.value == pytest.approx(1.44, rel=1e-3)
+    assert "(pure CUDA twin, 1000 ops per graph)" in v.finding
+    assert f"The torch-graph memset variant was skipped: {reason}." in v.finding
+    assert [r["comparison"] for r in v.breakdown] == [gm._TWIN_PLAIN, gm._TWIN_WORK]
+
+
+def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
+    reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
+    twin_reason = "the pure CUDA twin was not built: nvcc not found on PATH or at /usr/local/cuda/bin/nvcc"
+    res = _result(
+        {"fill": 2e-6, "fill_mm": 27e-6, "mm_only": 26e-6},
+        {"memset": reason, "memset_mm": reason, "twin_memset": twin_reason, "twin_fill": twin_reason},
+    )
+    v = GraphMemset().verdict(Params(), res)
+    assert v.status == "skipped" and v.value is None
+    assert v.finding == f"Not measured: variant memset was skipped: {reason}"
