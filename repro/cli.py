@@ -355,6 +355,13 @@ def doctor_cmd(
     typer.echo(table(rows, ["level", "check", "seen", "what to do"]))
 
 
+# Registered last: cli_docker uses handles_errors from this module.
+from repro.cli_docker import compare_cmd, images_app  # noqa: E402
+
+app.add_typer(images_app, name="images")
+app.command("compare")(compare_cmd)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

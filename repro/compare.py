@@ -64,9 +64,11 @@ class Environment:
         return self.artifacts[0][1]["fingerprint"]
 
     def doc(self, repro_id: str) -> dict[str, Any] | None:
+        """This environment's artifact for ``repro_id``, if it ran that repro."""
         return next((d for _, d in self.artifacts if d["repro"]["id"] == repro_id), None)
 
     def run_ids(self) -> list[str]:
+        """The run ids its artifacts came from (one, unless single files were given)."""
         return sorted({d["run"]["run_id"] for _, d in self.artifacts})
 
 
@@ -122,10 +124,8 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
         f"{lab} ({max(d['run']['run_id'] for _, d in pairs)})" if base.count(lab) > 1 and "/" not in lab else lab
         for lab, (_, pairs) in zip(base, loaded, strict=True)
     ]
-    for i in range(len(labels)):
-        n = labels[:i].count(labels[i])
-        if n:
-            labels[i] = f"{labels[i]} #{n + 1}"
+    # The same input given twice: number the repeats.
+    labels = [f"{lab} #{labels[:i].count(lab) + 1}" if lab in labels[:i] else lab for i, lab in enumerate(labels)]
     return [Environment(label, src, pairs) for label, (src, pairs) in zip(labels, loaded, strict=True)]
 
 

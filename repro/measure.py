@@ -259,7 +259,7 @@ class Context:
             raise RuntimeError("kernel_samples needs CUDA")
         self.synchronize()
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for i in range(iters):
                     with record_function(f"gpu_repro_call_{i}"):
@@ -366,7 +366,7 @@ class Context:
         self.synchronize()
         with warnings.catch_warnings():
             # torch warns that a profiler cycle clears its events; one cycle is all we keep.
-            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=acts) as prof:
                 for _ in range(iters):
                     runner()

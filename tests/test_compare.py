@@ -158,13 +158,14 @@ def test_labels_fall_back_to_stack_and_stay_unique(lanes: dict[str, Path], tmp_p
     bare["fingerprint"]["container"]["env"] = {}
     bare_path = write_doc(tmp_path / "bare.json", bare)
     lane_a = artifact_of(lanes["cu126-pt26"])
-    envs = compare.load_environments([bare_path, lane_a, lane_a, lanes["nemo"]])
+    envs = compare.load_environments([bare_path, lane_a, lane_a, lanes["nemo"], lane_a])
     run_id = art["run"]["run_id"]
     assert [e.label for e in envs] == [
         f"torch {art['fingerprint']['software']['torch']['version']} / no CUDA GPU / {run_id}",
         f"cu126-pt26 ({run_id})",
         f"cu126-pt26 ({run_id}) #2",
         "nemo",
+        f"cu126-pt26 ({run_id}) #3",
     ]
 
 

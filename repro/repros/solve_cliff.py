@@ -45,9 +45,8 @@ PATH_CUSOLVER = "looped getrf (cuSOLVER getrf)"
 PATH_CPU = "CPU LAPACK getrf"
 PATH_UNKNOWN = "unclassified"
 
-# cuBLAS and cuSOLVER are closed source, so their kernel names are matched loosely
-# (an LU kernel there carries getrf or getf2 in its name; the batched one also says
-# batch). MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
+# cuBLAS and cuSOLVER are closed source: their rules below are the names the H200
+# reference run recorded, then a loose fallback (an LU kernel carries getrf or getf2). MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
 # functions whose names start with a LAPACK routine and its precision letter
 # (slaswp_rowparallel_kernel, sgetf2_*) or end in _kernel_batched
 # (setup_pivinfo_kernel_batched, isamax_kernel_batched). PyTorch's own batched LU
@@ -61,7 +60,11 @@ _PATH_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (PATH_CUBLAS, re.compile(r"(getrf|getf2)\w*batch|batch\w*(getrf|getf2)", re.I)),
+    # Seen on the H200 (cuSOLVER 12.0.4): the looped path launches getrf_pivot,
+    # ipiv_lower_small and create_pivot_v2 once per matrix; cuBLAS getrfBatched
+    # launches one getrf_panel over an array of matrix pointers (float* const*).
+    (PATH_CUSOLVER, re.compile(r"getrf_pivot|ipiv_lower|create_pivot", re.I)),
+    (PATH_CUBLAS, re.compile(r"getrf_panel|(getrf|getf2)\w*batch|batch\w*(getrf|getf2)", re.I)),
     (PATH_CUSOLVER, re.compile(r"getrf|getf2", re.I)),
 )
 
