@@ -169,6 +169,7 @@ class Verdict:
     status: Status
     finding: str
     breakdown: tuple[Mapping[str, Any], ...] = ()
+    variants: tuple[str, ...] = ()  # the (numerator, denominator) variants of the headline ratio
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def ratio_verdict(
         status=status,  # type: ignore[arg-type]
         finding=finding(value, lo, hi, status, qualifier),
         breakdown=tuple(breakdown),
+        variants=(num.name, den.name),
     )
 
 

@@ -323,6 +323,7 @@ class FusedAdamCapturable(Repro):
             status=status,  # type: ignore[arg-type]
             finding=finding(head, chosen, status, qualifier, self.metric.threshold, ratios, have),
             breakdown=rows,
+            variants=(f"{head}_capturable", f"{head}_regular"),
         )
 
 

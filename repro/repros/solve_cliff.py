@@ -46,7 +46,8 @@ PATH_CPU = "CPU LAPACK getrf"
 PATH_UNKNOWN = "unclassified"
 
 # cuBLAS and cuSOLVER are closed source: their rules below are the names the H200
-# reference run recorded, then a loose fallback (an LU kernel carries getrf or getf2). MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
+# reference run recorded, then a loose fallback (an LU kernel carries getrf or getf2).
+# MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
 # functions whose names start with a LAPACK routine and its precision letter
 # (slaswp_rowparallel_kernel, sgetf2_*) or end in _kernel_batched
 # (setup_pivinfo_kernel_batched, isamax_kernel_batched). PyTorch's own batched LU
@@ -280,6 +281,10 @@ class Solve512Cliff(Repro):
             status=status,  # type: ignore[arg-type]
             finding=finding,
             breakdown=tuple(rows),
+            variants=(
+                point_name(worst["backend"], worst["batch"], p.cliff_n),
+                point_name(worst["backend"], worst["batch"], p.cliff_n - 1),
+            ),
         )
 
     def _finding(
