@@ -24,6 +24,15 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 # --------------------------------------------------------------------------- schema
 
 
@@ -139,6 +148,7 @@ def write_new(path: Path, data: bytes) -> Path:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -74,6 +74,14 @@ FailOnOpt = Annotated[
 ]
 
 
+def _argv() -> list[str]:
+    """The command as typed (``repro ...`` or ``python -m repro ...``); empty when not run from a shell."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if prog == "repro" or prog in ("__main__.py", "cli.py"):
+        return ["repro", *sys.argv[1:]]
+    return []
+
+
 def _fail_on(value: str | None) -> str | None:
     if value not in (None, "reproduced"):
         raise UsageError(f"--fail-on {value!r}: expected 'reproduced'")
@@ -186,7 +194,7 @@ def run_cmd(
         smoke=smoke,
         repro_paths=repro_path or [],
         sampling=_sampling(budget, target_ci),
-        command=["repro", *sys.argv[1:]] if sys.argv[0].endswith("repro") else [],
+        command=_argv(),
     )
     _fail_on(fail_on)
     resolve(req)  # all input checked before the run folder exists
@@ -237,7 +245,7 @@ def all_cmd(
         timeout_s=timeout,
         repro_paths=paths,
         sampling=sampling,
-        command=["repro", "all", *sys.argv[2:]] if sys.argv[0].endswith("repro") else ["repro", "all"],
+        command=_argv() or ["repro", "all"],
     )
     report = _write_report(run_dir)
     typer.echo(f"run folder: {run_dir}\nreport:     {report}", err=True)

@@ -271,7 +271,9 @@ def _host_section(probe: Probes) -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "cpu": probe("host.cpu", cpu_model),
         "cpu_count": os.cpu_count(),
-        "hostname": platform.node(),  # redacted before anything is written
+        # Recorded redacted (nothing leaves with the host's name by default); the
+        # redactor also scrubs the real name from free text such as paths.
+        "hostname": "<hostname>",
     }
 
 
@@ -290,8 +292,13 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
         here = Path(__file__).resolve().parent.parent
         if not (here / ".git").exists():
             return None
-        res = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        return res.stdout.strip() or None
+        res = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        commit = res.stdout.strip()
+        if res.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise RuntimeError(f"git rev-parse failed: {res.stderr.strip()[:200]}")
+        return commit
 
     return {"name": "gpu-repro", "version": __version__, "git_commit": probe("harness.git", git_commit)}
 

@@ -15,7 +15,12 @@ from repro.verdict import fmt_ratio
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
 REPORT_LIMIT = 60_000
 KERNELS_PER_VARIANT = 6
+# Above this many variants only the verdict's pair (and variants that did not run) are tabled.
+MAX_VARIANTS_SHOWN = 12
 _KERNEL_NAME_CHARS = 90
+_COLLECT_ENV = "python -m torch.utils.collect_env"
+# Details shorter than this help nobody: below it, the least useful kind is dropped instead.
+_MIN_DETAIL = 2500
 # A kernel whose per-call time moved by more than this between variants is "changed".
 _CHANGED = 0.10
 
@@ -96,9 +101,27 @@ def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
     return rate, pct
 
 
+def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The variants a report shows in full, and how many it leaves to the artifact.
+
+    A grid repro (solve-512-cliff has ~80 points) would bury its story in rows;
+    then the verdict's own pair and any variant that did not run are shown, and
+    the verdict's breakdown table summarises the rest.
+    """
+    variants = list(doc["variants"])
+    if len(variants) <= MAX_VARIANTS_SHOWN:
+        return variants, 0
+    named = set(doc["verdict"].get("variants") or ())
+    keep = [v for v in variants if v["name"] in named or v["status"] != "ok"][:MAX_VARIANTS_SHOWN]
+    if not any(v["name"] in named for v in keep):
+        keep = [v for v in variants if v["status"] == "ok"][:2] + keep
+    return keep, len(variants) - len(keep)
+
+
 def variants_table(doc: Mapping[str, Any]) -> str:
     rows = []
-    for v in doc["variants"]:
+    shown, hidden = shown_variants(doc)
+    for v in shown:
         t = v.get("timing")
         if v["status"] != "ok" or not t:
             rows.append([v["label"], v["status"], f"{v.get('reason') or ''}", "", "", "", "", ""])
@@ -117,7 +140,13 @@ def variants_table(doc: Mapping[str, Any]) -> str:
                 pct,
             ]
         )
-    return table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+    text = table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+    if hidden:
+        text += (
+            f"\n\n_{hidden} more variants are in the artifact; the table above holds the pair the verdict "
+            "compares (and any variant that did not run), the breakdown below summarises the rest._"
+        )
+    return text
 
 
 def _per_call_us(k: Mapping[str, Any]) -> float:
@@ -159,16 +188,23 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
 
 
 def diff_section(doc: Mapping[str, Any]) -> str:
-    measured = [v for v in doc["variants"] if v.get("kernels")]
-    if len(measured) < 2:
+    """Kernel diff of the verdict's pair (denominator -> numerator) first, then each shown variant vs the first."""
+    shown, _ = shown_variants(doc)
+    measured = {v["name"]: v for v in shown if v.get("kernels")}
+    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    named = list(doc["verdict"].get("variants") or ())
+    if len(named) == 2 and all(n in measured for n in named):
+        pairs.append((measured[named[1]], measured[named[0]]))
+    order = list(measured.values())
+    pairs += [(order[0], other) for other in order[1:] if (order[0], other) not in pairs]
+    if not pairs:
         return ""
-    base = measured[0]
     lines = []
-    for other in measured[1:]:
+    for base, other in pairs:
         changes = kernel_diff(base, other)
         body = "; ".join(changes) if changes else "same kernels, times within 10%"
         lines.append(f"- **{base['name']} -> {other['name']}**: {body}")
-    return "Kernel diff against the first variant:\n\n" + "\n".join(lines) + "\n"
+    return "Kernel diff (the verdict's pair first):\n\n" + "\n".join(lines) + "\n"
 
 
 def essentials_line(fp: Mapping[str, Any]) -> str:
@@ -186,6 +222,7 @@ class _Detail:
     summary: str
     body: str
     lang: str
+    priority: int = 0  # under the size limit, the highest priority number goes first
 
 
 def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
@@ -196,12 +233,33 @@ def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
             f"{rid}: full fingerprint",
             json.dumps({k: v for k, v in fp.items() if k != "collect_env"}, indent=1),
             "json",
+            priority=1,
         )
     ]
     ce = (fp.get("collect_env") or {}).get("output")
     if ce:
-        out.append(_Detail(f"{rid}: python -m torch.utils.collect_env", ce.rstrip(), ""))
-    out.append(_Detail(f"{rid}: raw artifact JSON", json.dumps(doc, indent=1), "json"))
+        out.append(_Detail(f"{rid}: {_COLLECT_ENV}", ce.rstrip(), ""))
+    out.append(
+        _Detail(
+            f"{rid}: raw artifact JSON (timing samples elided)",
+            json.dumps(_without_samples(doc), indent=1),
+            "json",
+            priority=2,
+        )
+    )
+    return out
+
+
+def _without_samples(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifact with each variant's raw samples replaced by their count (they stay in the file)."""
+    out = json.loads(json.dumps(doc))
+    for v in out["variants"]:
+        t = v.get("timing")
+        if t and isinstance(t.get("samples"), list):
+            t["samples"] = f"<{len(t['samples'])} samples>"
+        for key in [k for k in v.get("extra", {}) if k.endswith("samples_s")]:
+            v["extra"][key] = f"<{len(v['extra'][key])} samples>"
+    out["fingerprint"] = "<see the full fingerprint above>"
     return out
 
 
@@ -224,7 +282,7 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         if e.get("stderr_tail"):
             lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
     if doc["variants"]:
-        lines += [variants_table(doc), "", kernel_matrix(doc["variants"]), diff_section(doc)]
+        lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0]), diff_section(doc)]
     if v.get("breakdown"):
         keys = list(v["breakdown"][0].keys())
         lines += [table([[_cell(b.get(k)) for k in keys] for b in v["breakdown"]], keys), ""]
@@ -252,25 +310,56 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
     def compose() -> str:
         parts = list(head)
         if notes:
-            parts += ["_" + " ".join(notes) + "_", ""]
+            parts += [
+                f"_To fit GitHub's size limit this report {'; '.join(notes)}; the artifacts hold everything._",
+                "",
+            ]
         for text, ds in sections:
             parts.append(text)
             parts += [details(d.summary, d.body, d.lang) for d in ds if d in blocks]
         return "\n".join(parts)
 
+    # The same collect_env output from every repro of a run is shown once.
+    seen: dict[str, _Detail] = {}
+    for d in list(blocks):
+        if d.summary.endswith(_COLLECT_ENV) and d.body in seen:
+            blocks.remove(d)
+            seen[d.body].summary = f"{_COLLECT_ENV} (the same for several repros)"
+        elif d.summary.endswith(_COLLECT_ENV):
+            seen[d.body] = d
     text = compose()
+    full = {id(d): d.body for d in blocks}
+
+    def apply(cap: int) -> str:
+        for d in blocks:
+            body = full[id(d)]
+            d.body = body if len(body) <= cap else body[:cap] + "\n... (shortened)"
+        notes[:] = [f"dropped {n}" for n in dropped] + [
+            f"shortened '{d.summary}'" for d in blocks if len(full[id(d)]) > cap
+        ]
+        return compose()
+
+    dropped: list[str] = []
     while len(text) > limit and blocks:
-        largest = max(blocks, key=lambda d: len(d.body))
-        excess = len(text) - limit
-        if len(largest.body) > 4000 and len(largest.body) - excess > 2000:
-            largest.body = largest.body[: len(largest.body) - excess - 200] + "\n... (shortened)"
-            notes_text = f"Shortened '{largest.summary}' to fit GitHub's size limit; the artifact holds it whole."
-        else:
-            blocks.remove(largest)
-            notes_text = f"Dropped '{largest.summary}' to fit GitHub's size limit; the artifact holds it."
-        if notes_text not in notes:
-            notes.append(notes_text)
-        text = compose()
+        # Cap every details block at one length, the largest that lets the report fit
+        # (binary search), so the biggest blocks shrink first and small ones stay whole.
+        lo, hi = 0, max(len(full[id(d)]) for d in blocks)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(apply(mid)) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        text = apply(lo)
+        if lo >= _MIN_DETAIL:
+            break
+        # Stubs help nobody: drop the least useful kind (raw JSON, then collect_env, ...) and retry.
+        worst = max(d.priority for d in blocks)
+        gone = [d for d in blocks if d.priority == worst]
+        kinds = {d.summary.split(": ", 1)[-1] for d in gone}
+        dropped.append(" and ".join(f"'{k}'" for k in sorted(kinds)) + f" ({len(gone)} block(s))")
+        blocks[:] = [d for d in blocks if d.priority != worst]
+        text = apply(max((len(full[id(d)]) for d in blocks), default=0))
     if len(text) > limit:
         text = text[: limit - 80] + "\n\n_Report cut at the size limit; see the artifacts._\n"
     return text

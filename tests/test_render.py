@@ -31,7 +31,7 @@ def test_report_has_summary_variants_kernels_finding_and_details(smoke_doc: dict
     assert "| repro " in text and "| 5090-linear " in text
     assert "| variant " in text and "linear_fp32" in text
     assert smoke_doc["verdict"]["finding"] in text
-    assert "Kernel diff against the first variant" in text
+    assert "Kernel diff (the verdict's pair first)" in text
     assert "<details><summary>5090-linear: full fingerprint</summary>\n\n" in text
     assert "Rerun: `repro run 5090-linear --smoke`" in text
     assert len(text) <= render.REPORT_LIMIT
@@ -42,7 +42,7 @@ def test_report_shrinks_largest_details_first_and_says_so(smoke_doc: dict) -> No
     big["fingerprint"]["collect_env"]["output"] = "x" * 200_000
     text = render.report([big], limit=60_000)
     assert len(text) <= 60_000
-    assert "to fit GitHub's size limit" in text
+    assert "To fit GitHub's size limit this report shortened" in text
     assert "| 5090-linear " in text  # the summary is never what goes
 
 
