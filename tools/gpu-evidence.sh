@@ -18,6 +18,11 @@ all_run=$(newest "$ref/all")
 # The same repro with one knob changed: cuBLAS forced to TF32 whatever torch asks.
 TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${repro[@]}" run 5090-linear --out "$ref/tf32-override"
 "${repro[@]}" compare "$all_run/5090-linear.json" "$(newest "$ref/tf32-override")" --out "$ref/compare-tf32-override.md"
+# The linalg backend as the one knob: solve-512-cliff at batch 128, default vs cusolver.
+for backend in default cusolver; do
+    "${repro[@]}" run solve-512-cliff --set backends=$backend --set batches=128 --out "$ref/solve-$backend"
+done
+"${repro[@]}" compare "$(newest "$ref/solve-default")" "$(newest "$ref/solve-cusolver")" --out "$ref/compare-linalg-backend.md"
 "${repro[@]}" bundle "$all_run" --out "$out/bundle.tar.gz"
 ls -la "$out/bundle.tar.gz"
 "${repro[@]}" validate "$ref"/*/*/
