@@ -80,3 +80,23 @@ def test_github_renderer_keeps_tables_and_details(smoke_doc: dict) -> None:
     assert html.count("<details>") == text.count("<details>") >= 2
     # the blank line after <summary> makes the body a code block, not raw text
     assert "<summary>5090-linear: full fingerprint</summary>\n<pre><code" in html
+
+
+REFERENCE_REPORTS = sorted((Path(__file__).resolve().parent.parent / "artifacts" / "reference").rglob("report.md"))
+
+
+@pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
+@pytest.mark.parametrize("path", REFERENCE_REPORTS, ids=[p.parent.parent.name for p in REFERENCE_REPORTS])
+def test_committed_reports_fit_and_render_on_github(path: Path) -> None:
+    text = path.read_text()
+    assert len(text) <= render.REPORT_LIMIT
+    html = subprocess.run(
+        ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
+    ).stdout
+    assert html.count("<table>") >= 2
+    assert html.count("<details>") == text.count("<details>") >= 1
+    assert html.count("</details>") == html.count("<details>")
+
+
+def test_reference_reports_exist() -> None:
+    assert any(p.parent.parent.name == "all" for p in REFERENCE_REPORTS)
