@@ -29,7 +29,7 @@ from typing import Any
 
 from repro import stats
 from repro.catalog import register
-from repro.measure import Context
+from repro.measure import Context, achieved
 from repro.spec import (
     Metric,
     Repro,
@@ -196,8 +196,26 @@ def parse_twin_output(text: str) -> dict[str, Any]:
     return doc
 
 
+# Each op of either kind writes one 4-byte int; a memset or fill is latency-bound, so its
+# share of the copy ceiling is tiny, which is the point: it is not moving data.
+OP_BYTES = 4.0
+
+
+def twin_work(name: str, work_n: int, work_iters: int) -> Work:
+    """Work of one twin op: 4 bytes per memset/fill; the work kernel does one FMA (2 FLOPs)
+    per element and iteration, reading and writing each float once."""
+    op_bytes = OP_BYTES if name != "work_only" else 0.0
+    if "work" not in name:
+        return Work(bytes=op_bytes, ceiling="copy")
+    return Work(flops=2.0 * work_n * work_iters, bytes=8.0 * work_n + op_bytes, ceiling="fp32")
+
+
 def twin_variants(
-    doc: Mapping[str, Any], build: TwinBuild, target_rel_ci: float, budget_s: float
+    doc: Mapping[str, Any],
+    build: TwinBuild,
+    target_rel_ci: float,
+    budget_s: float,
+    ceilings: Mapping[str, Any] | None = None,
 ) -> list[VariantResult]:
     """One 'external'-timed variant per twin variant, from the parsed output.
 
@@ -215,6 +233,7 @@ def twin_variants(
                 f"median CI half-width {st.rel_ci_halfwidth:.2%} is above the {target_rel_ci:.2%} target "
                 f"after {len(samples)} twin replays"
             )
+        work = twin_work(name, int(doc.get("work_n") or 0), int(doc.get("work_iters") or 0))
         timing = Timing(
             method="external",
             unit="s",
@@ -236,6 +255,8 @@ def twin_variants(
                 device="cuda",
                 timing=timing,
                 kernel_source="graph_memset.cu (not profiled)",
+                work=work,
+                achieved=achieved(work, st.median, ceilings or {}),
                 extra={
                     "gpu": doc.get("device"),
                     "compute_capability": doc.get("compute_capability"),
@@ -380,7 +401,7 @@ class GraphMemset(Repro):
                     _compose(op, matmul if with_mm else None),
                     label=label,
                     config=config,
-                    work=mm_work if with_mm else None,
+                    work=_with_op_bytes(mm_work if with_mm else None, kind),
                     graph=True,
                     calls_per_sample=p.ops,
                 )
@@ -442,7 +463,7 @@ class GraphMemset(Repro):
         info.update(
             status="ok", reason=None, wall_s=elapsed, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
         )
-        return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s), info
+        return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
 
     def verdict(self, p: Params, result: RunResult) -> Verdict:
         have = {v.name: v for v in result.variants}
@@ -507,6 +528,15 @@ class GraphMemset(Repro):
             return " ".join(parts)
 
         return ratio_verdict(self.metric, have[num], have[den], finding=finding, breakdown=rows)
+
+
+def _with_op_bytes(work: Work | None, kind: str | None) -> Work | None:
+    """The variant's work per op: the matmul's (if any) plus the 4 bytes a memset or fill writes."""
+    if kind is None:
+        return work
+    if work is None:
+        return Work(bytes=OP_BYTES, ceiling="copy")
+    return Work(flops=work.flops, bytes=work.bytes + OP_BYTES, ceiling=work.ceiling)
 
 
 def by_name_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
