@@ -536,6 +536,9 @@ def test_cli_build_and_lock(cli: CliRunner, app: typer.Typer, tmp_root: Path, mo
 # --------------------------------------------------------------------------- Make
 
 
+_MAKE_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARGS", "OUT", "LANE", "PYTHON", "VENV", "TEST_VENV")
+
+
 def make(*args: str, cwd: Path = ROOT, **env: str) -> str:
     r = subprocess.run(
         ["make", "--no-print-directory", *args],
@@ -544,7 +547,8 @@ def make(*args: str, cwd: Path = ROOT, **env: str) -> str:
         text=True,
         timeout=60,
         # A make running this test (make test) must not hand its flags or jobserver to this one.
-        env={**{k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}, **env},
+        # Variables given to that make on its command line reach us through the environment too.
+        env={**{k: v for k, v in os.environ.items() if k not in _MAKE_ENV}, **env},
     )
     assert r.returncode == 0, r.stderr
     return r.stdout

@@ -23,16 +23,8 @@ from repro.stats import summarize
 RID = "graph-memset"
 
 # What the twin printed for --ops 1000 --replays 4 --warmup 2 --rounds 2 (format of its printf calls).
-CAPTURED = (
-    '{"schema": "gpu-repro.graph_memset_twin/1", "device": "NVIDIA H200", "compute_capability": "9.0", '
-    '"cuda_runtime": 13000, "cuda_driver": 13000, "ops": 1000, "replays": 4, "warmup": 2, "rounds": 2, '
-    '"work_n": 1048576, "work_iters": 128, "unit": "s/op", "variants": {'
-    '"memset": [2.912000012e-06, 2.905600071e-06, 2.918399990e-06, 2.909183979e-06], '
-    '"fill": [2.015231967e-06, 2.011135936e-06, 2.019328117e-06, 2.013183951e-06], '
-    '"work_only": [6.102015972e-06, 6.098944187e-06, 6.105087757e-06, 6.100992155e-06], '
-    '"memset_work": [8.966143608e-06, 8.960000038e-06, 8.971263886e-06, 8.963071823e-06], '
-    '"fill_work": [8.015872002e-06, 8.011775970e-06, 8.019968033e-06, 8.013824463e-06]}}\n'
-)
+# Real output of the twin on the H200 (tools: `graph_memset --ops 1000 --replays 4 --warmup 2 --rounds 2`).
+CAPTURED = (Path(__file__).parent / "fixtures" / "graph_memset_twin_h200.json").read_text()
 
 
 @pytest.mark.parametrize("smoke", [False, True])
@@ -177,10 +169,17 @@ def test_parse_captured_output_into_external_variants(run_dir: Path, fast: Sampl
     assert memset.status == "ok" and memset.timing is not None
     assert memset.timing.method == "external" and memset.timing.stop_reason == "external"
     assert memset.timing.calls_per_sample == 1000 and memset.timing.warmup_calls == 2000
-    assert memset.timing.samples[0] == pytest.approx(2.912e-06)
+    assert memset.timing.samples[0] == pytest.approx(9.045439959e-07)
     assert memset.timing.elapsed_s == pytest.approx(sum(doc["variants"]["memset"]) * 1000)
     assert memset.median == pytest.approx(summarize(doc["variants"]["memset"]).median)
     assert memset.extra["gpu"] == "NVIDIA H200" and memset.extra["binary_cached"] is True
+    # Work per op: 4 bytes for a memset, one FMA per element and iteration in the work kernel.
+    assert memset.work is not None and memset.work.bytes == 4.0 and memset.work.ceiling == "copy"
+    work_only = variants[2]
+    assert work_only.work is not None and work_only.work.flops == 2.0 * 1048576 * 128
+    ceilings = {"copy": {"value": 4000.0, "unit": "GB/s"}, "fp32": {"value": 50.0, "unit": "TFLOP/s"}}
+    with_ceilings = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0, ceilings=ceilings)
+    assert all(v.achieved is not None and v.achieved.pct_of_ceiling is not None for v in with_ceilings)
     # The variants fit the artifact schema: put them into a real (CPU, skipped) artifact.
     skipped, _ = execute(RunRequest(RID, sampling=fast), run_dir)
     skipped["variants"] = artifact.to_jsonable(variants)
@@ -195,7 +194,7 @@ def test_parse_captured_output_into_external_variants(run_dir: Path, fast: Sampl
         ('{"ops": 10}', "lacks a 'variants' object"),
         ('{"ops": 0, "variants": {}}', "'ops' must be a positive integer"),
         ('{"ops": 10, "variants": {"memset": [1e-6]}}', "no samples for variant 'fill'"),
-        (CAPTURED.replace("2.912000012e-06", "-1"), "variant 'memset' has a sample that is not a positive number"),
+        (CAPTURED.replace("9.045439959e-07", "-1"), "variant 'memset' has a sample that is not a positive number"),
     ],
 )
 def test_parse_rejects_malformed_output(text: str, message: str) -> None:
