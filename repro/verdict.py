@@ -50,6 +50,22 @@ def ratio_verdict(
             return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}", status=status)
     value, lo, hi = stats.ratio_ci(num.timing.samples, den.timing.samples, CI_LEVEL, scale)  # type: ignore[union-attr]
     status, qualifier = decide(lo, hi, metric.threshold)
+    return measured(
+        metric, value, lo, hi, status, finding(value, lo, hi, status, qualifier), breakdown, (num.name, den.name)
+    )
+
+
+def measured(
+    metric: Metric,
+    value: float,
+    lo: float,
+    hi: float,
+    status: str,
+    finding: str,
+    breakdown: Sequence[Mapping[str, Any]] = (),
+    variants: Sequence[str] = (),
+) -> Verdict:
+    """A decided verdict on ``metric``: its value and CI, the status and the finding."""
     return Verdict(
         metric=metric.name,
         description=metric.description,
@@ -59,9 +75,9 @@ def ratio_verdict(
         ci_level=CI_LEVEL,
         threshold=metric.threshold,
         status=status,  # type: ignore[arg-type]
-        finding=finding(value, lo, hi, status, qualifier),
+        finding=finding,
         breakdown=tuple(breakdown),
-        variants=(num.name, den.name),
+        variants=tuple(variants),
     )
 
 

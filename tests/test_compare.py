@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import typer
+from helpers import TORCH_BLOCKER
 from typer.testing import CliRunner
 
 from repro import compare
@@ -257,19 +258,8 @@ def test_cli_markdown_json_and_out(app: typer.Typer, lanes: dict[str, Path], tmp
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
 
 
-BLOCKER = """
-import sys
-class _Block:
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked for this test")
-        return None
-sys.meta_path.insert(0, _Block())
-"""
-
-
 def test_compare_never_imports_torch(lanes: dict[str, Path], tmp_path: Path) -> None:
-    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    (tmp_path / "sitecustomize.py").write_text(TORCH_BLOCKER)
     code = (
         "import sys, typer; from repro.cli_docker import compare_cmd; a = typer.Typer(); "
         "a.command('compare')(compare_cmd); a.command('x')(lambda: None); a(['compare', *sys.argv[1:]])"

@@ -9,16 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-BLOCKER = """
-import sys
-class _Block:
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked for this test")
-        return None
-sys.meta_path.insert(0, _Block())
-"""
+from helpers import TORCH_BLOCKER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def blocked_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     site = tmp_path_factory.mktemp("block")
-    (site / "sitecustomize.py").write_text(BLOCKER)
+    (site / "sitecustomize.py").write_text(TORCH_BLOCKER)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     return env

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
@@ -15,8 +16,7 @@ from repro.execute import RunRequest, execute
 from repro.measure import Context, SamplingConfig
 from repro.repros import fused_adam
 from repro.repros.fused_adam import FusedAdamCapturable, Params, optimizer_kernel
-from repro.spec import RunResult, Timing, VariantResult, build_params
-from repro.stats import summarize
+from repro.spec import RunResult, VariantResult, build_params
 
 RID = "fused-adam-capturable"
 
@@ -90,17 +90,8 @@ def _variant(
     if status != "ok":
         return VariantResult(name=name, label=name, config={}, status=status, reason="not here")  # type: ignore[arg-type]
     samples = _samples(step_s)
-    timing = Timing(
-        method="cuda_events" if device == "cuda" else "perf_counter",
-        unit="s",
-        calls_per_sample=1,
-        warmup_calls=3,
-        stop_reason="ci_target",
-        target_rel_ci=0.01,
-        budget_s=5.0,
-        elapsed_s=1.0,
-        stats=summarize(samples),
-        samples=tuple(samples),
+    timing = timing_for(
+        samples, method="cuda_events" if device == "cuda" else "perf_counter", calls_per_sample=1, budget_s=5.0
     )
     extra: dict[str, Any] = {"kernel_samples_s": _samples(kernel_s, 30)} if kernel_s is not None else {}
     return VariantResult(name=name, label=name, config={}, status="ok", device=device, timing=timing, extra=extra)

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import timing_for
 
 from repro import artifact
 from repro.execute import RunRequest, execute
 from repro.measure import Context, SamplingConfig
 from repro.repros import graph_memset as gm
 from repro.repros.graph_memset import GraphMemset, Params, build_twin, parse_twin_output, twin_variants
-from repro.spec import RunResult, Timing, VariantResult, build_params
+from repro.spec import RunResult, VariantResult, build_params
 from repro.stats import summarize
 
 RID = "graph-memset"
@@ -258,18 +259,7 @@ def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.
 
 def _timed(name: str, median: float, spread: float = 0.002) -> VariantResult:
     samples = [median * (1 + spread * ((i % 7) - 3) / 3) for i in range(30)]
-    timing = Timing(
-        method="graph_replay",
-        unit="s",
-        calls_per_sample=1000,
-        warmup_calls=3,
-        stop_reason="ci_target",
-        target_rel_ci=0.01,
-        budget_s=5.0,
-        elapsed_s=1.0,
-        stats=summarize(samples),
-        samples=tuple(samples),
-    )
+    timing = timing_for(samples, method="graph_replay", calls_per_sample=1000, budget_s=5.0)
     return VariantResult(name=name, label=name, config={}, status="ok", device="cuda", timing=timing)
 
 

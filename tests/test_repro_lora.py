@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
 from repro.execute import RunRequest, execute
 from repro.measure import Context, SamplingConfig
 from repro.repros.lora_batch import LoraBatchScaling, Params, step_flops
-from repro.spec import RunResult, Timing, VariantResult, build_params
-from repro.stats import summarize
+from repro.spec import RunResult, VariantResult, build_params
 
 RID = "lora-batch-scaling"
 
@@ -89,18 +89,7 @@ def _variant(batch: int, step_s: float | None, retries: int = 0, device: str = "
             name=f"bs{batch}", label="", config=config, status="error", reason=reason, device=device, extra=extra
         )
     samples = [step_s * (1 + 0.003 * (k - 10)) for k in range(21)]
-    timing = Timing(
-        method="cuda_events",
-        unit="s",
-        calls_per_sample=1,
-        warmup_calls=3,
-        stop_reason="ci_target",
-        target_rel_ci=0.01,
-        budget_s=5.0,
-        elapsed_s=1.0,
-        stats=summarize(samples),
-        samples=tuple(samples),
-    )
+    timing = timing_for(samples, method="cuda_events", calls_per_sample=1, budget_s=5.0)
     extra["per_sample_s"] = step_s / batch
     return VariantResult(
         name=f"bs{batch}", label="", config=config, status="ok", device=device, timing=timing, extra=extra

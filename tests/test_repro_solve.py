@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
@@ -13,8 +14,7 @@ from repro.execute import RunRequest, execute
 from repro.measure import Context, SamplingConfig
 from repro.repros import solve_cliff as sc
 from repro.repros.solve_cliff import Params, Solve512Cliff, classify_path, lu_kernels
-from repro.spec import Kernel, RunResult, Timing, VariantResult, build_params
-from repro.stats import summarize
+from repro.spec import Kernel, RunResult, VariantResult, build_params
 
 RID = "solve-512-cliff"
 
@@ -191,19 +191,7 @@ def test_lu_kernels_lists_the_deciding_kernels_first() -> None:
 
 def _point(backend: str, batch: int, n: int, median: float, spread: float = 0.002, path: str = "") -> VariantResult:
     samples = [median * (1 + spread * ((i % 11) - 5) / 5) for i in range(40)]
-    st = summarize(samples)
-    timing = Timing(
-        method="cuda_events",
-        unit="s",
-        calls_per_sample=1,
-        warmup_calls=3,
-        stop_reason="ci_target",
-        target_rel_ci=0.01,
-        budget_s=0.5,
-        elapsed_s=0.5,
-        stats=st,
-        samples=tuple(samples),
-    )
+    timing = timing_for(samples, method="cuda_events", calls_per_sample=1, budget_s=0.5)
     return VariantResult(
         name=sc.point_name(backend, batch, n),
         label="",

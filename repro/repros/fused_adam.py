@@ -46,7 +46,7 @@ from repro.spec import (
     Work,
     param,
 )
-from repro.verdict import CI_LEVEL, decide, fmt_ratio, unavailable
+from repro.verdict import CI_LEVEL, decide, fmt_ratio, measured, unavailable
 
 BACKENDS: dict[str, str] = {
     "te": "TE FusedAdam",
@@ -312,18 +312,15 @@ class FusedAdamCapturable(Repro):
         if chosen is None:
             return _not_measured(self.metric, have, rows)
         status, qualifier = decide(chosen.lo, chosen.hi, self.metric.threshold)
-        return Verdict(
-            metric=self.metric.name,
-            description=self.metric.description,
-            value=chosen.value,
-            ci_low=chosen.lo,
-            ci_high=chosen.hi,
-            ci_level=CI_LEVEL,
-            threshold=self.metric.threshold,
-            status=status,  # type: ignore[arg-type]
-            finding=finding(head, chosen, status, qualifier, self.metric.threshold, ratios, have),
-            breakdown=rows,
-            variants=(f"{head}_capturable", f"{head}_regular"),
+        return measured(
+            self.metric,
+            chosen.value,
+            chosen.lo,
+            chosen.hi,
+            status,
+            finding(head, chosen, status, qualifier, self.metric.threshold, ratios, have),
+            rows,
+            (f"{head}_capturable", f"{head}_regular"),
         )
 
 

@@ -33,7 +33,7 @@ from repro.catalog import register
 from repro.errors import UsageError
 from repro.measure import Context, SamplingConfig
 from repro.spec import Kernel, Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
-from repro.verdict import CI_LEVEL, decide, fmt_ratio, unavailable
+from repro.verdict import CI_LEVEL, decide, fmt_ratio, measured, unavailable
 
 BACKENDS = ("default", "cusolver", "magma")
 
@@ -270,18 +270,15 @@ class Solve512Cliff(Repro):
         worst = max(hits or rows, key=lambda r: r["ratio"])
         status = "reproduced" if hits else "not_reproduced"
         finding = self._finding(p, result, rows, hits, worst)
-        return Verdict(
-            metric=self.metric.name,
-            description=self.metric.description,
-            value=worst["ratio"],
-            ci_low=worst["ci_low"],
-            ci_high=worst["ci_high"],
-            ci_level=CI_LEVEL,
-            threshold=self.metric.threshold,
-            status=status,  # type: ignore[arg-type]
-            finding=finding,
-            breakdown=tuple(rows),
-            variants=(
+        return measured(
+            self.metric,
+            worst["ratio"],
+            worst["ci_low"],
+            worst["ci_high"],
+            status,
+            finding,
+            rows,
+            (
                 point_name(worst["backend"], worst["batch"], p.cliff_n),
                 point_name(worst["backend"], worst["batch"], p.cliff_n - 1),
             ),

@@ -1,0 +1,38 @@
+"""Builders shared by the tests: timed variants from known samples, and a torch blocker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repro.spec import Timing
+from repro.stats import summarize
+
+
+def timing_for(
+    samples: Sequence[float], method: str = "cuda_events", calls_per_sample: int = 1, budget_s: float = 5.0
+) -> Timing:
+    """A Timing as the harness would record it for these samples (stopped on the CI target)."""
+    return Timing(
+        method=method,  # type: ignore[arg-type]
+        unit="s",
+        calls_per_sample=calls_per_sample,
+        warmup_calls=3,
+        stop_reason="ci_target",
+        target_rel_ci=0.01,
+        budget_s=budget_s,
+        elapsed_s=1.0,
+        stats=summarize(samples),
+        samples=tuple(samples),
+    )
+
+
+# A sitecustomize body that makes `import torch` fail, for the no-torch tests.
+TORCH_BLOCKER = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked for this test")
+        return None
+sys.meta_path.insert(0, _Block())
+"""
