@@ -167,3 +167,17 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     assert again["value"] == pytest.approx(stored["value"])
     assert (again["ci_low"], again["ci_high"]) == pytest.approx((stored["ci_low"], stored["ci_high"]))
     assert again["finding"] == stored["finding"]
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
+def test_committed_gpu_variants_carry_rate_and_share_of_a_measured_ceiling(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    assert doc["validity"]["flag"] in ("valid", "suspect", "not_applicable")
+    ceilings = doc["fingerprint"]["ceilings"] or {}
+    for v in doc["variants"]:
+        if v["status"] != "ok" or v["device"] != "cuda":
+            continue
+        a = v["achieved"]
+        assert a is not None, v["name"]
+        assert (a["tflops"] or a["gbps"]) and a["pct_of_ceiling"] is not None, v["name"]
+        assert a["ceiling_value"] == pytest.approx(ceilings[a["ceiling"]]["value"]), v["name"]
