@@ -154,7 +154,11 @@ def test_committed_artifacts_validate_with_check_jsonschema() -> None:
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
 def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
-    """Golden files: today's verdict code, fed the committed measurements, says what the artifact says."""
+    """Golden files: today's verdict code, fed the committed measurements, reaches the same decision.
+
+    The wording of findings may improve after a run (the artifact names the harness
+    commit that wrote it); the status, the number and its CI may not change.
+    """
     doc = json.loads(path.read_text())
     if doc["verdict"]["status"] in ("skipped", "error"):
         pytest.skip("no measurement to recompute")
@@ -166,7 +170,7 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     assert again["status"] == stored["status"]
     assert again["value"] == pytest.approx(stored["value"])
     assert (again["ci_low"], again["ci_high"]) == pytest.approx((stored["ci_low"], stored["ci_high"]))
-    assert again["finding"] == stored["finding"]
+    assert again["finding"].split(":")[0] == stored["finding"].split(":")[0]
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])

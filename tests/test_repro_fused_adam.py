@@ -125,12 +125,12 @@ def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
     assert "TE FusedAdam not measured" in v.finding and "torch AdamW(foreach=True) 1.00x" in v.finding
 
 
-def test_verdict_not_reproduced_says_the_claim_does_not_hold() -> None:
+def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
     v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0, torch_foreach=1.05))
     assert v.status == "not_reproduced" and v.value == pytest.approx(1.0)
     assert v.ci_high is not None and v.ci_high < 1.3
     assert v.finding.startswith("Not reproduced: with torch AdamW(fused=True)")
-    assert "does not hold here" in v.finding
+    assert "TE FusedAdam was not measured here" in v.finding
     assert "Graph replay of the capturable step took 0.97x the eager regular step" in v.finding
     rows = {r["backend"]: r for r in v.breakdown}
     assert rows["TE FusedAdam"]["status"] == "skipped: not here" and rows["TE FusedAdam"]["ratio"] is None
@@ -146,12 +146,20 @@ def test_verdict_uses_kernel_samples_not_step_times() -> None:
     assert row["basis"] == "kernel" and row["capturable_ms"] == pytest.approx(row["regular_ms"])
 
 
-def test_headline_is_te_only_when_te_ran_and_was_worse() -> None:
+def test_headline_is_te_whenever_te_ran() -> None:
     worse = FusedAdamCapturable().verdict(Params(), _result(te=1.9, torch_fused=1.0))
     assert worse.value == pytest.approx(1.9) and "with TE FusedAdam" in worse.finding
     assert "torch AdamW(fused=True) 1.00x" in worse.finding
     better = FusedAdamCapturable().verdict(Params(), _result(te=0.8, torch_fused=1.0))
-    assert better.value == pytest.approx(1.0) and "with torch AdamW(fused=True)" in better.finding
+    assert better.value == pytest.approx(0.8) and "with TE FusedAdam" in better.finding
+    assert "does not hold here" in better.finding
+
+
+def test_without_te_the_finding_does_not_judge_the_seed() -> None:
+    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0))
+    assert v.value == pytest.approx(1.0) and v.status == "not_reproduced"
+    assert "TE FusedAdam was not measured here" in v.finding
+    assert "does not hold" not in v.finding
 
 
 def test_verdict_without_any_pair_is_not_measured() -> None:

@@ -73,8 +73,11 @@ def test_step_flops_by_hand() -> None:
     base = 2 * 32 * 12 * 64 * 64  # q, k, v, out (4 d^2) + up, down (2 * 4 d^2)
     lora = 2 * 32 * 4 * (4 * (64 + 64) + 2 * (64 + 256))
     attn = 4 * 32 * 32 * 64
-    assert step_flops(p, 1) == 2 * base + 3 * lora + 3 * attn
+    first_qkv = 3 * 2 * 32 * 64 * 64  # block 0's q/k/v get no input gradient
+    assert step_flops(p, 1) == 2 * base + 3 * lora + 3 * attn - first_qkv
     assert step_flops(p, 4) == 4 * step_flops(p, 1)
+    deeper = build_params(RID, Params, {"depth": "3"}, smoke=True)
+    assert step_flops(deeper, 1) == 3 * (2 * base + 3 * lora + 3 * attn) - first_qkv
 
 
 # --------------------------------------------------------------------------- verdict on synthetic results

@@ -243,7 +243,7 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
     assert rows[("cusolver", 128)]["path_n512"] == sc.PATH_CUSOLVER
     assert v.finding.startswith("Reproduced: with the cusolver backend at batch 128, solve_ex at n=512 took 5.47x")
     assert f"the LU switched from {sc.PATH_CUBLAS} at n=511 to {sc.PATH_CUSOLVER} at n=512" in v.finding
-    assert "No cliff with: default." in v.finding and "Smoke run" not in v.finding
+    assert "Below the threshold at every batch: default." in v.finding and "Smoke run" not in v.finding
 
 
 def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
@@ -292,5 +292,5 @@ def test_verdict_without_any_measured_pair_says_why() -> None:
     )
     res = RunResult(variants=(_point("cusolver", 16, 511, 1e-3), failed))
     v = Solve512Cliff().verdict(p, res)
-    assert v.status == "skipped" and v.value is None
+    assert v.status == "error" and v.value is None  # a point that failed is an error, not a skip
     assert "cusolver_b16_n512 was error: RuntimeError: CUDA out of memory" in v.finding

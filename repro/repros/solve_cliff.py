@@ -263,7 +263,12 @@ class Solve512Cliff(Repro):
     def verdict(self, p: Params, result: RunResult) -> Verdict:
         rows, missing = cliff_rows(result.variants, p.cliff_n, p.batches, self.metric.threshold)
         if not rows:
-            return unavailable(self.metric, "; ".join(missing) or "no (backend, batch) pair was measured")
+            errored = any(" was error: " in m for m in missing)
+            return unavailable(
+                self.metric,
+                "; ".join(missing) or "no (backend, batch) pair was measured",
+                status="error" if errored else "skipped",
+            )
         hits = [r for r in rows if r["status"] == "reproduced"]
         # The headline row is the largest ratio among those whose CI cleared the threshold
         # (so value, CI and status agree), else the largest overall.
@@ -309,9 +314,13 @@ class Solve512Cliff(Repro):
             others = [f"{r['backend']}/batch {r['batch']} {r['ratio']:.2f}x" for r in hits if r is not worst]
             if others:
                 text += f" Also over {self.metric.threshold}: {', '.join(others)}."
-            clean = sorted({r["backend"] for r in rows} - {r["backend"] for r in hits})
-            if clean:
-                text += f" No cliff with: {', '.join(clean)}."
+            rest = sorted({r["backend"] for r in rows} - {r["backend"] for r in hits})
+            unsure = [b for b in rest if any(r["backend"] == b and r["ci_high"] >= self.metric.threshold for r in rows)]
+            below = [b for b in rest if b not in unsure]
+            if below:
+                text += f" Below the threshold at every batch: {', '.join(below)}."
+            if unsure:
+                text += f" Inconclusive (a CI straddles the threshold): {', '.join(unsure)}."
         else:
             _, qualifier = decide(worst["ci_low"], worst["ci_high"], self.metric.threshold)
             text = (
