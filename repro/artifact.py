@@ -30,7 +30,7 @@ def _umask() -> int:
     return mask
 
 
-_FILE_MODE = 0o666 & ~_umask()
+FILE_MODE = 0o666 & ~_umask()
 
 
 # --------------------------------------------------------------------------- schema
@@ -148,7 +148,7 @@ def write_new(path: Path, data: bytes) -> Path:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
+    os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

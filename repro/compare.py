@@ -12,7 +12,7 @@ from typing import Any
 from repro import artifact
 from repro.errors import UsageError
 from repro.fingerprint import essentials
-from repro.render import REPORT_LIMIT, code, md_cell, table, verdict_cell
+from repro.render import REPORT_LIMIT, code, md_cell, per_call_us, table, verdict_cell
 
 COMPARE_KIND = "gpu-repro.compare"
 COMPARE_SCHEMA_VERSION = "1.0"
@@ -146,10 +146,6 @@ def compared_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], 
     return [v for v in doc["variants"] if v["status"] == "ok"][:2], False
 
 
-def _per_call_us(k: Mapping[str, Any]) -> float:
-    return float(k["total_us"]) / max(float(k["count"]), 1.0) * float(k["per_call"])
-
-
 def key_kernels(doc: Mapping[str, Any], n: int = KEY_KERNELS_JSON) -> list[dict[str, Any]]:
     """Per compared variant, its ``n`` heaviest kernels (name, us per call)."""
     variants, _ = compared_variants(doc)
@@ -157,7 +153,7 @@ def key_kernels(doc: Mapping[str, Any], n: int = KEY_KERNELS_JSON) -> list[dict[
         {
             "variant": v["name"],
             "kernel_source": v.get("kernel_source"),
-            "kernels": [{"name": k["name"], "us_per_call": round(_per_call_us(k), 3)} for k in v["kernels"][:n]],
+            "kernels": [{"name": k["name"], "us_per_call": round(per_call_us(k), 3)} for k in v["kernels"][:n]],
         }
         for v in variants
     ]
@@ -268,8 +264,8 @@ def build(envs: Sequence[Environment]) -> dict[str, Any]:
                 "source": str(e.source),
                 "run_ids": e.run_ids(),
                 "lane": ((e.fingerprint.get("container") or {}).get("env") or {}).get("GPU_REPRO_LANE"),
-                "image": image,
-                "image_digest": digest,
+                "base_image": image,
+                "base_image_digest": digest,
                 "gpu": ess["gpu"],
                 "driver": ess["driver"],
                 "torch": ess["torch"],
@@ -362,7 +358,7 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
             e["driver"] or "-",
             e["torch"] or "-",
             e["cuda"] or "-",
-            _short_image(e["image"]),
+            _short_image(e["base_image"]),
             ", ".join(e["run_ids"]),
         ]
         for e in doc["environments"]
@@ -370,7 +366,7 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
     head = [
         f"# gpu-repro compare: {' vs '.join(labels)}",
         "",
-        table(env_rows, ["environment", "GPU", "driver", "torch", "CUDA", "image", "run"]),
+        table(env_rows, ["environment", "GPU", "driver", "torch", "CUDA", "base image", "run"]),
         "",
         table(
             [

@@ -6,7 +6,6 @@ imported lazily); tests pass a fake one. Nothing here needs torch.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -20,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from repro import __version__
+from repro import __version__, artifact
+from repro.artifact import FILE_MODE
 from repro.errors import ReproError, UsageError
 
 LOCK_FILE = Path("docker") / "images.lock.json"
@@ -167,9 +167,12 @@ def write_lock(lock: Lock, updates: Mapping[str, Mapping[str, Any]]) -> Lock:
         raw["lanes"][name].update(fields)
     text = json.dumps(raw, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(dir=lock.path.parent, prefix=f".{lock.path.name}.", suffix=".tmp")
+    os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; the lock file is for everyone to read
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, lock.path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -267,13 +270,19 @@ def git_commit(root: Path) -> str:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+# The images' own non-root user (docker/install-repro.sh creates it).
+IMAGE_USER = "1000:1000"
+
+
 def caller_user() -> str:
-    """``uid:gid`` of this process, so files the container writes belong to the caller."""
+    """``uid:gid`` of this process, so files the container writes belong to the caller.
+
+    A root caller (common on GPU hosts and in CI) gets the image's non-root user
+    instead: the containers never run as root.
+    """
+    if os.getuid() == 0:
+        return IMAGE_USER
     return f"{os.getuid()}:{os.getgid()}"
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # --------------------------------------------------------------------------- build
@@ -394,7 +403,7 @@ def build(
                     dockerfile=lane.dockerfile,
                     tag=lane.image,
                     buildargs=args,
-                    labels={"org.opencontainers.image.created": utc_now(), LANE_LABEL: lane.name},
+                    labels={"org.opencontainers.image.created": artifact.utc_now(), LANE_LABEL: lane.name},
                     pull=pull,
                     rm=True,
                     forcerm=True,
@@ -484,6 +493,8 @@ def run(
     except KeyboardInterrupt:
         container.stop(timeout=10)
         raise
+    except _transport_errors() as exc:
+        raise ReproError(f"lost the Docker engine while {lane.image} ran: {_one_line(exc)}") from None
     finally:
         try:
             container.remove(force=True)
@@ -527,7 +538,7 @@ def resolve_digests(lock: Lock, lanes: Sequence[Lane], *, docker_client: Any, lo
             outcome.unchanged.append(lane.name)
             log(f"{lane.name}: {lane.base} still {digest}")
             continue
-        updates[lane.name] = {"digest": digest, "resolved_utc": utc_now()}
+        updates[lane.name] = {"digest": digest, "resolved_utc": artifact.utc_now()}
         outcome.updated[lane.name] = digest
         log(f"{lane.name}: {lane.base} -> {digest}" + (f" (was {lane.digest})" if lane.digest else ""))
     if updates:

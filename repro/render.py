@@ -149,7 +149,7 @@ def variants_table(doc: Mapping[str, Any]) -> str:
     return text
 
 
-def _per_call_us(k: Mapping[str, Any]) -> float:
+def per_call_us(k: Mapping[str, Any]) -> float:
     return float(k["total_us"]) / max(float(k["count"]), 1.0) * float(k["per_call"])
 
 
@@ -163,7 +163,7 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
         for k in v["kernels"][:per_variant]:
             if k["name"] not in names:
                 names.append(k["name"])
-    cells = {v["name"]: {k["name"]: _per_call_us(k) for k in v["kernels"]} for v in measured}
+    cells = {v["name"]: {k["name"]: per_call_us(k) for k in v["kernels"]} for v in measured}
     rows = [
         [code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names
     ]
@@ -174,8 +174,8 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
-    a = {k["name"]: _per_call_us(k) for k in base.get("kernels", [])}
-    b = {k["name"]: _per_call_us(k) for k in other.get("kernels", [])}
+    a = {k["name"]: per_call_us(k) for k in base.get("kernels", [])}
+    b = {k["name"]: per_call_us(k) for k in other.get("kernels", [])}
     out = []
     for name in sorted(set(b) - set(a), key=lambda n: -b[n])[:3]:
         out.append(f"+ {code(name, 70)} appears ({b[name]:.1f} us/call)")

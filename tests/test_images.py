@@ -334,7 +334,7 @@ def test_run_passes_gpus_mount_caller_user_and_no_network(tmp_path: Path) -> Non
     assert call["command"] == ["run", "5090-linear", "--smoke"]
     assert call["device_requests"] == [ALL_GPUS]
     assert call["volumes"] == {str((tmp_path / "out").resolve()): {"bind": "/artifacts", "mode": "rw"}}
-    assert call["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert call["user"] == images.caller_user()
     assert call["network_mode"] == "none"
     assert call["environment"] == {"TORCH_LINALG_PREFER_CUSOLVER": "1"}
     assert call["detach"] is True
@@ -512,7 +512,7 @@ def test_cli_run_makes_the_right_docker_call(
     assert call["device_requests"] == [ALL_GPUS]
     assert call["volumes"] == {str(out.resolve()): {"bind": "/artifacts", "mode": "rw"}}
     assert call["environment"] == {"CUDA_LAUNCH_BLOCKING": "1"}
-    assert call["network_mode"] == "none" and call["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert call["network_mode"] == "none" and call["user"] == images.caller_user()
 
 
 def test_cli_build_and_lock(cli: CliRunner, app: typer.Typer, tmp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -739,4 +739,13 @@ def test_built_image_runs_a_smoke_repro(engine: Any, lane: str, tmp_path: Path) 
     doc = json.loads(path.read_text())
     assert doc["fingerprint"]["container"]["env"]["GPU_REPRO_LANE"] == lane
     assert doc["fingerprint"]["harness"]["git_commit"] not in (None, "unknown")
-    assert path.stat().st_uid == os.getuid()
+    assert path.stat().st_uid == int(images.caller_user().split(":")[0])
+
+
+def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(images.os, "getuid", lambda: 0)
+    monkeypatch.setattr(images.os, "getgid", lambda: 0)
+    assert images.caller_user() == images.IMAGE_USER == "1000:1000"
+    monkeypatch.setattr(images.os, "getuid", lambda: 1234)
+    monkeypatch.setattr(images.os, "getgid", lambda: 99)
+    assert images.caller_user() == "1234:99"

@@ -229,3 +229,16 @@ def test_cuda_branch_measures_graphs_and_kernel_samples_and_contains_failures(
     verdict = FusedAdamCapturable().verdict(p, res)
     assert verdict.status == "reproduced" and verdict.value == pytest.approx(1.9)
     assert "optimizer kernels took 1.90x" in verdict.finding
+
+
+def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
+) -> None:
+    import repro.repros.fused_adam as fa
+    from repro.measure import Context
+
+    monkeypatch.setattr(fa, "_free_gpu_bytes", lambda: 8 * 2**30)
+    ctx = Context(device="cuda", smoke=False, sampling=fast)
+    result = FusedAdamCapturable().run(Params(), ctx)  # the seed's size: ~84 GB needed
+    assert result.variants and all(v.status == "skipped" for v in result.variants)
+    assert "GiB of GPU memory, 8 GiB free; try --set numel=" in result.variants[0].reason

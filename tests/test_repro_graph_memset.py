@@ -215,7 +215,7 @@ def test_twin_run_turns_its_output_into_variants(
 ) -> None:
     argv_file = tmp_path / "argv.json"
     body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({CAPTURED!r})"
-    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, body))
+    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
     p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_warmup": "2"})
     variants, info = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 3)
     assert [v.status for v in variants] == ["ok"] * 5
@@ -230,7 +230,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
-    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, body))
+    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["error"] * 5
     assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
@@ -240,7 +240,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
 def test_twin_timeout_is_an_error_variant(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gm, "build_twin", lambda: _fake_binary(tmp_path, "import time; time.sleep(30)"))
+    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, "import time; time.sleep(30)"))
     p = build_params(RID, Params, {"twin_timeout_s": "1"})
     variants, _ = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 0)
     assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason

@@ -181,6 +181,26 @@ class FusedAdamCapturable(Repro):
         torch.manual_seed(0)
         dev = torch.device(ctx.device)
         elements = p.n_tensors * p.numel
+        if ctx.cuda:
+            # params + grads + the two moments, fp32, with one more set of headroom for the
+            # foreach path's temporaries; a card that cannot hold them gets skipped
+            # variants that say so, not an out-of-memory crash before any variant exists.
+            need = 5 * 4 * elements
+            free = _free_gpu_bytes()
+            if free is not None and need > free:
+                fit = max(1, int(p.numel * free / need))
+                reason = (
+                    f"needs about {need / 2**30:.0f} GiB of GPU memory, {free / 2**30:.0f} GiB free; "
+                    f"try --set numel={fit} (or fewer n_tensors)"
+                )
+                return RunResult(
+                    variants=tuple(
+                        ctx.skipped(f"{b}_{m}", _label(b, m), reason, backend=b, mode=m)
+                        for b in p.backends
+                        for m in MODES
+                        if m != "capturable_graph" or p.graph
+                    )
+                )
         # One set of parameters and gradients serves every backend; the grads are
         # set once and left in place (step() never clears them), so each step
         # does the same work. Each optimizer's moments are freed before the next.
@@ -323,6 +343,16 @@ class FusedAdamCapturable(Repro):
 
 
 # --------------------------------------------------------------------------- verdict pieces
+
+
+def _free_gpu_bytes() -> int | None:
+    """Free memory on the current GPU, or None where it cannot be read."""
+    try:
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    except Exception:  # no readable CUDA device: do not guess, let the run try
+        return None
 
 
 def _label(backend: str, mode: str) -> str:

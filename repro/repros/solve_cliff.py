@@ -6,8 +6,9 @@ The cause is a hard cutoff in PyTorch's CUDA LU dispatch
 (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp, ``lu_factor``): on the
 cuSOLVER path a batched square input went to cuBLAS ``getrfBatched`` when n < 512
 and to a loop of cuSOLVER ``getrf`` calls, one per matrix, from n = 512 up
-(pytorch/pytorch#181999). PyTorch 2.13 replaced the cutoff with a batch-aware
-heuristic. The "default" preference picks MAGMA's batched LU when PyTorch was built
+(pytorch/pytorch#181999). The issue that seeded this repro says a batch-aware
+heuristic replaced the cutoff in PyTorch 2.13; that was not run here (the reference
+runs used 2.11). The "default" preference picks MAGMA's batched LU when PyTorch was built
 with MAGMA, so the cliff shows only under ``preferred_linalg_library('cusolver')``
 there, and under every preference in builds without MAGMA.
 
@@ -45,8 +46,10 @@ PATH_CUSOLVER = "looped getrf (cuSOLVER getrf)"
 PATH_CPU = "CPU LAPACK getrf"
 PATH_UNKNOWN = "unclassified"
 
-# cuBLAS and cuSOLVER are closed source: their rules below are the names the H200
-# reference run recorded, then a loose fallback (an LU kernel carries getrf or getf2).
+# cuBLAS and cuSOLVER are closed source: their two rules below match the names the
+# H200 reference run recorded, then a loose fallback (an LU kernel carries getrf or
+# getf2). The MAGMA names were recorded there too; the at::native names are read from
+# PyTorch's source and have not been seen in a run.
 # MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
 # functions whose names start with a LAPACK routine and its precision letter
 # (slaswp_rowparallel_kernel, sgetf2_*) or end in _kernel_batched
