@@ -28,8 +28,19 @@ mkdir -p /artifacts
 chown repro:repro /artifacts
 
 torch_before=$("$PY" -c 'import torch; print(torch.__version__)')
-"$PY" -m pip install --no-cache-dir -r "$SRC/docker/requirements.txt"
+if ! "$PY" -m pip install --no-cache-dir -r "$SRC/docker/requirements.txt"; then
+    # NGC images pin their own packages through pip constraints (PIP_CONSTRAINT,
+    # /etc/pip/constraint.txt); where our exact pins clash, take the ranges pyproject.toml
+    # accepts and let the image's constraints choose.
+    echo "warning: the pinned small dependencies clash with this image; installing pyproject's ranges" >&2
+    "$PY" -m pip install --no-cache-dir "$SRC"
+fi
 "$PY" -m pip install --no-cache-dir --no-deps "$SRC"
+# graph-memset records cudaMemsetAsync nodes through cuda-bindings; an image that lacks it
+# gets the version for its CUDA major (CUDA_BINDINGS, a build arg; empty skips this).
+if [ -n "${CUDA_BINDINGS:-}" ] && ! "$PY" -c 'import cuda.bindings.runtime' 2>/dev/null; then
+    "$PY" -m pip install --no-cache-dir "$CUDA_BINDINGS"
+fi
 torch_after=$("$PY" -c 'import torch; print(torch.__version__)')
 if [ "$torch_before" != "$torch_after" ]; then
     echo "error: installing gpu-repro changed torch from $torch_before to $torch_after;" \

@@ -274,6 +274,8 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         f"threshold {v['threshold']:g}; validity: {doc['validity']['flag']}"
     )
     lines += ["", f"> {v['finding']}", ""]
+    if v.get("details"):
+        lines += [f"- {d}" for d in v["details"]] + [""]
     if doc["validity"]["flag"] == "suspect":
         lines += [f"- suspect: {reason}" for reason in doc["validity"]["reasons"]] + [""]
     if doc.get("error"):

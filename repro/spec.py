@@ -170,6 +170,7 @@ class Verdict:
     finding: str
     breakdown: tuple[Mapping[str, Any], ...] = ()
     variants: tuple[str, ...] = ()  # the (numerator, denominator) variants of the headline ratio
+    details: tuple[str, ...] = ()  # further sentences: other backends, side measurements, caveats
 
 
 @dataclass(frozen=True)

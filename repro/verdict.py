@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,7 +66,11 @@ def measured(
     breakdown: Sequence[Mapping[str, Any]] = (),
     variants: Sequence[str] = (),
 ) -> Verdict:
-    """A decided verdict on ``metric``: its value and CI, the status and the finding."""
+    """A decided verdict on ``metric``: its value and CI, the status and the finding.
+
+    The finding is one sentence; anything a repro wrote after it goes to ``details``.
+    """
+    finding, *details = split_sentences(finding)
     return Verdict(
         metric=metric.name,
         description=metric.description,
@@ -78,7 +83,18 @@ def measured(
         finding=finding,
         breakdown=tuple(breakdown),
         variants=tuple(variants),
+        details=tuple(details),
     )
+
+
+# A sentence ends at . ! or ? before a capital letter, or at ")." before any word;
+# "e.g. void ..." inside a kernel list and decimals match neither.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=\)\.)\s+(?=[a-z])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a finding, in order (a text without a boundary is one sentence)."""
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
 
 
 def unavailable(metric: Metric, reason: str, status: str = "skipped") -> Verdict:

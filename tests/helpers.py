@@ -36,3 +36,10 @@ class _Block:
         return None
 sys.meta_path.insert(0, _Block())
 """
+
+
+def full_text(verdict: object) -> str:
+    """A verdict's finding and its further sentences, as the report prints them."""
+    finding = getattr(verdict, "finding")  # noqa: B009
+    details = getattr(verdict, "details", ())
+    return " ".join([finding, *details])

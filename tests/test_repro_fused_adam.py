@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import timing_for
+from helpers import full_text, timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
@@ -121,8 +121,8 @@ def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
     assert v.status == "reproduced"
     assert v.value == pytest.approx(1.9) and v.ci_low is not None and v.ci_low >= 1.3
     assert v.finding.startswith("Reproduced: with torch AdamW(fused=True), the capturable step's optimizer kernels")
-    assert "1.9x with TE FusedAdam on GB300" in v.finding
-    assert "TE FusedAdam not measured" in v.finding and "torch AdamW(foreach=True) 1.00x" in v.finding
+    assert "1.9x with TE FusedAdam on GB300" in full_text(v)
+    assert "TE FusedAdam not measured" in full_text(v) and "torch AdamW(foreach=True) 1.00x" in full_text(v)
 
 
 def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
@@ -130,8 +130,8 @@ def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
     assert v.status == "not_reproduced" and v.value == pytest.approx(1.0)
     assert v.ci_high is not None and v.ci_high < 1.3
     assert v.finding.startswith("Not reproduced: with torch AdamW(fused=True)")
-    assert "TE FusedAdam was not measured here" in v.finding
-    assert "Graph replay of the capturable step took 0.97x the eager regular step" in v.finding
+    assert "TE FusedAdam was not measured here" in full_text(v)
+    assert "Graph replay of the capturable step took 0.97x the eager regular step" in full_text(v)
     rows = {r["backend"]: r for r in v.breakdown}
     assert rows["TE FusedAdam"]["status"] == "skipped: not here" and rows["TE FusedAdam"]["ratio"] is None
     assert rows["torch AdamW(foreach=True)"]["ratio"] == pytest.approx(1.05)
@@ -148,24 +148,24 @@ def test_verdict_uses_kernel_samples_not_step_times() -> None:
 
 def test_headline_is_te_whenever_te_ran() -> None:
     worse = FusedAdamCapturable().verdict(Params(), _result(te=1.9, torch_fused=1.0))
-    assert worse.value == pytest.approx(1.9) and "with TE FusedAdam" in worse.finding
-    assert "torch AdamW(fused=True) 1.00x" in worse.finding
+    assert worse.value == pytest.approx(1.9) and "with TE FusedAdam" in full_text(worse)
+    assert "torch AdamW(fused=True) 1.00x" in full_text(worse)
     better = FusedAdamCapturable().verdict(Params(), _result(te=0.8, torch_fused=1.0))
-    assert better.value == pytest.approx(0.8) and "with TE FusedAdam" in better.finding
-    assert "does not hold here" in better.finding
+    assert better.value == pytest.approx(0.8) and "with TE FusedAdam" in full_text(better)
+    assert "does not hold here" in full_text(better)
 
 
 def test_without_te_the_finding_does_not_judge_the_seed() -> None:
     v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0))
     assert v.value == pytest.approx(1.0) and v.status == "not_reproduced"
-    assert "TE FusedAdam was not measured here" in v.finding
-    assert "does not hold" not in v.finding
+    assert "TE FusedAdam was not measured here" in full_text(v)
+    assert "does not hold" not in full_text(v)
 
 
 def test_verdict_without_any_pair_is_not_measured() -> None:
     v = FusedAdamCapturable().verdict(Params(), _result())
     assert v.status == "skipped" and v.value is None
-    assert v.finding.startswith("Not measured:") and "te_regular skipped" in v.finding
+    assert v.finding.startswith("Not measured:") and "te_regular skipped" in full_text(v)
 
 
 def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
@@ -178,7 +178,7 @@ def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
     v = FusedAdamCapturable().verdict(Params(), res)
     assert v.value == pytest.approx(1.0)
     assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU")
-    assert "the capturable step took" in v.finding
+    assert "the capturable step took" in full_text(v)
 
 
 # --------------------------------------------------------------------------- the CUDA branch, through a seam
@@ -228,7 +228,7 @@ def test_cuda_branch_measures_graphs_and_kernel_samples_and_contains_failures(
     assert v["torch_foreach_capturable"].status == "error" and v["torch_foreach_capturable_graph"].status == "error"
     verdict = FusedAdamCapturable().verdict(p, res)
     assert verdict.status == "reproduced" and verdict.value == pytest.approx(1.9)
-    assert "optimizer kernels took 1.90x" in verdict.finding
+    assert "optimizer kernels took 1.90x" in full_text(verdict)
 
 
 def test_too_little_gpu_memory_skips_every_variant_with_a_hint(

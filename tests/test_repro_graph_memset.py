@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import timing_for
+from helpers import full_text, timing_for
 
 from repro import artifact
 from repro.execute import RunRequest, execute
@@ -297,10 +297,10 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     assert rows[gm._TORCH_MM]["note"] == "per-op increment over mm_only: memset +1.900 us, fill +1.000 us"
     assert rows[gm._TORCH_PLAIN]["median_num_us"] == pytest.approx(2.9)
     assert v.finding.startswith("Reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took 1.44x (95% CI")
-    assert "(pure CUDA twin, 1000 ops per graph)." in v.finding
-    assert "In a torch graph against tensor.zero_() it was 1.45x" in v.finding
-    assert "(per op: memset 2.90 us, zero_() 2.00 us;" in v.finding
-    assert "With a 512x1024x1024 fp32 matmul between ops, (memset+mm)/(fill+mm) was 1.03x" in v.finding
+    assert "(pure CUDA twin, 1000 ops per graph)." in full_text(v)
+    assert "In a torch graph against tensor.zero_() it was 1.45x" in full_text(v)
+    assert "(per op: memset 2.90 us, zero_() 2.00 us;" in full_text(v)
+    assert "With a 512x1024x1024 fp32 matmul between ops, (memset+mm)/(fill+mm) was 1.03x" in full_text(v)
 
 
 def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
@@ -309,7 +309,7 @@ def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
     twin_fill = FULL["twin_fill"]
     assert v.status == "not_reproduced" and v.value == pytest.approx(2.01e-6 / twin_fill, rel=1e-3)
     assert v.finding.startswith("Not reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took")
-    assert "the whole CI is below the 1.2 threshold" in v.finding
+    assert "the whole CI is below the 1.2 threshold" in full_text(v)
 
 
 def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
@@ -317,8 +317,8 @@ def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
     reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
     v = GraphMemset().verdict(Params(), _result(times, {"memset": reason, "memset_mm": reason}))
     assert v.status == "reproduced" and v.value == pytest.approx(1.44, rel=1e-3)
-    assert "(pure CUDA twin, 1000 ops per graph)" in v.finding
-    assert f"The torch-graph memset variant was skipped: {reason}." in v.finding
+    assert "(pure CUDA twin, 1000 ops per graph)" in full_text(v)
+    assert f"The torch-graph memset variant was skipped: {reason}." in full_text(v)
     assert [r["comparison"] for r in v.breakdown] == [gm._TWIN_PLAIN, gm._TWIN_WORK]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import timing_for
+from helpers import full_text, timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
@@ -35,7 +35,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     verdict = doc["verdict"]
     assert verdict["status"] in ("reproduced", "not_reproduced")
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
-    assert verdict["finding"].endswith("Smoke run on cpu, not evidence about any GPU.")
+    assert " ".join([verdict["finding"], *verdict["details"]]).endswith("Smoke run on cpu, not evidence about any GPU.")
     assert [r["batch"] for r in verdict["breakdown"]] == [1, 2]
 
 
@@ -106,9 +106,9 @@ def _verdict(*variants: VariantResult, cap: float | None = None) -> Any:
 def test_linear_scaling_is_not_a_cliff() -> None:
     v = _verdict(_variant(1, 0.025), _variant(2, 0.050), _variant(4, 0.100))
     assert v.status == "not_reproduced" and v.value == pytest.approx(1.0)
-    assert "a batch-2 step took 2.00x the batch-1 step" in v.finding
-    assert "this is linear scaling, not a cliff" in v.finding
-    assert "Peak memory with no memory cap: batch 1 3.0 GiB; batch 2 6.0 GiB; batch 4 12.0 GiB." in v.finding
+    assert "a batch-2 step took 2.00x the batch-1 step" in full_text(v)
+    assert "this is linear scaling, not a cliff" in full_text(v)
+    assert "Peak memory with no memory cap: batch 1 3.0 GiB; batch 2 6.0 GiB; batch 4 12.0 GiB." in full_text(v)
     assert [r["per_sample_vs_bs1"] for r in v.breakdown] == pytest.approx([1.0, 1.0, 1.0])
 
 
@@ -116,20 +116,20 @@ def test_per_sample_slowdown_is_reproduced_and_names_retries_under_a_cap() -> No
     v = _verdict(_variant(1, 0.025), _variant(2, 0.100, retries=37), cap=32.0)
     assert v.status == "reproduced" and v.value == pytest.approx(2.0)
     assert v.finding.startswith("Reproduced: per-sample time at batch 2 was 2.00x")
-    assert "a real per-sample slowdown" in v.finding
-    assert "under a 32 GiB cap" in v.finding and "batch 2 6.0 GiB, 37 allocator retries" in v.finding
+    assert "a real per-sample slowdown" in full_text(v)
+    assert "under a 32 GiB cap" in full_text(v) and "batch 2 6.0 GiB, 37 allocator retries" in full_text(v)
 
 
 def test_better_than_linear_says_batching_helped() -> None:
     v = _verdict(_variant(1, 0.025), _variant(2, 0.030))
     assert v.status == "not_reproduced" and v.value == pytest.approx(0.6)
-    assert "cheaper" in v.finding and "linear scaling, not a cliff" not in v.finding
+    assert "cheaper" in full_text(v) and "linear scaling, not a cliff" not in full_text(v)
 
 
 def test_batch_two_out_of_memory_under_a_cap_is_an_error_verdict() -> None:
     v = _verdict(_variant(1, 0.025), _variant(2, None), cap=32.0)
     assert v.status == "error" and v.value is None
-    assert "under the 32 GiB cap" in v.finding and "out of memory" in v.finding
+    assert "under the 32 GiB cap" in full_text(v) and "out of memory" in full_text(v)
     assert v.breakdown[1]["status"] == "out of memory"
 
 
@@ -152,5 +152,5 @@ def test_out_of_memory_at_one_batch_is_an_error_variant_and_the_run_goes_on(fast
     assert res.variants[1].reason == "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     assert res.variants[1].extra["per_sample_s"] is None
     v = LoraBatchScaling().verdict(p, res)
-    assert v.status == "error" and v.value is None and "batch 2 error: OutOfMemoryError" in v.finding
+    assert v.status == "error" and v.value is None and "batch 2 error: OutOfMemoryError" in full_text(v)
     assert [r["status"] for r in v.breakdown] == ["ok", "out of memory", "ok"]

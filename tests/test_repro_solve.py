@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import timing_for
+from helpers import full_text, timing_for
 
 from repro.artifact import validation_errors
 from repro.errors import UsageError
@@ -40,7 +40,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert [(r["backend"], r["batch"]) for r in rows] == [("default", 2), ("default", 4)]
     assert all(r["path_n31"] == r["path_n32"] == sc.PATH_CPU for r in rows)
     assert verdict["value"] == max(r["ratio"] for r in rows) or verdict["status"] == "reproduced"
-    assert verdict["finding"].endswith("Smoke run on cpu, not evidence about any GPU.")
+    assert " ".join([verdict["finding"], *verdict["details"]]).endswith("Smoke run on cpu, not evidence about any GPU.")
     grid = doc["extra"]["time_grid"]
     assert set(grid) == {"default"} and set(grid["default"]) == {"2", "4"}
     assert set(grid["default"]["4"]) == {str(n) for n in range(30, 35)}
@@ -242,8 +242,8 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
     assert rows[("cusolver", 128)]["path_n511"] == sc.PATH_CUBLAS
     assert rows[("cusolver", 128)]["path_n512"] == sc.PATH_CUSOLVER
     assert v.finding.startswith("Reproduced: with the cusolver backend at batch 128, solve_ex at n=512 took 5.47x")
-    assert f"the LU switched from {sc.PATH_CUBLAS} at n=511 to {sc.PATH_CUSOLVER} at n=512" in v.finding
-    assert "Below the threshold at every batch: default." in v.finding and "Smoke run" not in v.finding
+    assert f"the LU switched from {sc.PATH_CUBLAS} at n=511 to {sc.PATH_CUSOLVER} at n=512" in full_text(v)
+    assert "Below the threshold at every batch: default." in full_text(v) and "Smoke run" not in full_text(v)
 
 
 def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
@@ -261,9 +261,9 @@ def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
     assert v.status == "not_reproduced"
     assert v.value == pytest.approx(1.2 * (511 / 512) ** 3, rel=1e-3)
     assert v.finding.startswith("Not reproduced: no linalg backend showed the cliff on torch 2.11.0+cu130")
-    assert "with the cusolver backend at batch 128" in v.finding
-    assert "the whole CI is below the 1.5 threshold" in v.finding
-    assert f"the LU ran {sc.PATH_CUBLAS} on both sides" in v.finding
+    assert "with the cusolver backend at batch 128" in full_text(v)
+    assert "the whole CI is below the 1.5 threshold" in full_text(v)
+    assert f"the LU ran {sc.PATH_CUBLAS} on both sides" in full_text(v)
 
 
 def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff() -> None:
@@ -278,7 +278,7 @@ def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff
     v = Solve512Cliff().verdict(p, res)
     assert v.value > 1.5 and v.ci_low < 1.5 <= v.ci_high
     assert v.status == "not_reproduced"
-    assert "inconclusive: the CI straddles the 1.5 threshold" in v.finding
+    assert "inconclusive: the CI straddles the 1.5 threshold" in full_text(v)
 
 
 def test_verdict_without_any_measured_pair_says_why() -> None:
@@ -293,4 +293,4 @@ def test_verdict_without_any_measured_pair_says_why() -> None:
     res = RunResult(variants=(_point("cusolver", 16, 511, 1e-3), failed))
     v = Solve512Cliff().verdict(p, res)
     assert v.status == "error" and v.value is None  # a point that failed is an error, not a skip
-    assert "cusolver_b16_n512 was error: RuntimeError: CUDA out of memory" in v.finding
+    assert "cusolver_b16_n512 was error: RuntimeError: CUDA out of memory" in full_text(v)

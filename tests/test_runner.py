@@ -59,7 +59,7 @@ def test_all_on_cpu_yields_skipped_artifacts_and_exit_zero(tmp_path: Path) -> No
 
 
 def test_fail_on_reproduced_exits_3(tmp_path: Path) -> None:
-    # test-fine compares sum(range(2000)) with sum(range(1000)): ~2x, over the 1.5 threshold.
+    # test-fine compares sum(range(4000)) with sum(range(1000)): ~4x, far over the 1.5 threshold.
     cli = CliRunner(env={"COLUMNS": "120"})
     r = cli.invoke(
         app,

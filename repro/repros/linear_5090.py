@@ -42,17 +42,17 @@ def tf32(enabled: bool) -> Iterator[None]:
         torch.set_float32_matmul_precision(saved[1])
 
 
-def _kernel_sentence(lin: VariantResult, man: VariantResult) -> str:
-    """Which GEMM cuBLAS chose for each form, and what the manual form ran besides."""
+def _kernel_clause(lin: VariantResult, man: VariantResult) -> str:
+    """Which GEMM cuBLAS chose for each form, and what the manual form ran besides (no full stop)."""
     a, b = top_kernel(lin), top_kernel(man)
     extra = sorted({k.name for k in man.kernels} - {k.name for k in lin.kernels})
     if a == b:
-        head = f"cuBLAS ran the same GEMM for both ({short_kernel(a)})"
+        clause = f"cuBLAS ran the same GEMM for both ({short_kernel(a)})"
     else:
-        head = f"cuBLAS chose {short_kernel(a)} for nn.Linear and {short_kernel(b)} for the manual form"
+        clause = f"cuBLAS chose {short_kernel(a)} for nn.Linear and {short_kernel(b)} for the manual form"
     if extra:
-        head += f"; the manual form also ran {len(extra)} more kernel(s), e.g. {short_kernel(extra[0], 60)}"
-    return head + "."
+        clause += f", the manual form adding {len(extra)} more kernel(s) ({short_kernel(extra[0], 60)})"
+    return clause
 
 
 @register
@@ -122,11 +122,11 @@ class Linear5090(Repro):
 
         def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
             if lin.kernel_source == "cuda":
-                kernels = _kernel_sentence(lin, man)
+                kernels = _kernel_clause(lin, man)
             else:
                 kernels = (
-                    f"Smoke run on {lin.device}, not evidence about any GPU; the heaviest ops were "
-                    f"{top_kernel(lin)} and {top_kernel(man)}."
+                    f"in a smoke run on {lin.device}, not evidence about any GPU, the heaviest ops were "
+                    f"{top_kernel(lin)} and {top_kernel(man)}"
                 )
             if status == "reproduced":
                 head = f"Reproduced: nn.Linear took {fmt_ratio(value, lo, hi)} the time of x @ w.t() + b in fp32"
@@ -135,6 +135,6 @@ class Linear5090(Repro):
                     f"Not reproduced: nn.Linear took {fmt_ratio(value, lo, hi)} the time of x @ w.t() + b "
                     f"in fp32 ({qualifier} the {self.metric.threshold} threshold; the seed saw ~2.7x on an RTX 5090)"
                 )
-            return f"{head}. {kernels}{tf32_note}"
+            return f"{head}; {kernels}.{tf32_note}"
 
         return ratio_verdict(self.metric, lin, man, finding=finding)

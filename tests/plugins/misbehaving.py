@@ -69,6 +69,6 @@ class Fine(_Base):
     title = "two pure-Python variants"
 
     def run(self, p: Params, ctx: Context) -> RunResult:
-        a = ctx.measure("a", lambda: sum(range(2000)))
+        a = ctx.measure("a", lambda: sum(range(4000)))
         b = ctx.measure("b", lambda: sum(range(1000)))
         return RunResult(variants=(a, b))
