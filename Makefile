@@ -24,7 +24,8 @@ help: ## List the targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install --no-build-isolation -e .
+	# Build isolation fetches setuptools; a machine without a registry uses its own.
+	$(VENV)/bin/pip install -e . || $(VENV)/bin/pip install --no-build-isolation -e .
 	touch $@
 
 setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gpu-repro installed
@@ -32,7 +33,7 @@ setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gp
 $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(TEST_VENV)
 	$(TEST_VENV)/bin/pip install -r requirements-test.txt
-	$(TEST_VENV)/bin/pip install --no-build-isolation -e .
+	$(TEST_VENV)/bin/pip install -e . || $(TEST_VENV)/bin/pip install --no-build-isolation -e .
 	touch $@
 
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
