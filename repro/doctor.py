@@ -60,7 +60,7 @@ def _torch_info() -> dict[str, Any] | None:
     if info["cuda"]:
         props = torch.cuda.get_device_properties(0)
         info["gpu"] = props.name
-        info["pci"] = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        info["pci"] = fingerprint.pci_bus_id(props)
     return info
 
 

@@ -205,8 +205,7 @@ def _nvml_or_none() -> tuple[Any, Any] | None:
         import torch
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        pci = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        return fingerprint.nvml_handle(pci)
+        return fingerprint.nvml_handle(fingerprint.pci_bus_id(props))
     except Exception:  # no NVML: measure anyway, the validity flag will say it was not monitored
         return None
 

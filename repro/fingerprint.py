@@ -227,7 +227,7 @@ def _gpu_section(probe: Probes) -> dict[str, Any] | None:
     props = torch.cuda.get_device_properties(0)
     pci = probe(
         "gpu.pci",
-        lambda: f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0",
+        lambda: pci_bus_id(props),
     )
     out: dict[str, Any] = {
         "name": props.name,
@@ -251,10 +251,15 @@ def _gpu_section(probe: Probes) -> dict[str, Any] | None:
     return out
 
 
-def nvml_handle(pci_bus_id: str | None) -> tuple[Any, Any]:
+def pci_bus_id(props: Any) -> str:
+    """NVML's form of a torch device's PCI address (domain:bus:device.function)."""
+    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
+def nvml_handle(pci: str | None) -> tuple[Any, Any]:
     from repro import nvml
 
-    return nvml.handle_for(pci_bus_id)
+    return nvml.handle_for(pci)
 
 
 def _host_section(probe: Probes) -> dict[str, Any]:

@@ -265,10 +265,7 @@ class Context:
                     with record_function(f"gpu_repro_call_{i}"):
                         fn()
                     self.synchronize()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
+        events = [e for e in json.loads(_chrome_trace(prof))["traceEvents"] if e.get("ph") == "X"]
         starts = sorted(
             (e["ts"], int(e["name"].rsplit("_", 1)[1]))
             for e in events
@@ -371,10 +368,7 @@ class Context:
                 for _ in range(iters):
                     runner()
                 self.synchronize()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            raw = path.read_bytes()
+        raw = _chrome_trace(prof)
         trace = json.loads(raw)
         if self.trace_dir is not None:
             from repro.fingerprint import redactor
@@ -384,6 +378,14 @@ class Context:
             with gzip.open(self.trace_dir / f"{safe}.trace.json.gz", "wb") as fh:
                 fh.write(redactor()(raw.decode(errors="replace")).encode())
         return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
+
+
+def _chrome_trace(prof: Any) -> bytes:
+    """A finished profiler session as Chrome-trace JSON bytes (torch only writes it to a file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return path.read_bytes()
 
 
 def achieved(work: Work | None, seconds: float, ceilings: Mapping[str, Any]) -> Achieved | None:
