@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 from repro import artifact, catalog, fingerprint
 from repro.measure import Context, SamplingConfig
 from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
-from repro.verdict import unavailable
+from repro.verdict import as_smoke, unavailable
 
 # A variant whose SM clock, while it ran, sat below this share of the card's
 # maximum was not measured at full speed.
@@ -24,6 +26,10 @@ CLOCK_FLOOR = 0.75
 # when the clock actually sagged under this share does it make a measurement suspect.
 POWER_CAP_FLOOR = 0.90
 # These reasons always mean the chip was slowed for heat or by the board.
+# CPU timing (smoke runs) uses this many threads, whatever the machine has: a thread pool
+# sized by the machine, and shared with anything else running, made CPU ratios swing by
+# orders of magnitude between runs.
+CPU_THREADS = 1
 _HARD_THROTTLE = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
@@ -119,7 +125,6 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
     cls, params = resolve(req)
     t0 = time.monotonic()
     has_torch, has_cuda, why_not = _torch_state()
-    env_proc = fingerprint.start_collect_env() if has_torch else None
     knobs = fingerprint.knobs() if has_torch else {"error": why_not}
     device: str | None = "cuda" if has_cuda else None
     if device is None and has_torch and (not cls.requires.cuda or (req.smoke and cls.requires.cpu_smoke)):
@@ -141,18 +146,29 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
                 reason += " (--smoke exercises it on CPU)"
         verdict = unavailable(cls.metric, reason)
     else:
+        repro = cls()
         ctx = _context(req, device, run_dir, log)
         ceilings = dict(ctx.ceilings) if ctx.cuda else None
         try:
+            ctx.comparisons = tuple(repro.comparisons(params))
+            legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
+            ctx.record_arms = legacy
             log(f"{cls.id}: running on {device}")
-            result = cls().run(params, ctx)
-            verdict = cls().verdict(params, result)
+            with _cpu_threads(device):
+                result = repro.run(params, ctx)
+                verdict = repro.verdict(params, result)
+                if legacy:
+                    result, verdict = _pair_legacy(repro, params, result, verdict, ctx)
         except Exception as exc:  # the repro failed; the artifact says how, the batch goes on
             error = _error_of(exc)
             verdict = unavailable(cls.metric, error["message"], status="error")
+        if req.smoke or device != "cuda":
+            verdict = as_smoke(verdict, device)
+    # After the measurement, never beside it (see fingerprint.collect_env_in_process).
+    env = fingerprint.collect_env_in_process() if has_torch else None
     fp = fingerprint.collect(
         knobs_at_start=knobs,
-        collect_env=fingerprint.finish_collect_env(env_proc) if env_proc else None,
+        collect_env=env,
         ceilings=ceilings,
     )
     variants = result.variants if result else ()
@@ -166,6 +182,7 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
             "smoke": req.smoke,
             "device": device,
             "duration_s": time.monotonic() - t0,
+            "cpu_threads": CPU_THREADS if device == "cpu" else None,
         },
         variants=variants,
         verdict=verdict,
@@ -178,6 +195,61 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
     doc = fingerprint.redactor()(doc)
     path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
     return doc, path
+
+
+@contextlib.contextmanager
+def _cpu_threads(device: str) -> Iterator[None]:
+    """Pin torch's intra-op threads for CPU timing, and give the user's setting back after."""
+    if device != "cpu":
+        yield
+        return
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(CPU_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _pair_legacy(
+    repro: Repro[Any], params: Any, result: RunResult, verdict: Verdict, ctx: Context
+) -> tuple[RunResult, Verdict]:
+    """The shim that gives an older-API repro a paired CI.
+
+    Such a repro times each variant in its own block and judges t(a)/t(b) in its own
+    ``verdict``. The harness learns the pair from that first verdict, times the two
+    recorded calls again in interleaved rounds (each with the knobs that were in force
+    when the repro measured it), swaps the paired timings in and asks for the verdict
+    again. Where that fails, the blocked timings stand and a warning says why.
+    """
+    if verdict.status not in ("reproduced", "not_reproduced") or len(verdict.variants) != 2:
+        return result, verdict
+    names = list(verdict.variants)
+    arms = [ctx.recorded_arms.get(n) for n in names]
+    if any(a is None for a in arms):
+        return result, verdict
+    try:
+        paired = {v.name: v for v in ctx.measure_paired([a for a in arms if a is not None], group="+".join(names))}
+    except Exception as exc:  # the repro's calls no longer run (freed state): keep its blocked timings
+        note = f"paired re-timing of {' and '.join(names)} failed ({type(exc).__name__}: {exc}); CI is unpaired"
+        return dataclasses.replace(result, notes=(*result.notes, note.splitlines()[0])), verdict
+    finally:
+        ctx.restore_knobs()
+    variants = tuple(_merge_paired(v, paired[v.name]) if v.name in paired else v for v in result.variants)
+    result = dataclasses.replace(result, variants=variants)
+    return result, repro.verdict(params, result)
+
+
+def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResult:
+    """The repro's variant with the paired timing in place of its blocked one (kept in extra)."""
+    assert blocked.timing is not None
+    return dataclasses.replace(
+        paired,
+        extra={**blocked.extra, "blocked_timing_median_s": blocked.timing.stats.median},
+        warnings=(*blocked.warnings, *paired.warnings),
+    )
 
 
 def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None]) -> Context:

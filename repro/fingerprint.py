@@ -117,6 +117,21 @@ def finish_collect_env(proc: subprocess.Popen[str] | None, timeout: float = 120)
     return {"output": out, "error": None}
 
 
+def collect_env_in_process() -> dict[str, Any]:
+    """``torch.utils.collect_env`` run in this process, once torch is imported.
+
+    No second interpreter that imports torch again (seconds on a GPU machine), and it
+    runs after the measurement, never beside it: concurrent work was one of the
+    harness's own sources of variance on the H200.
+    """
+    try:
+        from torch.utils import collect_env as ce
+
+        return {"output": ce.get_pretty_env_info(), "error": None}
+    except Exception as exc:  # a probe inside collect_env failed: record it, do not crash the run
+        return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
+
+
 # --------------------------------------------------------------------------- loaded libraries
 
 

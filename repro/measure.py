@@ -1,7 +1,11 @@
-"""Timing with adaptive sampling, kernel capture via torch.profiler, NVML monitoring per variant."""
+"""Timing: paired interleaved rounds for compared variants, adaptive sampling for the rest,
+kernel capture via torch.profiler, NVML readings per variant."""
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import dataclasses
 import gzip
 import json
 import math
@@ -9,13 +13,13 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import stats
-from repro.spec import Achieved, Kernel, Timing, VariantResult, Work
+from repro.results import Achieved, Comparison, Kernel, Timing, VariantResult, Work
 
 # CUDA events resolve ~0.5 us and a launch costs a few us, so a sample shorter
 # than this would measure the harness. Calls are batched until a sample reaches it.
@@ -38,6 +42,15 @@ class SamplingConfig:
     min_samples: int = MIN_SAMPLES
     max_samples: int = 2000
     profile_iters: int = 3
+    # Paired rounds: a distribution-free 95% CI of a median needs n >= 6 rounds; 20 keep
+    # one odd round from deciding anything, and let the CI reflect between-round spread.
+    min_rounds: int = 20
+    max_rounds: int = 1000
+    samples_per_round: int = 3
+    # A comparison whose whole CI is on one side of its threshold may stop before the
+    # target, once its CI is at most this wide (half-width over value): the verdict can no
+    # longer change and the number is good to two digits.
+    decided_rel_ci: float = 0.02
 
 
 def sample_adaptively(
@@ -112,6 +125,115 @@ def _self_times(ops: list[dict[str, Any]]) -> list[tuple[str, float]]:
     return out
 
 
+# --------------------------------------------------------------------------- paired rounds
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One variant of a paired measurement: what to call and how to describe it.
+
+    ``prepare`` runs untimed before the arm's warm-up, before each of its blocks and
+    before profiling: it puts back whatever global state the arm needs (a TF32 flag, the
+    preferred linalg library) when arms that need different states are interleaved.
+    """
+
+    name: str
+    fn: Callable[[], Any]
+    label: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    work: Work | None = None
+    graph: bool = False
+    calls_per_sample: int | None = None
+    before_sample: Callable[[], None] | None = None
+    prepare: Callable[[], None] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def round_order(k: int, r: int) -> list[int]:
+    """The order of ``k`` arms in round ``r``: rotated every other round, reversed in odd ones.
+
+    For two arms that is AB BA BA AB AB BA ...: each arm is as often first as second, and
+    each round pair is symmetric, so a trend over time cancels in the per-round ratios.
+    """
+    shift = (r // 2) % k
+    order = [(i + shift) % k for i in range(k)]
+    return order[::-1] if r % 2 else order
+
+
+def _paired_stop(comps: Sequence[Comparison], rounds: Mapping[str, Sequence[float]], cfg: SamplingConfig) -> str | None:
+    """The stop reason once every comparison is precise enough (or decided), else None.
+
+    Without a comparison among the arms, each arm's median CI over its round values is
+    held to the target instead.
+    """
+    if not comps:
+        widths = [stats.summarize(xs).rel_ci_halfwidth for xs in rounds.values()]
+        return "ci_target" if all(w <= cfg.target_rel_ci for w in widths) else None
+    decided = True
+    on_target = True
+    for c in comps:
+        value, lo, hi = stats.paired_ratio_ci(rounds[c.num], rounds[c.den], 0.95, c.scale)
+        width = (hi - lo) / 2 / value if value > 0 else math.inf
+        on_target &= width <= cfg.target_rel_ci
+        decided &= (lo >= c.threshold or hi < c.threshold) and width <= cfg.decided_rel_ci
+    if on_target:
+        return "ci_target"
+    return "decided" if decided else None
+
+
+def knob_state() -> dict[str, Any]:
+    """The global torch switches a repro may set around a measurement (read, not changed)."""
+    import torch
+
+    b = torch.backends
+    state: dict[str, Any] = {
+        "grad": torch.is_grad_enabled(),
+        "tf32": b.cuda.matmul.allow_tf32,
+        "cudnn_tf32": b.cudnn.allow_tf32,
+        "precision": torch.get_float32_matmul_precision(),
+    }
+    if torch.cuda.is_available():
+        state["linalg"] = b.cuda.preferred_linalg_library()
+    return state
+
+
+def apply_knobs(state: Mapping[str, Any]) -> None:
+    """Set the switches ``knob_state`` read; precision first, since it also moves the TF32 flag."""
+    import torch
+
+    b = torch.backends
+    torch.set_float32_matmul_precision(state["precision"])
+    b.cuda.matmul.allow_tf32 = state["tf32"]
+    b.cudnn.allow_tf32 = state["cudnn_tf32"]
+    torch.set_grad_enabled(state["grad"])
+    if "linalg" in state:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the preference warns once that it is experimental
+            b.cuda.preferred_linalg_library(state["linalg"])
+
+
+def _per_call_device_time(trace: Mapping[str, Any], calls: int, match: Callable[[str], bool]) -> list[float]:
+    """Seconds of matching device work per profiler range ``gpu_repro_call_<i>``, i < ``calls``.
+
+    A kernel belongs to the last range that started before it did: every call is
+    followed by a synchronize, so no kernel of one call starts after the next begins.
+    """
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    starts = sorted(
+        (e["ts"], int(e["name"].rsplit("_", 1)[1]))
+        for e in events
+        if str(e.get("name", "")).startswith("gpu_repro_call_") and e.get("cat") == "user_annotation"
+    )
+    stamps = [ts for ts, _ in starts]
+    totals = [0.0] * calls
+    for e in events:
+        if e.get("cat") in _DEVICE_CATS and match(e.get("name", "")):
+            k = bisect.bisect_right(stamps, e["ts"]) - 1
+            if k >= 0 and starts[k][1] < calls:
+                totals[starts[k][1]] += float(e.get("dur", 0.0)) / 1e6
+    return totals
+
+
 # --------------------------------------------------------------------------- context
 
 
@@ -126,6 +248,14 @@ class Context:
     trace_dir: Path | None = None
     nvml: tuple[Any, Any] | None = None  # (pynvml, handle) when NVML answered
     log: Callable[[str], None] = lambda msg: None
+    # The comparisons the repro declared for this run's params: paired timing stops when
+    # those among its arms are decided or precise enough.
+    comparisons: Sequence[Comparison] = ()
+    # Older-API repros: every measured call is kept with the knobs in force when it was
+    # measured, so the harness can time a judged pair again in paired rounds.
+    record_arms: bool = False
+    recorded_arms: dict[str, Arm] = field(default_factory=dict)
+    _knobs_before: dict[str, Any] | None = None
 
     @property
     def cuda(self) -> bool:
@@ -179,31 +309,31 @@ class Context:
         outside the timed region (e.g. to flush L2 or rotate inputs). ``sampling``
         overrides the run's rules for a repro with many small variants.
         """
-        self.log(f"  {name}: warm-up")
         cfg = sampling or self.sampling
-        warm_calls = self._warmup(fn, cfg.warmup_s)
-        calls = calls_per_sample or self._calibrate(fn)
-        runner: Callable[[], Any]
-        if graph:
-            if not self.cuda:
-                raise RuntimeError("graph replay needs CUDA")
-            runner = self._capture(fn, calls)
-            method, calls_in_run = "graph_replay", calls
-        else:
-            runner, method, calls_in_run = fn, ("cuda_events" if self.cuda else "perf_counter"), calls
-        take = self._sampler(runner, 1 if graph else calls, calls_in_run, before_sample)
+        arm = Arm(
+            name=name,
+            fn=fn,
+            label=label,
+            config=dict(config or {}),
+            work=work,
+            graph=graph,
+            calls_per_sample=calls_per_sample,
+            before_sample=before_sample,
+            extra=dict(extra or {}),
+        )
+        if self.record_arms:
+            snap = knob_state()
+            if self._knobs_before is None:
+                self._knobs_before = snap
+            self.recorded_arms[name] = dataclasses.replace(arm, prepare=lambda: apply_knobs(snap))
+        self.log(f"  {name}: warm-up")
+        runner, take, calls, warm_calls = self._setup_arm(arm, cfg)
         monitor = self._monitor()
-        self.log(f"  {name}: sampling ({calls} calls per sample)")
-        if monitor is not None:
-            with monitor:
-                samples, reason, elapsed = sample_adaptively(take, cfg)
-            gpu_monitor: dict[str, Any] | None = monitor.summary()
-        else:
+        self.log(f"  {name}: sampling")
+        with monitor if monitor is not None else contextlib.nullcontext():
             samples, reason, elapsed = sample_adaptively(take, cfg)
-            gpu_monitor = None
-        st = stats.summarize(samples)
         timing = Timing(
-            method=method,  # type: ignore[arg-type]
+            method=("graph_replay" if graph else ("cuda_events" if self.cuda else "perf_counter")),
             unit="s",
             calls_per_sample=calls,
             warmup_calls=warm_calls,
@@ -211,36 +341,188 @@ class Context:
             target_rel_ci=cfg.target_rel_ci,
             budget_s=cfg.budget_s,
             elapsed_s=elapsed,
-            stats=st,
+            stats=stats.summarize(samples),
             samples=tuple(samples),
         )
         self.log(f"  {name}: profiling kernels")
         kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+        return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
+
+    def measure_paired(
+        self,
+        arms: Sequence[Arm],
+        *,
+        group: str | None = None,
+        sampling: SamplingConfig | None = None,
+    ) -> list[VariantResult]:
+        """Time ``arms`` in interleaved rounds (A B, B A, ...) so drift hits every arm alike.
+
+        Each arm is warmed up and calibrated once; then every round runs each arm's block
+        (one untimed call, then ``samples_per_round`` samples) in an order that alternates
+        between rounds, and records the block's median as that arm's round value. Sampling
+        stops when each declared comparison among the arms has a paired-ratio CI under the
+        target, or is decided with a CI under ``decided_rel_ci``, or the budget (the
+        per-variant budget times the number of arms) is spent. NVML is read between rounds,
+        never beside the timed work. Kernels are profiled after all rounds.
+        """
+        cfg = sampling or self.sampling
+        names = [a.name for a in arms]
+        if len(set(names)) != len(names) or not arms:
+            raise ValueError(f"paired arms need distinct names; got {names}")
+        group = group or "+".join(names)
+        self.log(f"  {group}: warm-up of {len(arms)} paired variants")
+        setups = [self._setup_arm(a, cfg) for a in arms]
+        comps = [c for c in self.comparisons if c.basis == "time" and c.num in names and c.den in names]
+        rounds: dict[str, list[float]] = {n: [] for n in names}
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        monitor = self._monitor(period_s=None)
+        budget = cfg.budget_s * len(arms)
+        reason = "max_rounds"
+        t0 = time.perf_counter()
+        with monitor if monitor is not None else contextlib.nullcontext():
+            r = 0
+            while True:
+                for i in round_order(len(arms), r):
+                    arm, (runner, take, _, _) = arms[i], setups[i]
+                    if arm.prepare is not None:
+                        arm.prepare()
+                    runner()  # the block's own short warm-up, untimed
+                    self.synchronize()
+                    xs = [take() for _ in range(cfg.samples_per_round)]
+                    samples[arm.name] += xs
+                    rounds[arm.name].append(stats.quantile(sorted(xs), 0.5))
+                if monitor is not None:
+                    monitor.poll()
+                r += 1
+                if r < cfg.min_rounds:
+                    continue
+                if r >= cfg.max_rounds:
+                    break
+                stop = _paired_stop(comps, rounds, cfg)
+                if stop is not None:
+                    reason = stop
+                    break
+                if time.perf_counter() - t0 >= budget:
+                    reason = "time_budget"
+                    break
+        elapsed = time.perf_counter() - t0
+        gpu_monitor = monitor.summary() if monitor is not None else None
+        out = []
+        for arm, (runner, _, calls, warm_calls) in zip(arms, setups, strict=True):
+            st = stats.summarize(rounds[arm.name])
+            timing = Timing(
+                method=("graph_replay" if arm.graph else ("cuda_events" if self.cuda else "perf_counter")),
+                unit="s",
+                calls_per_sample=calls,
+                warmup_calls=warm_calls,
+                stop_reason=reason,  # type: ignore[arg-type]
+                target_rel_ci=cfg.target_rel_ci,
+                budget_s=budget,
+                elapsed_s=elapsed,
+                stats=st,
+                samples=tuple(samples[arm.name]),
+                group=group,
+                rounds=tuple(rounds[arm.name]),
+            )
+            if arm.prepare is not None:
+                arm.prepare()
+            self.log(f"  {arm.name}: profiling kernels")
+            kernels, iters = self._profile(
+                arm.name, runner, 1 if arm.graph else cfg.profile_iters, calls if arm.graph else 1
+            )
+            out.append(self._result(arm, timing, kernels, iters, gpu_monitor))
+        return out
+
+    def kernel_rounds(
+        self,
+        fns: Mapping[str, Callable[[], Any]],
+        iters: int,
+        match: Callable[[str], bool],
+        prepare: Mapping[str, Callable[[], None]] | None = None,
+    ) -> dict[str, list[float]]:
+        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn,
+        in ``iters`` interleaved rounds inside one profiler session (CUPTI starts once).
+
+        ``out[name][i]`` is round i's call of ``name``; the lists align by round, so a
+        ratio of two of them is paired. A call with no matching kernel gives 0.0.
+        """
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        if not self.cuda:
+            raise RuntimeError("kernel_rounds needs CUDA")
+        names = list(fns)
+        self.synchronize()
+        calls: list[tuple[str, int]] = []
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for r in range(iters):
+                    for i in round_order(len(names), r):
+                        name = names[i]
+                        if prepare and name in prepare:
+                            prepare[name]()
+                        with record_function(f"gpu_repro_call_{len(calls)}"):
+                            fns[name]()
+                        self.synchronize()
+                        calls.append((name, r))
+        totals = _per_call_device_time(json.loads(_chrome_trace(prof)), len(calls), match)
+        out: dict[str, list[float]] = {n: [0.0] * iters for n in names}
+        for (name, r), t in zip(calls, totals, strict=True):
+            out[name][r] = t
+        return out
+
+    def restore_knobs(self) -> None:
+        """Put back the knobs that were in force before the first recorded measurement."""
+        if self._knobs_before is not None:
+            apply_knobs(self._knobs_before)
+
+    def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> tuple[Callable[[], Any], Callable[[], float], int, int]:
+        """Warm up, calibrate and (for graph arms) capture one arm: (runner, take, calls, warm-up calls)."""
+        if arm.prepare is not None:
+            arm.prepare()
+        warm = self._warmup(arm.fn, cfg.warmup_s)
+        calls = arm.calls_per_sample or self._calibrate(arm.fn)
+        if arm.graph:
+            if not self.cuda:
+                raise RuntimeError("graph replay needs CUDA")
+            runner = self._capture(arm.fn, calls)
+            return runner, self._sampler(runner, 1, calls, arm.before_sample), calls, warm
+        return arm.fn, self._sampler(arm.fn, calls, calls, arm.before_sample), calls, warm
+
+    def _result(
+        self,
+        arm: Arm,
+        timing: Timing,
+        kernels: list[Kernel],
+        iters: int,
+        gpu_monitor: dict[str, Any] | None,
+    ) -> VariantResult:
+        """A measured variant, with warnings for throttling and a missed CI target."""
         notes: list[str] = []
         if gpu_monitor and gpu_monitor["throttled"]:
             notes.append(
                 f"clocks-event reasons while measuring: {', '.join(gpu_monitor['throttled'])} "
                 f"(SM clock {gpu_monitor['sm_clock_during_mhz']} MHz)"
             )
-        if reason != "ci_target":
+        if timing.stop_reason not in ("ci_target", "decided") and timing.stats.rel_ci_halfwidth > timing.target_rel_ci:
             notes.append(
-                f"median CI half-width {st.rel_ci_halfwidth:.2%} did not reach the "
-                f"{cfg.target_rel_ci:.2%} target before the {reason.replace('_', ' ')}"
+                f"median CI half-width {timing.stats.rel_ci_halfwidth:.2%} did not reach the "
+                f"{timing.target_rel_ci:.2%} target before the {timing.stop_reason.replace('_', ' ')}"
             )
         return VariantResult(
-            name=name,
-            label=label or name,
-            config=dict(config or {}),
+            name=arm.name,
+            label=arm.label or arm.name,
+            config=dict(arm.config),
             status="ok",
             device=self.device,
             timing=timing,
             kernels=tuple(kernels),
             kernel_source="cuda" if self.cuda else "cpu",
             profiled_iterations=iters,
-            work=work,
-            achieved=achieved(work, st.median, self.ceilings),
+            work=arm.work,
+            achieved=achieved(arm.work, timing.stats.median, self.ceilings),
             gpu_monitor=gpu_monitor,
-            extra=dict(extra or {}),
+            extra=dict(arm.extra),
             warnings=tuple(notes),
         )
 
@@ -253,31 +535,7 @@ class Context:
         that start between one range's start and the next belong to that call.
         Needs CUDA; this is how a repro gets a sample set for a per-kernel metric.
         """
-        from torch.profiler import ProfilerActivity, profile, record_function
-
-        if not self.cuda:
-            raise RuntimeError("kernel_samples needs CUDA")
-        self.synchronize()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for i in range(iters):
-                    with record_function(f"gpu_repro_call_{i}"):
-                        fn()
-                    self.synchronize()
-        events = [e for e in json.loads(_chrome_trace(prof))["traceEvents"] if e.get("ph") == "X"]
-        starts = sorted(
-            (e["ts"], int(e["name"].rsplit("_", 1)[1]))
-            for e in events
-            if str(e.get("name", "")).startswith("gpu_repro_call_") and e.get("cat") == "user_annotation"
-        )
-        totals = [0.0] * iters
-        for e in events:
-            if e.get("cat") in _DEVICE_CATS and match(e.get("name", "")):
-                owner = [i for ts, i in starts if ts <= e["ts"]]
-                if owner:
-                    totals[owner[-1]] += float(e.get("dur", 0.0)) / 1e6
-        return [t for t in totals if t > 0]
+        return [t for t in self.kernel_rounds({"fn": fn}, iters, match)["fn"] if t > 0]
 
     def _warmup(self, fn: Callable[[], Any], warmup_s: float) -> int:
         calls, t0 = 0, time.perf_counter()
@@ -347,12 +605,12 @@ class Context:
 
         return take_cpu
 
-    def _monitor(self) -> Any:
+    def _monitor(self, period_s: float | None = 0.05) -> Any:
         if self.nvml is None:
             return None
         from repro.nvml import Monitor
 
-        return Monitor(*self.nvml, own_pid=os.getpid())
+        return Monitor(*self.nvml, own_pid=os.getpid(), period_s=period_s)
 
     def _profile(
         self, name: str, runner: Callable[[], Any], iters: int, calls_per_iter: int

@@ -82,26 +82,46 @@ class Monitor:
     power-cap excursion in the middle of a measurement.
     """
 
-    def __init__(self, nv: Any, h: Any, own_pid: int, period_s: float = 0.05) -> None:
+    def __init__(self, nv: Any, h: Any, own_pid: int, period_s: float | None = 0.05) -> None:
         self._nv, self._h, self._pid, self._period = nv, h, own_pid, period_s
         self._stop = threading.Event()
         self._readings: list[dict[str, Any]] = []
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread = threading.Thread(target=self._loop, daemon=True) if period_s is not None else None
         self.before: dict[str, Any] = {}
         self.after: dict[str, Any] = {}
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._period):
+        while not self._stop.wait(self._period or 0.05):
             self._readings.append(snapshot(self._nv, self._h))
+
+    def poll(self) -> None:
+        """One light reading (SM clock and clocks-event reasons), for a monitor without a thread.
+
+        Paired timing calls this between rounds, on the measuring thread, so that nothing
+        runs beside the timed work: a polling thread was one of the harness's own sources
+        of variance on the H200.
+        """
+        mask = _safe(lambda: self._nv.nvmlDeviceGetCurrentClocksEventReasons(self._h))
+        if mask is None:
+            mask = _safe(lambda: self._nv.nvmlDeviceGetCurrentClocksThrottleReasons(self._h))
+        self._readings.append(
+            {
+                "sm_clock_mhz": _safe(lambda: self._nv.nvmlDeviceGetClockInfo(self._h, self._nv.NVML_CLOCK_SM)),
+                "clocks_event_reasons": decode_reasons(mask) if mask is not None else None,
+                "compute_pids": None,
+            }
+        )
 
     def __enter__(self) -> Monitor:
         self.before = snapshot(self._nv, self._h)
-        self._thread.start()
+        if self._thread is not None:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread is not None:
+            self._thread.join(timeout=2)
         self.after = snapshot(self._nv, self._h)
 
     def summary(self) -> dict[str, Any]:

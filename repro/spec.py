@@ -1,21 +1,73 @@
-"""The typed contract a repro implements: params, requirements, variant results and the verdict."""
+"""The typed contract a repro implements: params, requirements, declared comparisons, run and explain.
+
+A repro subclasses ``Repro[Params]``, declares the comparisons it judges (``comparisons``),
+measures its variants in ``run`` (compared variants in paired rounds via
+``ctx.measure_paired``) and explains the outcome in ``explain``. The harness computes every
+ratio, its CI, the status and the lead of the finding (``repro.verdict.judge``). Repros
+written against the older API (a ``verdict`` method of their own) keep working.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from repro.errors import UsageError
 
+# Re-exported: repro modules (and plugins) import these from repro.spec.
+from repro.results import (
+    DECIDED,
+    STATUSES,
+    Achieved,
+    Comparison,
+    Finding,
+    Kernel,
+    Metric,
+    Ratio,
+    RunResult,
+    Stats,
+    Status,
+    Timing,
+    VariantResult,
+    Verdict,
+    Work,
+    from_jsonable,
+)
+
 if TYPE_CHECKING:
     from repro.measure import Context
+    from repro.verdict import Outcome
 
-Status = Literal["reproduced", "not_reproduced", "skipped", "error"]
-STATUSES: tuple[str, ...] = ("reproduced", "not_reproduced", "skipped", "error")
+__all__ = [
+    "DECIDED",
+    "STATUSES",
+    "Achieved",
+    "Comparison",
+    "Finding",
+    "Kernel",
+    "Metric",
+    "Ratio",
+    "Repro",
+    "Requirements",
+    "RunResult",
+    "Stats",
+    "Status",
+    "Timing",
+    "VariantResult",
+    "Verdict",
+    "Work",
+    "build_params",
+    "from_jsonable",
+    "param",
+    "params_help",
+    "params_to_dict",
+    "parse_assignments",
+]
+
+P = TypeVar("P")
 
 _MISSING: Any = dataclasses.MISSING
 
@@ -52,186 +104,46 @@ class Requirements:
         return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class Metric:
-    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``."""
+class Repro(Generic[P]):
+    """Base class of every repro; subclasses are registered with ``@catalog.register``.
 
-    name: str
-    description: str
-    threshold: float
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Summary of one sample set (seconds per call); the CI is for the median."""
-
-    n: int
-    median: float
-    mean: float
-    stdev: float
-    min: float
-    max: float
-    q1: float
-    q3: float
-    iqr: float
-    ci_low: float
-    ci_high: float
-    ci_level: float
-    rel_ci_halfwidth: float
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How a variant was timed and what came out."""
-
-    method: Literal["cuda_events", "graph_replay", "perf_counter", "external"]
-    unit: Literal["s"]
-    calls_per_sample: int
-    warmup_calls: int
-    stop_reason: Literal["ci_target", "time_budget", "max_samples", "external"]
-    target_rel_ci: float
-    budget_s: float
-    elapsed_s: float
-    stats: Stats
-    samples: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One row of a variant's kernel table (totals over ``iterations`` profiled calls)."""
-
-    name: str
-    count: int
-    total_us: float
-    mean_us: float
-    per_call: float  # launches of this kernel per timed call
-
-
-@dataclass(frozen=True)
-class Work:
-    """Work one call does, to turn time into achieved rates."""
-
-    flops: float = 0.0
-    bytes: float = 0.0
-    ceiling: str | None = None  # which measured ceiling applies: fp32, tf32, bf16, copy
-
-
-@dataclass(frozen=True)
-class Achieved:
-    """Achieved rate at the median time, and its share of the measured ceiling."""
-
-    tflops: float | None
-    gbps: float | None
-    ceiling: str | None
-    ceiling_value: float | None
-    ceiling_unit: str | None
-    pct_of_ceiling: float | None
-
-
-@dataclass(frozen=True)
-class VariantResult:
-    """One measured (or skipped) variant of a repro."""
-
-    name: str
-    label: str
-    config: Mapping[str, Any]
-    status: Literal["ok", "skipped", "error"]
-    reason: str | None = None
-    device: str | None = None
-    timing: Timing | None = None
-    kernels: tuple[Kernel, ...] = ()
-    kernel_source: str | None = None  # "cuda" kernels, "cpu" leaf ops, or another tool's name
-    profiled_iterations: int = 0
-    work: Work | None = None
-    achieved: Achieved | None = None
-    gpu_monitor: Mapping[str, Any] | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def median(self) -> float:
-        if self.timing is None:
-            raise ValueError(f"variant {self.name!r} has no timing (status {self.status})")
-        return self.timing.stats.median
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The answer: metric value with its CI against the threshold, and one plain sentence."""
-
-    metric: str
-    description: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci_level: float
-    threshold: float
-    status: Status
-    finding: str
-    breakdown: tuple[Mapping[str, Any], ...] = ()
-    variants: tuple[str, ...] = ()  # the (numerator, denominator) variants of the headline ratio
-    details: tuple[str, ...] = ()  # further sentences: other backends, side measurements, caveats
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What ``Repro.run`` returns: the variants plus any repro-specific tables."""
-
-    variants: tuple[VariantResult, ...]
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def variant(self, name: str) -> VariantResult:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(f"no variant {name!r}; have {', '.join(v.name for v in self.variants)}")
-
-
-_RESULT_TYPES: dict[str, type] = {}
-
-
-class Repro:
-    """Base class of every repro; subclasses are registered with ``@catalog.register``."""
+    ``class MyRepro(Repro[MyParams])`` lets mypy check ``run`` and ``explain`` against the
+    params type. A plain ``class MyRepro(Repro)`` (the older API) still works.
+    """
 
     id: ClassVar[str]
     title: ClassVar[str]
     upstream: ClassVar[tuple[str, ...]]
     seed_claim: ClassVar[str]
-    Params: ClassVar[type]
+    Params: ClassVar[type[Any]]
     requires: ClassVar[Requirements]
     metric: ClassVar[Metric]
+    # How the headline is chosen among comparisons marked ``headline=True``, in declared
+    # order: "first" takes the first whose both variants were measured (a preference
+    # fixed before any number is seen); "worst" reproduces when any of them does and
+    # shows the largest ratio among those that did, else the largest overall.
+    headline_rule: ClassVar[str] = "first"
 
-    def run(self, params: Any, ctx: Context) -> RunResult:
+    def comparisons(self, params: P) -> Sequence[Comparison]:
+        """The ratios this repro judges for ``params``; none means an older-API repro."""
+        return ()
+
+    def run(self, params: P, ctx: Context) -> RunResult:
         raise NotImplementedError
 
-    def verdict(self, params: Any, result: RunResult) -> Verdict:
-        raise NotImplementedError
+    def explain(self, params: P, result: RunResult, outcome: Outcome) -> Finding:
+        """The finding after the harness's lead ("Reproduced: ..."): one sentence and details."""
+        head = outcome.headline
+        if head is None:
+            return Finding(f"no comparison could be computed ({outcome.why_not})")
+        return Finding(f"{head.comparison.label or head.comparison.name} was {outcome.fmt(head)}")
 
+    def verdict(self, params: P, result: RunResult) -> Verdict:
+        """The verdict from the declared comparisons (older repros override this)."""
+        from repro.verdict import judge
 
-def from_jsonable(tp: Any, data: Any) -> Any:
-    """Rebuild a result dataclass (nested, with tuples and optionals) from its JSON form."""
-    if data is None:
-        return None
-    if isinstance(tp, str):
-        tp = _RESULT_TYPES[tp]
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(
-            **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
-        )
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is tuple:
-        return tuple(from_jsonable(args[0], x) for x in data)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        dc = [a for a in inner if dataclasses.is_dataclass(a)]
-        return from_jsonable(dc[0], data) if dc and isinstance(data, dict) else data
-    return data
+        return judge(self, params, result)
 
-
-_RESULT_TYPES.update({c.__name__: c for c in (Stats, Timing, Kernel, Work, Achieved, VariantResult, Verdict)})
 
 # --------------------------------------------------------------------------- params
 

@@ -6,7 +6,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from repro.spec import Stats
+from repro.results import Stats
 
 # Below this many samples the exact binomial tail is summed; above it the normal
 # approximation of the binomial is within a fraction of an order statistic.
@@ -98,6 +98,25 @@ def ratio_ci(
     a, b = summarize(num, per), summarize(den, per)
     value = quantile(sorted(num), 0.5) / quantile(sorted(den), 0.5) * scale
     return value, a.ci_low / b.ci_high * scale, a.ci_high / b.ci_low * scale
+
+
+def paired_ratio_ci(
+    num_rounds: Sequence[float], den_rounds: Sequence[float], level: float = 0.95, scale: float = 1.0
+) -> tuple[float, float, float]:
+    """Median of the per-round ratios num[i]/den[i] (times ``scale``) and its distribution-free CI.
+
+    Both sides were timed in the same interleaved rounds, so a slow state of the GPU that
+    lasts a round hits both alike and cancels in that round's ratio, while a state that
+    changes between rounds shows up as spread between the ratios, and so in the CI. The
+    rounds are taken as exchangeable; no normality is assumed.
+    """
+    if len(num_rounds) != len(den_rounds):
+        raise ValueError(f"paired rounds differ in length: {len(num_rounds)} vs {len(den_rounds)}")
+    ratios = [a / b * scale for a, b in zip(num_rounds, den_rounds, strict=True) if b > 0]
+    if not ratios:
+        raise ValueError("no paired round with a positive denominator")
+    st = summarize(ratios, level)
+    return st.median, st.ci_low, st.ci_high
 
 
 def classify(value: float, lo: float, hi: float, threshold: float) -> str:

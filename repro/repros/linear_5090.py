@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.catalog import register
-from repro.measure import Context
-from repro.spec import Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
-from repro.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
+from repro.measure import Arm, Context
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
+from repro.verdict import Outcome, short_kernel, top_kernel
+
+# Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
+# clears it is the seed's cliff, not noise.
+THRESHOLD = 1.5
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ def _kernel_clause(lin: VariantResult, man: VariantResult) -> str:
 
 
 @register
-class Linear5090(Repro):
+class Linear5090(Repro[Params]):
     id = "5090-linear"
     title = "nn.Linear slower than x @ w.t() + b in fp32 (RTX 5090)"
     upstream = ("https://github.com/pytorch/pytorch/issues/150725",)
@@ -69,8 +73,33 @@ class Linear5090(Repro):
     metric = Metric(
         name="t(linear)/t(manual), fp32, TF32 off",
         description="median time of nn.Linear over median time of x @ w.t() + b, same inputs",
-        threshold=1.5,  # halfway between the 4090's ~1.0 and the 5090's ~2.7
+        threshold=THRESHOLD,
     )
+
+    def comparisons(self, p: Params) -> list[Comparison]:
+        out = [
+            Comparison(
+                "fp32",
+                "linear_fp32",
+                "manual_fp32",
+                THRESHOLD,
+                label="t(nn.Linear)/t(x @ w.t() + b), fp32",
+                headline=True,
+                qualifiers={"precision": "fp32 (TF32 off)"},
+            )
+        ]
+        if p.tf32_variants:
+            out.append(
+                Comparison(
+                    "tf32",
+                    "linear_tf32",
+                    "manual_tf32",
+                    THRESHOLD,
+                    label="t(nn.Linear)/t(x @ w.t() + b), TF32",
+                    qualifiers={"precision": "tf32"},
+                )
+            )
+        return out
 
     def run(self, p: Params, ctx: Context) -> RunResult:
         import torch
@@ -90,51 +119,46 @@ class Linear5090(Repro):
         def manual() -> Any:
             return x @ w.t() + b
 
-        variants = []
-        modes = [False, True] if p.tf32_variants else [False]
+        variants: list[VariantResult] = []
+        # TF32 is a tensor-core mode; on CPU it is the same fp32 path, so it is not timed there.
+        modes = [False, True] if p.tf32_variants and ctx.cuda else [False]
         with torch.no_grad():
             for on in modes:
                 precision = "tf32" if on else "fp32"
                 with tf32(on):
-                    if on and not ctx.cuda:
-                        continue  # TF32 is a tensor-core mode; on CPU it is the same fp32 path
-                    for name, fn in (("linear", linear), ("manual", manual)):
-                        variants.append(
-                            ctx.measure(
+                    # The two forms of one precision in interleaved rounds: the ratio's CI
+                    # comes from the per-round ratios, so GPU drift cancels in it.
+                    variants += ctx.measure_paired(
+                        [
+                            Arm(
                                 f"{name}_{precision}",
                                 fn,
-                                label=("nn.Linear" if name == "linear" else "x @ w.t() + b")
-                                + f" ({precision.upper()})",
+                                label=f"{form} ({precision.upper()})",
                                 config={"form": name, "allow_tf32": on, "shape": [p.batch, p.tokens, p.features]},
                                 work=Work(flops=flops, bytes=moved, ceiling=precision),
                             )
-                        )
+                            for name, form, fn in (("linear", "nn.Linear", linear), ("manual", "x @ w.t() + b", manual))
+                        ],
+                        group=precision,
+                    )
             torch.testing.assert_close(linear(), manual(), rtol=1e-3, atol=1e-3)
         return RunResult(variants=tuple(variants))
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
         lin, man = result.variant("linear_fp32"), result.variant("manual_fp32")
-        tf32_note = ""
-        if "linear_tf32" in {v.name for v in result.variants}:
+        details: list[str] = []
+        if lin.kernel_source == "cuda":
+            sentence = _kernel_clause(lin, man)
+        else:
+            sentence = f"the heaviest ops were {top_kernel(lin)} and {top_kernel(man)}"
+        if not outcome.smoke:
+            sentence += " (the seed saw ~2.7x on an RTX 5090 and ~1.0x on an RTX 4090)"
+        names = {v.name for v in result.variants}
+        if "linear_tf32" in names:
             on = result.variant("linear_tf32")
             if on.timing and lin.timing:
-                tf32_note = f" With TF32 on, nn.Linear ran {lin.median / on.median:.1f}x faster than with it off."
-
-        def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
-            if lin.kernel_source == "cuda":
-                kernels = _kernel_clause(lin, man)
-            else:
-                kernels = (
-                    f"in a smoke run on {lin.device}, not evidence about any GPU, the heaviest ops were "
-                    f"{top_kernel(lin)} and {top_kernel(man)}"
-                )
-            if status == "reproduced":
-                head = f"Reproduced: nn.Linear took {fmt_ratio(value, lo, hi)} the time of x @ w.t() + b in fp32"
-            else:
-                head = (
-                    f"Not reproduced: nn.Linear took {fmt_ratio(value, lo, hi)} the time of x @ w.t() + b "
-                    f"in fp32 ({qualifier} the {self.metric.threshold} threshold; the seed saw ~2.7x on an RTX 5090)"
-                )
-            return f"{head}; {kernels}.{tf32_note}"
-
-        return ratio_verdict(self.metric, lin, man, finding=finding)
+                details.append(f"With TF32 on, nn.Linear ran {lin.median / on.median:.1f}x faster than with it off.")
+            tf = outcome.get("tf32")
+            if tf is not None:
+                details.append(f"With TF32 on, t(nn.Linear)/t(manual) was {outcome.fmt(tf)}.")
+        return Finding(sentence, tuple(details))

@@ -1,0 +1,241 @@
+"""Result types every layer shares: timings, kernels, work, variants, comparisons and the verdict.
+
+The bottom of the package: it imports nothing from ``repro`` but errors, so statistics,
+measurement, the repro contract and the artifact code can all depend on it without cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# "smoke": the pipeline ran (a --smoke or CPU run) and proves nothing about any GPU, so it
+# never says reproduced or not_reproduced.
+Status = Literal["reproduced", "not_reproduced", "smoke", "skipped", "error"]
+STATUSES: tuple[str, ...] = ("reproduced", "not_reproduced", "smoke", "skipped", "error")
+DECIDED: tuple[str, ...] = ("reproduced", "not_reproduced")
+StopReason = Literal["ci_target", "decided", "time_budget", "max_samples", "max_rounds", "external"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``."""
+
+    name: str
+    description: str
+    threshold: float
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one sample set (seconds per call); the CI is for the median."""
+
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    q1: float
+    q3: float
+    iqr: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    rel_ci_halfwidth: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a variant was timed and what came out."""
+
+    method: Literal["cuda_events", "graph_replay", "perf_counter", "external"]
+    unit: Literal["s"]
+    calls_per_sample: int
+    warmup_calls: int
+    stop_reason: StopReason
+    target_rel_ci: float
+    budget_s: float
+    elapsed_s: float
+    stats: Stats
+    samples: tuple[float, ...]
+    # Paired, interleaved timing: the variants of one ``group`` were timed in the same
+    # rounds, and ``rounds[i]`` is this variant's time per call in round i (the median of
+    # that round's samples). A ratio's CI is built from the per-round ratios.
+    group: str | None = None
+    rounds: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One row of a variant's kernel table (totals over ``iterations`` profiled calls)."""
+
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    per_call: float  # launches of this kernel per timed call
+
+
+@dataclass(frozen=True)
+class Work:
+    """Work one call does, to turn time into achieved rates."""
+
+    flops: float = 0.0
+    bytes: float = 0.0
+    ceiling: str | None = None  # which measured ceiling applies: fp32, tf32, bf16, copy
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """Achieved rate at the median time, and its share of the measured ceiling."""
+
+    tflops: float | None
+    gbps: float | None
+    ceiling: str | None
+    ceiling_value: float | None
+    ceiling_unit: str | None
+    pct_of_ceiling: float | None
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One measured (or skipped) variant of a repro."""
+
+    name: str
+    label: str
+    config: Mapping[str, Any]
+    status: Literal["ok", "skipped", "error"]
+    reason: str | None = None
+    device: str | None = None
+    timing: Timing | None = None
+    kernels: tuple[Kernel, ...] = ()
+    kernel_source: str | None = None  # "cuda" kernels, "cpu" leaf ops, or another tool's name
+    profiled_iterations: int = 0
+    work: Work | None = None
+    achieved: Achieved | None = None
+    gpu_monitor: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def median(self) -> float:
+        if self.timing is None:
+            raise ValueError(f"variant {self.name!r} has no timing (status {self.status})")
+        return self.timing.stats.median
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer: metric value with its CI against the threshold, and one plain sentence."""
+
+    metric: str
+    description: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_level: float
+    threshold: float
+    status: Status
+    finding: str
+    breakdown: tuple[Mapping[str, Any], ...] = ()
+    variants: tuple[str, ...] = ()  # the (numerator, denominator) variants of the headline ratio
+    details: tuple[str, ...] = ()  # further sentences: other backends, side measurements, caveats
+    headline: str | None = None  # the name of the comparison the status rests on
+    paired: bool | None = None  # the headline CI came from paired per-round ratios
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One ratio a repro judges: t(num) / t(den) x ``scale`` against ``threshold``.
+
+    ``scale`` turns a time ratio into a work-scaled one (solve's ((n-1)/n)^3), so that
+    smooth scaling reads 1.0. ``basis="kernel"`` compares per-call device time of the
+    variants' matched kernels (``extra["kernel_rounds_s"]``) instead of whole-call time.
+    ``qualifiers`` are the facts a reader needs beside the number (backend, batch, source)
+    and reach the breakdown row and the report's summary.
+    """
+
+    name: str
+    num: str
+    den: str
+    threshold: float
+    label: str = ""
+    scale: float = 1.0
+    headline: bool = False
+    basis: Literal["time", "kernel"] = "time"
+    qualifiers: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A computed comparison: value, CI, where it sits against the threshold."""
+
+    comparison: Comparison
+    value: float
+    ci_low: float
+    ci_high: float
+    status: Literal["reproduced", "not_reproduced"]
+    where: Literal["above", "below", "straddles"]
+    paired: bool
+    n: int  # paired rounds, or the smaller sample count of an unpaired ratio
+
+    @property
+    def rel_halfwidth(self) -> float:
+        return (self.ci_high - self.ci_low) / 2 / self.value if self.value > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A repro's explanation of its outcome: one sentence, then any further details."""
+
+    sentence: str
+    details: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What ``Repro.run`` returns: the variants plus any repro-specific tables."""
+
+    variants: tuple[VariantResult, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def variant(self, name: str) -> VariantResult:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"no variant {name!r}; have {', '.join(v.name for v in self.variants)}")
+
+
+_RESULT_TYPES: dict[str, type] = {}
+
+
+def from_jsonable(tp: Any, data: Any) -> Any:
+    """Rebuild a result dataclass (nested, with tuples and optionals) from its JSON form."""
+    if data is None:
+        return None
+    if isinstance(tp, str):
+        tp = _RESULT_TYPES[tp]
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return tp(
+            **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
+        )
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is tuple:
+        return tuple(from_jsonable(args[0], x) for x in data)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        dc = [a for a in inner if dataclasses.is_dataclass(a)]
+        return from_jsonable(dc[0], data) if dc and isinstance(data, dict) else data
+    return data
+
+
+_RESULT_TYPES.update({c.__name__: c for c in (Stats, Timing, Kernel, Work, Achieved, VariantResult, Verdict)})
+
