@@ -15,7 +15,7 @@ from typing import Any
 
 from repro import artifact, catalog, fingerprint
 from repro.measure import Context, SamplingConfig
-from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
+from repro.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.verdict import as_smoke, unavailable
 
 # A variant whose SM clock, while it ran, sat below this share of the card's
@@ -230,6 +230,13 @@ def _pair_legacy(
     arms = [ctx.recorded_arms.get(n) for n in names]
     if any(a is None for a in arms):
         return result, verdict
+    num, den = (result.variant(n) for n in names)
+    if num.timing is None or den.timing is None or verdict.value is None:
+        return result, verdict
+    # The repro's own scale (e.g. work-scaled ratios), read off its first verdict, so the
+    # stop rule can tell when the paired CI is decided against the threshold.
+    scale = verdict.value / (num.timing.stats.median / den.timing.stats.median)
+    ctx.comparisons = (Comparison("legacy", names[0], names[1], verdict.threshold, scale=scale),)
     try:
         paired = {v.name: v for v in ctx.measure_paired([a for a in arms if a is not None], group="+".join(names))}
     except Exception as exc:  # the repro's calls no longer run (freed state): keep its blocked timings

@@ -504,7 +504,9 @@ class Context:
                 f"clocks-event reasons while measuring: {', '.join(gpu_monitor['throttled'])} "
                 f"(SM clock {gpu_monitor['sm_clock_during_mhz']} MHz)"
             )
-        if timing.stop_reason not in ("ci_target", "decided") and timing.stats.rel_ci_halfwidth > timing.target_rel_ci:
+        # A paired variant is judged by its comparison's CI (the verdict's), not its own.
+        unpaired = timing.group is None
+        if unpaired and timing.stop_reason != "ci_target" and timing.stats.rel_ci_halfwidth > timing.target_rel_ci:
             notes.append(
                 f"median CI half-width {timing.stats.rel_ci_halfwidth:.2%} did not reach the "
                 f"{timing.target_rel_ci:.2%} target before the {timing.stop_reason.replace('_', ' ')}"

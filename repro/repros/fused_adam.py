@@ -29,24 +29,14 @@ from __future__ import annotations
 import dataclasses
 import gc
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from repro import stats
 from repro.catalog import register
-from repro.measure import Context
-from repro.spec import (
-    Metric,
-    Repro,
-    Requirements,
-    RunResult,
-    VariantResult,
-    Verdict,
-    Work,
-    param,
-)
-from repro.verdict import CI_LEVEL, decide, fmt_ratio, measured, unavailable
+from repro.measure import Arm, Context
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
+from repro.verdict import Outcome, Ratio
 
 BACKENDS: dict[str, str] = {
     "te": "TE FusedAdam",
@@ -68,9 +58,12 @@ SEED_RATIO = 1.9
 # its overflow buffer and step counter (vectorized_elementwise_kernel), which are
 # bookkeeping, not the per-kernel cost the seed measured (they stay in step time).
 KERNEL_KEYS = ("adam", "multi_tensor", "foreach")
-# Fewer per-step kernel samples than this cannot bound a median at the level the
-# two-set ratio CI needs (sqrt(0.95) per set needs n >= 7); below it, step time is used.
+# Fewer per-step kernel rounds than this cannot bound a median at 95% (the
+# order-statistic interval needs n >= 6); below it, step time is used.
 MIN_KERNEL_SAMPLES = 7
+# Both forms move the same bytes; a memory-bound kernel 30% slower is a real regression
+# well outside run-to-run noise (~1-2%) and still under the seed's 1.9.
+THRESHOLD = 1.3
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
@@ -110,16 +103,6 @@ class Params:
     )
 
 
-@dataclass(frozen=True)
-class PairRatio:
-    """capturable/regular for one backend, with the samples it came from."""
-
-    value: float
-    lo: float
-    hi: float
-    basis: str  # "kernel" (optimizer kernels' device time per step) or "step" (whole step time)
-
-
 def _te_fused_adam() -> tuple[Any, str | None]:
     """TE's FusedAdam class, or None and why not; imported here, never at module load."""
     try:
@@ -154,7 +137,7 @@ def _first_step(opt: Any) -> None:
 
 
 @register
-class FusedAdamCapturable(Repro):
+class FusedAdamCapturable(Repro[Params]):
     id = "fused-adam-capturable"
     title = "FusedAdam capturable=True slower than capturable=False (TE #3777)"
     upstream = ("https://github.com/NVIDIA/TransformerEngine/issues/3777",)
@@ -170,10 +153,28 @@ class FusedAdamCapturable(Repro):
             "median per-step device time of the optimizer kernels with capturable=True over "
             "capturable=False, eager, same tensors; TE FusedAdam whenever it ran, else torch fused AdamW"
         ),
-        # Both forms move the same bytes; a memory-bound kernel 30% slower is a real
-        # regression well outside run-to-run noise (~1-2%) and still under the seed's 1.9.
-        threshold=1.3,
+        threshold=THRESHOLD,
     )
+
+    def comparisons(self, p: Params) -> list[Comparison]:
+        # Headline rule, fixed before looking at any number: TE FusedAdam is the seed's own
+        # optimizer, so whenever it ran it answers the seed; otherwise torch's fused AdamW
+        # speaks (every container has it); the foreach path is a reference and speaks only
+        # when neither fused one ran. BACKENDS lists them in that order.
+        return [
+            Comparison(
+                b,
+                f"{b}_capturable",
+                f"{b}_regular",
+                THRESHOLD,
+                label=f"{BACKENDS[b]}: optimizer-kernel time per step, capturable/regular",
+                headline=True,
+                basis="kernel",
+                qualifiers={"backend": BACKENDS[b]},
+            )
+            for b in BACKENDS
+            if b in p.backends
+        ]
 
     def run(self, p: Params, ctx: Context) -> RunResult:
         import torch
@@ -182,10 +183,11 @@ class FusedAdamCapturable(Repro):
         dev = torch.device(ctx.device)
         elements = p.n_tensors * p.numel
         if ctx.cuda:
-            # params + grads + the two moments, fp32, with one more set of headroom for the
+            # params + grads + two optimizers' moments (regular and capturable live at once,
+            # so their steps can be interleaved), fp32, with one more set of headroom for the
             # foreach path's temporaries; a card that cannot hold them gets skipped
             # variants that say so, not an out-of-memory crash before any variant exists.
-            need = 5 * 4 * elements
+            need = 7 * 4 * elements
             free = _free_gpu_bytes()
             if free is not None and need > free:
                 fit = max(1, int(p.numel * free / need))
@@ -246,100 +248,124 @@ class FusedAdamCapturable(Repro):
     def _backend(
         self, backend: str, p: Params, ctx: Context, tensors: list[Any], work: Work, te_cls: Any
     ) -> list[VariantResult]:
-        """The three variants of one backend; one failing leaves the others standing."""
-        out: list[VariantResult] = []
+        """The three variants of one backend: regular and capturable steps in paired rounds
+        (whole step, then per-kernel in one interleaved profiler session), then graph replay."""
         base = {"backend": backend, "n_tensors": p.n_tensors, "numel": p.numel, "dtype": "float32"}
-        for capturable in (False, True):
-            modes = ["capturable", "capturable_graph"] if capturable else ["regular"]
-            if capturable and backend == "torch_foreach" and not ctx.cuda:
-                reason = "torch's capturable foreach AdamW needs params on a CUDA/XPU/HPU device"
-                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), reason, **base) for m in modes]
-                continue
+        names = {m: f"{backend}_{m}" for m in MODES}
+        labels = {m: _label(backend, m) for m in MODES}
+        configs = {
+            m: {**base, "capturable": m != "regular", "timed": "graph" if m.endswith("graph") else "eager"}
+            for m in MODES
+        }
+        if backend == "torch_foreach" and not ctx.cuda:
+            reason = "torch's capturable foreach AdamW needs params on a CUDA/XPU/HPU device"
+            out = [ctx.skipped(names[m], labels[m], reason, **configs[m]) for m in MODES if m != "regular"]
+            return [*self._alone(backend, p, ctx, tensors, work, te_cls, configs["regular"]), *out]
+        opts: dict[str, Any] = {}
+        try:
+            for mode in ("regular", "capturable"):
+                try:
+                    opts[mode] = _make_optimizer(backend, mode == "capturable", tensors, p, te_cls)
+                except Exception as exc:  # e.g. fused=True unsupported on this device
+                    why = f"could not build the optimizer: {type(exc).__name__}: {exc}".splitlines()[0]
+                    return [ctx.skipped(names[m], labels[m], why, **configs[m]) for m in MODES]
+                try:
+                    _first_step(opts[mode])
+                except Exception as exc:  # e.g. no room for the moments: this backend is out
+                    return [ctx.errored(names[m], labels[m], exc, **configs[m]) for m in MODES]
             try:
-                opt = _make_optimizer(backend, capturable, tensors, p, te_cls)
-            except Exception as exc:  # e.g. fused=True unsupported on this device
-                why = f"could not build the optimizer: {type(exc).__name__}: {exc}".splitlines()[0]
-                out += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, **base) for m in modes]
-                continue
-            try:
-                _first_step(opt)
-            except Exception as exc:  # e.g. no room for the moments: this backend is out
-                out += [ctx.errored(f"{backend}_{m}", _label(backend, m), exc, **base) for m in modes]
-            else:
-                out += [self._variant(backend, m, opt, ctx, p, work, base) for m in modes]
-            finally:
+                eager = ctx.measure_paired(
+                    [
+                        Arm(names[m], opts[m].step, label=labels[m], config=configs[m], work=work)
+                        for m in ("regular", "capturable")
+                    ],
+                    group=backend,
+                )
+            except Exception as exc:  # an OOM costs this backend, not the run
+                return [ctx.errored(names[m], labels[m], exc, **configs[m]) for m in MODES]
+            if ctx.cuda:
+                eager = self._kernel_rounds(backend, p, ctx, opts, eager)
+            graph = self._graph(names["capturable_graph"], labels["capturable_graph"], configs, opts, ctx, p, work)
+            return [*eager, graph]
+        finally:
+            for opt in opts.values():
                 opt.state.clear()  # the moments: two more fp32 sets of the whole model
-                del opt
-        return out
+            opts.clear()
 
-    def _variant(
+    def _alone(
         self,
         backend: str,
-        mode: str,
-        opt: Any,
+        p: Params,
+        ctx: Context,
+        tensors: list[Any],
+        work: Work,
+        te_cls: Any,
+        config: Mapping[str, Any],
+    ) -> list[VariantResult]:
+        """A backend with no capturable form here (foreach on CPU): its regular step alone."""
+        name, label = f"{backend}_regular", _label(backend, "regular")
+        try:
+            opt = _make_optimizer(backend, False, tensors, p, te_cls)
+            _first_step(opt)
+            v = ctx.measure(name, opt.step, label=label, config=config, work=work)
+            opt.state.clear()
+            return [v]
+        except Exception as exc:  # this backend's error only
+            return [ctx.errored(name, label, exc, **config)]
+
+    def _kernel_rounds(
+        self, backend: str, p: Params, ctx: Context, opts: Mapping[str, Any], eager: list[VariantResult]
+    ) -> list[VariantResult]:
+        """Per-step optimizer-kernel device time of both forms, interleaved in one profiler session."""
+        try:
+            rounds = ctx.kernel_rounds(
+                {m: opts[m].step for m in ("regular", "capturable")}, p.kernel_iters, optimizer_kernel
+            )
+        except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
+            note = f"per-kernel rounds failed ({type(exc).__name__}: {exc})".splitlines()[0]
+            return [dataclasses.replace(v, warnings=(*v.warnings, note)) for v in eager]
+        out = []
+        for v in eager:
+            mode = "capturable" if v.name.endswith("_capturable") else "regular"
+            out.append(
+                _with_extra(
+                    v,
+                    {
+                        "kernel_rounds_s": rounds[mode],
+                        "kernel_group": f"{backend}_kernels",
+                        "kernel_match": list(KERNEL_KEYS),
+                    },
+                )
+            )
+        return out
+
+    def _graph(
+        self,
+        name: str,
+        label: str,
+        configs: Mapping[str, Mapping[str, Any]],
+        opts: Mapping[str, Any],
         ctx: Context,
         p: Params,
         work: Work,
-        base: Mapping[str, Any],
     ) -> VariantResult:
-        name, label = f"{backend}_{mode}", _label(backend, mode)
-        config = {
-            **base,
-            "capturable": mode != "regular",
-            "timed": "graph" if mode.endswith("graph") else "eager",
-        }
-        if mode == "capturable_graph":
-            if not p.graph:
-                return ctx.skipped(name, label, "graph replay turned off (--set graph=false)", **config)
-            if not ctx.cuda:
-                return ctx.skipped(name, label, "CUDA graph replay needs CUDA", **config)
-        step: Callable[[], Any] = opt.step
-        try:
-            if mode == "capturable_graph":
-                # The per-kernel metric comes from the eager variants; replay is
-                # timed as a whole step (graph kernels cannot be split per step).
-                return ctx.measure(name, step, label=label, config=config, work=work, graph=True)
-            v = ctx.measure(name, step, label=label, config=config, work=work)
-        except Exception as exc:  # an OOM or a capture failure costs this variant, not the run
-            return ctx.errored(name, label, exc, **config)
+        """The capturable step by CUDA graph replay, timed on its own (no comparison judges it)."""
+        config = configs["capturable_graph"]
+        if not p.graph:
+            return ctx.skipped(name, label, "graph replay turned off (--set graph=false)", **config)
         if not ctx.cuda:
-            return v
+            return ctx.skipped(name, label, "CUDA graph replay needs CUDA", **config)
         try:
-            ks = ctx.kernel_samples(step, p.kernel_iters, optimizer_kernel)
-        except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
-            note = f"per-kernel samples failed ({type(exc).__name__}: {exc})".splitlines()[0]
-            return dataclasses.replace(v, warnings=(*v.warnings, note))
-        return _with_extra(v, {"kernel_samples_s": ks, "kernel_match": list(KERNEL_KEYS)})
+            return ctx.measure(name, opts["capturable"].step, label=label, config=config, work=work, graph=True)
+        except Exception as exc:  # a capture failure costs this variant, not the run
+            return ctx.errored(name, label, exc, **config)
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
+        head = outcome.headline
         have = {v.name: v for v in result.variants}
-        ratios: dict[str, PairRatio | None] = {
-            b: pair_ratio(have.get(f"{b}_capturable"), have.get(f"{b}_regular")) for b in BACKENDS
-        }
-        # Headline rule, fixed before looking at any number: TE FusedAdam is the seed's
-        # own optimizer, so whenever it ran it answers the seed. Otherwise torch's fused
-        # AdamW speaks (every container has it), and the finding says TE was not measured;
-        # the foreach path is a reference and speaks only when neither fused one ran.
-        head = "torch_fused"
-        if ratios["te"] is not None:
-            head = "te"
-        elif ratios["torch_fused"] is None and ratios["torch_foreach"] is not None:
-            head = "torch_foreach"
-        rows = tuple(_row(b, have, ratios[b]) for b in BACKENDS if any(n.startswith(b + "_") for n in have))
-        chosen = ratios[head]
-        if chosen is None:
-            return _not_measured(self.metric, have, rows)
-        status, qualifier = decide(chosen.lo, chosen.hi, self.metric.threshold)
-        return measured(
-            self.metric,
-            chosen.value,
-            chosen.lo,
-            chosen.hi,
-            status,
-            finding(head, chosen, status, qualifier, self.metric.threshold, ratios, have),
-            rows,
-            (f"{head}_capturable", f"{head}_regular"),
-        )
+        if head is None:
+            return Finding("no backend has both a regular and a capturable step measured")
+        return Finding(*finding(head, outcome, have))
 
 
 # --------------------------------------------------------------------------- verdict pieces
@@ -367,122 +393,41 @@ def _ok(v: VariantResult | None) -> bool:
     return v is not None and v.status == "ok" and v.timing is not None
 
 
-def pair_ratio(cap: VariantResult | None, reg: VariantResult | None) -> PairRatio | None:
-    """capturable/regular with its CI, from per-step kernel samples when both have enough.
-
-    Without them (CPU, or no kernel matched) the whole-step samples stand in.
-    """
-    if cap is None or reg is None or not (_ok(cap) and _ok(reg)):
-        return None
-    kc, kr = cap.extra.get("kernel_samples_s") or [], reg.extra.get("kernel_samples_s") or []
-    if len(kc) >= MIN_KERNEL_SAMPLES and len(kr) >= MIN_KERNEL_SAMPLES:
-        num, den, basis = kc, kr, "kernel"
+def finding(head: Ratio, outcome: Outcome, have: Mapping[str, VariantResult]) -> tuple[str, tuple[str, ...]]:
+    """The sentence on the headline backend (what it says of the seed), then the details."""
+    backend = head.comparison.name
+    used = have[head.comparison.num]
+    kernel = bool(used.extra.get("kernel_rounds_s")) and head.comparison.basis == "kernel"
+    seed_s = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
+    if outcome.smoke:
+        sentence = "whole-step times were compared (no per-kernel timing on CPU)"
+    elif backend != "te":
+        # Only TE's own FusedAdam can answer a claim about TE's FusedAdam.
+        sentence = f"that says nothing about {seed_s}: TE FusedAdam was not measured here"
+    elif head.status == "reproduced":
+        sentence = f"TE FusedAdam's capturable kernels are slower, as the seed saw (~{SEED_RATIO}x on a GB300)"
+    elif head.where == "below":
+        sentence = f"so {seed_s} does not hold here"
     else:
-        num, den, basis = cap.timing.samples, reg.timing.samples, "step"  # type: ignore[union-attr]
-    value, lo, hi = stats.ratio_ci(num, den, CI_LEVEL)
-    return PairRatio(value=value, lo=lo, hi=hi, basis=basis)
-
-
-def _ms(v: VariantResult | None) -> float | None:
-    return v.median * 1e3 if v is not None and _ok(v) else None
-
-
-def _row(backend: str, have: Mapping[str, VariantResult], r: PairRatio | None) -> dict[str, Any]:
-    reg, cap, gr = (have.get(f"{backend}_{m}") for m in MODES)
-    reg_ms, graph_ms = _ms(reg), _ms(gr)
-    gbps = reg.achieved.gbps if reg is not None and reg.achieved is not None else None
-    return {
-        "backend": BACKENDS[backend],
-        "regular_ms": reg_ms,
-        "capturable_ms": _ms(cap),
-        "graph_replay_ms": graph_ms,
-        "ratio": r.value if r else None,
-        "ci_low": r.lo if r else None,
-        "ci_high": r.hi if r else None,
-        "basis": r.basis if r else None,
-        "graph_vs_regular": graph_ms / reg_ms if graph_ms and reg_ms else None,
-        "regular_gbps": gbps,
-        "status": "measured" if r else _why_not(reg, cap),
-    }
-
-
-def _why_not(*vs: VariantResult | None) -> str:
-    for v in vs:
-        if v is not None and v.status != "ok":
-            return f"{v.status}: {v.reason}"
-    return "not run"
-
-
-def _not_measured(metric: Metric, have: Mapping[str, VariantResult], rows: Sequence[Mapping[str, Any]]) -> Verdict:
-    reasons = [f"{v.name} {v.status} ({v.reason})" for v in have.values() if v.status != "ok"]
-    errored = any(v.status == "error" for v in have.values())
-    base = unavailable(
-        metric,
-        "no backend has both a regular and a capturable step measured: " + ("; ".join(reasons) or "none selected"),
-        status="error" if errored else "skipped",
-    )
-    return dataclasses.replace(base, breakdown=tuple(rows))
-
-
-def finding(
-    head: str,
-    r: PairRatio,
-    status: str,
-    qualifier: str,
-    threshold: float,
-    ratios: Mapping[str, PairRatio | None],
-    have: Mapping[str, VariantResult],
-) -> str:
-    """One plain sentence on the headline backend, then one on the others and graph replay."""
-    if r.basis == "kernel":
-        what, per = (
-            "the capturable step's optimizer kernels took",
-            "the device time of the regular step's optimizer kernels",
-        )
-    else:
-        what, per = "the capturable step took", "the time of the regular step"
-    seed = f"the seed saw ~{SEED_RATIO}x with TE FusedAdam on GB300"
-    ratio = fmt_ratio(r.value, r.lo, r.hi)
-    cap = have.get(f"{head}_capturable")
-    device = cap.device if cap is not None else None
-    if r.basis == "step" and device != "cuda":
-        head_s = (
-            f"Smoke run on {device}, not evidence about any GPU: with {BACKENDS[head]}, "
-            f"{what} {ratio} {per} ({qualifier} the {threshold} threshold; {seed})"
-        )
-    elif status == "reproduced":
-        head_s = f"Reproduced: with {BACKENDS[head]}, {what} {ratio} {per} ({seed})"
-    else:
-        seed_s = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
-        if head != "te":
-            # Only TE's own FusedAdam can refute a claim about TE's FusedAdam.
-            consequence = f"which says nothing about {seed_s}: TE FusedAdam was not measured here"
-        elif qualifier.startswith("the whole CI is below"):
-            consequence = f"so {seed_s} does not hold here"
-        else:
-            consequence = f"so this run can neither confirm nor rule out {seed_s}"
-        head_s = (
-            f"Not reproduced: with {BACKENDS[head]}, {what} {ratio} {per} "
-            f"({qualifier} the {threshold} threshold), {consequence}"
-        )
-    if r.basis == "step" and device == "cuda":
-        head_s += "; per-kernel samples were missing, so whole-step times were compared"
+        sentence = f"so this run can neither confirm nor rule out {seed_s}"
+    if not kernel and not outcome.smoke:
+        sentence += "; per-kernel samples were missing, so whole-step times were compared"
+    details = []
     others = []
-    for b, rb in ratios.items():
-        if b == head:
-            continue
-        if rb is not None:
-            others.append(f"{BACKENDS[b]} {fmt_ratio(rb.value, rb.lo, rb.hi)}")
-        elif f"{b}_regular" in have:
-            others.append(f"{BACKENDS[b]} not measured ({_short_reason(have, b)})")
-    graph = have.get(f"{head}_capturable_graph")
-    reg = have.get(f"{head}_regular")
-    tail = ""
+    for r in outcome.ratios:
+        if r is not head:
+            others.append(f"{BACKENDS[r.comparison.name]} {outcome.fmt(r)}")
+    for name, _why in outcome.missing:
+        if f"{name}_regular" in have:
+            others.append(f"{BACKENDS[name]} not measured ({_short_reason(have, name)})")
     if others:
-        tail += f" Other backends, capturable/regular: {'; '.join(others)}."
+        details.append(f"Other backends, capturable/regular: {'; '.join(others)}.")
+    graph, reg = have.get(f"{backend}_capturable_graph"), have.get(f"{backend}_regular")
     if graph is not None and _ok(graph) and reg is not None and _ok(reg):
-        tail += f" Graph replay of the capturable step took {graph.median / reg.median:.2f}x the eager regular step."
-    return f"{head_s}.{tail}"
+        details.append(
+            f"Graph replay of the capturable step took {graph.median / reg.median:.2f}x the eager regular step."
+        )
+    return sentence, tuple(details)
 
 
 def _short_reason(have: Mapping[str, VariantResult], backend: str) -> str:

@@ -29,19 +29,9 @@ from typing import Any
 
 from repro import stats
 from repro.catalog import register
-from repro.measure import Context, achieved
-from repro.spec import (
-    Metric,
-    Repro,
-    Requirements,
-    RunResult,
-    Timing,
-    VariantResult,
-    Verdict,
-    Work,
-    param,
-)
-from repro.verdict import CI_LEVEL, decide, fmt_ratio, ratio_verdict, unavailable
+from repro.measure import Arm, Context, achieved
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, Timing, VariantResult, Work, param
+from repro.verdict import Outcome
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
 # Where nvcc usually lives when it is not on PATH (CUDA images put it there).
@@ -70,6 +60,10 @@ TORCH_VARIANTS: tuple[tuple[str, str | None, bool], ...] = (
     ("fill_mm", "fill", True),
     ("mm_only", None, True),
 )
+# A 20% per-op penalty is far outside the spread of one graph-replay measurement (the H200
+# runs' CIs were within 1-2%), so a stack where memset nodes cost what kernel nodes cost
+# lands clearly below it. The seed thread's own number was not confirmed here.
+THRESHOLD = 1.2
 OP_LABELS = {"memset": "cudaMemsetAsync (4 B) node", "fill": "fill kernel (zero_ on 1 int32)", None: "nothing"}
 
 
@@ -82,6 +76,9 @@ class Params:
     mm_n: int = param(1024, help="columns of the interleaved matmul's right operand", smoke=256, min=1, max=16384)
     twin: bool = param(True, help="also build and run the pure CUDA twin (needs nvcc)")
     twin_replays: int = param(500, help="graph replays the twin times per variant", smoke=50, min=1, max=100_000)
+    twin_rounds: int = param(
+        50, help="interleaved rounds the twin splits its replays into (the paired CI's n)", smoke=10, min=1, max=10_000
+    )
     twin_warmup: int = param(20, help="untimed graph replays per variant in the twin", smoke=5, min=0, max=10_000)
     twin_work_iters: int = param(
         128, help="FMA iterations per element in the twin's work kernel (its matmul stand-in)", min=1, max=100_000
@@ -236,8 +233,16 @@ def twin_variants(
     """
     out = []
     ops = int(doc["ops"])
+    per_round = int(doc.get("per_round") or 0)
     for name, label in TWIN_VARIANTS:
         samples = [float(x) for x in doc["variants"][name]]
+        # The twin times its variants in interleaved rounds of per_round replays each; the
+        # median of each round's replays is that round's value, paired across variants.
+        rounds = (
+            tuple(stats.quantile(sorted(samples[i : i + per_round]), 0.5) for i in range(0, len(samples), per_round))
+            if per_round > 0
+            else None
+        )
         st = stats.summarize(samples)
         warnings = []
         if st.rel_ci_halfwidth > target_rel_ci:
@@ -257,6 +262,8 @@ def twin_variants(
             elapsed_s=sum(samples) * ops,
             stats=st,
             samples=tuple(samples),
+            group="twin" if rounds else None,
+            rounds=rounds,
         )
         out.append(
             VariantResult(
@@ -323,7 +330,7 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
 
 
 @register
-class GraphMemset(Repro):
+class GraphMemset(Repro[Params]):
     id = "graph-memset"
     title = "cudaMemsetAsync nodes slower than a fill kernel in CUDA graph replay"
     # The seed is an NVIDIA developer-forums thread, "Slowdown in CUDA graph execution
@@ -345,12 +352,25 @@ class GraphMemset(Repro):
             "median per-op replay time of a graph of 4-byte cudaMemsetAsync nodes over the same graph "
             "with a one-element fill kernel per op (the pure CUDA twin whenever it ran, else the torch graph)"
         ),
-        # A 20% per-op penalty is far outside the spread of one graph-replay measurement
-        # (the H200 runs' CIs were within 1-2%), so a stack where memset nodes cost what
-        # kernel nodes cost lands clearly below it. The seed thread's own number was not
-        # confirmed here.
-        threshold=1.2,
+        threshold=THRESHOLD,
     )
+
+    def comparisons(self, p: Params) -> list[Comparison]:
+        # Headline rule, fixed before looking at any number: the seed's claim is about the
+        # CUDA mechanism (a memset node vs a fill kernel), which the pure CUDA twin tests
+        # with a minimal fill kernel, so the twin speaks whenever it ran. The torch graph's
+        # fill is tensor.zero_()'s heavier elementwise kernel; it speaks only without the
+        # twin, and the finding always reports both with their per-op times.
+        out = []
+        if p.twin:
+            out.append(_cmp(_TWIN_PLAIN, "twin_memset", "twin_fill", True, "pure CUDA twin"))
+        out.append(_cmp(_TORCH_PLAIN, "memset", "fill", True, "torch graph"))
+        out.append(_cmp(_TORCH_MM, "memset_mm", "fill_mm", False, "torch graph, with matmul"))
+        if p.twin:
+            out.append(
+                _cmp(_TWIN_WORK, "twin_memset_work", "twin_fill_work", False, "pure CUDA twin, with work kernel")
+            )
+        return out
 
     def run(self, p: Params, ctx: Context) -> RunResult:
         import torch
@@ -390,6 +410,7 @@ class GraphMemset(Repro):
         ops: dict[str | None, Callable[[], None] | None] = {"memset": memset, "fill": fill, None: None}
         mm_label = f"{p.mm_m}x{p.mm_k} @ {p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul"
         variants: list[VariantResult] = []
+        groups: dict[bool, list[Arm]] = {False: [], True: []}
         for name, kind, with_mm in TORCH_VARIANTS:
             label = OP_LABELS[kind]
             if with_mm:
@@ -408,8 +429,8 @@ class GraphMemset(Repro):
             if kind == "memset" and op is None:
                 variants.append(ctx.skipped(name, label, str(why_not), **config))
                 continue
-            try:
-                v = ctx.measure(
+            groups[with_mm].append(
+                Arm(
                     name,
                     _compose(op, matmul if with_mm else None),
                     label=label,
@@ -418,9 +439,15 @@ class GraphMemset(Repro):
                     graph=True,
                     calls_per_sample=p.ops,
                 )
-            except Exception as exc:  # a failed capture or replay is this variant's error, not the run's
-                v = ctx.errored(name, label, exc, **config)
-            variants.append(v)
+            )
+        # Each family of graphs in interleaved rounds: memset vs fill, then with the matmul.
+        for with_mm, arms in groups.items():
+            if not arms:
+                continue
+            try:
+                variants += ctx.measure_paired(arms, group="torch_mm" if with_mm else "torch")
+            except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
+                variants += [ctx.errored(a.name, a.label, exc, **a.config) for a in arms]
         extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:
@@ -455,6 +482,7 @@ class GraphMemset(Repro):
             "--device", str(device_index),
             "--ops", str(p.ops),
             "--replays", str(p.twin_replays),
+            "--rounds", str(p.twin_rounds),
             "--warmup", str(p.twin_warmup),
             "--work-iters", str(p.twin_work_iters),
         ]  # fmt: skip
@@ -478,61 +506,68 @@ class GraphMemset(Repro):
         )
         return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
         have = {v.name: v for v in result.variants}
-        rows = _comparisons(have)
-
-        def ok(*names: str) -> bool:
-            return all(n in have and have[n].status == "ok" and have[n].timing is not None for n in names)
-
-        # Headline rule, fixed before looking at any number: the seed's claim is about the
-        # CUDA mechanism (a memset node vs a fill kernel), which the pure CUDA twin tests
-        # with a minimal fill kernel, so the twin speaks whenever it ran. The torch graph's
-        # fill is tensor.zero_()'s heavier elementwise kernel; it speaks only without the
-        # twin, and the finding always reports both with their per-op times.
-        num, den, source = ("memset", "fill", "torch graph")
-        if ok("twin_memset", "twin_fill"):
-            num, den, source = ("twin_memset", "twin_fill", "pure CUDA twin")
-        if num not in have or den not in have:
-            return unavailable(self.metric, f"variants {num} and {den} were not measured")
-        by_name = by_name_rows(rows)
-
-        def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
-            what = (
-                f"a 4-byte cudaMemsetAsync node took {fmt_ratio(value, lo, hi)} the per-op replay time "
-                f"of a one-element fill kernel ({source}, {p.ops} ops per graph)"
-            )
-            if status == "reproduced":
-                head = f"Reproduced: in CUDA graph replay {what}"
-            else:
-                head = f"Not reproduced: in CUDA graph replay {what}, {qualifier} the {self.metric.threshold} threshold"
-            parts = [head + "."]
-            twin = by_name.get(_TWIN_PLAIN)
-            torch_plain = by_name.get(_TORCH_PLAIN)
-            if source == "pure CUDA twin":
-                gone = [have[n] for n in ("memset", "fill") if n in have and not ok(n)]
-                if gone:
-                    parts.append(f"The torch-graph {gone[0].name} variant was {gone[0].status}: {gone[0].reason}.")
-                elif torch_plain:
-                    parts.append(
-                        f"In a torch graph against tensor.zero_() it was {_fmt_row(torch_plain)} "
-                        f"(per op: memset {torch_plain['median_num_us']:.2f} us, zero_() "
-                        f"{torch_plain['median_den_us']:.2f} us; in the twin: memset "
-                        f"{twin['median_num_us']:.2f} us, fill kernel {twin['median_den_us']:.2f} us)."  # type: ignore[index]
-                    )
-            elif twin:
-                parts.append(f"The pure CUDA twin measured {_fmt_row(twin)}.")
-            elif p.twin:
-                parts.append("The pure CUDA twin gave no ratio (its variants say why).")
-            mm = by_name.get(_TORCH_MM)
-            if mm:
-                parts.append(
-                    f"With a {p.mm_m}x{p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul between ops, "
-                    f"(memset+mm)/(fill+mm) was {_fmt_row(mm)}."
+        head = outcome.headline
+        if head is None:
+            return Finding("")
+        source = head.comparison.qualifiers["source"]
+        sentence = (
+            f"a 4-byte cudaMemsetAsync node against a one-element fill kernel, per op ({source}, {p.ops} ops per graph)"
+        )
+        details: list[str] = []
+        twin, torch_plain = outcome.get(_TWIN_PLAIN), outcome.get(_TORCH_PLAIN)
+        if head is twin:
+            gone = [have[n] for n in ("memset", "fill") if n in have and have[n].status != "ok"]
+            if gone:
+                details.append(f"The torch-graph {gone[0].name} variant was {gone[0].status}: {gone[0].reason}.")
+            elif torch_plain is not None:
+                details.append(
+                    f"In a torch graph against tensor.zero_() it was {outcome.fmt(torch_plain)} "
+                    f"(per op: memset {_us(have, 'memset')}, zero_() {_us(have, 'fill')}; in the twin: memset "
+                    f"{_us(have, 'twin_memset')}, fill kernel {_us(have, 'twin_fill')})."
                 )
-            return " ".join(parts)
+        elif twin is None and p.twin:
+            details.append("The pure CUDA twin gave no ratio (its variants say why).")
+        mm = outcome.get(_TORCH_MM)
+        if mm is not None:
+            details.append(
+                f"With a {p.mm_m}x{p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul between ops, "
+                f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)}."
+            )
+        work = outcome.get(_TWIN_WORK)
+        if work is not None:
+            details.append(
+                f"In the twin with a work kernel between ops, (memset+work)/(fill+work) was {outcome.fmt(work)}."
+            )
+        return Finding(sentence, tuple(details))
 
-        return ratio_verdict(self.metric, have[num], have[den], finding=finding, breakdown=rows)
+
+
+
+def _cmp(name: str, num: str, den: str, headline: bool, source: str) -> Comparison:
+    return Comparison(name, num, den, THRESHOLD, label=name, headline=headline, qualifiers={"source": source})
+
+
+def _us(have: Mapping[str, VariantResult], name: str) -> str:
+    v = have.get(name)
+    return f"{v.median * 1e6:.2f} us" if v is not None and v.timing is not None else "n/a"
+
+
+def _increment(have: Mapping[str, VariantResult]) -> str:
+    """Per-op increments over the matmul alone, as point estimates for the reader.
+
+    The plain ratio (memset+mm)/(fill+mm) is what is judged: the difference of differences
+    has no defended CI and blows up when the fill's increment hides behind the matmul.
+    """
+    a, b, c = have.get("memset_mm"), have.get("fill_mm"), have.get("mm_only")
+    if not all(v is not None and v.timing is not None for v in (a, b, c)):
+        return ""
+    assert a is not None and b is not None and c is not None
+    return (
+        f" (per-op increment over the matmul alone: memset {(a.median - c.median) * 1e6:+.3f} us, "
+        f"fill {(b.median - c.median) * 1e6:+.3f} us)"
+    )
 
 
 def _with_op_bytes(work: Work | None, kind: str | None) -> Work | None:
@@ -544,62 +579,10 @@ def _with_op_bytes(work: Work | None, kind: str | None) -> Work | None:
     return Work(flops=work.flops, bytes=work.bytes + OP_BYTES, ceiling=work.ceiling)
 
 
-def by_name_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["comparison"]: r for r in rows}
-
-
 _TORCH_PLAIN = "memset/fill (torch graph)"
 _TORCH_MM = "(memset+mm)/(fill+mm) (torch graph)"
 _TWIN_PLAIN = "memset/fill (pure CUDA twin)"
 _TWIN_WORK = "(memset+work)/(fill+work) (pure CUDA twin)"
-
-
-def _comparisons(have: Mapping[str, VariantResult]) -> list[dict[str, Any]]:
-    """Every ratio both sides of which were measured, each with its own CI.
-
-    With the interleaved matmul the plain ratio (memset+mm)/(fill+mm) is reported, not
-    ((memset+mm) - mm)/((fill+mm) - mm): the plain ratio of two independent sample sets
-    has a defended CI (stats.ratio_ci), while the difference-of-differences has none and
-    blows up when the fill's increment hides behind the matmul. The per-op increments
-    over the matmul alone are kept in the note, as point estimates, for the reader.
-    """
-    rows = []
-    specs = (
-        (_TORCH_PLAIN, "memset", "fill", None),
-        (_TORCH_MM, "memset_mm", "fill_mm", "mm_only"),
-        (_TWIN_PLAIN, "twin_memset", "twin_fill", None),
-        (_TWIN_WORK, "twin_memset_work", "twin_fill_work", "twin_work_only"),
-    )
-    for label, num, den, base in specs:
-        a, b = have.get(num), have.get(den)
-        if not (a and b and a.timing and b.timing and a.status == "ok" and b.status == "ok"):
-            continue
-        value, lo, hi = stats.ratio_ci(a.timing.samples, b.timing.samples, CI_LEVEL)
-        status, _ = decide(lo, hi, GraphMemset.metric.threshold)
-        note = ""
-        c = have.get(base) if base else None
-        if c is not None and c.timing is not None and c.status == "ok":
-            note = (
-                f"per-op increment over {base}: memset {(a.median - c.median) * 1e6:+.3f} us, "
-                f"fill {(b.median - c.median) * 1e6:+.3f} us"
-            )
-        rows.append(
-            {
-                "comparison": label,
-                "ratio": value,
-                "ci_low": lo,
-                "ci_high": hi,
-                "status": status,
-                "median_num_us": round(a.median * 1e6, 4),
-                "median_den_us": round(b.median * 1e6, 4),
-                "note": note,
-            }
-        )
-    return rows
-
-
-def _fmt_row(row: Mapping[str, Any]) -> str:
-    return fmt_ratio(row["ratio"], row["ci_low"], row["ci_high"])
 
 
 def _compose(op: Callable[[], None] | None, mm: Callable[[], None] | None) -> Callable[[], None]:

@@ -32,9 +32,9 @@ from typing import Any
 
 from repro.catalog import register
 from repro.errors import UsageError
-from repro.measure import Context
-from repro.spec import Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
-from repro.verdict import fmt_ratio, ratio_verdict, unavailable
+from repro.measure import Arm, Context
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
+from repro.verdict import Outcome
 
 GIB = 2**30
 # The projections that carry an adapter: name -> (in, out) in units of hidden, MLP ratio 4.
@@ -42,6 +42,9 @@ PROJECTIONS = {"q": (1, 1), "k": (1, 1), "v": (1, 1), "out": (1, 1), "up": (1, 4
 # Per-sample ratios under this are better than linear (batch 1 left the GPU under-used);
 # between it and LINEAR_HIGH, step time doubled with the batch: linear scaling.
 LINEAR_LOW, LINEAR_HIGH = 0.9, 1.1
+# Linear scaling gives 1.0 and a cliff of the seed's shape would give ~2; 1.3 leaves room
+# for run-to-run noise and mild allocator effects.
+THRESHOLD = 1.3
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,7 @@ def _forward(x: Any, blocks: Sequence[Mapping[str, tuple[Any, ...]]], heads: int
 
 
 @register
-class LoraBatchScaling(Repro):
+class LoraBatchScaling(Repro[Params]):
     id = "lora-batch-scaling"
     title = "LoRA fine-tuning step at batch 2 '2x slower' than batch 1 (FLUX, RTX 5090)"
     # The seed is an article, not an issue thread; no upstream tracker has it yet.
@@ -175,10 +178,27 @@ class LoraBatchScaling(Repro):
     metric = Metric(
         name="per-sample t(bs2)/t(bs1)",
         description="median step time at batch 2 over batch 1, halved: 1.0 is linear scaling, not a cliff",
-        # Linear scaling gives 1.0 and a cliff the seed's shape would give ~2; 1.3
-        # leaves room for run-to-run noise and mild allocator effects.
-        threshold=1.3,
+        threshold=THRESHOLD,
     )
+
+    def comparisons(self, p: Params) -> list[Comparison]:
+        out = []
+        for b in sorted(set(p.batches)):
+            if b == 1:
+                continue
+            out.append(
+                Comparison(
+                    f"bs{b}/bs1",
+                    f"bs{b}",
+                    "bs1",
+                    THRESHOLD,
+                    label=f"per-sample t(batch {b})/t(batch 1)",
+                    scale=1.0 / b,
+                    headline=b == 2,
+                    qualifiers={"batch": b, "memory_cap_gib": p.memory_gb or None},
+                )
+            )
+        return out
 
     def run(self, p: Params, ctx: Context) -> RunResult:
         import torch
@@ -212,20 +232,66 @@ class LoraBatchScaling(Repro):
                     ctx.errored(f"bs{b}", f"LoRA step, batch {b}", exc, batch=b) for b in sorted(set(p.batches))
                 ]
             else:
-                variants = [self._batch(b, p, ctx, blocks, adapters, dtype) for b in sorted(set(p.batches))]
+                variants = self._batches(p, ctx, blocks, adapters, dtype)
         finally:
             if cap_gib is not None:
                 torch.cuda.set_per_process_memory_fraction(saved_fraction)
         return RunResult(
             variants=tuple(variants),
-            extra={"memory_cap_gib": cap_gib, "flops_per_sample": step_flops(p, 1)},
+            extra={
+                "memory_cap_gib": cap_gib,
+                "flops_per_sample": step_flops(p, 1),
+                "batch_table": [_row(v, next((x for x in variants if x.name == "bs1"), None)) for v in variants],
+            },
             notes=tuple(notes),
         )
 
-    def _batch(
-        self, batch: int, p: Params, ctx: Context, blocks: Any, adapters: list[Any], dtype: Any
-    ) -> VariantResult:
-        """Time one batch size; running out of memory makes an error variant, not a failed run."""
+    def _batches(self, p: Params, ctx: Context, blocks: Any, adapters: list[Any], dtype: Any) -> list[VariantResult]:
+        """Check each batch size alone (peak memory, retries, out of memory), then time the
+        ones that fit in interleaved rounds, so drift hits every batch size alike."""
+        import torch
+
+        batches = sorted(set(p.batches))
+        opt = torch.optim.AdamW(adapters, lr=1e-4)
+        arms: list[Arm] = []
+        done: dict[int, VariantResult] = {}
+        memory: dict[int, dict[str, Any]] = {}
+        for batch in batches:
+            arm = self._arm(batch, p, ctx, blocks, opt, dtype)
+            if isinstance(arm, Arm):
+                try:
+                    if ctx.cuda:
+                        torch.cuda.reset_peak_memory_stats()
+                        torch.cuda.reset_accumulated_memory_stats()  # so num_alloc_retries counts this batch
+                    arm.fn()
+                    ctx.synchronize()
+                    arms.append(arm)
+                except Exception as exc:  # OOM, or a kernel/plan failure under the cap: this batch only
+                    done[batch] = ctx.errored(arm.name, arm.label, exc, **arm.config)
+                finally:
+                    opt.zero_grad(set_to_none=True)
+                memory[batch] = _memory(ctx)
+            else:
+                done[batch] = arm
+            gc.collect()  # an OOM's traceback holds the failed step's tensors until collected
+            if ctx.cuda:
+                torch.cuda.empty_cache()
+        try:
+            for v in ctx.measure_paired(arms, group="batches") if arms else []:
+                done[int(v.config["batch"])] = v
+        except Exception as exc:  # e.g. out of memory once batches share the allocator: all of them
+            for a in arms:
+                done[int(a.config["batch"])] = ctx.errored(a.name, a.label, exc, **a.config)
+        out = []
+        for batch in batches:
+            v = done[batch]
+            extra: dict[str, Any] = {"per_sample_s": v.median / batch if v.timing is not None else None}
+            extra.update(memory.get(batch) or _memory_none())
+            out.append(dataclasses.replace(v, extra={**v.extra, **extra}))
+        return out
+
+    def _arm(self, batch: int, p: Params, ctx: Context, blocks: Any, opt: Any, dtype: Any) -> Arm | VariantResult:
+        """One batch size's training step, ready to time (or the error making its inputs)."""
         import torch
         import torch.nn.functional as F
 
@@ -240,54 +306,35 @@ class LoraBatchScaling(Repro):
             "dtype": p.dtype,
         }
         scale = 1.0  # alpha / r with alpha = r
-        opt = torch.optim.AdamW(adapters, lr=1e-4)
-        if ctx.cuda:
-            torch.cuda.reset_peak_memory_stats()
-            torch.cuda.reset_accumulated_memory_stats()  # so num_alloc_retries counts this batch only
         try:
             x = torch.randn(batch, p.tokens, p.hidden, device=ctx.device, dtype=dtype)
             target = torch.randn(batch, p.tokens, p.hidden, device=ctx.device, dtype=torch.float32)
+        except Exception as exc:  # the inputs alone do not fit under the cap
+            return ctx.errored(name, label, exc, **config)
 
-            def step() -> None:
-                opt.zero_grad(set_to_none=True)
-                out = _forward(x, blocks, p.heads, scale)
-                F.mse_loss(out.float(), target).backward()
-                opt.step()
-
-            work = Work(flops=step_flops(p, batch), ceiling="bf16" if p.dtype == "bfloat16" else "fp32")
-            v = ctx.measure(name, step, label=label, config=config, work=work)
-        except Exception as exc:  # OOM, or a kernel/plan failure under the cap: this batch's error only
-            v = ctx.errored(name, label, exc, **config)
-        finally:
+        def step() -> None:
             opt.zero_grad(set_to_none=True)
-        extra: dict[str, Any] = {"per_sample_s": v.median / batch if v.timing is not None else None}
-        extra.update(_memory(ctx))
-        gc.collect()  # an OOM's traceback holds the failed step's tensors until collected
-        if ctx.cuda:
-            torch.cuda.empty_cache()
-        return dataclasses.replace(v, extra={**v.extra, **extra})
+            out = _forward(x, blocks, p.heads, scale)
+            F.mse_loss(out.float(), target).backward()
+            opt.step()
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
-        have = {v.name: v for v in result.variants}
+        work = Work(flops=step_flops(p, batch), ceiling="bf16" if p.dtype == "bfloat16" else "fp32")
+        return Arm(name, step, label=label, config=config, work=work)
+
+    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
         cap = result.extra.get("memory_cap_gib")
-        rows = tuple(_row(v, have.get("bs1")) for v in result.variants)
-        bs1, bs2 = have.get("bs1"), have.get("bs2")
-        if bs1 is None or bs2 is None or bs1.timing is None or bs2.timing is None:
-            missing = [v for v in (bs1, bs2) if v is not None and v.timing is None]
-            why = "; ".join(f"batch {v.config.get('batch')} {v.status}: {v.reason}" for v in missing)
+        head = outcome.headline
+        if head is None:
+            have = {v.name: v for v in result.variants}
+            missing = [v for v in (have.get("bs1"), have.get("bs2")) if v is not None and v.timing is None]
             if cap is not None and any(_oom(v) for v in missing):
-                why = f"under the {cap:g} GiB cap, {why}"
-            base = unavailable(
-                self.metric,
-                why or "batches 1 and 2 were not both run",
-                status="error" if any(v.status == "error" for v in missing) else "skipped",
-            )
-            return dataclasses.replace(base, breakdown=rows)
+                return Finding("", (f"Under the {cap:g} GiB cap, batch 2 or batch 1 ran out of memory.",))
+            return Finding("")
+        return Finding(lora_sentence(head.value, head.where), (_memory_sentence(result, cap),))
 
-        def finding(value: float, lo: float, hi: float, status: str, qualifier: str) -> str:
-            return lora_finding(value, lo, hi, status, qualifier, self.metric.threshold, result, cap)
 
-        return ratio_verdict(self.metric, bs2, bs1, scale=0.5, finding=finding, breakdown=rows)
+def _memory_none() -> dict[str, Any]:
+    return {"peak_allocated_bytes": None, "peak_reserved_bytes": None, "num_alloc_retries": None, "num_ooms": None}
 
 
 # --------------------------------------------------------------------------- verdict pieces
@@ -338,62 +385,34 @@ def _row(v: VariantResult, bs1: VariantResult | None) -> dict[str, Any]:
     }
 
 
-def lora_finding(
-    value: float,
-    lo: float,
-    hi: float,
-    status: str,
-    qualifier: str,
-    threshold: float,
-    result: RunResult,
-    cap: float | None,
-) -> str:
-    """Which it was, linear scaling or a per-sample slowdown, then memory and the smoke caveat."""
-    ratio = fmt_ratio(value, lo, hi)
+def lora_sentence(value: float, where: str) -> str:
+    """Which it was, linear scaling or a per-sample slowdown (the harness states the number)."""
     step = f"a batch-2 step took {2 * value:.2f}x the batch-1 step"
-    if status == "reproduced":
-        head = (
-            f"Reproduced: per-sample time at batch 2 was {ratio} that at batch 1 ({step}, where linear "
-            "scaling gives 2x), a real per-sample slowdown"
+    if where == "above":
+        return f"{step} where linear scaling gives 2x, a real per-sample slowdown"
+    if where == "straddles":
+        return step
+    if value < LINEAR_LOW:
+        return f"{step}: batching made each sample cheaper, the opposite of a cliff"
+    if value <= LINEAR_HIGH:
+        return (
+            f"{step}: this is linear scaling, not a cliff (a batch-2 step taking about twice as long as a "
+            "batch-1 step, as the seed reported, is exactly what linear scaling predicts)"
         )
-    elif qualifier.startswith("inconclusive"):
-        head = (
-            f"Not reproduced, inconclusive: per-sample time at batch 2 was {ratio} that at batch 1 "
-            f"({step}); the CI straddles the {threshold} threshold"
+    return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
+
+
+def _memory_sentence(result: RunResult, cap: float | None) -> str:
+    """Peak memory per batch (and allocator retries under a cap)."""
+    mem = []
+    for v in result.variants:
+        peak = _gib(v.extra.get("peak_allocated_bytes"))
+        what = (
+            "out of memory" if v.status == "error" and _oom(v) else (f"{peak:.1f} GiB" if peak is not None else "n/a")
         )
-    elif value < LINEAR_LOW:
-        head = (
-            f"Not reproduced: {step}, so per-sample time fell to {ratio} of batch 1's; batching made "
-            "each sample cheaper, which is the opposite of a cliff"
-        )
-    elif value <= LINEAR_HIGH:
-        head = (
-            f"Not reproduced: {step}, so per-sample time was {ratio} that at batch 1; this is linear "
-            "scaling, not a cliff: a batch-2 step taking about twice as long as a batch-1 step, as the "
-            "seed reported, is exactly what linear scaling predicts"
-        )
-    else:
-        head = (
-            f"Not reproduced: per-sample time at batch 2 was {ratio} that at batch 1 ({step}), a little "
-            f"worse than linear scaling but below the {threshold} threshold"
-        )
-    tail = []
-    first = result.variants[0] if result.variants else None
-    if first is not None and first.device != "cuda":
-        tail.append(f"Smoke run on {first.device}, not evidence about any GPU.")
-    else:
-        mem = []
-        for v in result.variants:
-            peak = _gib(v.extra.get("peak_allocated_bytes"))
-            what = (
-                "out of memory"
-                if v.status == "error" and _oom(v)
-                else (f"{peak:.1f} GiB" if peak is not None else "n/a")
-            )
-            retries = v.extra.get("num_alloc_retries")
-            if cap is not None and retries is not None and v.status == "ok":
-                what += f", {retries} allocator retr{'y' if retries == 1 else 'ies'}"
-            mem.append(f"batch {v.config.get('batch')} {what}")
-        where = f"under a {cap:g} GiB cap" if cap is not None else "with no memory cap"
-        tail.append(f"Peak memory {where}: {'; '.join(mem)}.")
-    return f"{head}. {' '.join(tail)}"
+        retries = v.extra.get("num_alloc_retries")
+        if cap is not None and retries is not None and v.status == "ok":
+            what += f", {retries} allocator retr{'y' if retries == 1 else 'ies'}"
+        mem.append(f"batch {v.config.get('batch')} {what}")
+    where = f"under a {cap:g} GiB cap" if cap is not None else "with no memory cap"
+    return f"Peak memory {where}: {'; '.join(mem)}."

@@ -219,8 +219,12 @@ int main(int argc, char** argv) {
   int per_round = (o.replays + o.rounds - 1) / o.rounds;
   std::vector<cudaEvent_t> events(per_round + 1);
   for (auto& e : events) CHECK(cudaEventCreate(&e));
+  // Rounds alternate the variants' order (forward, then reversed), so no variant always
+  // runs first after a round boundary; the host splits each variant's samples into rounds
+  // of per_round replays and pairs them round by round.
   for (int r = 0; r < o.rounds; ++r) {
-    for (auto& v : variants) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      auto& v = variants[(r % 2) ? variants.size() - 1 - k : k];
       int remaining = o.replays - static_cast<int>(v.samples.size());
       int count = remaining < per_round ? remaining : per_round;
       if (count > 0) time_block(s, v, count, o.ops, events);
@@ -231,8 +235,8 @@ int main(int argc, char** argv) {
   json_string(prop.name);
   std::printf(", \"compute_capability\": \"%d.%d\", \"cuda_runtime\": %d, \"cuda_driver\": %d",
               prop.major, prop.minor, runtime_version, driver_version);
-  std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d", o.ops, o.replays,
-              o.warmup, o.rounds);
+  std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d, \"per_round\": %d", o.ops,
+              o.replays, o.warmup, o.rounds, per_round);
   std::printf(", \"work_n\": %d, \"work_iters\": %d, \"unit\": \"s/op\", \"variants\": {", o.work_n,
               o.work_iters);
   for (size_t k = 0; k < variants.size(); ++k) {
