@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import artifact, catalog, fingerprint
-from repro.measure import Context, SamplingConfig
+from repro.measure import Context, SamplingConfig, achieved
 from repro.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.verdict import as_smoke, unavailable
 
@@ -148,7 +148,6 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
     else:
         repro = cls()
         ctx = _context(req, device, run_dir, log)
-        ceilings = dict(ctx.ceilings) if ctx.cuda else None
         try:
             ctx.comparisons = tuple(repro.comparisons(params))
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
@@ -162,6 +161,15 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
         except Exception as exc:  # the repro failed; the artifact says how, the batch goes on
             error = _error_of(exc)
             verdict = unavailable(cls.metric, error["message"], status="error")
+        if ctx.cuda:
+            # After the measurement, never before it: the ceilings' 8192^3 matmuls leave the
+            # GPU hot and power-capped for seconds, which moved the first variants' times.
+            log("measuring this GPU's ceilings (once per run, after the measurement)")
+            ceilings = _ceilings(run_dir)
+            if result is not None:
+                result = dataclasses.replace(
+                    result, variants=tuple(_with_achieved(v, ceilings) for v in result.variants)
+                )
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
@@ -260,23 +268,32 @@ def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResul
 
 
 def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None]) -> Context:
-    ceilings: dict[str, Any] = {}
-    nv = None
-    if device == "cuda":
-        from repro import ceilings as ceil
-
-        log("measuring this GPU's ceilings (once per run)")
-        ceilings = ceil.for_run(run_dir)
-        nv = _nvml_or_none()
+    nv = _nvml_or_none() if device == "cuda" else None
     return Context(
         device=device,
         smoke=req.smoke,
         sampling=req.sampling,
-        ceilings=ceilings,
         trace_dir=(run_dir / "traces" / req.repro_id) if req.traces else None,
         nvml=nv,
         log=log,
     )
+
+
+def _ceilings(run_dir: Path) -> dict[str, Any] | None:
+    """This GPU's measured ceilings, shared by every repro of the run; None if they failed."""
+    from repro import ceilings as ceil
+
+    try:
+        return dict(ceil.for_run(run_dir))
+    except Exception:  # no ceiling: the variants keep their rates without a share of one
+        return None
+
+
+def _with_achieved(v: VariantResult, ceilings: Mapping[str, Any] | None) -> VariantResult:
+    """The variant's achieved rate against the ceilings measured after it ran."""
+    if v.timing is None or v.work is None or not ceilings:
+        return v
+    return dataclasses.replace(v, achieved=achieved(v.work, v.timing.stats.median, ceilings))
 
 
 def _nvml_or_none() -> tuple[Any, Any] | None:

@@ -51,6 +51,9 @@ class SamplingConfig:
     # target, once its CI is at most this wide (half-width over value): the verdict can no
     # longer change and the number is good to two digits.
     decided_rel_ci: float = 0.02
+    # Paired rounds go on for at least this long, so that the six stretches of the CI's
+    # second level span states of the GPU that last for a fraction of a second or more.
+    min_paired_s: float = 1.5
 
 
 def sample_adaptively(
@@ -394,7 +397,7 @@ class Context:
                 if monitor is not None:
                     monitor.poll()
                 r += 1
-                if r < cfg.min_rounds:
+                if r < cfg.min_rounds or time.perf_counter() - t0 < min(cfg.min_paired_s, budget):
                     continue
                 if r >= cfg.max_rounds:
                     break
