@@ -51,9 +51,14 @@ class SamplingConfig:
     # target, once its CI is at most this wide (half-width over value): the verdict can no
     # longer change and the number is good to two digits.
     decided_rel_ci: float = 0.02
-    # Paired rounds go on for at least this long, so that the six stretches of the CI's
-    # second level span states of the GPU that last for a fraction of a second or more.
-    min_paired_s: float = 1.5
+    # Paired rounds come in episodes separated by an idle gap: on the H200 the ratio of two
+    # variants followed the GPU's power state, which held for a whole process (1.5 s of
+    # rounds) but differed between processes; an idle gap lets the GPU pick its state
+    # again, so the episodes sample states the way separate processes would, and the CI
+    # (over episodes) covers them. At least min_episodes of at least episode_s each.
+    min_episodes: int = 6
+    episode_s: float = 0.3
+    episode_gap_s: float = 0.5
 
 
 def sample_adaptively(
@@ -163,7 +168,9 @@ def round_order(k: int, r: int) -> list[int]:
     return order[::-1] if r % 2 else order
 
 
-def _paired_stop(comps: Sequence[Comparison], rounds: Mapping[str, Sequence[float]], cfg: SamplingConfig) -> str | None:
+def _paired_stop(
+    comps: Sequence[Comparison], rounds: Mapping[str, Sequence[float]], cfg: SamplingConfig, episode: int | None
+) -> str | None:
     """The stop reason once every comparison is precise enough (or decided), else None.
 
     Without a comparison among the arms, each arm's median CI over its round values is
@@ -175,7 +182,7 @@ def _paired_stop(comps: Sequence[Comparison], rounds: Mapping[str, Sequence[floa
     decided = True
     on_target = True
     for c in comps:
-        value, lo, hi = stats.paired_ratio_ci(rounds[c.num], rounds[c.den], 0.95, c.scale)
+        value, lo, hi = stats.paired_ratio_ci(rounds[c.num], rounds[c.den], 0.95, c.scale, episode)
         width = (hi - lo) / 2 / value if value > 0 else math.inf
         on_target &= width <= cfg.target_rel_ci
         decided &= (lo >= c.threshold or hi < c.threshold) and width <= cfg.decided_rel_ci
@@ -382,6 +389,8 @@ class Context:
         budget = cfg.budget_s * len(arms)
         reason = "max_rounds"
         t0 = time.perf_counter()
+        episode: int | None = None  # rounds per episode, fixed by the first episode's length
+        episodes = 0
         with monitor if monitor is not None else contextlib.nullcontext():
             r = 0
             while True:
@@ -397,17 +406,27 @@ class Context:
                 if monitor is not None:
                     monitor.poll()
                 r += 1
-                if r < cfg.min_rounds or time.perf_counter() - t0 < min(cfg.min_paired_s, budget):
+                if episode is None:
+                    floor = max(1, -(-cfg.min_rounds // cfg.min_episodes))
+                    if r < floor or time.perf_counter() - t0 < min(cfg.episode_s, budget / cfg.min_episodes):
+                        continue
+                    episode = r
+                if r % episode:
                     continue
-                if r >= cfg.max_rounds:
-                    break
-                stop = _paired_stop(comps, rounds, cfg)
-                if stop is not None:
-                    reason = stop
-                    break
-                if time.perf_counter() - t0 >= budget:
-                    reason = "time_budget"
-                    break
+                episodes += 1
+                if episodes >= cfg.min_episodes:
+                    if r >= cfg.max_rounds:
+                        break
+                    stop = _paired_stop(comps, rounds, cfg, episode)
+                    if stop is not None:
+                        reason = stop
+                        break
+                    if time.perf_counter() - t0 >= budget:
+                        reason = "time_budget"
+                        break
+                if self.cuda and cfg.episode_gap_s > 0:
+                    self.synchronize()
+                    time.sleep(cfg.episode_gap_s)  # idle: the GPU leaves its power state
         elapsed = time.perf_counter() - t0
         gpu_monitor = monitor.summary() if monitor is not None else None
         out = []
@@ -426,6 +445,7 @@ class Context:
                 samples=tuple(samples[arm.name]),
                 group=group,
                 rounds=tuple(rounds[arm.name]),
+                episode_rounds=episode,
             )
             if arm.prepare is not None:
                 arm.prepare()

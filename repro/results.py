@@ -68,6 +68,7 @@ class Timing:
     # that round's samples). A ratio's CI is built from the per-round ratios.
     group: str | None = None
     rounds: tuple[float, ...] | None = None
+    episode_rounds: int | None = None  # rounds per episode (idle gaps between episodes)
 
 
 @dataclass(frozen=True)
@@ -238,4 +239,3 @@ def from_jsonable(tp: Any, data: Any) -> Any:
 
 
 _RESULT_TYPES.update({c.__name__: c for c in (Stats, Timing, Kernel, Work, Achieved, VariantResult, Verdict)})
-

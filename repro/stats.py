@@ -11,9 +11,8 @@ from repro.results import Stats
 # Below this many samples the exact binomial tail is summed; above it the normal
 # approximation of the binomial is within a fraction of an order statistic.
 _EXACT_LIMIT = 1000
-# Stretches of time a paired measurement is cut into for its second CI level (see
-# paired_ratio_ci); 6 is the fewest whose min-max range covers a median at >= 95%.
-BLOCKS = 6
+# The fewest episodes whose min-max range covers a median at >= 95% (see paired_ratio_ci).
+MIN_EPISODES = 6
 
 
 def quantile(sorted_xs: Sequence[float], q: float) -> float:
@@ -104,7 +103,11 @@ def ratio_ci(
 
 
 def paired_ratio_ci(
-    num_rounds: Sequence[float], den_rounds: Sequence[float], level: float = 0.95, scale: float = 1.0
+    num_rounds: Sequence[float],
+    den_rounds: Sequence[float],
+    level: float = 0.95,
+    scale: float = 1.0,
+    episode: int | None = None,
 ) -> tuple[float, float, float]:
     """Median of the per-round ratios num[i]/den[i] (times ``scale``) and its distribution-free CI.
 
@@ -112,6 +115,13 @@ def paired_ratio_ci(
     lasts a round hits both alike and cancels in that round's ratio, while a state that
     changes between rounds shows up as spread between the ratios, and so in the CI. The
     rounds are taken as exchangeable; no normality is assumed.
+
+    ``episode``: the rounds came in episodes of that many rounds, separated by idle gaps
+    in which the GPU leaves its power state. The ratio depends on that state (a slower
+    clock stretches compute-bound kernels more than memory-bound ones), and a state lasts
+    through an episode, so episodes, not rounds, are the independent units: the CI is
+    widened to the order-statistic CI of the episodes' medians (with 6 episodes, their
+    min-max range, which covers the median with probability 1 - 2 * 0.5^6 = 96.9%).
     """
     if len(num_rounds) != len(den_rounds):
         raise ValueError(f"paired rounds differ in length: {len(num_rounds)} vs {len(den_rounds)}")
@@ -120,15 +130,11 @@ def paired_ratio_ci(
         raise ValueError("no paired round with a positive denominator")
     st = summarize(ratios, level)
     lo, hi = st.ci_low, st.ci_high
-    if len(ratios) >= BLOCKS * 2:
-        # A second level: the rounds cut into BLOCKS contiguous stretches of time. When the
-        # GPU's state shifts over seconds (power cap, clocks), the stretches' medians
-        # differ, and the median of the stretch-level ratio lies between the smallest and
-        # the largest of them with probability 1 - 2 * 0.5^BLOCKS (96.9% for 6). The CI is
-        # the union of both levels, so it widens exactly when the state moved.
-        size = len(ratios) / BLOCKS
-        meds = [quantile(sorted(ratios[round(i * size) : round((i + 1) * size)]), 0.5) for i in range(BLOCKS)]
-        lo, hi = min(lo, *meds), max(hi, *meds)
+    if episode and len(ratios) >= 2 * episode:
+        meds = [quantile(sorted(ratios[i : i + episode]), 0.5) for i in range(0, len(ratios), episode)]
+        if len(meds) >= MIN_EPISODES:
+            ep = summarize(meds, level)
+            lo, hi = min(lo, ep.ci_low), max(hi, ep.ci_high)
     return st.median, lo, hi
 
 

@@ -75,7 +75,7 @@ def variant_ratio(
             return v, lo, hi, False, min(len(sa), len(sb)), "kernel"
     ta, tb = num.timing, den.timing
     if ta.rounds and tb.rounds and ta.group is not None and ta.group == tb.group and len(ta.rounds) == len(tb.rounds):
-        v, lo, hi = stats.paired_ratio_ci(ta.rounds, tb.rounds, CI_LEVEL, scale)
+        v, lo, hi = stats.paired_ratio_ci(ta.rounds, tb.rounds, CI_LEVEL, scale, ta.episode_rounds)
         return v, lo, hi, True, len(ta.rounds), "time"
     v, lo, hi = stats.ratio_ci(ta.samples, tb.samples, CI_LEVEL, scale)
     return v, lo, hi, False, min(len(ta.samples), len(tb.samples)), "time"
@@ -227,7 +227,9 @@ def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
         names = {n for c in comps if c.headline or not any(x.headline for x in comps) for n in (c.num, c.den)}
         errored = any(have[n].status == "error" for n in names if n in have)
         explained = repro.explain(params, result, out)
-        v = unavailable(metric, out.why_not, status="error" if errored else "skipped")
+        heads = {c.name for c in comps if c.headline} or {c.name for c in comps}
+        why = "; ".join(w for name, w in out.missing if name in heads) or out.why_not
+        v = unavailable(metric, why, status="error" if errored else "skipped")
         return Verdict(**{**_fields(v), "details": explained.details})
     finding = repro.explain(params, result, out)
     label = head.comparison.label or head.comparison.name

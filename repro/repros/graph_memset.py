@@ -543,8 +543,6 @@ class GraphMemset(Repro[Params]):
         return Finding(sentence, tuple(details))
 
 
-
-
 def _cmp(name: str, num: str, den: str, headline: bool, source: str) -> Comparison:
     return Comparison(name, num, den, THRESHOLD, label=name, headline=headline, qualifiers={"source": source})
 

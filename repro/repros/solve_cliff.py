@@ -104,8 +104,10 @@ class Params:
     )
     batches: tuple[int, ...] = param((16, 64, 128), help="batch sizes to time", smoke=(2, 4), min=1, max=65536)
     rhs_cols: int = param(1, help="columns of the right-hand side B (batch, n, rhs_cols)", min=1, max=4096)
+    # "magma" is left out by default: where torch has MAGMA, "default" already picks it for
+    # batched LU (and where it has not, magma would only skip); --set backends=... adds it.
     backends: tuple[str, ...] = param(
-        BACKENDS,
+        ("default", "cusolver"),
         help="torch.backends.cuda.preferred_linalg_library values to try (magma only where torch has it)",
         smoke=("default",),
         choices=BACKENDS,
