@@ -52,7 +52,11 @@ def _cell(value: Any) -> Any:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    return tabulate([[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github")
+    # disable_numparse: cells are shown as given. tabulate would otherwise read "13.0" (a CUDA
+    # version) as a number and print it as 13.
+    return tabulate(
+        [[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github", disable_numparse=True
+    )
 
 
 def details(summary: str, body: str, lang: str = "") -> str:
@@ -213,6 +217,42 @@ def essentials_line(fp: Mapping[str, Any]) -> str:
         f"GPU **{e['gpu']}** (cc {e['cc'] or '-'}), driver {e['driver'] or '-'}, "
         f"torch {e['torch'] or '-'} (CUDA {e['cuda'] or '-'}, cuBLAS {e['cublas'] or '-'}), stack: {e['lane']}"
     )
+
+
+def fingerprint_text(fp: Mapping[str, Any], python: str) -> list[str]:
+    """The fingerprint's essentials as plain lines for a terminal (no markdown), then what could not be read.
+
+    ``python`` is the interpreter that took the fingerprint: when torch is missing there, that
+    is the fact the reader needs, not a probe's traceback.
+    """
+    e = essentials(fp)
+    gpu = fp.get("gpu") or {}
+    torch_info = (fp.get("software") or {}).get("torch") or {}
+    lines = [
+        f"GPU:     {e['gpu']}" + (f" (compute capability {e['cc']}, {gpu.get('sm_count')} SMs)" if e["cc"] else ""),
+        f"driver:  {e['driver'] or '-'}",
+        f"torch:   {e['torch'] or 'not installed'}"
+        + (f" (built with CUDA {e['cuda']})" if e["cuda"] else " (CPU-only build)" if e["torch"] else ""),
+        f"stack:   {e['lane']}",
+        "libraries loaded by this process:",
+    ]
+    for k, v in sorted(((fp.get("software") or {}).get("libraries") or {}).items()):
+        lines.append(f"  {k}: {v['version'] if v.get('loaded') else 'not loaded'}")
+    errors = dict(fp.get("errors") or {})
+    torch_error = errors.pop("torch", None)
+    if torch_error and torch_error.startswith("ModuleNotFoundError"):
+        lines.append(
+            f"torch is not installed in {python}, so the torch, GPU and knob fields are empty. "
+            "Install the PyTorch build you want to test where this Python sees it, or try `make smoke` "
+            "(README, 'Your first run')."
+        )
+    elif torch_error:
+        lines.append(f"torch is installed but failed to import ({torch_error}); the torch and GPU fields are empty.")
+    elif torch_info and not torch_info.get("cuda_available"):
+        lines.append("torch sees no CUDA GPU: GPU repros will skip here (`repro doctor` says why).")
+    for name, error in sorted(errors.items()):
+        lines.append(f"could not read {name}: {error}")
+    return lines
 
 
 @dataclass
