@@ -171,7 +171,8 @@ def run_cmd(
     fail_on: FailOnOpt = None,
 ) -> None:
     """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
-    from repro.execute import RunRequest, execute, resolve, stderr_log
+    from repro.execute import RunRequest, execute, resolve
+    from repro.progress import Display
     from repro.spec import parse_assignments
 
     req = RunRequest(
@@ -185,7 +186,11 @@ def run_cmd(
     _fail_on(fail_on)
     resolve(req)  # all input checked before the run folder exists
     run_dir = _new_run_dir(out)
-    doc, path = execute(req, run_dir, log=stderr_log)
+    display = Display()
+    try:
+        doc, path = execute(req, run_dir, log=display.log, progress=display.progress)
+    finally:
+        display.close()
     report = _write_report(run_dir)
     v = doc["verdict"]
     typer.echo(f"{repro_id}: {v['status']} - {v['finding']}", err=True)
@@ -279,16 +284,26 @@ def fingerprint_cmd(
 @app.command("validate")
 @handles_errors
 def validate_cmd(
-    files: Annotated[
+    paths: Annotated[
         list[Path],
         typer.Argument(metavar="FILE_OR_RUN_DIR", help="Artifact files or run folders.", show_default=False),
     ],
 ) -> None:
-    """Validate artifacts against the JSON Schema; exit 2 if any fails."""
+    """Validate artifacts against the JSON Schema; exit 2 if any fails.
+
+    Folders are searched to any depth; JSON files in them that are not artifacts (doctor or
+    compare output, say) are listed as skipped. A file named on the command line must be an artifact.
+    """
     from repro import artifact
 
+    files, skipped = artifact.walk(paths)
     bad = 0
-    for path in artifact.expand(files):
+    for path in files:
+        why = artifact.not_an_artifact(path) if path.is_file() else None
+        if why:
+            err(f"{path}: not a gpu-repro artifact ({why}); expected an artifact written by `repro run` or `repro all`")
+            bad += 1
+            continue
         try:
             artifact.load(path)
         except UsageError as exc:
@@ -296,6 +311,13 @@ def validate_cmd(
             bad += 1
             continue
         typer.echo(f"ok: {path}")
+    for path, why in skipped:
+        typer.echo(f"skipped: {path} (not an artifact: {why})", err=True)
+    if skipped or len(files) > 1:
+        typer.echo(
+            f"{len(files) - bad} valid, {bad} invalid, {len(skipped)} skipped (not artifacts)",
+            err=True,
+        )
     if bad:
         raise typer.Exit(2)
 

@@ -19,9 +19,7 @@ images_app = new_typer("images", "Build, run and pin the Docker lanes (pins: doc
 
 LanesArg = Annotated[
     list[str] | None,
-    typer.Argument(
-        metavar="LANE", help="Lanes to act on (default: every lane in the lock file).", show_default=False
-    ),
+    typer.Argument(metavar="LANE", help="Lanes to act on (default: every lane in the lock file).", show_default=False),
 ]
 
 

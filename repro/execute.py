@@ -13,6 +13,7 @@ from typing import Any
 
 from repro import artifact, catalog, fingerprint
 from repro.measure import Context, SamplingConfig
+from repro.progress import Progress, no_progress
 from repro.spec import Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.verdict import unavailable
 
@@ -110,8 +111,15 @@ def rerun_command(req: RunRequest) -> str:
     return " ".join(parts)
 
 
-def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda m: None) -> tuple[dict[str, Any], Path]:
+def execute(
+    req: RunRequest,
+    run_dir: Path,
+    log: Callable[[str], None] = lambda m: None,
+    progress: Progress = no_progress,
+) -> tuple[dict[str, Any], Path]:
     """Run one repro and write its artifact to ``run_dir/<id>.json``; returns (doc, path).
+
+    ``log`` hears one-line messages, ``progress`` each variant's measurement phases.
 
     Exceptions inside the repro become an ``error`` artifact; only bad input
     (UsageError, raised before any work) and write failures escape.
@@ -141,7 +149,7 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
                 reason += " (--smoke exercises it on CPU)"
         verdict = unavailable(cls.metric, reason)
     else:
-        ctx = _context(req, device, run_dir, log)
+        ctx = _context(req, device, run_dir, log, progress)
         ceilings = dict(ctx.ceilings) if ctx.cuda else None
         try:
             log(f"{cls.id}: running on {device}")
@@ -180,7 +188,9 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
     return doc, path
 
 
-def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None]) -> Context:
+def _context(
+    req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None], progress: Progress = no_progress
+) -> Context:
     ceilings: dict[str, Any] = {}
     nv = None
     if device == "cuda":
@@ -197,6 +207,7 @@ def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], N
         trace_dir=(run_dir / "traces" / req.repro_id) if req.traces else None,
         nvml=nv,
         log=log,
+        progress=progress,
     )
 
 

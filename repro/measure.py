@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
 import os
+import re
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import stats
+from repro.progress import Progress, no_progress
 from repro.spec import Achieved, Kernel, Timing, VariantResult, Work
 
 # CUDA events resolve ~0.5 us and a launch costs a few us, so a sample shorter
@@ -41,12 +45,16 @@ class SamplingConfig:
 
 
 def sample_adaptively(
-    take: Callable[[], float], cfg: SamplingConfig, clock: Callable[[], float] = time.perf_counter
+    take: Callable[[], float],
+    cfg: SamplingConfig,
+    clock: Callable[[], float] = time.perf_counter,
+    on_check: Callable[[int, float], None] | None = None,
 ) -> tuple[list[float], str, float]:
     """Call ``take`` (one sample, seconds per call) until a stopping rule fires.
 
     Returns (samples, stop_reason, elapsed_s). The CI is checked every few
     samples, not each one: summarize sorts, and that should not dominate.
+    ``on_check(n, rel_ci)`` hears each check (for progress display).
     """
     samples: list[float] = []
     t0 = clock()
@@ -58,7 +66,10 @@ def sample_adaptively(
         if n >= cfg.max_samples:
             return samples, "max_samples", elapsed
         if n >= cfg.min_samples and n % check_every == 0:
-            if stats.summarize(samples).rel_ci_halfwidth <= cfg.target_rel_ci:
+            rel_ci = stats.summarize(samples).rel_ci_halfwidth
+            if on_check is not None:
+                on_check(n, rel_ci)
+            if rel_ci <= cfg.target_rel_ci:
                 return samples, "ci_target", elapsed
             check_every = max(1, n // 10)
         if elapsed >= cfg.budget_s and n >= cfg.min_samples:
@@ -126,6 +137,9 @@ class Context:
     trace_dir: Path | None = None
     nvml: tuple[Any, Any] | None = None  # (pynvml, handle) when NVML answered
     log: Callable[[str], None] = lambda msg: None
+    # Structured progress (phase, variant, samples so far, current relative CI half-width);
+    # repro.progress.Display renders it. Measurement code reports here and prints nothing itself.
+    progress: Progress = no_progress
 
     @property
     def cuda(self) -> bool:
@@ -179,7 +193,7 @@ class Context:
         outside the timed region (e.g. to flush L2 or rotate inputs). ``sampling``
         overrides the run's rules for a repro with many small variants.
         """
-        self.log(f"  {name}: warm-up")
+        self.progress("warm-up", name, 0, None)
         cfg = sampling or self.sampling
         warm_calls = self._warmup(fn, cfg.warmup_s)
         calls = calls_per_sample or self._calibrate(fn)
@@ -193,13 +207,17 @@ class Context:
             runner, method, calls_in_run = fn, ("cuda_events" if self.cuda else "perf_counter"), calls
         take = self._sampler(runner, 1 if graph else calls, calls_in_run, before_sample)
         monitor = self._monitor()
-        self.log(f"  {name}: sampling ({calls} calls per sample)")
+        self.progress("sampling", name, 0, None)
+
+        def on_check(n: int, rel_ci: float) -> None:
+            self.progress("sampling", name, n, rel_ci)
+
         if monitor is not None:
             with monitor:
-                samples, reason, elapsed = sample_adaptively(take, cfg)
+                samples, reason, elapsed = sample_adaptively(take, cfg, on_check=on_check)
             gpu_monitor: dict[str, Any] | None = monitor.summary()
         else:
-            samples, reason, elapsed = sample_adaptively(take, cfg)
+            samples, reason, elapsed = sample_adaptively(take, cfg, on_check=on_check)
             gpu_monitor = None
         st = stats.summarize(samples)
         timing = Timing(
@@ -214,8 +232,9 @@ class Context:
             stats=st,
             samples=tuple(samples),
         )
-        self.log(f"  {name}: profiling kernels")
+        self.progress("profiling", name, st.n, st.rel_ci_halfwidth)
         kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+        self.progress("done", name, st.n, st.rel_ci_halfwidth)
         notes: list[str] = []
         if gpu_monitor and gpu_monitor["throttled"]:
             notes.append(
@@ -258,7 +277,7 @@ class Context:
         if not self.cuda:
             raise RuntimeError("kernel_samples needs CUDA")
         self.synchronize()
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for i in range(iters):
@@ -361,7 +380,7 @@ class Context:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.synchronize()
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_profiler_stderr():
             # torch warns that a profiler cycle clears its events; one cycle is all we keep.
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=acts) as prof:
@@ -378,6 +397,39 @@ class Context:
             with gzip.open(self.trace_dir / f"{safe}.trace.json.gz", "wb") as fh:
                 fh.write(redactor()(raw.decode(errors="replace")).encode())
         return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
+
+
+# Kineto (torch.profiler's native backend) writes these from C++ straight to fd 2 at every session
+# start and stop ("USDT:<date> <time> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start",
+# and "STAGE: ..."), whatever KINETO_LOG_LEVEL says (0-5 tried with torch 2.13). They tell a user nothing.
+_KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] ")
+
+
+@contextlib.contextmanager
+def quiet_profiler_stderr() -> Iterator[None]:
+    """Hold back fd 2 around a profiler session; afterwards pass on everything but Kineto's chatter.
+
+    Redirecting the file descriptor (not ``sys.stderr``) is what reaches native code. Anything
+    else written meanwhile (a real warning or error) still reaches stderr, only later.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 to redirect: nothing would be printed anyway
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(ln)]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def _chrome_trace(prof: Any) -> bytes:
