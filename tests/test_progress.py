@@ -65,9 +65,8 @@ def test_describe() -> None:
 
 def test_profiler_usdt_lines_are_held_back_but_other_stderr_is_not(capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile
-
     import torch
+    from torch.profiler import ProfilerActivity, profile
 
     with quiet_profiler_stderr():
         with profile(activities=[ProfilerActivity.CPU]):
