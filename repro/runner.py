@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,15 @@ def _torch_seen(o: Outcome) -> tuple[bool, bool] | None:
     return True, bool(torch_info.get("cuda_available"))
 
 
+def _repro_command() -> str:
+    """How the user can type ``repro`` again: ``.venv/bin/repro`` when that is not on PATH."""
+    script = Path(sys.executable).parent / "repro"
+    if not script.is_file() or shutil.which("repro") == str(script):
+        return "repro"
+    rel = os.path.relpath(script)
+    return rel if not rel.startswith("..") else str(script)
+
+
 def next_steps(outcomes: Sequence[Outcome]) -> list[str]:
     """What to do when nothing could run here (every repro skipped); empty when something ran.
 
@@ -177,17 +187,22 @@ def next_steps(outcomes: Sequence[Outcome]) -> list[str]:
         cause = "torch sees no CUDA GPU here"
     else:
         cause = "each repro's reason is on its line above"
+    repro = _repro_command()
+    smoke = (
+        "  make smoke      a CPU trial of the whole pipeline in the test env (.venv-test, CPU torch);"
+        if Path("Makefile").is_file()
+        else f"  {repro} all --smoke   where a CPU torch is installed: a trial of the whole pipeline;"
+    )
     return [
         f"Nothing could run here: every repro was skipped ({cause}). Next steps:",
-        "  make smoke      a CPU trial of the whole pipeline in the test env (.venv-test, CPU torch);"
-        " small sizes, so it proves the tool, never a cliff",
+        smoke + " small sizes, so it proves the tool, never a cliff",
         "  GPU             on a machine with an NVIDIA GPU, give .venv a CUDA torch:"
         " .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu126"
         " (or make the venv from a Python that has one: rm -rf .venv; make setup PYTHON=/path/to/python),"
         " then make repro-all",
         "  image           or use a pinned image that brings its own torch (Docker + NVIDIA toolkit):"
         " make image-cu126-pt26 && make docker-repro-all LANE=cu126-pt26",
-        "  repro doctor    what this machine lacks, ranked by consequence",
+        f"  {repro} doctor    what this machine lacks, ranked by consequence",
     ]
 
 
