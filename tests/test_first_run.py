@@ -33,10 +33,12 @@ def _copy_of_the_repo(dest: Path) -> Path:
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout.split(b"\0")
     for name in filter(None, files):
-        src = ROOT / name.decode()
-        if src.is_file():
-            (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name.decode())
+        src, dst = ROOT / name.decode(), dest / name.decode()
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():  # repro/schemas links to ../schemas, as git keeps it
+            os.symlink(os.readlink(src), dst)
+        elif src.is_file():
+            shutil.copy2(src, dst)
     return dest
 
 
