@@ -14,12 +14,13 @@ LANE ?= cu126-pt26
 LANES := cu126-pt26 cu128-nightly nemo
 REPROS := 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset
 
-.PHONY: help setup test lint repro-all images matrix docker-repro-all $(addprefix repro-,$(REPROS)) \
+.PHONY: help setup test lint smoke repro-all images matrix docker-repro-all $(addprefix repro-,$(REPROS)) \
         $(addprefix image-,$(LANES)) $(addprefix docker-repro-,$(REPROS))
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 26
 	@echo "repro-<id>                run one repro: $(REPROS)"
+	@echo "variables                 OUT=$(OUT) (output folder), ARGS='...' (extra CLI arguments), LANE=$(LANE)"
 	@echo "docker-repro-<id>         run one repro in LANE=<lane> ($(LANES))"
 
 $(VENV)/.installed: pyproject.toml
@@ -43,7 +44,10 @@ lint: $(TEST_VENV)/.installed ## ruff on the code, hadolint on every Dockerfile
 	$(TEST_VENV)/bin/ruff check repro tests
 	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile
 
-repro-all: setup ## Run every repro; artifacts and report.md land in $(OUT)/<run-id>/
+smoke: $(TEST_VENV)/.installed ## CPU trial: every repro at smoke sizes in the test env (CPU torch), no GPU verdicts
+	$(TEST_VENV)/bin/repro all --smoke --out $(OUT) $(ARGS)
+
+repro-all: setup ## Run every repro with .venv's torch; artifacts and report.md land in OUT/<run-id>/
 	$(REPRO) all --out $(OUT) $(ARGS)
 
 $(addprefix repro-,$(REPROS)): repro-%: setup

@@ -206,3 +206,59 @@ def expand(paths: Iterable[Path]) -> list[Path]:
         else:
             out.append(p)
     return out
+
+
+def not_an_artifact(path: Path) -> str | None:
+    """Why a JSON file met while walking folders is not an artifact, or None when it is (or claims to be).
+
+    A document is taken as an artifact when its ``kind`` says so, or when it has no ``kind`` but
+    carries an artifact's ``repro`` and ``verdict``; anything else (``doctor --json`` output, a
+    ``compare --json`` document, a fingerprint) is some other file. Unreadable or corrupt JSON is
+    not skipped: it may be a damaged artifact, and validation must say so.
+    """
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return f"a JSON {type(doc).__name__}, not an object"
+    kind = doc.get("kind")
+    if kind == ARTIFACT_KIND:
+        return None
+    if kind is not None:
+        return f"kind {str(kind)[:60]!r}"
+    if "repro" in doc and "verdict" in doc:
+        return None
+    return "no 'kind' field"
+
+
+def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Files as given, and every ``*.json`` under the given folders (nested run folders included).
+
+    Returns (artifact files, [(skipped file, why)]). A file named directly is always returned
+    for validation; only files found inside folders are skipped when they are not artifacts. A
+    folder without a single artifact is a UsageError.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_dir():
+            files.append(p)
+            continue
+        # Hidden files and folders (a run's .ceilings.json cache) are the harness's own, not artifacts.
+        found = sorted(
+            f for f in p.rglob("*.json") if f.is_file() and not any(x.startswith(".") for x in f.relative_to(p).parts)
+        )
+        mine = []
+        for f in found:
+            why = not_an_artifact(f)
+            if why is None:
+                mine.append(f)
+            else:
+                skipped.append((f, why))
+        if not mine:
+            seen = f"{len(found)} JSON file(s), none an artifact" if found else "no JSON files"
+            raise UsageError(f"{p}: holds no gpu-repro artifacts ({seen}); expected artifact files or run folders")
+        files.extend(mine)
+    return files, skipped

@@ -2,50 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from repro import __version__
+from repro.cli_common import err, handles_errors, new_typer, write_new_file
+from repro.cli_docker import compare_cmd, images_app
 from repro.errors import CliffReproduced, ReproError, UsageError
 
-app = typer.Typer(
-    name="repro",
-    help="Reproduce known GPU performance cliffs; leave a validated artifact and a GitHub-ready report.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+app = new_typer(
+    "repro", "Reproduce known GPU performance cliffs; leave a validated artifact and a GitHub-ready report."
 )
 
 DEFAULT_OUT = Path(os.environ.get("GPU_REPRO_OUT", "artifacts"))
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _err(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-
-
-def handles_errors(fn: F) -> F:
-    """Map the library's exceptions to one stderr line and their exit code (no traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ReproError as exc:
-            if not isinstance(exc, CliffReproduced):
-                _err(str(exc))
-            else:
-                typer.echo(str(exc), err=True)
-            raise typer.Exit(exc.exit_code) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _version(value: bool) -> None:
@@ -65,12 +39,19 @@ def main_callback(
 
 ReproPaths = Annotated[
     list[Path] | None,
-    typer.Option("--repro-path", help="Folder of extra repro modules (*.py using @register); repeatable."),
+    typer.Option(
+        "--repro-path", metavar="DIR", help="Folder of extra repro modules (*.py using @register); repeatable."
+    ),
 ]
-OutOpt = Annotated[Path, typer.Option("--out", help="Folder for run folders (default $GPU_REPRO_OUT or ./artifacts).")]
+OutOpt = Annotated[
+    Path, typer.Option("--out", metavar="DIR", help="Folder for run folders (default $GPU_REPRO_OUT or ./artifacts).")
+]
 SmokeOpt = Annotated[bool, typer.Option("--smoke", help="Shrunken sizes so the pipeline runs anywhere (also on CPU).")]
 FailOnOpt = Annotated[
-    str | None, typer.Option("--fail-on", help="'reproduced': exit 3 when any cliff reproduced (for CI gates).")
+    str | None,
+    typer.Option(
+        "--fail-on", metavar="reproduced", help="'reproduced': exit 3 when any cliff reproduced (for CI gates)."
+    ),
 ]
 
 
@@ -103,12 +84,15 @@ def _sampling(budget: float | None, target: float | None) -> Any:
 
 
 BudgetOpt = Annotated[
-    float | None, typer.Option("--budget", help="Seconds of sampling per variant at most (default 5).")
+    float | None,
+    typer.Option("--budget", metavar="SECONDS", help="Seconds of sampling per variant at most (default 5)."),
 ]
 TargetOpt = Annotated[
     float | None,
     typer.Option(
-        "--target-ci", help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01)."
+        "--target-ci",
+        metavar="FRACTION",
+        help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01).",
     ),
 ]
 
@@ -174,8 +158,10 @@ def _write_report(run_dir: Path) -> Path:
 @app.command("run")
 @handles_errors
 def run_cmd(
-    repro_id: Annotated[str, typer.Argument(help="Repro id (see `repro list`).")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a param: key=value (repeatable).")] = None,
+    repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
+    ] = None,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the artifact JSON on stdout.")] = False,
@@ -185,7 +171,8 @@ def run_cmd(
     fail_on: FailOnOpt = None,
 ) -> None:
     """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
-    from repro.execute import RunRequest, execute, resolve, stderr_log
+    from repro.execute import RunRequest, execute, resolve
+    from repro.progress import Display
     from repro.spec import parse_assignments
 
     req = RunRequest(
@@ -199,7 +186,11 @@ def run_cmd(
     _fail_on(fail_on)
     resolve(req)  # all input checked before the run folder exists
     run_dir = _new_run_dir(out)
-    doc, path = execute(req, run_dir, log=stderr_log)
+    display = Display()
+    try:
+        doc, path = execute(req, run_dir, log=display.log, progress=display.progress)
+    finally:
+        display.close()
     report = _write_report(run_dir)
     v = doc["verdict"]
     typer.echo(f"{repro_id}: {v['status']} - {v['finding']}", err=True)
@@ -213,10 +204,12 @@ def run_cmd(
 @app.command("all")
 @handles_errors
 def all_cmd(
-    only: Annotated[list[str] | None, typer.Option("--only", help="Run only this id (repeatable).")] = None,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help="Skip this id (repeatable).")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", metavar="ID", help="Run only this id (repeatable).")
+    ] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", metavar="ID", help="Skip this id (repeatable).")] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds each repro may run before it is killed.")
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds each repro may run before it is killed.")
     ] = 900.0,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
@@ -249,6 +242,9 @@ def all_cmd(
     )
     report = _write_report(run_dir)
     typer.echo(f"run folder: {run_dir}\nreport:     {report}", err=True)
+    steps = runner.next_steps(outcomes)
+    if steps:
+        typer.echo("\n" + "\n".join(steps), err=True)
     if as_json:
         typer.echo(
             json.dumps(
@@ -274,7 +270,7 @@ def fingerprint_cmd(
 ) -> None:
     """Print this machine's environment fingerprint (imports torch when present)."""
     from repro import fingerprint
-    from repro.render import essentials_line
+    from repro.render import fingerprint_text
 
     proc = None if no_collect_env else fingerprint.start_collect_env()
     fp = fingerprint.collect(collect_env=fingerprint.finish_collect_env(proc) if proc else None)
@@ -282,30 +278,46 @@ def fingerprint_cmd(
     if as_json:
         typer.echo(json.dumps(fp, indent=2, default=str))
         return
-    typer.echo(essentials_line(fp))
-    for k, v in sorted(fp["software"]["libraries"].items()):
-        typer.echo(f"  {k}: {v['version'] if v['loaded'] else 'not loaded'}")
-    for name, err in fp["errors"].items():
-        typer.echo(f"  probe {name} failed: {err}", err=True)
+    typer.echo("\n".join(fingerprint_text(fp, fingerprint.redactor()(sys.executable))))
 
 
 @app.command("validate")
 @handles_errors
 def validate_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Artifact files or run folders.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE_OR_RUN_DIR", help="Artifact files or run folders.", show_default=False),
+    ],
 ) -> None:
-    """Validate artifacts against the JSON Schema; exit 2 if any fails."""
+    """Validate artifacts against the JSON Schema; exit 2 if any fails.
+
+    Folders are searched to any depth; JSON files in them that are not artifacts (doctor or
+    compare output, say) are listed as skipped. A file named on the command line must be an artifact.
+    """
     from repro import artifact
 
+    files, skipped = artifact.walk(paths)
     bad = 0
-    for path in artifact.expand(files):
+    for path in files:
+        why = artifact.not_an_artifact(path) if path.is_file() else None
+        if why:
+            err(f"{path}: not a gpu-repro artifact ({why}); expected an artifact written by `repro run` or `repro all`")
+            bad += 1
+            continue
         try:
             artifact.load(path)
         except UsageError as exc:
-            _err(str(exc))
+            err(str(exc))
             bad += 1
             continue
         typer.echo(f"ok: {path}")
+    for path, why in skipped:
+        typer.echo(f"skipped: {path} (not an artifact: {why})", err=True)
+    if skipped or len(files) > 1:
+        typer.echo(
+            f"{len(files) - bad} valid, {bad} invalid, {len(skipped)} skipped (not artifacts)",
+            err=True,
+        )
     if bad:
         raise typer.Exit(2)
 
@@ -313,8 +325,13 @@ def validate_cmd(
 @app.command("report")
 @handles_errors
 def report_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Artifact files or run folders.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the markdown here (never overwrites).")] = None,
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE_OR_RUN_DIR", help="Artifact files or run folders.", show_default=False),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", metavar="FILE", help="Write the markdown here (never overwrites).")
+    ] = None,
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE)."""
     from repro import artifact, render
@@ -324,19 +341,19 @@ def report_cmd(
     if out is None:
         typer.echo(text)
         return
-    if out.exists():
-        raise UsageError(f"--out {out}: exists; expected a new file name (reports are never overwritten)")
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise UsageError(f"--out {out}: expected a file in a writable folder")
-    artifact.write_new(out, text.encode())
+    write_new_file(out, text, "reports")
     typer.echo(f"report: {out}", err=True)
 
 
 @app.command("bundle")
 @handles_errors
 def bundle_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder (artifacts/<run-id>).")],
-    out: Annotated[Path | None, typer.Option("--out", help="Bundle path (default <run-dir>.bundle.tar.gz).")] = None,
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A run folder (artifacts/<run-id>).", show_default=False)
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", metavar="FILE", help="Bundle path (default <run-dir>.bundle.tar.gz).")
+    ] = None,
 ) -> None:
     """Pack a run (artifacts, report, logs, Chrome traces) into one .tar.gz under GitHub's 25 MB limit."""
     from repro import bundle
@@ -362,9 +379,6 @@ def doctor_cmd(
     rows = [[f["level"].upper(), f["check"], f["seen"], f["action"]] for f in result["findings"]]
     typer.echo(table(rows, ["level", "check", "seen", "what to do"]))
 
-
-# Registered last: cli_docker uses handles_errors from this module.
-from repro.cli_docker import compare_cmd, images_app  # noqa: E402
 
 app.add_typer(images_app, name="images")
 app.command("compare")(compare_cmd)

@@ -6,42 +6,20 @@ Registered in ``repro/cli.py`` with ``app.add_typer(images_app, name="images")``
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
-from repro.errors import ReproError, UsageError
+from repro.cli_common import handles_errors, new_typer, write_new_file
+from repro.errors import ReproError
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def handles_errors(fn: F) -> F:
-    """``repro.cli.handles_errors``, looked up at call time so cli.py may import this module anywhere."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from repro.cli import handles_errors as mapped
-
-        return mapped(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-images_app = typer.Typer(
-    name="images",
-    help="Build, run and pin the Docker lanes (pins: docker/images.lock.json).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+images_app = new_typer("images", "Build, run and pin the Docker lanes (pins: docker/images.lock.json).")
 
 LanesArg = Annotated[
-    list[str] | None, typer.Argument(help="Lanes to act on (default: every lane in the lock file).", show_default=False)
+    list[str] | None,
+    typer.Argument(metavar="LANE", help="Lanes to act on (default: every lane in the lock file).", show_default=False),
 ]
 
 
@@ -73,6 +51,7 @@ def build_cmd(
         list[str] | None,
         typer.Option(
             "--build-arg",
+            metavar="KEY=VALUE",
             help="KEY=VALUE over the lock's build args, e.g. TORCH_WHEEL=... (repeatable).",
         ),
     ] = None,
@@ -99,21 +78,35 @@ def build_cmd(
 @images_app.command("run")
 @handles_errors
 def run_cmd(
-    lane: Annotated[str, typer.Argument(help="The lane whose image runs (see `repro images list`).")],
+    lane: Annotated[
+        str,
+        typer.Argument(metavar="LANE", show_default=False, help="The lane whose image runs (see `repro images list`)."),
+    ],
     repro_args: Annotated[
         list[str] | None,
-        typer.Argument(help="What the image's `repro` runs, after `--` (default: all).", show_default=False),
+        typer.Argument(
+            metavar="REPRO_ARGS",
+            help="What the image's `repro` runs, after `--` (default: all).",
+            show_default=False,
+        ),
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Host folder mounted at /artifacts (default artifacts/lanes/<lane>)."),
+        typer.Option(
+            "--out", metavar="DIR", help="Host folder mounted at /artifacts (default artifacts/lanes/<lane>)."
+        ),
     ] = None,
     gpus: Annotated[
-        str, typer.Option("--gpus", help="GPUs to pass through: all, none, or device ids like 0,1.")
+        str,
+        typer.Option("--gpus", metavar="all|none|IDS", help="GPUs to pass through: all, none, or device ids like 0,1."),
     ] = "all",
     env: Annotated[
         list[str] | None,
-        typer.Option("--env", help="KEY=VALUE set in the container, e.g. TORCH_LINALG_PREFER_CUSOLVER=1 (repeatable)."),
+        typer.Option(
+            "--env",
+            metavar="KEY=VALUE",
+            help="KEY=VALUE set in the container, e.g. TORCH_LINALG_PREFER_CUSOLVER=1 (repeatable).",
+        ),
     ] = None,
 ) -> None:
     """Run `repro <args>` in a lane's image with GPUs, no network, artifacts written to --out.
@@ -153,26 +146,19 @@ def lock_cmd(lanes: LanesArg = None) -> None:
         )
 
 
-def _write_new(out: Path, text: str) -> None:
-    from repro.artifact import write_new
-
-    if out.exists():
-        raise UsageError(f"--out {out}: exists; expected a new file name (comparisons are never overwritten)")
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise UsageError(f"--out {out}: expected a file in a writable folder")
-    write_new(out, text.encode())
-
-
 @handles_errors
 def compare_cmd(
     paths: Annotated[
         list[Path],
         typer.Argument(
+            metavar="PATH",
             help="Artifact files, run folders, or lane folders of run folders (the newest run); one environment each.",
             show_default=False,
         ),
     ],
-    out: Annotated[Path | None, typer.Option("--out", help="Write here (never overwrites) instead of stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", metavar="FILE", help="Write here (never overwrites) instead of stdout.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of markdown.")] = False,
 ) -> None:
     """Compare repros side by side across environments (lanes, stacks, machines), then their fingerprints."""
@@ -183,5 +169,5 @@ def compare_cmd(
     if out is None:
         typer.echo(text, nl=False)
         return
-    _write_new(out, text)
+    write_new_file(out, text, "comparisons")
     typer.echo(f"comparison: {out}", err=True)

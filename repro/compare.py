@@ -21,6 +21,7 @@ COMPARE_SCHEMA_VERSION = "1.0"
 KEY_KERNELS_MD = 1
 KEY_KERNELS_JSON = 3
 _VALUE_CHARS = 80  # per cell in the markdown diff; the JSON keeps values whole
+_TITLE_CHARS = 100  # longer "X vs Y" titles give way to "N environments (A, B)"
 
 # Fingerprint fields that change from run to run on one unchanged stack. Listing them would bury
 # the differences that matter (versions, knobs, env vars) under noise, so they are left out.
@@ -186,12 +187,25 @@ def _differing_keys(dicts: Sequence[Mapping[str, Any] | None]) -> list[str]:
     return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in present}) > 1]
 
 
+def env_keys(n: int) -> list[str]:
+    """Short column names for ``n`` environments: A, B, C ... (env27, env28 ... past Z)."""
+    return [chr(ord("A") + i) if i < 26 else f"env{i + 1}" for i in range(n)]
+
+
 def repro_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequence[str]) -> list[str]:
-    """Reasons a side-by-side reading of ``rid`` could mislead: other params, other repro code, smoke runs."""
+    """Reasons a side-by-side reading of ``rid`` could mislead: other params, other repro code, smoke runs.
+
+    ``labels`` name the environments as the reader sees them (the short keys in markdown).
+    """
     notes = []
     params = _differing_keys([d["repro"]["params"] if d else None for d in docs])
-    if params:
-        notes.append(f"`{rid}`: params differ between environments ({', '.join(params)})")
+    for name in params:
+        values = [
+            f"{_value(d['repro']['params'].get(name, '(not set)'))} in {lab}"
+            for lab, d in zip(labels, docs, strict=True)
+            if d
+        ]
+        notes.append(f"`{rid}`: param `{name}` differs between environments: {'; '.join(values)}")
     sources = {d["repro"]["source_sha256"] for d in docs if d}
     if len(sources) > 1:
         notes.append(f"`{rid}`: the repro's source differs between environments (source_sha256)")
@@ -254,12 +268,14 @@ def _image(fp: Mapping[str, Any]) -> tuple[str | None, str | None]:
 def build(envs: Sequence[Environment]) -> dict[str, Any]:
     """The comparison as one JSON-ready document (what ``--json`` prints and markdown renders)."""
     labels = [e.label for e in envs]
+    keys = env_keys(len(envs))
     environments = []
-    for e in envs:
+    for key, e in zip(keys, envs, strict=True):
         ess = essentials(e.fingerprint)
         image, digest = _image(e.fingerprint)
         environments.append(
             {
+                "key": key,
                 "label": e.label,
                 "source": str(e.source),
                 "run_ids": e.run_ids(),
@@ -292,7 +308,7 @@ def build(envs: Sequence[Environment]) -> dict[str, Any]:
                 },
             }
         )
-        notes += repro_notes(rid, docs, labels)
+        notes += repro_notes(rid, docs, keys)
     return {
         "kind": COMPARE_KIND,
         "schema_version": COMPARE_SCHEMA_VERSION,
@@ -341,19 +357,26 @@ def _value(v: Any) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
 
 
-def _diff_table(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+def _diff_table(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], keys: Sequence[str]) -> str:
     body = [
         [code(r["field"])] + [_value(r["values"][lab]) if lab in r["values"] else "-" for lab in labels] for r in rows
     ]
-    return table(body, ["field", *labels])
+    return table(body, ["field", *keys])
 
 
 def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
-    """GitHub-flavoured markdown for a comparison, kept under ``limit`` characters."""
-    labels = [e["label"] for e in doc["environments"]]
+    """GitHub-flavoured markdown for a comparison, kept under ``limit`` characters.
+
+    Columns are headed by short keys (A, B, ...) that the environment table resolves: a label
+    such as ``torch 2.11.0+cu130 / NVIDIA H200 / <run id>`` would make every table too wide to read.
+    """
+    envs = doc["environments"]
+    labels = [e["label"] for e in envs]
+    keys = [e.get("key") or k for e, k in zip(envs, env_keys(len(envs)), strict=True)]
     env_rows = [
         [
-            f"**{e['label']}**",
+            f"**{k}**",
+            e["label"],
             e["gpu"],
             e["driver"] or "-",
             e["torch"] or "-",
@@ -361,19 +384,22 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
             _short_image(e["base_image"]),
             ", ".join(e["run_ids"]),
         ]
-        for e in doc["environments"]
+        for k, e in zip(keys, envs, strict=True)
     ]
+    title = " vs ".join(labels)
+    if len(title) > _TITLE_CHARS:
+        title = f"{len(labels)} environments ({', '.join(keys)})"
     head = [
-        f"# gpu-repro compare: {' vs '.join(labels)}",
+        f"# gpu-repro compare: {title}",
         "",
-        table(env_rows, ["environment", "GPU", "driver", "torch", "CUDA", "base image", "run"]),
+        table(env_rows, ["env", "label", "GPU", "driver", "torch", "CUDA", "base image", "run"]),
         "",
         table(
             [
                 [code(r["id"]), f"{r['threshold']:g}"] + [_cell(r["results"][lab]) for lab in labels]
                 for r in doc["repros"]
             ],
-            ["repro", "threshold", *labels],
+            ["repro", "threshold", *keys],
         ),
         "",
     ]
@@ -399,7 +425,7 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
         return "\n".join(head) + "\n_No fingerprint field differs._\n\n" + foot
     dropped = 0
     while True:
-        parts = [*head, _diff_table(rows, labels), ""]
+        parts = [*head, _diff_table(rows, labels, keys), ""]
         if dropped:
             parts.append(f"_{dropped} more differing fields left out to fit GitHub's size limit; see --json._\n")
         text = "\n".join(parts) + "\n" + foot

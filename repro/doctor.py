@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from repro import fingerprint, nvml
 
-Level = Literal["ok", "info", "warn"]
+# Ranked by consequence: "fail" means no repro can measure anything here, "warn" that the GPU
+# repros will skip or their numbers will mislead, "info" a setting worth knowing, "ok" a check passed.
+Level = Literal["ok", "info", "warn", "fail"]
+LEVELS: tuple[str, ...] = ("fail", "warn", "info", "ok")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ def _torch_info() -> dict[str, Any] | None:
 
     info: dict[str, Any] = {
         "version": torch.__version__,
+        "cuda_built": torch.version.cuda,
         "debug": bool(torch.version.debug),
         "cuda": torch.cuda.is_available(),
         "knobs": fingerprint.knobs(),
@@ -177,7 +182,14 @@ def diagnose(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     t = _torch_info()
     if t is None:
         findings.append(
-            Finding("info", "torch", "torch is not installed here", "install the PyTorch build you want to test")
+            Finding(
+                "fail",
+                "torch",
+                f"torch is not importable by this Python ({sys.executable})",
+                "every repro will skip, --smoke too. For a CPU trial run `make smoke` (its test env has a CPU "
+                "torch); to measure a GPU, install a CUDA build of torch where this Python sees it "
+                "(see the README, 'Your first run')",
+            )
         )
     else:
         if t["debug"]:
@@ -210,9 +222,37 @@ def diagnose(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
             )
     findings += _env_findings(environ)
     cuda = bool(t and t["cuda"])
+    if t is not None and not cuda:
+        findings.insert(0, _no_cuda_finding(t, environ))
     if cuda:
         findings += _gpu_findings(_nvml_info(t.get("pci") if t else None), os.getpid())
         headline = f"GPU: {t['gpu']} (torch {t['version']})"  # type: ignore[index]
     else:
-        headline = "No CUDA GPU is visible on this machine: GPU checks skipped; repros will record 'skipped'."
+        headline = (
+            "No CUDA GPU is visible here: GPU checks skipped, and every GPU repro will record 'skipped'."
+            if t is not None
+            else "torch is not installed here: every repro will record 'skipped'."
+        )
+    findings.sort(key=lambda f: LEVELS.index(f.level))  # the most consequential first; stable otherwise
     return {"headline": headline, "cuda": cuda, "findings": [f.__dict__ for f in findings]}
+
+
+def _no_cuda_finding(t: Mapping[str, Any], environ: Mapping[str, str]) -> Finding:
+    """Why torch sees no GPU (a CPU-only build, hidden devices, or no driver), and what to do."""
+    if not t.get("cuda_built"):
+        seen = f"torch {t['version']} is a CPU-only build"
+        action = (
+            "every GPU repro will skip (`make smoke` runs them on CPU as a pipeline trial). To measure a GPU, "
+            "install a CUDA build of torch (https://pytorch.org/get-started/locally/) or use an image "
+            "(`make docker-repro-all LANE=cu126-pt26`)"
+        )
+    else:
+        hidden = environ.get("CUDA_VISIBLE_DEVICES")
+        seen = f"torch {t['version']} (CUDA {t['cuda_built']}) sees no CUDA device"
+        if hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
+            seen += f" (CUDA_VISIBLE_DEVICES={hidden!r})"
+        action = (
+            "every GPU repro will skip. Check `nvidia-smi` (driver loaded, GPU listed) and CUDA_VISIBLE_DEVICES; "
+            "in a container, pass the GPUs (`docker run --gpus all`)"
+        )
+    return Finding("warn", "CUDA", seen, action)

@@ -15,6 +15,7 @@ from typing import Any
 
 from repro import artifact, catalog, fingerprint
 from repro.measure import Context, SamplingConfig, achieved
+from repro.progress import Progress, no_progress
 from repro.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.verdict import as_smoke, unavailable
 
@@ -116,8 +117,15 @@ def rerun_command(req: RunRequest) -> str:
     return " ".join(parts)
 
 
-def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda m: None) -> tuple[dict[str, Any], Path]:
+def execute(
+    req: RunRequest,
+    run_dir: Path,
+    log: Callable[[str], None] = lambda m: None,
+    progress: Progress = no_progress,
+) -> tuple[dict[str, Any], Path]:
     """Run one repro and write its artifact to ``run_dir/<id>.json``; returns (doc, path).
+
+    ``log`` hears one-line messages, ``progress`` each variant's measurement phases.
 
     Exceptions inside the repro become an ``error`` artifact; only bad input
     (UsageError, raised before any work) and write failures escape.
@@ -147,7 +155,7 @@ def execute(req: RunRequest, run_dir: Path, log: Callable[[str], None] = lambda 
         verdict = unavailable(cls.metric, reason)
     else:
         repro = cls()
-        ctx = _context(req, device, run_dir, log)
+        ctx = _context(req, device, run_dir, log, progress)
         try:
             ctx.comparisons = tuple(repro.comparisons(params))
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
@@ -267,7 +275,9 @@ def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResul
     )
 
 
-def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None]) -> Context:
+def _context(
+    req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None], progress: Progress = no_progress
+) -> Context:
     nv = _nvml_or_none() if device == "cuda" else None
     return Context(
         device=device,
@@ -276,6 +286,7 @@ def _context(req: RunRequest, device: str, run_dir: Path, log: Callable[[str], N
         trace_dir=(run_dir / "traces" / req.repro_id) if req.traces else None,
         nvml=nv,
         log=log,
+        progress=progress,
     )
 
 

@@ -10,15 +10,18 @@ import gzip
 import json
 import math
 import os
+import re
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import stats
+from repro.progress import Progress, no_progress
 from repro.results import Achieved, Comparison, Kernel, Timing, VariantResult, Work
 
 # CUDA events resolve ~0.5 us and a launch costs a few us, so a sample shorter
@@ -62,12 +65,16 @@ class SamplingConfig:
 
 
 def sample_adaptively(
-    take: Callable[[], float], cfg: SamplingConfig, clock: Callable[[], float] = time.perf_counter
+    take: Callable[[], float],
+    cfg: SamplingConfig,
+    clock: Callable[[], float] = time.perf_counter,
+    on_check: Callable[[int, float], None] | None = None,
 ) -> tuple[list[float], str, float]:
     """Call ``take`` (one sample, seconds per call) until a stopping rule fires.
 
     Returns (samples, stop_reason, elapsed_s). The CI is checked every few
     samples, not each one: summarize sorts, and that should not dominate.
+    ``on_check(n, rel_ci)`` hears each check (for progress display).
     """
     samples: list[float] = []
     t0 = clock()
@@ -79,7 +86,10 @@ def sample_adaptively(
         if n >= cfg.max_samples:
             return samples, "max_samples", elapsed
         if n >= cfg.min_samples and n % check_every == 0:
-            if stats.summarize(samples).rel_ci_halfwidth <= cfg.target_rel_ci:
+            rel_ci = stats.summarize(samples).rel_ci_halfwidth
+            if on_check is not None:
+                on_check(n, rel_ci)
+            if rel_ci <= cfg.target_rel_ci:
                 return samples, "ci_target", elapsed
             check_every = max(1, n // 10)
         if elapsed >= cfg.budget_s and n >= cfg.min_samples:
@@ -266,6 +276,9 @@ class Context:
     record_arms: bool = False
     recorded_arms: dict[str, Arm] = field(default_factory=dict)
     _knobs_before: dict[str, Any] | None = None
+    # Structured progress (phase, variant, samples so far, current relative CI half-width);
+    # repro.progress.Display renders it. Measurement code reports here and prints nothing itself.
+    progress: Progress = no_progress
 
     @property
     def cuda(self) -> bool:
@@ -319,6 +332,7 @@ class Context:
         outside the timed region (e.g. to flush L2 or rotate inputs). ``sampling``
         overrides the run's rules for a repro with many small variants.
         """
+        self.progress("warm-up", name, 0, None)
         cfg = sampling or self.sampling
         arm = Arm(
             name=name,
@@ -336,12 +350,15 @@ class Context:
             if self._knobs_before is None:
                 self._knobs_before = snap
             self.recorded_arms[name] = dataclasses.replace(arm, prepare=lambda: apply_knobs(snap))
-        self.log(f"  {name}: warm-up")
         runner, take, calls, warm_calls = self._setup_arm(arm, cfg)
         monitor = self._monitor()
-        self.log(f"  {name}: sampling")
+        self.progress("sampling", name, 0, None)
+
+        def on_check(n: int, rel_ci: float) -> None:
+            self.progress("sampling", name, n, rel_ci)
+
         with monitor if monitor is not None else contextlib.nullcontext():
-            samples, reason, elapsed = sample_adaptively(take, cfg)
+            samples, reason, elapsed = sample_adaptively(take, cfg, on_check=on_check)
         timing = Timing(
             method=("graph_replay" if graph else ("cuda_events" if self.cuda else "perf_counter")),
             unit="s",
@@ -354,8 +371,9 @@ class Context:
             stats=stats.summarize(samples),
             samples=tuple(samples),
         )
-        self.log(f"  {name}: profiling kernels")
+        self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+        self.progress("done", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
 
     def measure_paired(
@@ -380,7 +398,7 @@ class Context:
         if len(set(names)) != len(names) or not arms:
             raise ValueError(f"paired arms need distinct names; got {names}")
         group = group or "+".join(names)
-        self.log(f"  {group}: warm-up of {len(arms)} paired variants")
+        self.progress("warm-up", group, 0, None)
         setups = [self._setup_arm(a, cfg) for a in arms]
         comps = [c for c in self.comparisons if c.basis == "time" and c.num in names and c.den in names]
         rounds: dict[str, list[float]] = {n: [] for n in names}
@@ -406,6 +424,7 @@ class Context:
                 if monitor is not None:
                     monitor.poll()
                 r += 1
+                self.progress("paired rounds", group, r, None)
                 if episode is None:
                     floor = max(1, -(-cfg.min_rounds // cfg.min_episodes))
                     if r < floor or time.perf_counter() - t0 < min(cfg.episode_s, budget / cfg.min_episodes):
@@ -449,7 +468,7 @@ class Context:
             )
             if arm.prepare is not None:
                 arm.prepare()
-            self.log(f"  {arm.name}: profiling kernels")
+            self.progress("profiling", arm.name, len(rounds[arm.name]), None)
             kernels, iters = self._profile(
                 arm.name, runner, 1 if arm.graph else cfg.profile_iters, calls if arm.graph else 1
             )
@@ -476,7 +495,7 @@ class Context:
         names = list(fns)
         self.synchronize()
         calls: list[tuple[str, int]] = []
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for r in range(iters):
@@ -644,7 +663,7 @@ class Context:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.synchronize()
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_profiler_stderr():
             # torch warns that a profiler cycle clears its events; one cycle is all we keep.
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             with profile(activities=acts) as prof:
@@ -661,6 +680,39 @@ class Context:
             with gzip.open(self.trace_dir / f"{safe}.trace.json.gz", "wb") as fh:
                 fh.write(redactor()(raw.decode(errors="replace")).encode())
         return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
+
+
+# Kineto (torch.profiler's native backend) writes these from C++ straight to fd 2 at every session
+# start and stop ("USDT:<date> <time> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start",
+# and "STAGE: ..."), whatever KINETO_LOG_LEVEL says (0-5 tried with torch 2.13). They tell a user nothing.
+_KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] ")
+
+
+@contextlib.contextmanager
+def quiet_profiler_stderr() -> Iterator[None]:
+    """Hold back fd 2 around a profiler session; afterwards pass on everything but Kineto's chatter.
+
+    Redirecting the file descriptor (not ``sys.stderr``) is what reaches native code. Anything
+    else written meanwhile (a real warning or error) still reaches stderr, only later.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 to redirect: nothing would be printed anyway
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(ln)]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def _chrome_trace(prof: Any) -> bytes:

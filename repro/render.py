@@ -17,6 +17,11 @@ REPORT_LIMIT = 60_000
 KERNELS_PER_VARIANT = 6
 # Above this many variants only the verdict's pair (and variants that did not run) are tabled.
 MAX_VARIANTS_SHOWN = 12
+# A smoke run proves the pipeline, not a cliff: its report stays short (the artifact has the rest).
+MAX_VARIANTS_SHOWN_SMOKE = 4
+KERNELS_PER_VARIANT_SMOKE = 3
+# Kernel diffs beyond the verdict's own pair: the same contrast at other settings, at most this many.
+MAX_RELATED_DIFFS = 2
 _KERNEL_NAME_CHARS = 90
 _COLLECT_ENV = "python -m torch.utils.collect_env"
 # Details shorter than this help nobody: below it, the least useful kind is dropped instead.
@@ -52,7 +57,11 @@ def _cell(value: Any) -> Any:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    return tabulate([[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github")
+    # disable_numparse: cells are shown as given. tabulate would otherwise read "13.0" (a CUDA
+    # version) as a number and print it as 13.
+    return tabulate(
+        [[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github", disable_numparse=True
+    )
 
 
 def details(summary: str, body: str, lang: str = "") -> str:
@@ -109,13 +118,22 @@ def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int
     the verdict's breakdown table summarises the rest.
     """
     variants = list(doc["variants"])
-    if len(variants) <= MAX_VARIANTS_SHOWN:
+    cap = MAX_VARIANTS_SHOWN_SMOKE if is_smoke(doc) else MAX_VARIANTS_SHOWN
+    if len(variants) <= cap:
         return variants, 0
     named = set(doc["verdict"].get("variants") or ())
-    keep = [v for v in variants if v["name"] in named or v["status"] != "ok"][:MAX_VARIANTS_SHOWN]
+    # The verdict's pair always; then variants that did not run, as room allows; in catalog order.
+    room = max(cap - len(named), 0)
+    extra = {id(v) for v in [v for v in variants if v["name"] not in named and v["status"] != "ok"][:room]}
+    keep = [v for v in variants if v["name"] in named or id(v) in extra]
     if not any(v["name"] in named for v in keep):
         keep = [v for v in variants if v["status"] == "ok"][:2] + keep
     return keep, len(variants) - len(keep)
+
+
+def is_smoke(doc: Mapping[str, Any]) -> bool:
+    """True for a smoke run (shrunken sizes, often on CPU): it proves the pipeline, never a cliff."""
+    return bool((doc.get("run") or {}).get("smoke"))
 
 
 def variants_table(doc: Mapping[str, Any]) -> str:
@@ -168,7 +186,7 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
         [code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names
     ]
     unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
-    head = f"{unit}, us per call ({KERNELS_PER_VARIANT} largest per variant)"
+    head = f"{unit}, us per call ({per_variant} largest per variant)"
     return table(rows, [head] + [v["name"] for v in measured]) + "\n"
 
 
@@ -187,16 +205,45 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def diff_section(doc: Mapping[str, Any]) -> str:
-    """Kernel diff of the verdict's pair (denominator -> numerator) first, then each shown variant vs the first."""
+def _contrast(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The config keys whose values differ from variant ``a`` to ``b``, with both values."""
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    return {k: (ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb)) if ca.get(k) != cb.get(k)}
+
+
+def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """The (base, other) variant pairs whose kernels a report diffs.
+
+    First the verdict's own pair (denominator -> numerator). Then the same contrast at other
+    settings: pairs that differ in exactly the config values the verdict's pair differs in (n=511
+    -> 512 at another batch, say). Without a named pair, only variants that differ in one config
+    value are paired. Unrelated variants (another batch *and* another size) are never paired.
+    """
     shown, _ = shown_variants(doc)
-    measured = {v["name"]: v for v in shown if v.get("kernels")}
-    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    measured = [v for v in shown if v.get("kernels")]
+    by_name = {v["name"]: v for v in measured}
     named = list(doc["verdict"].get("variants") or ())
-    if len(named) == 2 and all(n in measured for n in named):
-        pairs.append((measured[named[1]], measured[named[0]]))
-    order = list(measured.values())
-    pairs += [(order[0], other) for other in order[1:] if (order[0], other) not in pairs]
+    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    if len(named) == 2 and all(n in by_name for n in named):
+        base, other = by_name[named[1]], by_name[named[0]]
+        pairs.append((base, other))
+        want = _contrast(base, other)
+        related = [
+            (a, b)
+            for a in measured
+            for b in measured
+            if a is not b and (a, b) != (base, other) and want and _contrast(a, b) == want
+        ]
+        return pairs + related[:MAX_RELATED_DIFFS]
+    if named:  # the verdict's pair is not among the shown, measured variants: pair nothing else
+        return []
+    singles = [(a, b) for i, a in enumerate(measured) for b in measured[i + 1 :] if len(_contrast(a, b)) == 1]
+    return singles[: 1 + MAX_RELATED_DIFFS]
+
+
+def diff_section(doc: Mapping[str, Any]) -> str:
+    """Kernel diff of the verdict's pair (denominator -> numerator), then of the same contrast elsewhere."""
+    pairs = diff_pairs(doc)
     if not pairs:
         return ""
     lines = []
@@ -215,6 +262,42 @@ def essentials_line(fp: Mapping[str, Any]) -> str:
     )
 
 
+def fingerprint_text(fp: Mapping[str, Any], python: str) -> list[str]:
+    """The fingerprint's essentials as plain lines for a terminal (no markdown), then what could not be read.
+
+    ``python`` is the interpreter that took the fingerprint: when torch is missing there, that
+    is the fact the reader needs, not a probe's traceback.
+    """
+    e = essentials(fp)
+    gpu = fp.get("gpu") or {}
+    torch_info = (fp.get("software") or {}).get("torch") or {}
+    lines = [
+        f"GPU:     {e['gpu']}" + (f" (compute capability {e['cc']}, {gpu.get('sm_count')} SMs)" if e["cc"] else ""),
+        f"driver:  {e['driver'] or '-'}",
+        f"torch:   {e['torch'] or 'not installed'}"
+        + (f" (built with CUDA {e['cuda']})" if e["cuda"] else " (CPU-only build)" if e["torch"] else ""),
+        f"stack:   {e['lane']}",
+        "libraries loaded by this process:",
+    ]
+    for k, v in sorted(((fp.get("software") or {}).get("libraries") or {}).items()):
+        lines.append(f"  {k}: {v['version'] if v.get('loaded') else 'not loaded'}")
+    errors = dict(fp.get("errors") or {})
+    torch_error = errors.pop("torch", None)
+    if torch_error and torch_error.startswith("ModuleNotFoundError"):
+        lines.append(
+            f"torch is not installed in {python}, so the torch, GPU and knob fields are empty. "
+            "Install the PyTorch build you want to test where this Python sees it, or try `make smoke` "
+            "(README, 'Your first run')."
+        )
+    elif torch_error:
+        lines.append(f"torch is installed but failed to import ({torch_error}); the torch and GPU fields are empty.")
+    elif torch_info and not torch_info.get("cuda_available"):
+        lines.append("torch sees no CUDA GPU: GPU repros will skip here (`repro doctor` says why).")
+    for name, error in sorted(errors.items()):
+        lines.append(f"could not read {name}: {error}")
+    return lines
+
+
 @dataclass
 class _Detail:
     """A collapsible block; ``body`` shrinks or goes when the report is over its limit."""
@@ -226,6 +309,8 @@ class _Detail:
 
 
 def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
+    if is_smoke(doc):
+        return []  # a pipeline trial: fingerprint, collect_env and raw JSON stay in the artifact
     fp = doc["fingerprint"]
     rid = doc["repro"]["id"]
     out = [
@@ -283,12 +368,17 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         lines += [f"Error ({e['kind']}): {e['message']}", ""]
         if e.get("stderr_tail"):
             lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
+    smoke = is_smoke(doc)
     if doc["variants"]:
-        lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0]), diff_section(doc)]
+        per_variant = KERNELS_PER_VARIANT_SMOKE if smoke else KERNELS_PER_VARIANT
+        lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
     if v.get("breakdown"):
         keys = list(v["breakdown"][0].keys())
         lines += [table([[_cell(b.get(k)) for k in keys] for b in v["breakdown"]], keys), ""]
-    lines += [f"- warning: {w}" for w in doc["warnings"][:10]]
+    shown_warnings = doc["warnings"][: 3 if smoke else 10]
+    lines += [f"- warning: {w}" for w in shown_warnings]
+    if len(doc["warnings"]) > len(shown_warnings):
+        lines.append(f"- ... {len(doc['warnings']) - len(shown_warnings)} more warnings in the artifact")
     lines += [
         "",
         essentials_line(doc["fingerprint"]),
@@ -305,6 +395,12 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
         raise ValueError("no artifacts to report")
     run_ids = sorted({d["run"]["run_id"] for d in docs})
     head = [f"# {title or 'gpu-repro report'}: run {', '.join(run_ids)}", "", summary_table(docs), ""]
+    if any(is_smoke(d) for d in docs):
+        head += [
+            "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
+            "GPU. This report is kept short: the fingerprint, collect_env output and raw JSON are in the artifacts._",
+            "",
+        ]
     sections = [repro_section(d) for d in docs]
     blocks = [detail for _, ds in sections for detail in ds]
     notes: list[str] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,6 +144,68 @@ def run_one_isolated(
     return Outcome(req.repro_id, "error", path, seconds, message)
 
 
+def outcome_line(o: Outcome) -> str:
+    """``id: status (seconds) - finding``: the finding says why a repro skipped or what it measured."""
+    return f"{o.repro_id}: {o.status} ({o.seconds:.1f} s) - {o.message}"
+
+
+def _torch_seen(o: Outcome) -> tuple[bool, bool] | None:
+    """(torch importable, CUDA visible) as the repro's own artifact recorded them; None if unreadable."""
+    try:
+        doc = json.loads(o.path.read_text()) if o.path else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    torch_info = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch")
+    if not torch_info:
+        return False, False
+    return True, bool(torch_info.get("cuda_available"))
+
+
+def _repro_command() -> str:
+    """How the user can type ``repro`` again: ``.venv/bin/repro`` when that is not on PATH."""
+    script = Path(sys.executable).parent / "repro"
+    if not script.is_file() or shutil.which("repro") == str(script):
+        return "repro"
+    rel = os.path.relpath(script)
+    return rel if not rel.startswith("..") else str(script)
+
+
+def next_steps(outcomes: Sequence[Outcome]) -> list[str]:
+    """What to do when nothing could run here (every repro skipped); empty when something ran.
+
+    The cause comes from what the repros' artifacts recorded (torch missing, or no CUDA device),
+    so the advice names it instead of guessing from message text.
+    """
+    if not outcomes or any(o.status != "skipped" for o in outcomes):
+        return []
+    seen = [t for t in (_torch_seen(o) for o in outcomes) if t is not None]
+    if seen and not any(has_torch for has_torch, _ in seen):
+        cause = f"torch is not installed in this Python ({sys.executable})"
+    elif seen and not any(cuda for _, cuda in seen):
+        cause = "torch sees no CUDA GPU here"
+    else:
+        cause = "each repro's reason is on its line above"
+    repro = _repro_command()
+    smoke = (
+        "  make smoke      a CPU trial of the whole pipeline in the test env (.venv-test, CPU torch);"
+        if Path("Makefile").is_file()
+        else f"  {repro} all --smoke   where a CPU torch is installed: a trial of the whole pipeline;"
+    )
+    return [
+        f"Nothing could run here: every repro was skipped ({cause}). Next steps:",
+        smoke + " small sizes, so it proves the tool, never a cliff",
+        "  GPU             on a machine with an NVIDIA GPU, give .venv a CUDA torch:"
+        " .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu126"
+        " (or make the venv from a Python that has one: rm -rf .venv; make setup PYTHON=/path/to/python),"
+        " then make repro-all",
+        "  image           or use a pinned image that brings its own torch (Docker + NVIDIA toolkit):"
+        " make image-cu126-pt26 && make docker-repro-all LANE=cu126-pt26",
+        f"  {repro} doctor    what this machine lacks, ranked by consequence",
+    ]
+
+
 def select(only: Sequence[str], skip: Sequence[str], repro_paths: Sequence[Path]) -> list[str]:
     """The ids to run, in catalog order; unknown ids in --only/--skip are usage errors."""
     known = catalog.load(repro_paths)
@@ -173,6 +236,7 @@ def run_all(
     if not progress:
         for req in reqs:
             outcomes.append(run_one_isolated(req, run_dir, timeout_s))
+            print(outcome_line(outcomes[-1]), file=sys.stderr, flush=True)
         return outcomes
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -195,7 +259,7 @@ def run_all(
                 on_line=lambda line, r=req: bar.update(task, description=f"{r.repro_id}: {line}"),
             )
             outcomes.append(outcome)
-            console.print(f"{outcome.repro_id}: {outcome.status} ({outcome.seconds:.1f} s)")
+            console.print(outcome_line(outcome), markup=False, highlight=False, soft_wrap=True)
             bar.advance(task)
         bar.update(task, description="repro all: done")
     return outcomes

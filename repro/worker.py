@@ -9,6 +9,7 @@ from pathlib import Path
 from repro.errors import ReproError
 from repro.execute import RunRequest, execute, stderr_log
 from repro.measure import SamplingConfig
+from repro.progress import Display
 
 
 def main(argv: list[str]) -> int:
@@ -21,8 +22,10 @@ def main(argv: list[str]) -> int:
         sampling=SamplingConfig(**spec.get("sampling", {})),
         command=spec.get("command", []),
     )
+    # stderr is the repro's log file here: plain lines, which `repro all` shows as its status line.
+    display = Display(sys.stderr, live=False)
     try:
-        doc, path = execute(req, Path(spec["run_dir"]), log=stderr_log)
+        doc, path = execute(req, Path(spec["run_dir"]), log=display.log, progress=display.progress)
     except ReproError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -26,13 +26,13 @@ def timing_for(
     )
 
 
-# A sitecustomize body that makes `import torch` fail, for the no-torch tests.
+# A sitecustomize body that makes `import torch` fail as a missing module does, for the no-torch tests.
 TORCH_BLOCKER = """
 import sys
 class _Block:
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):
-            raise ImportError("torch is blocked for this test")
+            raise ModuleNotFoundError("torch is blocked for this test (as if not installed)", name=name)
         return None
 sys.meta_path.insert(0, _Block())
 """

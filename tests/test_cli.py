@@ -6,7 +6,9 @@ import json
 import os
 from pathlib import Path
 
+import click
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -23,13 +25,55 @@ def files_under(path: Path) -> list[Path]:
     return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
 
 
-def test_version_and_help(cli: CliRunner) -> None:
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    out: list[tuple[tuple[str, ...], click.Command]] = [(prefix, group)]
+    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+        if isinstance(cmd, click.Group):
+            out += _commands(cmd, (*prefix, name))
+        else:
+            out.append(((*prefix, name), cmd))
+    return out
+
+
+ALL_COMMANDS = _commands(typer.main.get_command(app))  # type: ignore[arg-type]
+
+
+def test_version_and_help_lists_exactly_the_commands(cli: CliRunner) -> None:
     r = cli.invoke(app, ["--version"])
     assert r.exit_code == 0 and r.output.startswith("gpu-repro ")
     r = cli.invoke(app, ["--help"])
     assert r.exit_code == 0
-    for cmd in ("list", "run", "all", "fingerprint", "validate", "report"):
-        assert cmd in r.output
+    # The names in the Commands section, not words that the description happens to contain.
+    listed = r.output.split("Commands:", 1)[1].splitlines()
+    names = {ln.split()[0] for ln in listed if ln.startswith("  ") and ln.strip()}
+    assert names == {
+        "list", "run", "all", "fingerprint", "validate", "report", "bundle", "doctor", "compare", "images"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL_COMMANDS], ids=[" ".join(p) or "repro" for p, _ in ALL_COMMANDS])
+def test_help_shows_boolean_flags_as_flags(cli: CliRunner, path: tuple[str, ...]) -> None:
+    cmd = dict(ALL_COMMANDS)[path]
+    r = cli.invoke(app, [*path, "--help"])
+    assert r.exit_code == 0, r.output
+    # Typer 0.29's rich help printed every option with its Python type, flags included.
+    assert "<bool>" not in r.output and "<list[" not in r.output.split("Options:", 1)[-1]
+    flags = [p for p in cmd.params if isinstance(p, click.Option) and p.is_flag]
+    assert any(p.name == "help" for p in cmd.get_params(click.Context(cmd))) and "--help " in r.output
+    for opt in flags:
+        decl = " / ".join(opt.opts + opt.secondary_opts)
+        line = next(ln for ln in r.output.splitlines() if ln.strip().startswith(opt.opts[0]))
+        # the flag, then spaces, then its help: nothing that looks like a value
+        assert line.strip().startswith(decl + "  "), line
+    for opt in (p for p in cmd.params if isinstance(p, click.Option) and not p.is_flag):
+        line = next(ln for ln in r.output.splitlines() if ln.strip().startswith(opt.opts[0] + " "))
+        assert line.strip().split()[1] == opt.metavar, line  # a value is named (--out DIR), not typed
+
+
+def test_flags_take_no_value(cli: CliRunner, tmp_path: Path) -> None:
+    r = cli.invoke(app, ["run", "5090-linear", "--smoke", "true", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "true" in r.output
+    assert files_under(tmp_path) == []
 
 
 def test_list_shows_catalog(cli: CliRunner) -> None:
@@ -139,3 +183,37 @@ def test_report_out_never_overwrites(cli: CliRunner, tmp_path: Path) -> None:
     r = cli.invoke(app, ["report", str(run_dir), "--out", str(target)])
     assert r.exit_code == 2 and "never overwritten" in r.output
     assert target.read_text() == before
+
+
+def test_validate_walks_nested_folders_and_skips_what_is_not_an_artifact(cli: CliRunner, tmp_path: Path) -> None:
+    # The committed reference folder: nested run folders beside doctor.json and compare output.
+    ref = Path(__file__).resolve().parent.parent / "artifacts" / "reference" / "h200"
+    r = cli.invoke(app, ["validate", str(ref)])
+    assert r.exit_code == 0, r.output
+    assert f"skipped: {ref / 'doctor.json'} (not an artifact: no 'kind' field)" in r.output
+    oks = [ln for ln in r.output.splitlines() if ln.startswith("ok: ")]
+    assert len(oks) == len([p for p in ref.rglob("*.json") if not p.name.startswith(".")]) - 1
+    assert any("/all/" in ln for ln in oks) and "0 invalid, 1 skipped" in r.output
+
+    # A real artifact that is invalid still fails the walk; other JSON is skipped with its kind.
+    run = tmp_path / "lane" / "20260101T000000Z-abcdef"
+    run.mkdir(parents=True)
+    (run / "broken.json").write_text(json.dumps({"schema_version": "1.0", "kind": "gpu-repro.artifact"}))
+    (tmp_path / "lane" / "cmp.json").write_text(json.dumps({"kind": "gpu-repro.compare"}))
+    r = cli.invoke(app, ["validate", str(tmp_path / "lane")])
+    assert r.exit_code == 2
+    assert f"error: {run / 'broken.json'}: fails the artifact schema v1" in r.output
+    assert "(not an artifact: kind 'gpu-repro.compare')" in r.output
+
+    # A folder without any artifact, and a non-artifact named directly: exit 2, one clear line.
+    empty = tmp_path / "empty"
+    (empty / "logs").mkdir(parents=True)
+    (empty / "doctor.json").write_text(json.dumps({"headline": "x", "findings": []}))
+    r = cli.invoke(app, ["validate", str(empty)])
+    assert r.exit_code == 2
+    (line,) = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert line == f"error: {empty}: holds no gpu-repro artifacts (1 JSON file(s), none an artifact); " + (
+        "expected artifact files or run folders"
+    )
+    r = cli.invoke(app, ["validate", str(empty / "doctor.json")])
+    assert r.exit_code == 2 and "not a gpu-repro artifact (no 'kind' field)" in r.output

@@ -87,8 +87,11 @@ def test_side_by_side_table_and_fingerprint_diff(lanes: dict[str, Path]) -> None
     md = compare.markdown(doc)
     assert md.startswith("# gpu-repro compare: cu126-pt26 vs nemo\n")
 
+    # Columns go by short keys; the environment table says which is which.
+    envs = {r[0]: r[1:] for r in rows_of(md, "env")[1:]}
+    assert envs["**A**"][0] == "cu126-pt26" and envs["**B**"][0] == "nemo"
     head, *body = rows_of(md, "repro")
-    assert head == ["repro", "threshold", "cu126-pt26", "nemo"]
+    assert head == ["repro", "threshold", "A", "B"]
     (row,) = body
     assert row[:2] == ["`5090-linear`", "1.5"]
     for lane, cell in zip(("cu126-pt26", "nemo"), row[2:], strict=True):
@@ -100,6 +103,7 @@ def test_side_by_side_table_and_fingerprint_diff(lanes: dict[str, Path]) -> None
         top = {x["name"]: x["kernels"][0]["name"] for x in art["variants"]}
         assert f"linear_fp32: `{top['linear_fp32']}`" in cell and f"manual_fp32: `{top['manual_fp32']}`" in cell
 
+    assert rows_of(md, "field")[0] == ["field", "A", "B"]
     diff = {r[0]: r[1:] for r in rows_of(md, "field")[1:]}
     assert diff["`env.TORCH_ALLOW_TF32_CUBLAS_OVERRIDE`"] == ["-", "1"]
     assert diff["`container.env.GPU_REPRO_LANE`"] == ["cu126-pt26", "nemo"]
@@ -182,11 +186,12 @@ def test_repro_missing_in_one_environment_and_notes(lanes: dict[str, Path], tmp_
     doc = compare.compare([artifact_of(lanes["cu126-pt26"]), run_b])
     assert [r["id"] for r in doc["repros"]] == ["5090-linear", "solve-512-cliff"]
     assert doc["repros"][1]["results"]["cu126-pt26"] is None
-    assert doc["notes"] == ["`5090-linear`: params differ between environments (batch)"]
+    a_batch = a["repro"]["params"]["batch"]
+    assert doc["notes"] == [f"`5090-linear`: param `batch` differs between environments: {a_batch} in A; 8 in B"]
     md = compare.markdown(doc)
     solve = next(r for r in rows_of(md, "repro")[1:] if r[0] == "`solve-512-cliff`")
     assert solve[2] == "not run"
-    assert "- `5090-linear`: params differ between environments (batch)" in md
+    assert f"- `5090-linear`: param `batch` differs between environments: {a_batch} in A; 8 in B" in md
     assert a["repro"]["params"]["batch"] != 8
 
 
@@ -201,6 +206,25 @@ def test_bad_inputs_are_usage_errors(tmp_path: Path) -> None:
         compare.compare([tmp_path / "junk.json"])
     with pytest.raises(UsageError, match="no input"):
         compare.compare([])
+
+
+def test_long_labels_become_keys_and_cuda_keeps_its_minor_version(lanes: dict[str, Path], tmp_path: Path) -> None:
+    docs = []
+    for i, lane in enumerate(("cu126-pt26", "nemo")):
+        doc = json.loads(artifact_of(lanes[lane]).read_text())
+        doc["fingerprint"]["container"]["env"] = {}  # no lane: the label is "torch X / GPU / run id"
+        doc["fingerprint"]["software"]["torch"]["cuda_built"] = "13.0"
+        doc["run"]["run_id"] = f"20261129T18111{i}Z-66c1a{i}"
+        docs.append(write_doc(tmp_path / f"{i}" / doc["run"]["run_id"] / "5090-linear.json", doc))
+    md = compare.markdown(compare.compare([d.parent for d in docs]))
+    title = md.splitlines()[0]
+    assert title == "# gpu-repro compare: 2 environments (A, B)"
+    envs = rows_of(md, "env")
+    assert envs[0][:6] == ["env", "label", "GPU", "driver", "torch", "CUDA"]
+    assert [r[5] for r in envs[1:]] == ["13.0", "13.0"]  # not 13: tabulate no longer parses it
+    assert envs[1][1].startswith("torch ") and envs[1][1].endswith("20261129T181110Z-66c1a0")
+    assert rows_of(md, "repro")[0] == ["repro", "threshold", "A", "B"]
+    assert max(len(ln) for ln in md.splitlines() if ln.startswith("| repro")) < 400
 
 
 # --------------------------------------------------------------------------- the pieces

@@ -72,3 +72,49 @@ def test_tf32_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     result = doctor.diagnose({})
     tf32 = [f for f in result["findings"] if f["check"] == "TF32"][0]
     assert tf32["level"] == "info" and "set_float32_matmul_precision" in tf32["action"]
+
+
+def _torch(cuda_built: str | None) -> dict:
+    return {
+        "version": "2.13.0+cpu" if cuda_built is None else "2.11.0+cu130",
+        "cuda_built": cuda_built,
+        "debug": False,
+        "cuda": False,
+        "knobs": {"cuda_matmul_allow_tf32": False, "float32_matmul_precision": "high"},
+    }
+
+
+def test_no_torch_is_a_failure_that_says_every_repro_will_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "_torch_info", lambda: None)
+    result = doctor.diagnose({})
+    first = result["findings"][0]
+    assert first["level"] == "fail" and first["check"] == "torch"
+    assert "every repro will skip" in first["action"] and "make smoke" in first["action"]
+    assert "every repro will record 'skipped'" in result["headline"]
+
+
+@pytest.mark.parametrize(
+    ("cuda_built", "env", "seen"),
+    [
+        (None, {}, "is a CPU-only build"),
+        ("13.0", {}, "(CUDA 13.0) sees no CUDA device"),
+        ("13.0", {"CUDA_VISIBLE_DEVICES": ""}, "CUDA_VISIBLE_DEVICES=''"),
+    ],
+)
+def test_no_cuda_is_a_warning_ranked_first_with_its_cause(
+    monkeypatch: pytest.MonkeyPatch, cuda_built: str | None, env: dict, seen: str
+) -> None:
+    monkeypatch.setattr(doctor, "_torch_info", lambda: _torch(cuda_built))
+    result = doctor.diagnose(env)
+    first = result["findings"][0]
+    assert (first["level"], first["check"]) == ("warn", "CUDA")
+    assert seen in first["seen"] and "every GPU repro will skip" in first["action"]
+    levels = [f["level"] for f in result["findings"]]
+    assert levels == sorted(levels, key=doctor.LEVELS.index)
+
+
+def test_doctor_table_shows_levels_by_consequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "_torch_info", lambda: None)
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["doctor"])
+    assert r.exit_code == 0
+    assert "| FAIL " in r.output and "torch is not importable" in r.output

@@ -63,3 +63,20 @@ def test_validate_and_report_without_torch(blocked_env: dict[str, str], tmp_path
     (art,) = (tmp_path / "nt").glob("*/5090-linear.json")
     doc = json.loads(art.read_text())
     assert doc["verdict"]["status"] == "skipped" and "torch" in doc["verdict"]["finding"]
+
+
+def test_fingerprint_without_torch_is_plain_and_explains(blocked_env: dict[str, str]) -> None:
+    r = repro(blocked_env, "fingerprint", "--no-collect-env")
+    assert r.returncode == 0, r.stderr
+    assert "**" not in r.stdout  # plain text on a terminal, not markdown
+    assert "GPU:     no CUDA GPU" in r.stdout and "torch:   not installed" in r.stdout
+    assert f"torch is not installed in {sys.executable}" in r.stdout and "make smoke" in r.stdout
+    assert "probe torch failed" not in r.stdout + r.stderr and "Error" not in r.stdout
+
+
+def test_all_without_torch_says_why_and_what_to_do(blocked_env: dict[str, str], tmp_path: Path) -> None:
+    r = repro(blocked_env, "all", "--smoke", "--only", "5090-linear", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "5090-linear: skipped" in r.stderr and "torch is not installed in this environment" in r.stderr
+    assert "every repro was skipped (torch is not installed in this Python" in r.stderr
+    assert "make smoke" in r.stderr

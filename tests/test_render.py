@@ -25,8 +25,17 @@ def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
     return doc
 
 
-def test_report_has_summary_variants_kernels_finding_and_details(smoke_doc: dict) -> None:
-    text = render.report([smoke_doc])
+@pytest.fixture
+def full_doc(smoke_doc: dict) -> dict:
+    """The smoke artifact as a full run would be reported (a smoke report leaves the details out)."""
+    doc = json.loads(json.dumps(smoke_doc))
+    doc["run"]["smoke"] = False
+    return doc
+
+
+def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict) -> None:
+    smoke_doc = full_doc
+    text = render.report([full_doc])
     assert text.startswith("# gpu-repro report: run ")
     assert "| repro " in text and "| 5090-linear " in text
     assert "| variant " in text and "linear_fp32" in text
@@ -35,10 +44,11 @@ def test_report_has_summary_variants_kernels_finding_and_details(smoke_doc: dict
     assert "<details><summary>5090-linear: full fingerprint</summary>\n\n" in text
     assert "Rerun: `repro run 5090-linear --smoke`" in text
     assert len(text) <= render.REPORT_LIMIT
+    assert "_Smoke run:" not in text
 
 
-def test_report_shrinks_largest_details_first_and_says_so(smoke_doc: dict) -> None:
-    big = json.loads(json.dumps(smoke_doc))
+def test_report_shrinks_largest_details_first_and_says_so(full_doc: dict) -> None:
+    big = json.loads(json.dumps(full_doc))
     big["fingerprint"]["collect_env"]["output"] = "x" * 200_000
     text = render.report([big], limit=60_000)
     assert len(text) <= 60_000
@@ -65,13 +75,60 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
 
 
+def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
+    """A 10-variant grid like solve-512-cliff's smoke run (b2/b4 x n30..34), built from a real artifact."""
+    doc = json.loads(json.dumps(smoke_doc))
+    template = doc["variants"][0]
+    variants = []
+    for batch in (2, 4):
+        for n in range(30, 35):
+            v = json.loads(json.dumps(template))
+            v["name"] = v["label"] = f"default_b{batch}_n{n}"
+            v["config"] = {"backend": "default", "batch": batch, "n": n}
+            # Each variant gets its own kernel so any pairing shows up in the diff.
+            v["kernels"] = [dict(template["kernels"][0], name=f"getrf_b{batch}_n{n}")]
+            variants.append(v)
+    doc["variants"] = variants
+    doc["verdict"]["variants"] = ["default_b4_n32", "default_b4_n31"]
+    doc["run"]["smoke"] = smoke
+    doc["warnings"] = [f"{v['name']}: median CI half-width 2% did not reach the 1% target" for v in variants]
+    return doc
+
+
+def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict) -> None:
+    doc = _grid_doc(smoke_doc, smoke=False)
+    pairs = [(a["name"], b["name"]) for a, b in render.diff_pairs(doc)]
+    assert pairs[0] == ("default_b4_n31", "default_b4_n32")
+    # Besides the verdict's pair, only n=31 -> n=32 at another setting (the same contrast).
+    assert pairs[1:] == [("default_b2_n31", "default_b2_n32")]
+    section = render.diff_section(doc)
+    assert "default_b2_n30 -> default_b4_n34" not in section and "n30 ->" not in section
+    # Without a named pair only variants one config value apart are paired, never b2_n30 -> b4_n34.
+    doc["verdict"]["variants"] = None
+    for a, b in render.diff_pairs(doc):
+        assert len(render._contrast(a, b)) == 1, (a["name"], b["name"])
+
+
+def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
+    grid = _grid_doc(smoke_doc, smoke=True)
+    text = render.report([smoke_doc, grid])
+    assert len(text) < 15_000, len(text)  # was at the 60,000-character cap with details
+    assert "<details>" not in text and "To fit GitHub's size limit" not in text
+    assert "_Smoke run: shrunken sizes" in text
+    assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled
+    assert "- **default_b4_n31 -> default_b4_n32**" in text
+    assert "more warnings in the artifact" in text
+    full = render.report([_grid_doc(smoke_doc, smoke=False)])
+    assert "<details>" in full and "| default_b2_n30 " in full  # full runs keep their detail
+
+
 def test_table_cells_escape_pipes() -> None:
     assert render.md_cell("a|b\nc") == "a\\|b c"
 
 
 @pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
-def test_github_renderer_keeps_tables_and_details(smoke_doc: dict) -> None:
-    text = render.report([smoke_doc])
+def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
+    text = render.report([full_doc])
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
     ).stdout

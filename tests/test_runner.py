@@ -7,6 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from repro import runner
 from repro.cli import app
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -14,7 +15,7 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 def test_batch_survives_segfault_hang_and_exception(tmp_path: Path) -> None:
     cli = CliRunner(env={"COLUMNS": "120"})
-    args = ["all", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--timeout", "8", "--budget", "0.2"]
+    args = ["all", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--timeout", "20", "--budget", "0.2"]
     for rid in ("test-segfault", "test-hang", "test-raises", "test-fine"):
         args += ["--only", rid]
     r = cli.invoke(app, args)
@@ -29,7 +30,7 @@ def test_batch_survives_segfault_hang_and_exception(tmp_path: Path) -> None:
     assert seg["error"]["exit_code"] is None
 
     hang = docs["test-hang"]
-    assert hang["error"]["kind"] == "timeout" and "8 s timeout" in hang["error"]["message"]
+    assert hang["error"]["kind"] == "timeout" and "20 s timeout" in hang["error"]["message"]
     assert "test-hang: running" in hang["error"]["stderr_tail"]
 
     raised = docs["test-raises"]
@@ -56,6 +57,36 @@ def test_all_on_cpu_yields_skipped_artifacts_and_exit_zero(tmp_path: Path) -> No
     doc = json.loads(art.read_text())
     assert doc["verdict"]["status"] == "skipped" and doc["error"] is None
     assert doc["validity"]["flag"] == "not_applicable"
+    # The batch says why each repro skipped, not just "skipped (0.4 s)" ...
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("5090-linear: skipped"))
+    assert doc["verdict"]["finding"] in line and "CUDA" in line
+    # ... and, since nothing could run, what to do next, naming the cause.
+    tail = r.output.split("Nothing could run here", 1)[1]
+    assert "torch sees no CUDA GPU here" in tail
+    for step in ("make smoke", "make repro-all", "docker-repro-all", "repro doctor", "--index-url"):
+        assert step in tail, step
+
+
+def _outcome(tmp_path: Path, name: str, status: str, torch_info: dict | None) -> runner.Outcome:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"fingerprint": {"software": {"torch": torch_info}}}))
+    return runner.Outcome(name, status, path, 0.1, "why")
+
+
+def test_next_steps_name_the_cause_and_stay_quiet_when_something_ran(tmp_path: Path) -> None:
+    no_torch = [_outcome(tmp_path, "a", "skipped", None), _outcome(tmp_path, "b", "skipped", None)]
+    steps = runner.next_steps(no_torch)
+    assert steps[0].startswith("Nothing could run here: every repro was skipped (torch is not installed")
+    cpu = {"version": "2.13.0+cpu", "cuda_available": False}
+    assert "torch sees no CUDA GPU" in runner.next_steps([_outcome(tmp_path, "c", "skipped", cpu)])[0]
+    ran = [_outcome(tmp_path, "d", "skipped", cpu), _outcome(tmp_path, "e", "not_reproduced", cpu)]
+    assert runner.next_steps(ran) == []
+    assert runner.next_steps([]) == []
+
+
+def test_outcome_line_carries_the_finding() -> None:
+    o = runner.Outcome("x", "skipped", None, 0.42, "Not measured: torch is not installed in this environment")
+    assert runner.outcome_line(o) == "x: skipped (0.4 s) - Not measured: torch is not installed in this environment"
 
 
 def test_fail_on_reproduced_exits_3(tmp_path: Path) -> None:
