@@ -472,6 +472,7 @@ class Context:
             kernels, iters = self._profile(
                 arm.name, runner, 1 if arm.graph else cfg.profile_iters, calls if arm.graph else 1
             )
+            self.progress("done", arm.name, st.n, st.rel_ci_halfwidth)
             out.append(self._result(arm, timing, kernels, iters, gpu_monitor))
         return out
 

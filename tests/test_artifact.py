@@ -162,7 +162,9 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     doc = json.loads(path.read_text())
     if doc["verdict"]["status"] in ("skipped", "error"):
         pytest.skip("no measurement to recompute")
-    cls = catalog.get(doc["repro"]["id"])
+    if "attempt" in path.relative_to(ROOT).parts[4]:
+        pytest.skip("written by a superseded paired-CI method (see artifacts/reference/h200/paired/README.md)")
+    cls = catalog.get(doc["repro"]["id"], [ROOT / "tests" / "plugins_legacy"])
     params = cls.Params(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc["repro"]["params"].items()})
     result = RunResult(variants=tuple(from_jsonable(VariantResult, v) for v in doc["variants"]), extra=doc["extra"])
     again = artifact.to_jsonable(cls().verdict(params, result))

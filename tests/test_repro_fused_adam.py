@@ -39,7 +39,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert v["torch_foreach_capturable"]["status"] == "skipped"
     assert {v[f"te_{m}"]["status"] for m in ("regular", "capturable", "capturable_graph")} == {"skipped"}
     verdict = doc["verdict"]
-    assert verdict["status"] in ("reproduced", "not_reproduced")
+    assert verdict["status"] == "smoke"  # a CPU run never judges the cliff
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
     assert "not evidence about any GPU" in verdict["finding"]
     assert "1.9x" in verdict["finding"] and "torch AdamW(fused=True)" in verdict["finding"]

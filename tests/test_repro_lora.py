@@ -33,7 +33,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
         assert v["extra"]["per_sample_s"] == pytest.approx(v["timing"]["stats"]["median"] / v["config"]["batch"])
         assert v["extra"]["peak_allocated_bytes"] is None and v["extra"]["num_alloc_retries"] is None
     verdict = doc["verdict"]
-    assert verdict["status"] in ("reproduced", "not_reproduced")
+    assert verdict["status"] == "smoke"  # a CPU run never judges the cliff
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
     assert " ".join([verdict["finding"], *verdict["details"]]).endswith("Smoke run on cpu, not evidence about any GPU.")
     assert [r["batch"] for r in verdict["breakdown"]] == [1, 2]

@@ -34,7 +34,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
         n, b = v["config"]["n"], v["config"]["batch"]
         assert v["work"]["flops"] == pytest.approx(b * (2 / 3 * n**3 + 2 * n * n))
     verdict = doc["verdict"]
-    assert verdict["status"] in ("reproduced", "not_reproduced")
+    assert verdict["status"] == "smoke"  # a CPU run never judges the cliff
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
     rows = verdict["breakdown"]
     assert [(r["backend"], r["batch"]) for r in rows] == [("default", 2), ("default", 4)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from typer.testing import CliRunner
 
 from repro import runner
@@ -39,7 +41,7 @@ def test_batch_survives_segfault_hang_and_exception(tmp_path: Path) -> None:
     assert "RuntimeError" in raised["error"]["traceback"]
 
     fine = docs["test-fine"]
-    assert fine["verdict"]["status"] in ("reproduced", "not_reproduced")
+    assert fine["verdict"]["status"] == "smoke"  # a CPU run proves the pipeline, never the cliff
     assert fine["verdict"]["value"] is not None and fine["verdict"]["ci_low"] <= fine["verdict"]["value"]
     assert [v["name"] for v in fine["variants"]] == ["a", "b"]
 
@@ -89,27 +91,23 @@ def test_outcome_line_carries_the_finding() -> None:
     assert runner.outcome_line(o) == "x: skipped (0.4 s) - Not measured: torch is not installed in this environment"
 
 
-def test_fail_on_reproduced_exits_3(tmp_path: Path) -> None:
+def _fail_on_run(tmp_path: Path) -> tuple[int, str, str]:
     # test-fine compares sum(range(4000)) with sum(range(1000)): ~4x, far over the 1.5 threshold.
     cli = CliRunner(env={"COLUMNS": "120"})
-    r = cli.invoke(
-        app,
-        [
-            "run",
-            "test-fine",
-            "--repro-path",
-            str(PLUGINS),
-            "--out",
-            str(tmp_path),
-            "--fail-on",
-            "reproduced",
-            "--budget",
-            "1",
-            "--target-ci",
-            "0.02",
-        ],
-    )
+    args = ["run", "test-fine", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--fail-on", "reproduced"]
+    r = cli.invoke(app, [*args, "--budget", "1", "--target-ci", "0.02"])
     (art,) = tmp_path.glob("*/test-fine.json")
-    status = json.loads(art.read_text())["verdict"]["status"]
-    assert r.exit_code == (3 if status == "reproduced" else 0), r.output
-    assert status == "reproduced"
+    return r.exit_code, json.loads(art.read_text())["verdict"]["status"], r.output
+
+
+def test_fail_on_reproduced_ignores_a_cpu_run(tmp_path: Path) -> None:
+    code, status, output = _fail_on_run(tmp_path)
+    assert status == "smoke" and code == 0, output
+
+
+def test_fail_on_reproduced_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gate itself: with the smoke relabelling switched off (as on a GPU), a reproduced
+    # verdict makes `run --fail-on reproduced` exit 3.
+    monkeypatch.setattr("repro.execute.as_smoke", lambda verdict, device: verdict)
+    code, status, output = _fail_on_run(tmp_path)
+    assert status == "reproduced" and code == 3, output

@@ -68,7 +68,7 @@ OP_LABELS = {"memset": "cudaMemsetAsync (4 B) node", "fill": "fill kernel (zero_
 
 
 @dataclass(frozen=True)
-class Params:
+class MemsetParams:
     ops: int = param(1000, help="operations captured per graph; every time is per op", smoke=100, min=1, max=100_000)
     matmul_dtype: str = param("fp32", help="dtype of the interleaved matmul", choices=("fp32", "bf16"))
     mm_m: int = param(512, help="rows of the interleaved matmul's left operand", smoke=128, min=1, max=16384)
@@ -329,8 +329,12 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     return memset, None
 
 
+# The name tests and older code import.
+Params = MemsetParams
+
+
 @register
-class GraphMemset(Repro[Params]):
+class GraphMemset(Repro[MemsetParams]):
     id = "graph-memset"
     title = "cudaMemsetAsync nodes slower than a fill kernel in CUDA graph replay"
     # The seed is an NVIDIA developer-forums thread, "Slowdown in CUDA graph execution
@@ -342,7 +346,7 @@ class GraphMemset(Repro[Params]):
         "kernel)': in a CUDA graph, many small cudaMemsetAsync nodes replayed slower than the same "
         "graph with a tiny fill kernel in place of each memset."
     )
-    Params = Params
+    Params = MemsetParams
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
@@ -355,7 +359,7 @@ class GraphMemset(Repro[Params]):
         threshold=THRESHOLD,
     )
 
-    def comparisons(self, p: Params) -> list[Comparison]:
+    def comparisons(self, p: MemsetParams) -> list[Comparison]:
         # Headline rule, fixed before looking at any number: the seed's claim is about the
         # CUDA mechanism (a memset node vs a fill kernel), which the pure CUDA twin tests
         # with a minimal fill kernel, so the twin speaks whenever it ran. The torch graph's
@@ -372,7 +376,7 @@ class GraphMemset(Repro[Params]):
             )
         return out
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch
 
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -458,7 +462,7 @@ class GraphMemset(Repro[Params]):
                 notes.append(f"pure CUDA twin {info.get('status')}: {info.get('reason')}")
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(notes))
 
-    def _twin(self, p: Params, ctx: Context, device_index: int) -> tuple[list[VariantResult], dict[str, Any]]:
+    def _twin(self, p: MemsetParams, ctx: Context, device_index: int) -> tuple[list[VariantResult], dict[str, Any]]:
         """Build (or reuse) and run the pure CUDA twin; skipped or errored variants say why."""
         info: dict[str, Any] = {"source_sha256": hashlib.sha256(TWIN_SOURCE.read_bytes()).hexdigest()}
 
@@ -506,7 +510,7 @@ class GraphMemset(Repro[Params]):
         )
         return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
 
-    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
+    def explain(self, p: MemsetParams, result: RunResult, outcome: Outcome) -> Finding:
         have = {v.name: v for v in result.variants}
         head = outcome.headline
         if head is None:

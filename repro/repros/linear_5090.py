@@ -25,7 +25,7 @@ THRESHOLD = 1.5
 
 
 @dataclass(frozen=True)
-class Params:
+class LinearParams:
     batch: int = param(256, help="leading batch dimension of x", smoke=4, min=1, max=65536)
     tokens: int = param(196, help="tokens per sample (ViT-B/16 at 224px has 196)", smoke=16, min=1, max=65536)
     features: int = param(768, help="in and out features of the Linear", smoke=64, min=1, max=16384)
@@ -59,8 +59,12 @@ def _kernel_clause(lin: VariantResult, man: VariantResult) -> str:
     return clause
 
 
+# The name tests and older code import.
+Params = LinearParams
+
+
 @register
-class Linear5090(Repro[Params]):
+class Linear5090(Repro[LinearParams]):
     id = "5090-linear"
     title = "nn.Linear slower than x @ w.t() + b in fp32 (RTX 5090)"
     upstream = ("https://github.com/pytorch/pytorch/issues/150725",)
@@ -68,7 +72,7 @@ class Linear5090(Repro[Params]):
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of "
         "x @ w.t() + b; on an RTX 4090 the two were equal (~1.0x)."
     )
-    Params = Params
+    Params = LinearParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     metric = Metric(
         name="t(linear)/t(manual), fp32, TF32 off",
@@ -76,7 +80,7 @@ class Linear5090(Repro[Params]):
         threshold=THRESHOLD,
     )
 
-    def comparisons(self, p: Params) -> list[Comparison]:
+    def comparisons(self, p: LinearParams) -> list[Comparison]:
         out = [
             Comparison(
                 "fp32",
@@ -101,7 +105,7 @@ class Linear5090(Repro[Params]):
             )
         return out
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: LinearParams, ctx: Context) -> RunResult:
         import torch
 
         torch.manual_seed(0)
@@ -144,7 +148,7 @@ class Linear5090(Repro[Params]):
             torch.testing.assert_close(linear(), manual(), rtol=1e-3, atol=1e-3)
         return RunResult(variants=tuple(variants))
 
-    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
+    def explain(self, p: LinearParams, result: RunResult, outcome: Outcome) -> Finding:
         lin, man = result.variant("linear_fp32"), result.variant("manual_fp32")
         details: list[str] = []
         if lin.kernel_source == "cuda":

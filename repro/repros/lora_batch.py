@@ -48,7 +48,7 @@ THRESHOLD = 1.3
 
 
 @dataclass(frozen=True)
-class Params:
+class LoraParams:
     depth: int = param(4, help="transformer blocks (FLUX has 19 double + 38 single)", smoke=1, min=1, max=1000)
     rank: int = param(16, help="LoRA rank r", smoke=4, min=1, max=4096)
     tokens: int = param(
@@ -92,7 +92,7 @@ class Params:
             )
 
 
-def step_flops(p: Params, batch: int) -> float:
+def step_flops(p: LoraParams, batch: int) -> float:
     """Matmul FLOPs of one training step (2 per multiply-add); elementwise work is left out.
 
     Forward: every projection is 2 * rows * in * out for the frozen base plus
@@ -123,7 +123,7 @@ def _memory_fraction(torch: Any) -> float:
         return 1.0
 
 
-def _build(p: Params, device: Any, dtype: Any) -> tuple[list[dict[str, tuple[Any, ...]]], list[Any]]:
+def _build(p: LoraParams, device: Any, dtype: Any) -> tuple[list[dict[str, tuple[Any, ...]]], list[Any]]:
     """Per block, per projection: (frozen weight, frozen bias, adapter A, adapter B); and the adapters."""
     import torch
 
@@ -163,8 +163,12 @@ def _forward(x: Any, blocks: Sequence[Mapping[str, tuple[Any, ...]]], heads: int
     return x
 
 
+# The name tests and older code import.
+Params = LoraParams
+
+
 @register
-class LoraBatchScaling(Repro[Params]):
+class LoraBatchScaling(Repro[LoraParams]):
     id = "lora-batch-scaling"
     title = "LoRA fine-tuning step at batch 2 '2x slower' than batch 1 (FLUX, RTX 5090)"
     # The seed is an article, not an issue thread; no upstream tracker has it yet.
@@ -173,7 +177,7 @@ class LoraBatchScaling(Repro[Params]):
         "An article on FLUX LoRA fine-tuning on an RTX 5090 found batch size 2 about 2x slower than "
         "batch size 1 (it also calls the 5090's memory HBM2e; the card has 32 GB of GDDR7)."
     )
-    Params = Params
+    Params = LoraParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     metric = Metric(
         name="per-sample t(bs2)/t(bs1)",
@@ -181,7 +185,7 @@ class LoraBatchScaling(Repro[Params]):
         threshold=THRESHOLD,
     )
 
-    def comparisons(self, p: Params) -> list[Comparison]:
+    def comparisons(self, p: LoraParams) -> list[Comparison]:
         out = []
         for b in sorted(set(p.batches)):
             if b == 1:
@@ -200,7 +204,7 @@ class LoraBatchScaling(Repro[Params]):
             )
         return out
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: LoraParams, ctx: Context) -> RunResult:
         import torch
 
         torch.manual_seed(0)
@@ -246,7 +250,9 @@ class LoraBatchScaling(Repro[Params]):
             notes=tuple(notes),
         )
 
-    def _batches(self, p: Params, ctx: Context, blocks: Any, adapters: list[Any], dtype: Any) -> list[VariantResult]:
+    def _batches(
+        self, p: LoraParams, ctx: Context, blocks: Any, adapters: list[Any], dtype: Any
+    ) -> list[VariantResult]:
         """Check each batch size alone (peak memory, retries, out of memory), then time the
         ones that fit in interleaved rounds, so drift hits every batch size alike."""
         import torch
@@ -290,7 +296,7 @@ class LoraBatchScaling(Repro[Params]):
             out.append(dataclasses.replace(v, extra={**v.extra, **extra}))
         return out
 
-    def _arm(self, batch: int, p: Params, ctx: Context, blocks: Any, opt: Any, dtype: Any) -> Arm | VariantResult:
+    def _arm(self, batch: int, p: LoraParams, ctx: Context, blocks: Any, opt: Any, dtype: Any) -> Arm | VariantResult:
         """One batch size's training step, ready to time (or the error making its inputs)."""
         import torch
         import torch.nn.functional as F
@@ -321,7 +327,7 @@ class LoraBatchScaling(Repro[Params]):
         work = Work(flops=step_flops(p, batch), ceiling="bf16" if p.dtype == "bfloat16" else "fp32")
         return Arm(name, step, label=label, config=config, work=work)
 
-    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
+    def explain(self, p: LoraParams, result: RunResult, outcome: Outcome) -> Finding:
         cap = result.extra.get("memory_cap_gib")
         head = outcome.headline
         if head is None:

@@ -94,7 +94,7 @@ def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Params:
+class SolveParams:
     # One size either side of the pair shows that the step is at cliff_n and not a slope;
     # a wider sweep is --set n_min=... n_max=... away (and `repro cliff` finds the edge).
     n_min: int = param(510, help="smallest matrix size timed", smoke=30, min=2, max=8192)
@@ -136,8 +136,12 @@ def lu_solve_flops(batch: int, n: int, k: int) -> float:
     return batch * (2.0 / 3.0 * n**3 + 2.0 * n * n * k)
 
 
+# The name tests and older code import.
+Params = SolveParams
+
+
 @register
-class Solve512Cliff(Repro[Params]):
+class Solve512Cliff(Repro[SolveParams]):
     id = "solve-512-cliff"
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
@@ -145,7 +149,7 @@ class Solve512Cliff(Repro[Params]):
         "torch.linalg.solve_ex on batches of 512x512 float32 systems ran far slower than on 511x511 "
         "(~10x at batch 128 on an RTX 6000 Ada): PyTorch switched from cuBLAS batched LU to looped cuSOLVER at n=512."
     )
-    Params = Params
+    Params = SolveParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     metric = Metric(
         name="t(cliff_n)/t(cliff_n-1) x ((cliff_n-1)/cliff_n)^3, worst backend and batch",
@@ -159,7 +163,7 @@ class Solve512Cliff(Repro[Params]):
     # is the largest such ratio (else the largest overall).
     headline_rule = "worst"
 
-    def comparisons(self, p: Params) -> list[Comparison]:
+    def comparisons(self, p: SolveParams) -> list[Comparison]:
         scale = ((p.cliff_n - 1) / p.cliff_n) ** 3
         return [
             Comparison(
@@ -176,7 +180,7 @@ class Solve512Cliff(Repro[Params]):
             for batch in p.batches
         ]
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: SolveParams, ctx: Context) -> RunResult:
         import torch
 
         sizes = list(range(p.n_min, p.n_max + 1))
@@ -246,7 +250,7 @@ class Solve512Cliff(Repro[Params]):
 
     def _sweep(
         self,
-        p: Params,
+        p: SolveParams,
         ctx: Context,
         backend: str,
         batch: int,
@@ -274,7 +278,9 @@ class Solve512Cliff(Repro[Params]):
                 out[int(a.config["n"])] = ctx.errored(a.name, a.label, exc, **a.config)
         return [out[n] for n in sizes]
 
-    def _arm(self, p: Params, ctx: Context, backend: str, batch: int, n: int, notes: list[str]) -> Arm | VariantResult:
+    def _arm(
+        self, p: SolveParams, ctx: Context, backend: str, batch: int, n: int, notes: list[str]
+    ) -> Arm | VariantResult:
         """One checked (backend, batch, n) point ready to time, or the error that stopped it."""
         import torch
 
@@ -314,7 +320,7 @@ class Solve512Cliff(Repro[Params]):
             ),
         )
 
-    def explain(self, p: Params, result: RunResult, outcome: Outcome) -> Finding:
+    def explain(self, p: SolveParams, result: RunResult, outcome: Outcome) -> Finding:
         head = outcome.headline
         assert head is not None
         have = {v.name: v for v in result.variants}
