@@ -52,7 +52,10 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
 
         def on_signal(signum: int, frame: Any) -> None:
-            _die(128 + signum)
+            # A second signal while this thread is already tearing down (it runs inside the first
+            # handler) must not re-enter _die: that would wait on a lock this very thread holds.
+            if not _dying.locked():
+                _die(128 + signum)
 
         signal.signal(sig, on_signal)
     if os.getppid() != parent:  # the parent died before we could watch it

@@ -31,6 +31,7 @@ SECRET = "hf_" + "abcdefghijklmnopqrstuvwxyz0123"
 @dataclass(frozen=True)
 class Params:
     seconds: float = param(0.0, help="how long to sleep inside run() after forking", min=0.0)
+    note: str = param("", help="free text, recorded in the artifact's params")
 
 
 class _Base(Repro):
@@ -60,6 +61,18 @@ class Forks(_Base):
         a = ctx.measure("a", lambda: sum(range(4000)))
         b = ctx.measure("b", lambda: sum(range(1000)))
         return RunResult(variants=(a, b))
+
+
+@register
+class ForksThenHangs(_Base):
+    id = "test-forks-hang"
+    title = "leaves detached grandchildren behind, then hangs"
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        subprocess.Popen([sys.executable, "-c", _DAEMON], start_new_session=True)
+        print("test-forks-hang: forked", file=sys.stderr, flush=True)
+        time.sleep(300)
+        raise AssertionError("should have been stopped")
 
 
 @register
