@@ -190,6 +190,10 @@ def run_one_isolated(
         for stream in (tree.proc.stdin, tree.proc.stdout):
             if stream is not None:
                 stream.close()
+        if log is not None:
+            # The runner's last word: how the child ended (and a log is never empty, even for a silent child).
+            how = ended or f"exit status {tree.proc.returncode}"
+            log.write(f"[repro all: {req.repro_id} ended after {time.monotonic() - t0:.1f} s: {how}]\n".encode())
         if log is not None and log.publish() is None and log.error is not None:
             log_error = f"{log.path}: {log.error.strerror or log.error}"
     seconds = time.monotonic() - t0

@@ -76,7 +76,9 @@ def test_sigkill_during_collect_env_kills_collect_env_and_pip(tmp_path: Path, to
 
 
 def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, tokens: list[str]) -> None:
-    proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", "--timeout", "15", "--only", "test-forks-hang"])
+    proc, token = start(
+        [*BASE, "--out", str(tmp_path), "--no-collect-env", "--timeout", "15", "--only", "test-forks-hang"]
+    )
     tokens.append(token)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
