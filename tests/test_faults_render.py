@@ -34,7 +34,7 @@ FENCE_BREAKER = "````````\n</details>\n\n# after the fence\n<script>x</script>\n
 
 
 def _set_fields(doc: dict, s: str, code: str, tag: str) -> dict:
-    """``doc`` with every rendered free-text field set to ``s`` (code blocks to ``code``); ``tag`` keeps names unique."""
+    """``doc`` with every rendered free-text field set to ``s`` (code blocks to ``code``; ``tag`` keeps names apart)."""
     d = copy.deepcopy(doc)
     d["repro"]["title"] = s
     d["repro"]["seed_claim"] = s
@@ -126,8 +126,10 @@ def test_hostile_artifact_compare_has_exactly_the_plain_structure(reference: dic
         return d
 
     other = run_folder("b", _set_fields(reference, "other words", "other", "B"))
-    bad = compare.markdown(compare.compare([run_folder("h", _set_fields(reference, PAYLOAD, FENCE_BREAKER, "")), other]))
-    good = compare.markdown(compare.compare([run_folder("p", _set_fields(reference, "plain words", "c", "")), other]))
+    hostile = run_folder("h", _set_fields(reference, PAYLOAD, FENCE_BREAKER, ""))
+    plain = run_folder("p", _set_fields(reference, "plain words", "c", ""))
+    bad = compare.markdown(compare.compare([hostile, other]))
+    good = compare.markdown(compare.compare([plain, other]))
     assert skeleton(bad) == skeleton(good)
     assert set(_html_nodes(bad)) <= {"<br>"}
     headings = [n for n in _cmark_xml(bad).iter() if n.tag == f"{NS}heading"]
