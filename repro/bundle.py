@@ -19,6 +19,7 @@ import re
 import stat
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False) 
         return fh.read(limit + 1)[:limit]
 
 
-def _trace(path: Path, rel: str, plan: _Plan, fix: object) -> bytes | None:
+def _trace(path: Path, rel: str, plan: _Plan, fix: Callable[[str], str]) -> bytes | None:
     data = _read(path, rel, plan, limit=FILE_LIMIT)
     if data is None:
         return None
@@ -109,7 +110,7 @@ def _trace(path: Path, rel: str, plan: _Plan, fix: object) -> bytes | None:
     if len(raw) > TRACE_LIMIT:
         plan.left_out.append({"name": rel, "reason": f"over {TRACE_LIMIT} bytes once decompressed"})
         return None
-    redacted = fix(raw.decode(errors="replace"))  # type: ignore[operator]
+    redacted = fix(raw.decode(errors="replace"))
     return gzip.compress(redacted.encode(), mtime=0)
 
 
