@@ -9,13 +9,12 @@ import json
 import math
 import os
 import secrets
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from repro import __version__
+from repro import __version__, fsio
 from repro.errors import UsageError
 
 ARTIFACT_SCHEMA_VERSION = "1.1"
@@ -24,13 +23,11 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-FILE_MODE = 0o666 & ~_umask()
+FILE_MODE = fsio.FILE_MODE
+# Artifacts nest a handful of levels; anything this deep is hostile or broken, and would
+# exhaust the recursion of the parser, the validator or the renderer.
+MAX_DEPTH = 64
+MAX_BYTES = 256 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- schema
@@ -140,27 +137,8 @@ def ensure_writable_dir(path: Path) -> Path:
 
 
 def write_new(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically; an existing file is never replaced.
-
-    The bytes go to a temp file in the same folder, are fsynced, then hard-linked
-    to the final name: link() fails if the name exists, so two writers cannot
-    clobber each other, and a reader never sees a half-written file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise FileExistsError(f"{path} exists; artifacts are never overwritten") from None
-    finally:
-        os.unlink(tmp)
-    return path
+    """Write ``data`` to ``path`` atomically; an existing file is never replaced (see ``repro.fsio``)."""
+    return fsio.write_new(path, data)
 
 
 def write_artifact(doc: Mapping[str, Any], path: Path) -> Path:
@@ -175,16 +153,63 @@ def write_artifact(doc: Mapping[str, Any], path: Path) -> Path:
 # --------------------------------------------------------------------------- reading
 
 
-def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
-    """Read an artifact; a missing, corrupt or schema-invalid file is a UsageError naming it."""
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows to {value}")
+    return value
+
+
+def depth(value: Any) -> int:
+    """How deeply ``value`` nests (a scalar is 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            children: Iterable[Any] = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        deepest = max(deepest, d)
+        if d > MAX_DEPTH:
+            break
+        todo.extend((c, d + 1) for c in children)
+    return deepest
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """Strict JSON: no NaN/Infinity, no overflowing numbers, at most MAX_DEPTH levels; UsageError otherwise."""
     try:
-        doc = json.loads(Path(path).read_text())
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise UsageError(f"{what}: nests too deeply; expected JSON at most {MAX_DEPTH} levels deep") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        reason = str(exc).splitlines()[0][:200]
+        raise UsageError(f"{what}: not valid JSON ({reason}); expected a gpu-repro artifact") from None
+    if depth(value) > MAX_DEPTH:
+        raise UsageError(f"{what}: nests too deeply; expected JSON at most {MAX_DEPTH} levels deep")
+    return value
+
+
+def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
+    """Read an artifact; a missing, corrupt, hostile or schema-invalid file is a UsageError naming it."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:
+            raise UsageError(f"{path}: {size} bytes; expected an artifact under {MAX_BYTES // 2**20} MiB")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file; expected a gpu-repro artifact (.json)") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory; expected a gpu-repro artifact (.json)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc}); expected a gpu-repro artifact") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc}); expected a gpu-repro artifact") from None
+    doc = parse_json(raw, str(path))
     if validate:
         errors = validation_errors(doc)
         if errors:

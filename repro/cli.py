@@ -83,6 +83,9 @@ def _sampling(budget: float | None, target: float | None) -> Any:
     )
 
 
+NoCollectEnvOpt = Annotated[
+    bool, typer.Option("--no-collect-env", help="Skip torch.utils.collect_env in the fingerprint (saves seconds).")
+]
 BudgetOpt = Annotated[
     float | None,
     typer.Option("--budget", metavar="SECONDS", help="Seconds of sampling per variant at most (default 5)."),
@@ -169,6 +172,7 @@ def run_cmd(
     budget: BudgetOpt = None,
     target_ci: TargetOpt = None,
     fail_on: FailOnOpt = None,
+    no_collect_env: NoCollectEnvOpt = False,
 ) -> None:
     """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
     from repro.execute import RunRequest, execute, resolve
@@ -182,6 +186,7 @@ def run_cmd(
         repro_paths=repro_path or [],
         sampling=_sampling(budget, target_ci),
         command=_argv(),
+        collect_env=not no_collect_env,
     )
     _fail_on(fail_on)
     resolve(req)  # all input checked before the run folder exists
@@ -218,9 +223,10 @@ def all_cmd(
     target_ci: TargetOpt = None,
     fail_on: FailOnOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcomes as JSON on stdout.")] = False,
+    no_collect_env: NoCollectEnvOpt = False,
 ) -> None:
     """Run every repro, each in its own subprocess; a crash or hang becomes an error artifact."""
-    from repro import runner
+    from repro import fsio, runner
 
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g}: expected seconds > 0")
@@ -230,18 +236,29 @@ def all_cmd(
     ids = runner.select(only or [], skip or [], paths)
     if not ids:
         raise UsageError("--only/--skip left no repro to run; expected at least one")
-    run_dir = _new_run_dir(out)
-    outcomes = runner.run_all(
-        ids,
-        run_dir,
-        smoke=smoke,
-        timeout_s=timeout,
-        repro_paths=paths,
-        sampling=sampling,
-        command=_argv() or ["repro", "all"],
-    )
-    report = _write_report(run_dir)
-    typer.echo(f"run folder: {run_dir}\nreport:     {report}", err=True)
+    # From here on, SIGINT/SIGTERM stop the repro in flight (and all it started), and the
+    # report still gets written for what finished; then we exit 128 + the signal's number.
+    with runner.Interrupts() as interrupts:
+        run_dir = _new_run_dir(out)
+        outcomes = runner.run_all(
+            ids,
+            run_dir,
+            smoke=smoke,
+            timeout_s=timeout,
+            repro_paths=paths,
+            sampling=sampling,
+            command=_argv() or ["repro", "all"],
+            interrupts=interrupts,
+            collect_env=not no_collect_env,
+        )
+        report: Path | None = None
+        full = [o.message for o in outcomes if o.no_space]
+        if any(o.path for o in outcomes):
+            try:
+                report = _write_report(run_dir)
+            except fsio.NoSpace as exc:
+                full.append(str(exc))
+    typer.echo(f"run folder: {run_dir}\nreport:     {report or '(none written)'}", err=True)
     steps = runner.next_steps(outcomes)
     if steps:
         typer.echo("\n" + "\n".join(steps), err=True)
@@ -255,6 +272,14 @@ def all_cmd(
                 indent=2,
             )
         )
+    if interrupts.signum is not None:
+        left = len(ids) - len(outcomes)
+        err(f"interrupted by {interrupts.name}: the repro in flight was stopped, {left} not started")
+        raise typer.Exit(128 + interrupts.signum)
+    if full:
+        more = f" (+{len(full) - 1} more)" if len(full) > 1 else ""
+        err(f"{full[-1]}{more}")
+        raise typer.Exit(1)
     hits = [o.repro_id for o in outcomes if o.status == "reproduced"]
     if fail_on == "reproduced" and hits:
         raise CliffReproduced(f"--fail-on reproduced: {', '.join(hits)} reproduced")
@@ -270,15 +295,16 @@ def fingerprint_cmd(
 ) -> None:
     """Print this machine's environment fingerprint (imports torch when present)."""
     from repro import fingerprint
+    from repro.redact import redactor
     from repro.render import fingerprint_text
 
     proc = None if no_collect_env else fingerprint.start_collect_env()
     fp = fingerprint.collect(collect_env=fingerprint.finish_collect_env(proc) if proc else None)
-    fp = fingerprint.redactor()(fp)
+    fp = redactor()(fp)
     if as_json:
         typer.echo(json.dumps(fp, indent=2, default=str))
         return
-    typer.echo("\n".join(fingerprint_text(fp, fingerprint.redactor()(sys.executable))))
+    typer.echo("\n".join(fingerprint_text(fp, redactor()(sys.executable))))
 
 
 @app.command("validate")

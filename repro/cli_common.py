@@ -49,6 +49,9 @@ def handles_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            err("interrupted by SIGINT")
+            raise typer.Exit(130) from None
         except ReproError as exc:
             if isinstance(exc, CliffReproduced):
                 typer.echo(str(exc), err=True)

@@ -12,7 +12,7 @@ from typing import Any
 from repro import artifact
 from repro.errors import UsageError
 from repro.fingerprint import essentials
-from repro.render import REPORT_LIMIT, code, md_cell, per_call_us, table, verdict_cell
+from repro.render import REPORT_LIMIT, code, per_call_us, table, text, verdict_cell
 
 COMPARE_KIND = "gpu-repro.compare"
 COMPARE_SCHEMA_VERSION = "1.0"
@@ -201,17 +201,17 @@ def repro_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequ
     params = _differing_keys([d["repro"]["params"] if d else None for d in docs])
     for name in params:
         values = [
-            f"{_value(d['repro']['params'].get(name, '(not set)'))} in {lab}"
+            f"{text(_value(d['repro']['params'].get(name, '(not set)')))} in {lab}"
             for lab, d in zip(labels, docs, strict=True)
             if d
         ]
-        notes.append(f"`{rid}`: param `{name}` differs between environments: {'; '.join(values)}")
+        notes.append(f"`{rid}`: param {text(name)} differs between environments: {'; '.join(values)}")
     sources = {d["repro"]["source_sha256"] for d in docs if d}
     if len(sources) > 1:
         notes.append(f"`{rid}`: the repro's source differs between environments (source_sha256)")
     smoke = [lab for lab, d in zip(labels, docs, strict=True) if d and d["run"]["smoke"]]
     if smoke and len(smoke) < sum(1 for d in docs if d):
-        notes.append(f"`{rid}`: smoke run (shrunken sizes) in {', '.join(smoke)} only")
+        notes.append(f"`{rid}`: smoke run (shrunken sizes) in {', '.join(text(s) for s in smoke)} only")
     return notes
 
 
@@ -327,34 +327,35 @@ def _short_image(image: str | None) -> str:
     if not image:
         return "-"
     name, _, digest = image.partition("@")
-    return f"{name}@{digest[:19]}" if digest else name
+    return text(f"{name}@{digest[:19]}" if digest else name, cell=True)
 
 
 def _cell(doc_result: Mapping[str, Any] | None) -> str:
     if doc_result is None:
         return "not run"
     r = doc_result
-    status = f"**{r['status']}**" + (f" ({r['error']})" if r["error"] else "")
+    status = f"**{text(r['status'], cell=True)}**" + (f" ({text(r['error'], cell=True)})" if r["error"] else "")
     ratio = verdict_cell({"verdict": {"value": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}})
     lines = [status, ratio]
-    flags = [f for f, on in (("smoke", r["smoke"]), (f"validity: {r['validity']}", r["validity"] == "suspect")) if on]
+    suspect = r["validity"] == "suspect"
+    flags = [f for f, on in (("smoke", r["smoke"]), (f"validity: {text(r['validity'], cell=True)}", suspect)) if on]
     if flags:
         lines.append(f"_{', '.join(flags)}_")
     for kv in r["key_kernels"]:
         top = kv["kernels"][:KEY_KERNELS_MD]
         names = ", ".join(f"{code(k['name'], 70)} ({k['us_per_call']:.1f} us)" for k in top) or "no kernels captured"
-        lines.append(f"{md_cell(kv['variant'])}: {names}")
+        lines.append(f"{text(kv['variant'], cell=True)}: {names}")
     return "<br>".join(lines)
 
 
 def _value(v: Any) -> str:
     if isinstance(v, bool) or v is None:
-        text = json.dumps(v)
+        out = json.dumps(v)
     elif isinstance(v, list):
-        text = ", ".join(str(x) for x in v) if v else "[]"
+        out = ", ".join(str(x) for x in v) if v else "[]"
     else:
-        text = str(v)
-    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
+        out = str(v)
+    return text(out if len(out) <= _VALUE_CHARS else out[: _VALUE_CHARS - 3] + "...", cell=True)
 
 
 def _diff_table(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], keys: Sequence[str]) -> str:
@@ -375,14 +376,13 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
     keys = [e.get("key") or k for e, k in zip(envs, env_keys(len(envs)), strict=True)]
     env_rows = [
         [
-            f"**{k}**",
-            e["label"],
-            e["gpu"],
-            e["driver"] or "-",
-            e["torch"] or "-",
-            e["cuda"] or "-",
+            f"**{text(e['label'], cell=True)}**",
+            text(e["gpu"], cell=True),
+            text(e["driver"] or "-", cell=True),
+            text(e["torch"] or "-", cell=True),
+            text(e["cuda"] or "-", cell=True),
             _short_image(e["base_image"]),
-            ", ".join(e["run_ids"]),
+            text(", ".join(e["run_ids"]), cell=True),
         ]
         for k, e in zip(keys, envs, strict=True)
     ]
@@ -390,7 +390,7 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
     if len(title) > _TITLE_CHARS:
         title = f"{len(labels)} environments ({', '.join(keys)})"
     head = [
-        f"# gpu-repro compare: {title}",
+        f"# gpu-repro compare: {text(title)}",
         "",
         table(env_rows, ["env", "label", "GPU", "driver", "torch", "CUDA", "base image", "run"]),
         "",
@@ -428,9 +428,9 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
         parts = [*head, _diff_table(rows, labels, keys), ""]
         if dropped:
             parts.append(f"_{dropped} more differing fields left out to fit GitHub's size limit; see --json._\n")
-        text = "\n".join(parts) + "\n" + foot
-        if len(text) <= limit or len(rows) <= 1:
-            return text
+        out = "\n".join(parts) + "\n" + foot
+        if len(out) <= limit or len(rows) <= 1:
+            return out
         cut = max(1, len(rows) // 10)
         rows, dropped = rows[:-cut], dropped + cut
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import artifact, catalog, fingerprint
+from repro import artifact, catalog, fingerprint, redact
 from repro.measure import Context, SamplingConfig, achieved
 from repro.progress import Progress, no_progress
 from repro.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
@@ -45,6 +45,7 @@ class RunRequest:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     command: Sequence[str] = ()
     traces: bool = True
+    collect_env: bool = True  # run torch.utils.collect_env after the repro (takes seconds)
 
 
 def resolve(req: RunRequest) -> tuple[type[Repro], Any]:
@@ -181,13 +182,47 @@ def execute(
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
-    env = fingerprint.collect_env_in_process() if has_torch else None
+    env = fingerprint.collect_env_in_process() if has_torch and req.collect_env else None
     fp = fingerprint.collect(
         knobs_at_start=knobs,
         collect_env=env,
         ceilings=ceilings,
     )
     variants = result.variants if result else ()
+    doc = document(
+        req,
+        cls,
+        params,
+        run_dir,
+        seconds=time.monotonic() - t0,
+        device=device,
+        variants=variants,
+        verdict=verdict,
+        fp=fp,
+        extra=result.extra if result else {},
+        warnings=_warnings(variants, result),
+        error=error,
+    )
+    path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
+    return doc, path
+
+
+def document(
+    req: RunRequest,
+    cls: type[Repro],
+    params: Any,
+    run_dir: Path,
+    *,
+    seconds: float,
+    device: str | None,
+    variants: Sequence[VariantResult],
+    verdict: Verdict,
+    fp: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+    error: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The artifact of one run of ``req``, redacted: the one place an artifact document is put together."""
     doc = artifact.assemble(
         repro=repro_section(cls, params),
         run={
@@ -197,20 +232,60 @@ def execute(
             "rerun": rerun_command(req),
             "smoke": req.smoke,
             "device": device,
-            "duration_s": time.monotonic() - t0,
+            "duration_s": seconds,
             "cpu_threads": CPU_THREADS if device == "cpu" else None,
         },
         variants=variants,
         verdict=verdict,
         validity=validity(variants, fp.get("gpu")),
         fingerprint=fp,
-        extra=result.extra if result else {},
-        warnings=_warnings(variants, result),
+        extra=extra or {},
+        warnings=warnings,
         error=error,
     )
-    doc = fingerprint.redactor()(doc)
-    path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
-    return doc, path
+    return dict(redact.redactor()(doc))
+
+
+def error_info(
+    kind: str,
+    message: str,
+    *,
+    exit_code: int | None = None,
+    signal: str | None = None,
+    stderr_tail: str | None = None,
+    traceback: str | None = None,
+) -> dict[str, Any]:
+    """The artifact's ``error`` section (kind: exception, crash, timeout, oom, interrupted, no_space)."""
+    return {
+        "kind": kind,
+        "message": message,
+        "exit_code": exit_code,
+        "signal": signal,
+        "stderr_tail": stderr_tail,
+        "traceback": traceback,
+    }
+
+
+def error_document(
+    req: RunRequest, run_dir: Path, error: Mapping[str, Any], seconds: float, device: str | None = None
+) -> dict[str, Any]:
+    """The ``error`` artifact of a run that produced no artifact of its own (crash, timeout, interrupt).
+
+    Built without importing torch: the batch runner writes it for a child that died.
+    """
+    cls, params = resolve(req)
+    return document(
+        req,
+        cls,
+        params,
+        run_dir,
+        seconds=seconds,
+        device=device,
+        variants=[],
+        verdict=unavailable(cls.metric, str(error["message"]), status="error"),
+        fp=fingerprint.collect(with_torch=False),
+        error=error,
+    )
 
 
 @contextlib.contextmanager
@@ -319,14 +394,11 @@ def _nvml_or_none() -> tuple[Any, Any] | None:
 
 def _error_of(exc: BaseException) -> dict[str, Any]:
     oom = type(exc).__name__ in ("OutOfMemoryError", "MemoryError") or "out of memory" in str(exc).lower()
-    return {
-        "kind": "oom" if oom else "exception",
-        "message": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-        "exit_code": None,
-        "signal": None,
-        "stderr_tail": None,
-        "traceback": "".join(traceback.format_exception(exc))[-4000:],
-    }
+    return error_info(
+        "oom" if oom else "exception",
+        f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+        traceback="".join(traceback.format_exception(exc))[-4000:],
+    )
 
 
 def _warnings(variants: Sequence[VariantResult], result: RunResult | None) -> list[str]:

@@ -12,7 +12,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from repro import __version__
+from repro import __version__, procs
+
+# Redaction lives in repro.redact (bottom layer); the names stay importable from here for callers.
+from repro.redact import redactor, secret_values  # noqa: F401
 
 FINGERPRINT_SCHEMA_VERSION = "1.0"
 
@@ -89,31 +92,38 @@ class Probes:
 # --------------------------------------------------------------------------- collect_env
 
 
-def start_collect_env() -> subprocess.Popen[str] | None:
-    """Start ``python -m torch.utils.collect_env`` now; it takes seconds, so it runs beside the work."""
+def start_collect_env() -> procs.Tree | None:
+    """Start ``python -m torch.utils.collect_env`` now; it takes seconds, so it runs beside the work.
+
+    It runs under a guard (``repro.procs``): if this process dies, collect_env and
+    the ``pip list`` it starts die too.
+    """
     try:
-        return subprocess.Popen(
+        return procs.spawn(
             [sys.executable, "-m", "torch.utils.collect_env"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            stdin=subprocess.DEVNULL,
         )
     except OSError:
         return None
 
 
-def finish_collect_env(proc: subprocess.Popen[str] | None, timeout: float = 120) -> dict[str, Any]:
-    if proc is None:
+def finish_collect_env(tree: procs.Tree | None, timeout: float = 120) -> dict[str, Any]:
+    """collect_env's output, or why there is none; the process tree is gone when this returns."""
+    if tree is None:
         return {"output": None, "error": "could not start python -m torch.utils.collect_env"}
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, _ = tree.proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        tree.stop()
+        tree.proc.communicate()
         return {"output": None, "error": f"collect_env did not finish within {timeout:.0f} s"}
-    if proc.returncode != 0:
-        return {"output": out, "error": f"collect_env exited with code {proc.returncode}"}
+    finally:
+        if tree.poll() is not None:
+            tree.finish()
+    if tree.proc.returncode != 0:
+        return {"output": out, "error": f"collect_env exited with code {tree.proc.returncode}"}
     return {"output": out, "error": None}
 
 
@@ -384,47 +394,3 @@ def essentials(fp: Mapping[str, Any]) -> dict[str, Any]:
         "cublas": (libs.get("cublas") or {}).get("version"),
         "lane": container.get("GPU_REPRO_LANE") or container.get("GPU_REPRO_IMAGE") or "host",
     }
-
-
-_HOME_RE = re.compile(r"/(home|Users)/[^/\s\"']+")
-_SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL|AUTH", re.I)
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables whose names say they are secrets (long enough to match safely)."""
-    environ = os.environ if environ is None else environ
-    return sorted({v for k, v in environ.items() if _SECRET_NAME_RE.search(k) and len(v) >= 6}, key=len, reverse=True)
-
-
-def redactor(
-    hostname: str | None = None, home: str | None = None, secrets: list[str] | None = None
-) -> Callable[[Any], Any]:
-    """A function that strips secrets, the home path, user folders and the hostname from a JSON value.
-
-    The allowlist keeps secrets out of ``env``; this second pass catches one that
-    leaked into free text (an argv, a path, collect_env output).
-    """
-    hostname = hostname if hostname is not None else platform.node()
-    home = home if home is not None else os.path.expanduser("~")
-    secrets = secret_values() if secrets is None else secrets
-
-    def fix(text: str) -> str:
-        for secret in secrets:
-            text = text.replace(secret, "<redacted>")
-        if home and len(home) > 1:
-            text = text.replace(home, "~")
-        text = _HOME_RE.sub(r"/\1/<user>", text)
-        if hostname and len(hostname) >= 3:
-            text = text.replace(hostname, "<hostname>")
-        return text
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            return fix(value)
-        if isinstance(value, Mapping):
-            return {fix(str(k)): walk(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [walk(v) for v in value]
-        return value
-
-    return walk

@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
-import gzip
 import json
 import math
 import os
@@ -674,12 +673,15 @@ class Context:
         raw = _chrome_trace(prof)
         trace = json.loads(raw)
         if self.trace_dir is not None:
-            from repro.fingerprint import redactor
+            from repro.fsio import NoSpace, write_new_gzip
+            from repro.redact import redactor
 
-            self.trace_dir.mkdir(parents=True, exist_ok=True)
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-            with gzip.open(self.trace_dir / f"{safe}.trace.json.gz", "wb") as fh:
-                fh.write(redactor()(raw.decode(errors="replace")).encode())
+            path = self.trace_dir / f"{safe}.trace.json.gz"
+            try:  # atomic: the trace appears whole or not at all
+                write_new_gzip(path, redactor()(raw.decode(errors="replace")).encode())
+            except (OSError, NoSpace) as exc:  # a trace is a side file: a full disk must not cost the measurement
+                self.log(f"{name}: Chrome trace not written ({exc})")
         return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
 
 

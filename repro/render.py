@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,14 +33,60 @@ _CHANGED = 0.10
 
 
 def md_cell(text: Any) -> str:
-    """Make a value safe inside a GFM table cell."""
+    """Make already-safe markdown safe inside a GFM table cell: no pipe splits it, no newline ends the row."""
     s = "" if text is None else str(text)
-    return s.replace("|", "\\|").replace("\n", " ")
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def code(text: str, limit: int = _KERNEL_NAME_CHARS) -> str:
-    s = text if len(text) <= limit else text[: limit - 3] + "..."
-    s = s.replace("`", "'")
+# Inline markdown that could turn text into structure: emphasis, links/images, code spans, strikethrough,
+# escapes. (<, > and & become entities first.)
+_INLINE = re.compile(r"([\\`*\[\]~])")
+# An underscore between two letters or digits can neither open nor close emphasis (GFM), so
+# snake_case names stay readable; any other underscore is escaped.
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# What may open a block when it starts a line (a heading, a quote, a list, a rule, a setext underline).
+_BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")
+
+
+def text(value: Any, *, cell: bool = False) -> str:
+    """Untrusted text (anything from an artifact) as inert inline markdown on one line.
+
+    HTML is escaped (&, <, >), markdown punctuation is backslash-escaped, newlines become
+    spaces and a leading block marker is escaped, so the text renders literally wherever
+    inline content goes: a paragraph, a list item, a quote, a heading, a table cell. Pipes
+    are escaped here unless ``cell`` (then ``md_cell``, which every table cell passes, does it).
+    """
+    s = "" if value is None else str(value)
+    s = " ".join(s.replace("\r", "\n").split("\n")).strip()
+    s = html.escape(s, quote=False)
+    s = _INLINE.sub(r"\\\1", s)
+    s = _UNDERSCORE.sub(r"\\_", s)
+    if not cell:
+        s = s.replace("|", "\\|")
+    if m := _BLOCK_START.match(s):
+        end = m.end()
+        s = (s[:end] + "\\" + s[end:]) if s[:end].isdigit() else "\\" + s
+    return s
+
+
+def html_text(value: Any) -> str:
+    """Untrusted text inside an HTML element (a details summary): entities only, one line."""
+    s = "" if value is None else str(value)
+    return html.escape(" ".join(s.replace("\r", "\n").split("\n")), quote=True)
+
+
+def fence(body: str, lang: str = "") -> str:
+    """A fenced code block that nothing in ``body`` can close: the fence outruns every backtick run."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{body}\n{ticks}"
+
+
+def code(value: Any, limit: int = _KERNEL_NAME_CHARS) -> str:
+    """An inline code span (safe in a table cell too); backticks inside become quotes."""
+    s = " ".join(str(value).replace("\r", "\n").split("\n"))
+    s = s if len(s) <= limit else s[: limit - 3] + "..."
+    s = s.replace("`", "'").strip() or "-"
     return f"`{md_cell(s)}`"
 
 
@@ -57,16 +105,23 @@ def _cell(value: Any) -> Any:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    # disable_numparse: cells are shown as given. tabulate would otherwise read "13.0" (a CUDA
-    # version) as a number and print it as 13.
+    """A GFM table; cells and headers must be safe markdown already (``text(..., cell=True)`` for raw strings).
+
+    disable_numparse: cells are shown as given; tabulate would otherwise read "13.0" (a CUDA
+    version) as a number and print it as 13.
+    """
     return tabulate(
-        [[md_cell(c) for c in r] for r in rows], headers=list(headers), tablefmt="github", disable_numparse=True
+        [[md_cell(c) for c in r] for r in rows],
+        headers=[md_cell(h) for h in headers],
+        tablefmt="github",
+        disable_numparse=True,
     )
 
 
 def details(summary: str, body: str, lang: str = "") -> str:
+    """A collapsed block: ``summary`` is plain text (escaped here), ``body`` goes verbatim into a code fence."""
     # The blank line after </summary> is what makes GitHub render the body as markdown.
-    return f"<details><summary>{summary}</summary>\n\n```{lang}\n{body}\n```\n\n</details>\n"
+    return f"<details><summary>{html_text(summary)}</summary>\n\n{fence(body, lang)}\n\n</details>\n"
 
 
 # --------------------------------------------------------------------------- pieces
@@ -79,18 +134,18 @@ def verdict_cell(doc: Mapping[str, Any]) -> str:
 
 def stack(doc: Mapping[str, Any]) -> str:
     e = essentials(doc["fingerprint"])
-    return f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}"
+    return text(f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}", cell=True)
 
 
 def summary_table(docs: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
-            d["repro"]["id"],
-            f"**{d['verdict']['status']}**",
+            text(d["repro"]["id"], cell=True),
+            f"**{text(d['verdict']['status'], cell=True)}**",
             verdict_cell(d),
             f"{d['verdict']['threshold']:g}",
-            d["validity"]["flag"],
-            essentials(d["fingerprint"])["gpu"],
+            text(d["validity"]["flag"], cell=True),
+            text(essentials(d["fingerprint"])["gpu"], cell=True),
             stack(d),
         ]
         for d in docs
@@ -106,7 +161,9 @@ def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
         rate = f"{a['gbps']:.4g} GB/s"
     else:
         rate = "-"
-    pct = f"{a['pct_of_ceiling']:.0f}% of {a['ceiling']}" if a.get("pct_of_ceiling") is not None else "-"
+    pct = "-"
+    if a.get("pct_of_ceiling") is not None:
+        pct = f"{a['pct_of_ceiling']:.0f}% of {text(a['ceiling'], cell=True)}"
     return rate, pct
 
 
@@ -142,29 +199,30 @@ def variants_table(doc: Mapping[str, Any]) -> str:
     for v in shown:
         t = v.get("timing")
         if v["status"] != "ok" or not t:
-            rows.append([v["label"], v["status"], f"{v.get('reason') or ''}", "", "", "", "", ""])
+            reason = text(v.get("reason") or "", cell=True)
+            rows.append([text(v["label"], cell=True), text(v["status"], cell=True), reason, "", "", "", "", ""])
             continue
         s = t["stats"]
         rate, pct = _rate(v)
         rows.append(
             [
-                v["label"],
+                text(v["label"], cell=True),
                 fmt_time(s["median"]),
                 f"{fmt_time(s['ci_low'])} - {fmt_time(s['ci_high'])}",
                 fmt_time(s["iqr"]),
-                f"{s['n']} ({t['stop_reason'].replace('_', ' ')})",
-                t["method"].replace("_", " "),
+                f"{s['n']} ({text(t['stop_reason'].replace('_', ' '), cell=True)})",
+                text(t["method"].replace("_", " "), cell=True),
                 rate,
                 pct,
             ]
         )
-    text = table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+    out = table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
     if hidden:
-        text += (
+        out += (
             f"\n\n_{hidden} more variants are in the artifact; the table above holds the pair the verdict "
             "compares (and any variant that did not run), the breakdown below summarises the rest._"
         )
-    return text
+    return out
 
 
 def per_call_us(k: Mapping[str, Any]) -> float:
@@ -187,7 +245,7 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
     ]
     unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
     head = f"{unit}, us per call ({per_variant} largest per variant)"
-    return table(rows, [head] + [v["name"] for v in measured]) + "\n"
+    return table(rows, [head] + [text(v["name"], cell=True) for v in measured]) + "\n"
 
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
@@ -250,15 +308,15 @@ def diff_section(doc: Mapping[str, Any]) -> str:
     for base, other in pairs:
         changes = kernel_diff(base, other)
         body = "; ".join(changes) if changes else "same kernels, times within 10%"
-        lines.append(f"- **{base['name']} -> {other['name']}**: {body}")
+        lines.append(f"- **{text(base['name'])} -> {text(other['name'])}**: {body}")
     return "Kernel diff (the verdict's pair first):\n\n" + "\n".join(lines) + "\n"
 
 
 def essentials_line(fp: Mapping[str, Any]) -> str:
-    e = essentials(fp)
+    e = {k: text(v or "-") for k, v in essentials(fp).items()}
     return (
-        f"GPU **{e['gpu']}** (cc {e['cc'] or '-'}), driver {e['driver'] or '-'}, "
-        f"torch {e['torch'] or '-'} (CUDA {e['cuda'] or '-'}, cuBLAS {e['cublas'] or '-'}), stack: {e['lane']}"
+        f"GPU **{e['gpu']}** (cc {e['cc']}), driver {e['driver']}, "
+        f"torch {e['torch']} (CUDA {e['cuda']}, cuBLAS {e['cublas']}), stack: {e['lane']}"
     )
 
 
@@ -350,22 +408,23 @@ def _without_samples(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
     r, v = doc["repro"], doc["verdict"]
-    lines = [f"## `{r['id']}`: {r['title']}", ""]
+    lines = [f"## {code(r['id'])}: {text(r['title'])}", ""]
     if r["upstream"]:
-        lines.append("Upstream: " + ", ".join(r["upstream"]))
-    lines += [f"Seed claim: {r['seed_claim']}", ""]
+        lines += ["Upstream: " + ", ".join(text(u) for u in r["upstream"]), ""]
+    lines += [f"Seed claim: {text(r['seed_claim'])}", ""]
+    ratio = fmt_ratio(v.get("value"), v.get("ci_low"), v.get("ci_high"))
     lines.append(
-        f"**{v['status']}** - {v['metric']} = {fmt_ratio(v.get('value'), v.get('ci_low'), v.get('ci_high'))}, "
-        f"threshold {v['threshold']:g}; validity: {doc['validity']['flag']}"
+        f"**{text(v['status'])}** - {text(v['metric'])} = {text(ratio)}, "
+        f"threshold {v['threshold']:g}; validity: {text(doc['validity']['flag'])}"
     )
-    lines += ["", f"> {v['finding']}", ""]
+    lines += ["", f"> {text(v['finding'])}", ""]
     if v.get("details"):
-        lines += [f"- {d}" for d in v["details"]] + [""]
+        lines += [f"- {text(d)}" for d in v["details"]] + [""]
     if doc["validity"]["flag"] == "suspect":
-        lines += [f"- suspect: {reason}" for reason in doc["validity"]["reasons"]] + [""]
+        lines += [f"- suspect: {text(reason)}" for reason in doc["validity"]["reasons"]] + [""]
     if doc.get("error"):
         e = doc["error"]
-        lines += [f"Error ({e['kind']}): {e['message']}", ""]
+        lines += [f"Error ({text(e['kind'])}): {text(e['message'])}", ""]
         if e.get("stderr_tail"):
             lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
     smoke = is_smoke(doc)
@@ -374,16 +433,17 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
     if v.get("breakdown"):
         keys = list(v["breakdown"][0].keys())
-        lines += [table([[_cell(b.get(k)) for k in keys] for b in v["breakdown"]], keys), ""]
+        rows = [[text(_cell(b.get(k)), cell=True) for k in keys] for b in v["breakdown"]]
+        lines += [table(rows, [text(k, cell=True) for k in keys]), ""]
     shown_warnings = doc["warnings"][: 3 if smoke else 10]
-    lines += [f"- warning: {w}" for w in shown_warnings]
+    lines += [f"- warning: {text(w)}" for w in shown_warnings]
     if len(doc["warnings"]) > len(shown_warnings):
         lines.append(f"- ... {len(doc['warnings']) - len(shown_warnings)} more warnings in the artifact")
     lines += [
         "",
         essentials_line(doc["fingerprint"]),
         "",
-        f"Rerun: `{doc['run'].get('rerun') or ' '.join(doc['run']['command'])}`",
+        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}",
         "",
     ]
     return "\n".join(lines), _details_for(doc)
@@ -394,7 +454,7 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
     if not docs:
         raise ValueError("no artifacts to report")
     run_ids = sorted({d["run"]["run_id"] for d in docs})
-    head = [f"# {title or 'gpu-repro report'}: run {', '.join(run_ids)}", "", summary_table(docs), ""]
+    head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", "", summary_table(docs), ""]
     if any(is_smoke(d) for d in docs):
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
@@ -405,17 +465,20 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
     blocks = [detail for _, ds in sections for detail in ds]
     notes: list[str] = []
 
-    def compose() -> str:
+    def compose_parts() -> list[str]:
         parts = list(head)
         if notes:
             parts += [
                 f"_To fit GitHub's size limit this report {'; '.join(notes)}; the artifacts hold everything._",
                 "",
             ]
-        for text, ds in sections:
-            parts.append(text)
+        for section, ds in sections:
+            parts.append(section)
             parts += [details(d.summary, d.body, d.lang) for d in ds if d in blocks]
-        return "\n".join(parts)
+        return parts
+
+    def compose() -> str:
+        return "\n".join(compose_parts())
 
     # The same collect_env output from every repro of a run is shown once.
     seen: dict[str, _Detail] = {}
@@ -425,7 +488,7 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
             seen[d.body].summary = f"{_COLLECT_ENV} (the same for several repros)"
         elif d.summary.endswith(_COLLECT_ENV):
             seen[d.body] = d
-    text = compose()
+    out = compose()
     full = {id(d): d.body for d in blocks}
 
     def apply(cap: int) -> str:
@@ -438,7 +501,7 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
         return compose()
 
     dropped: list[str] = []
-    while len(text) > limit and blocks:
+    while len(out) > limit and blocks:
         # Cap every details block at one length, the largest that lets the report fit
         # (binary search), so the biggest blocks shrink first and small ones stay whole.
         lo, hi = 0, max(len(full[id(d)]) for d in blocks)
@@ -448,7 +511,7 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
                 lo = mid
             else:
                 hi = mid - 1
-        text = apply(lo)
+        out = apply(lo)
         if lo >= _MIN_DETAIL:
             break
         # Stubs help nobody: drop the least useful kind (raw JSON, then collect_env, ...) and retry.
@@ -457,7 +520,26 @@ def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: 
         kinds = {d.summary.split(": ", 1)[-1] for d in gone}
         dropped.append(" and ".join(f"'{k}'" for k in sorted(kinds)) + f" ({len(gone)} block(s))")
         blocks[:] = [d for d in blocks if d.priority != worst]
-        text = apply(max((len(full[id(d)]) for d in blocks), default=0))
-    if len(text) > limit:
-        text = text[: limit - 80] + "\n\n_Report cut at the size limit; see the artifacts._\n"
-    return text
+        out = apply(max((len(full[id(d)]) for d in blocks), default=0))
+    if len(out) > limit:
+        out = cut_at_blocks(compose_parts(), limit)
+    return out
+
+
+CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
+
+
+def cut_at_blocks(parts: Sequence[str], limit: int) -> str:
+    """Whole parts (each complete markdown: a table, a section, a details block) while they fit, then a note.
+
+    Never cuts inside a part, so no fence or <details> is left open and the note renders as text.
+    """
+    budget = limit - len(CUT_NOTE) - 2
+    kept: list[str] = []
+    used = 0
+    for part in parts:
+        if used + len(part) + 1 > budget:
+            break
+        kept.append(part)
+        used += len(part) + 1
+    return "\n".join(kept).rstrip("\n") + "\n\n" + CUT_NOTE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -9,20 +10,24 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from repro import artifact, catalog, fingerprint
-from repro.execute import RunRequest, repro_section, rerun_command, resolve, validity
+from repro import artifact, catalog, fsio, procs
+from repro.errors import ReproError
+from repro.execute import RunRequest, error_document, error_info, resolve
 from repro.measure import SamplingConfig
-from repro.verdict import unavailable
+from repro.redact import LineRedactor
 
 DEFAULT_TIMEOUT_S = 900.0
-_POLL_S = 0.2
+_POLL_S = 0.1
 _TAIL_CHARS = 4000
+# Exit status of a worker whose artifact could not be written for lack of space (ENOSPC's errno).
+NO_SPACE_EXIT = 28
 
 
 @dataclass(frozen=True)
@@ -34,19 +39,83 @@ class Outcome:
     path: Path | None
     seconds: float
     message: str
+    no_space: bool = False
 
 
-def _tail(path: Path, chars: int = _TAIL_CHARS) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-chars:].decode(errors="replace")
+class Interrupts:
+    """SIGINT and SIGTERM, recorded instead of obeyed at once.
+
+    While installed, the first signal sets ``signum`` and ``event``; the batch polls
+    the event, stops the repro in flight (its whole process tree), writes its
+    ``interrupted`` artifact and the report, and the CLI then exits 128 + signum.
+    Nothing is raised asynchronously, so no write is ever cut in half by a signal.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+
+    @property
+    def name(self) -> str:
+        """The name of the signal received (empty when none was)."""
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
 
 
-def _last_line(path: Path) -> str:
-    lines = [ln for ln in _tail(path, 400).splitlines() if ln.strip()]
-    return lines[-1][:100] if lines else ""
+class _Pump(threading.Thread):
+    """Copies the worker's output into its log, redacted as it is written, keeping the tail in memory."""
+
+    def __init__(self, stream: IO[bytes], log: fsio.StagedFile | None) -> None:
+        super().__init__(daemon=True, name="log-pump")
+        self._stream = stream
+        self._log = log
+        self._redact = LineRedactor()
+        self._tail = b""
+        self.last_line = ""
+
+    def _emit(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._log is not None:
+            self._log.write(data)
+        self._tail = (self._tail + data)[-_TAIL_CHARS:]
+        lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+        if lines:
+            self.last_line = lines[-1][:100]
+
+    def run(self) -> None:
+        fd = self._stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self._emit(self._redact.feed(chunk))
+        self._emit(self._redact.flush())
+
+    def tail(self) -> str:
+        """The last few thousand characters the worker printed (redacted)."""
+        return self._tail.decode(errors="replace")
 
 
 def _signal_name(code: int) -> str | None:
@@ -58,18 +127,8 @@ def _signal_name(code: int) -> str | None:
         return f"signal {-code}"
 
 
-def run_one_isolated(
-    req: RunRequest,
-    run_dir: Path,
-    timeout_s: float,
-    on_line: Callable[[str], None] = lambda line: None,
-) -> Outcome:
-    """Run ``req`` in a child process; whatever happens, leave an artifact behind."""
-    cls, params = resolve(req)  # bad input fails here, before any child starts
-    logs = run_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{req.repro_id}.log"
-    spec = {
+def _worker_spec(req: RunRequest, run_dir: Path) -> dict[str, Any]:
+    return {
         "repro_id": req.repro_id,
         "overrides": dict(req.overrides),
         "smoke": req.smoke,
@@ -77,71 +136,111 @@ def run_one_isolated(
         "sampling": dataclasses.asdict(req.sampling),
         "command": list(req.command),
         "run_dir": str(run_dir),
+        "collect_env": req.collect_env,
     }
+
+
+def _open_log(path: Path) -> tuple[fsio.StagedFile | None, str | None]:
+    try:
+        return fsio.StagedFile(path), None
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+
+
+def run_one_isolated(
+    req: RunRequest,
+    run_dir: Path,
+    timeout_s: float,
+    on_line: Callable[[str], None] = lambda line: None,
+    interrupts: Interrupts | None = None,
+) -> Outcome:
+    """Run ``req`` in a guarded child process; whatever happens, leave an artifact behind if the disk allows.
+
+    The child and everything it starts form one tree (``repro.procs``): on timeout or
+    interrupt the whole tree is killed, and it dies on its own if this process dies.
+    """
+    cls, _ = resolve(req)  # bad input fails here, before any child starts
+    log, log_error = _open_log(run_dir / "logs" / f"{req.repro_id}.log")
+    stop = interrupts.event if interrupts is not None else threading.Event()
     t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        # A new session, so a timeout can kill the child and anything it started.
-        child = subprocess.Popen(
-            [sys.executable, "-m", "repro.worker", json.dumps(spec)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        timed_out = False
-        while child.poll() is None:
-            if time.monotonic() - t0 > timeout_s:
-                timed_out = True
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+    tree = procs.spawn(
+        [sys.executable, "-m", "repro.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    pump = _Pump(tree.proc.stdout, log)  # type: ignore[arg-type]
+    pump.start()
+    ended: str | None = None  # "timeout" or "interrupted" when we ended it
+    try:
+        assert tree.proc.stdin is not None
+        # The request goes through a pipe, not argv: --set values must not show in `ps`.
+        with contextlib.suppress(BrokenPipeError):
+            tree.proc.stdin.write(json.dumps(_worker_spec(req, run_dir)).encode())
+            tree.proc.stdin.close()
+        while tree.poll() is None:
+            if stop.is_set():
+                ended = "interrupted"
                 break
-            on_line(_last_line(log_path))
-            time.sleep(_POLL_S)
+            if time.monotonic() - t0 > timeout_s:
+                ended = "timeout"
+                break
+            on_line(pump.last_line)
+            stop.wait(_POLL_S)
+    finally:
+        # Every way out (an exception of ours included) takes the whole tree down.
+        tree.stop()
+        pump.join(10)
+        for stream in (tree.proc.stdin, tree.proc.stdout):
+            if stream is not None:
+                stream.close()
+        if log is not None:
+            # The runner's last word: how the child ended (and a log is never empty, even for a silent child).
+            how = ended or f"exit status {tree.proc.returncode}"
+            log.write(f"[repro all: {req.repro_id} ended after {time.monotonic() - t0:.1f} s: {how}]\n".encode())
+        if log is not None and log.publish() is None and log.error is not None:
+            log_error = f"{log.path}: {log.error.strerror or log.error}"
     seconds = time.monotonic() - t0
     path = run_dir / f"{cls.id}.json"
-    if path.exists() and not timed_out:
-        doc = json.loads(path.read_text())
-        return Outcome(req.repro_id, doc["verdict"]["status"], path, seconds, doc["verdict"]["finding"])
-    code = child.returncode
+    code = tree.proc.returncode
+    if path.exists() and ended is None:
+        try:
+            doc = artifact.load(path, validate=False)
+            return Outcome(req.repro_id, doc["verdict"]["status"], path, seconds, doc["verdict"]["finding"])
+        except (ReproError, KeyError, TypeError) as exc:  # our own file, so this is a bug; still, go on
+            return Outcome(req.repro_id, "error", path, seconds, f"unreadable artifact: {exc}")
     sig = _signal_name(code)
-    if timed_out:
+    no_space = code == NO_SPACE_EXIT and ended is None
+    if ended == "interrupted":
+        name = interrupts.name if interrupts is not None else "a signal"
+        kind, message = "interrupted", f"interrupted by {name} after {seconds:.1f} s; the batch stopped here"
+        sig = name or None
+    elif ended == "timeout":
         kind, message = "timeout", f"killed after exceeding the {timeout_s:g} s timeout"
+    elif no_space:
+        kind, message = "no_space", pump.last_line or "the artifact could not be written: no space left on device"
     elif sig == "SIGKILL":
         kind, message = "oom", "killed by SIGKILL (the kernel's out-of-memory killer is the usual cause)"
     elif sig:
         kind, message = "crash", f"the repro process died of {sig}"
     else:
         kind, message = "crash", f"the repro process exited with code {code} without writing an artifact"
-    error = {
-        "kind": kind,
-        "message": message,
-        "exit_code": None if sig else code,
-        "signal": sig,
-        "stderr_tail": _tail(log_path),
-        "traceback": None,
-    }
-    doc = artifact.assemble(
-        repro=repro_section(cls, params),
-        run={
-            "run_id": run_dir.name,
-            "created_utc": artifact.utc_now(),
-            "command": list(req.command),
-            "rerun": rerun_command(req),
-            "smoke": req.smoke,
-            "device": None,
-            "duration_s": seconds,
-        },
-        variants=[],
-        verdict=unavailable(cls.metric, message, status="error"),
-        validity=validity([], None),
-        fingerprint=fingerprint.collect(with_torch=False),
-        error=error,
+    tail = pump.tail()
+    if log_error:
+        tail += f"\n[repro: the log could not be written: {log_error}]"
+    error = error_info(
+        kind,
+        message,
+        exit_code=None if (sig or ended) else code,
+        signal=sig,
+        stderr_tail=tail,
     )
-    doc = fingerprint.redactor()(doc)
-    if path.exists():  # a hung child wrote late; keep its file and do not overwrite it
-        return Outcome(req.repro_id, "error", path, seconds, message)
-    artifact.write_artifact(doc, path)
-    return Outcome(req.repro_id, "error", path, seconds, message)
+    if path.exists():  # a child that was being stopped finished its (atomic) write first: keep it
+        return Outcome(req.repro_id, "error", path, seconds, message, no_space)
+    try:
+        artifact.write_artifact(error_document(req, run_dir, error, seconds), path)
+    except fsio.NoSpace as exc:
+        return Outcome(req.repro_id, "error", None, seconds, str(exc), True)
+    except FileExistsError:
+        pass
+    return Outcome(req.repro_id, "error", path, seconds, message, no_space)
 
 
 def outcome_line(o: Outcome) -> str:
@@ -225,17 +324,33 @@ def run_all(
     sampling: SamplingConfig,
     command: Sequence[str],
     progress: bool = True,
+    interrupts: Interrupts | None = None,
+    collect_env: bool = True,
 ) -> list[Outcome]:
-    """Run every id in turn, each isolated; a failing repro never stops the batch."""
+    """Run every id in turn, each isolated; a failing repro never stops the batch, an interrupt does."""
     outcomes: list[Outcome] = []
     reqs = [
-        RunRequest(repro_id=i, smoke=smoke, repro_paths=repro_paths, sampling=sampling, command=command) for i in ids
+        RunRequest(
+            repro_id=i,
+            smoke=smoke,
+            repro_paths=repro_paths,
+            sampling=sampling,
+            command=command,
+            collect_env=collect_env,
+        )
+        for i in ids
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
+
+    def stopped() -> bool:
+        return interrupts is not None and interrupts.event.is_set()
+
     if not progress:
         for req in reqs:
-            outcomes.append(run_one_isolated(req, run_dir, timeout_s))
+            if stopped():
+                break
+            outcomes.append(run_one_isolated(req, run_dir, timeout_s, interrupts=interrupts))
             print(outcome_line(outcomes[-1]), file=sys.stderr, flush=True)
         return outcomes
     from rich.console import Console
@@ -251,15 +366,18 @@ def run_all(
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("repro all", total=len(reqs))
         for req in reqs:
+            if stopped():
+                break
             bar.update(task, description=f"{req.repro_id}")
             outcome = run_one_isolated(
                 req,
                 run_dir,
                 timeout_s,
                 on_line=lambda line, r=req: bar.update(task, description=f"{r.repro_id}: {line}"),
+                interrupts=interrupts,
             )
             outcomes.append(outcome)
             console.print(outcome_line(outcome), markup=False, highlight=False, soft_wrap=True)
             bar.advance(task)
-        bar.update(task, description="repro all: done")
+        bar.update(task, description="repro all: interrupted" if stopped() else "repro all: done")
     return outcomes

@@ -1,4 +1,4 @@
-"""Subprocess entry of ``repro all``: run one repro from a JSON request and write its artifact."""
+"""Subprocess entry of ``repro all``: run one repro from a JSON request (on stdin) and write its artifact."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ from pathlib import Path
 
 from repro.errors import ReproError
 from repro.execute import RunRequest, execute, stderr_log
+from repro.fsio import NoSpace
 from repro.measure import SamplingConfig
 from repro.progress import Display
 
+# Must match runner.NO_SPACE_EXIT (not imported: the runner pulls in more than a worker needs).
+NO_SPACE_EXIT = 28
+
 
 def main(argv: list[str]) -> int:
-    spec = json.loads(argv[0])
+    """Run the request in ``argv[0]``, or read from stdin when there is no argument."""
+    spec = json.loads(argv[0] if argv else sys.stdin.read())
     req = RunRequest(
         repro_id=spec["repro_id"],
         overrides=spec.get("overrides", {}),
@@ -21,11 +26,15 @@ def main(argv: list[str]) -> int:
         repro_paths=[Path(p) for p in spec.get("repro_paths", [])],
         sampling=SamplingConfig(**spec.get("sampling", {})),
         command=spec.get("command", []),
+        collect_env=spec.get("collect_env", True),
     )
     # stderr is the repro's log file here: plain lines, which `repro all` shows as its status line.
     display = Display(sys.stderr, live=False)
     try:
         doc, path = execute(req, Path(spec["run_dir"]), log=display.log, progress=display.progress)
+    except NoSpace as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return NO_SPACE_EXIT
     except ReproError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,0 +1,129 @@
+"""Helpers for the fault suite: run the real CLI as a process tree we can signal, and find what survives."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+PLUGINS = Path(__file__).parent / "plugins"
+MARK = "GPU_REPRO_TEST_MARK"
+
+
+def marked(token: str) -> list[int]:
+    """Processes whose environment carries ``MARK=token`` (every descendant of a marked CLI inherits it)."""
+    needle = f"{MARK}={token}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    with open(f"/proc/{name}/stat", "rb") as st:
+                        if st.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                            continue  # a zombie runs nothing; its parent reaps it
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def survivors(token: str, wait_s: float = 10.0) -> list[int]:
+    """The marked processes still alive after up to ``wait_s`` (death by a watched pipe takes a moment)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = marked(token)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def kill_marked(token: str) -> None:
+    """Clean up after a failed test so one failure does not leak processes into the next."""
+    for pid in marked(token):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def start(
+    args: Sequence[str], token: str | None = None, cwd: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m repro ARGS`` in the background, marked with a fresh token."""
+    token = token or uuid.uuid4().hex
+    env = dict(os.environ, **{MARK: token, "COLUMNS": "120"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    return proc, token
+
+
+def wait_for(predicate: object, timeout_s: float = 60.0) -> bool:
+    """Poll ``predicate()`` until true or the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def running(token: str, needle: str) -> bool:
+    """A marked process whose command line holds ``needle`` is running."""
+    for pid in marked(token):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if needle.encode() in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def log_says(run_root: Path, text: str) -> bool:
+    """Some (staged or published) log under ``run_root`` contains ``text``."""
+    for p in run_root.glob("*/logs/*"):
+        try:
+            if text in p.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def torn_files(root: Path) -> list[str]:
+    """Visible files under ``root`` that are empty or incomplete (JSON that does not parse, gzip cut short)."""
+    import gzip
+    import json
+
+    bad = []
+    for p in root.rglob("*"):
+        if not p.is_file() or p.name.startswith("."):
+            continue
+        data = p.read_bytes()
+        if not data:
+            bad.append(f"{p}: 0 bytes")
+        elif p.suffix == ".json":
+            try:
+                json.loads(data)
+            except ValueError:
+                bad.append(f"{p}: JSON cut short")
+        elif p.name.endswith(".gz"):
+            try:
+                gzip.decompress(data)
+            except (OSError, EOFError):
+                bad.append(f"{p}: gzip cut short")
+        elif p.name == "report.md" and not data.rstrip().endswith((b"</details>", b"artifacts._")):
+            bad.append(f"{p}: report does not end where a report ends")
+    return bad

@@ -1,0 +1,104 @@
+"""Fault suite, processes: real signals against the real CLI; nothing it started may outlive it.
+
+Every CLI here runs with a unique marker in its environment, which all its descendants
+inherit; a survivor is any process still carrying the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults import PLUGINS, kill_marked, log_says, running, start, survivors, torn_files, wait_for
+
+from repro import artifact, procs
+
+BASE = ["all", "--repro-path", str(PLUGINS), "--budget", "0.2", "--target-ci", "0.2"]
+
+
+@pytest.fixture
+def tokens() -> Iterator[list[str]]:
+    """Tokens of the CLIs a test started; whatever still carries one is killed afterwards."""
+    made: list[str] = []
+    yield made
+    for t in made:
+        kill_marked(t)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_stops_the_tree_and_writes_what_finished(tmp_path: Path, tokens: list[str], sig: int) -> None:
+    ids = ["--only", "test-fine", "--only", "test-forks-hang", "--only", "test-gap"]
+    proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", *ids])
+    tokens.append(token)
+    # test-fine runs first (ids in order), then test-forks-hang detaches a grandchild and hangs.
+    assert wait_for(lambda: log_says(tmp_path, "test-forks-hang: forked"), 120), "the hanging repro never started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err.decode()
+    assert survivors(token) == []
+    (run_dir,) = tmp_path.iterdir()
+    done = artifact.load(run_dir / "test-fine.json")
+    stopped = artifact.load(run_dir / "test-forks-hang.json")
+    assert done["verdict"]["status"] in ("reproduced", "not_reproduced")
+    assert stopped["error"]["kind"] == "interrupted" and stopped["error"]["signal"] == signal.Signals(sig).name
+    assert not (run_dir / "test-gap.json").exists()  # not started after the interrupt
+    report = (run_dir / "report.md").read_text()
+    assert "test-fine" in report and "test-forks-hang" in report
+    assert (run_dir / "logs" / "test-forks-hang.log").is_file()
+    assert torn_files(tmp_path) == []
+    assert err.decode().strip().splitlines()[-1].startswith("error: interrupted by")
+
+
+def test_sigkill_of_the_cli_leaves_no_process_behind(tmp_path: Path, tokens: list[str]) -> None:
+    # collect_env on: its guard and pip list must die too.
+    proc, token = start([*BASE, "--out", str(tmp_path), "--only", "test-forks-hang"])
+    tokens.append(token)
+    assert wait_for(lambda: log_says(tmp_path, "test-forks-hang: forked"), 120)
+    assert len(survivors(token, 0)) >= 4  # guard, worker, detached grandchild, its double-forked child
+    proc.kill()
+    proc.communicate()
+    assert survivors(token) == []
+    assert torn_files(tmp_path) == []
+    assert not list(tmp_path.glob("*/*.json"))  # nothing wrote into the run folder after the CLI died
+
+
+def test_sigkill_during_collect_env_kills_collect_env_and_pip(tmp_path: Path, tokens: list[str]) -> None:
+    proc, token = start(["run", "test-hang", "--repro-path", str(PLUGINS), "--out", str(tmp_path)])
+    tokens.append(token)
+    assert wait_for(lambda: running(token, "torch.utils.collect_env"), 120), "collect_env never started"
+    proc.kill()
+    proc.communicate()
+    assert survivors(token) == []
+
+
+def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, tokens: list[str]) -> None:
+    proc, token = start(
+        [*BASE, "--out", str(tmp_path), "--no-collect-env", "--timeout", "15", "--only", "test-forks-hang"]
+    )
+    tokens.append(token)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    (doc_path,) = tmp_path.glob("*/test-forks-hang.json")
+    assert json.loads(doc_path.read_text())["error"]["kind"] == "timeout"
+    assert survivors(token) == []
+
+
+def test_grandchildren_of_a_finished_repro_die_with_it(tmp_path: Path, tokens: list[str]) -> None:
+    proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", "--only", "test-forks"])
+    tokens.append(token)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert survivors(token, 2) == []
+
+
+def test_guard_mirrors_the_exit_of_its_command() -> None:
+    tree = procs.spawn([sys.executable, "-c", "import sys; sys.exit(7)"])
+    assert tree.proc.wait(30) == 7
+    tree.finish()
+    tree = procs.spawn([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    assert tree.proc.wait(30) == -signal.SIGSEGV
+    tree.finish()
