@@ -242,8 +242,8 @@ def not_an_artifact(path: Path) -> str | None:
     not skipped: it may be a damaged artifact, and validation must say so.
     """
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = parse_json(Path(path).read_bytes(), str(path))
+    except (OSError, UsageError):  # unreadable, corrupt or hostile: validation says which
         return None
     if not isinstance(doc, dict):
         return f"a JSON {type(doc).__name__}, not an object"

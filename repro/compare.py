@@ -205,7 +205,7 @@ def repro_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequ
             for lab, d in zip(labels, docs, strict=True)
             if d
         ]
-        notes.append(f"`{rid}`: param {text(name)} differs between environments: {'; '.join(values)}")
+        notes.append(f"`{rid}`: param `{text(name)}` differs between environments: {'; '.join(values)}")
     sources = {d["repro"]["source_sha256"] for d in docs if d}
     if len(sources) > 1:
         notes.append(f"`{rid}`: the repro's source differs between environments (source_sha256)")
@@ -376,7 +376,8 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
     keys = [e.get("key") or k for e, k in zip(envs, env_keys(len(envs)), strict=True)]
     env_rows = [
         [
-            f"**{text(e['label'], cell=True)}**",
+            f"**{k}**",
+            text(e["label"], cell=True),
             text(e["gpu"], cell=True),
             text(e["driver"] or "-", cell=True),
             text(e["torch"] or "-", cell=True),

@@ -39,7 +39,7 @@ def test_batch_survives_segfault_hang_and_exception(tmp_path: Path) -> None:
     assert seg["error"]["exit_code"] is None
 
     hang = docs["test-hang"]
-    assert hang["error"]["kind"] == "timeout" and "20 s timeout" in hang["error"]["message"]
+    assert hang["error"]["kind"] == "timeout" and "8 s timeout" in hang["error"]["message"]
     assert "test-hang: running" in hang["error"]["stderr_tail"]
 
     raised = docs["test-raises"]
