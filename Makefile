@@ -40,8 +40,9 @@ $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
 	$(TEST_VENV)/bin/pytest $(ARGS)
 
-lint: $(TEST_VENV)/.installed ## ruff on the code, hadolint on every Dockerfile
+lint: $(TEST_VENV)/.installed ## ruff and mypy --strict on the code, hadolint on every Dockerfile
 	$(TEST_VENV)/bin/ruff check repro tests
+	$(TEST_VENV)/bin/mypy --strict repro
 	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile
 
 smoke: $(TEST_VENV)/.installed ## CPU trial: every repro at smoke sizes in the test env (CPU torch), no GPU verdicts

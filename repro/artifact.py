@@ -105,7 +105,7 @@ def assemble(
     error: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The artifact document, in schema order."""
-    return to_jsonable(
+    doc: dict[str, Any] = to_jsonable(
         {
             "schema_version": ARTIFACT_SCHEMA_VERSION,
             "kind": ARTIFACT_KIND,
@@ -120,6 +120,7 @@ def assemble(
             "error": dict(error) if error is not None else None,
         }
     )
+    return doc
 
 
 # --------------------------------------------------------------------------- writing
@@ -215,6 +216,8 @@ def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
         if errors:
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
             raise UsageError(f"{path}: fails the artifact schema v1 at {errors[0]}{more}")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: a JSON {type(doc).__name__}, not an object; expected a gpu-repro artifact")
     return doc
 
 

@@ -9,17 +9,18 @@ import sys
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from repro.errors import UsageError
 from repro.spec import Repro
 
 ENTRY_POINT_GROUP = "repro.repros"
-_REGISTRY: dict[str, type[Repro]] = {}
+_REGISTRY: dict[str, type[Repro[Any]]] = {}
 _SOURCES: dict[str, str] = {}  # id -> file the class was defined in (for the source hash)
 _loaded = False
 
 
-def register(cls: type[Repro]) -> type[Repro]:
+def register(cls: type[Repro[Any]]) -> type[Repro[Any]]:
     """Class decorator: add a repro to the catalog; a second class with the same id is refused."""
     rid = getattr(cls, "id", None)
     if not isinstance(rid, str) or not rid:
@@ -67,7 +68,7 @@ def load_path(folder: Path) -> None:
         spec.loader.exec_module(module)
 
 
-def load(extra_paths: Iterable[Path] = ()) -> dict[str, type[Repro]]:
+def load(extra_paths: Iterable[Path] = ()) -> dict[str, type[Repro[Any]]]:
     """The whole catalog, loading built-ins and plugins once (repro modules never import torch)."""
     global _loaded
     if not _loaded:
@@ -79,7 +80,7 @@ def load(extra_paths: Iterable[Path] = ()) -> dict[str, type[Repro]]:
     return dict(_REGISTRY)
 
 
-def get(repro_id: str, extra_paths: Iterable[Path] = ()) -> type[Repro]:
+def get(repro_id: str, extra_paths: Iterable[Path] = ()) -> type[Repro[Any]]:
     """One repro by id; an unknown id is a UsageError listing the known ones."""
     catalog = load(extra_paths)
     if repro_id not in catalog:

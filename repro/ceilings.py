@@ -78,10 +78,12 @@ def for_run(run_dir: Path) -> dict[str, Any]:
     """Ceilings measured once per run: the first repro of a run measures, the rest read the file."""
     path = run_dir / CEILINGS_FILE
     if path.is_file():
-        return json.loads(path.read_text())
+        cached: dict[str, Any] = json.loads(path.read_text())
+        return cached
     result = measure()
     try:
         write_new(path, json.dumps(result, indent=2).encode())
     except FileExistsError:  # a concurrent repro of the same run got there first
-        return json.loads(path.read_text())
+        theirs: dict[str, Any] = json.loads(path.read_text())
+        return theirs
     return result

@@ -112,7 +112,7 @@ def list_cmd(
     from repro.spec import params_help
 
     repros = catalog.load(repro_path or [])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rid in sorted(repros):
         cls = repros[rid]
         rows.append(
@@ -131,7 +131,7 @@ def list_cmd(
         return
     typer.echo(
         table(
-            [[r["id"], r["title"], " ".join(r["upstream"]), r["requires"]] for r in rows],
+            [[r["id"], r["title"], " ".join(map(str, r["upstream"])), r["requires"]] for r in rows],
             ["id", "title", "upstream", "requires"],
         )
     )

@@ -62,7 +62,8 @@ class Environment:
     @property
     def fingerprint(self) -> Mapping[str, Any]:
         """The environment's fingerprint, taken from its first artifact (all were taken in one stack)."""
-        return self.artifacts[0][1]["fingerprint"]
+        fp: Mapping[str, Any] = self.artifacts[0][1]["fingerprint"]
+        return fp
 
     def doc(self, repro_id: str) -> dict[str, Any] | None:
         """This environment's artifact for ``repro_id``, if it ran that repro."""

@@ -48,7 +48,7 @@ class RunRequest:
     collect_env: bool = True  # run torch.utils.collect_env after the repro (takes seconds)
 
 
-def resolve(req: RunRequest) -> tuple[type[Repro], Any]:
+def resolve(req: RunRequest) -> tuple[type[Repro[Any]], Any]:
     """The repro class and its params; every bad input surfaces here as a UsageError."""
     cls = catalog.get(req.repro_id, req.repro_paths)
     return cls, build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
@@ -99,7 +99,7 @@ def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -
     return {"flag": "suspect" if reasons else "valid", "reasons": reasons}
 
 
-def repro_section(cls: type[Repro], params: Any) -> dict[str, Any]:
+def repro_section(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
     return {
         "id": cls.id,
         "title": cls.title,
@@ -209,7 +209,7 @@ def execute(
 
 def document(
     req: RunRequest,
-    cls: type[Repro],
+    cls: type[Repro[Any]],
     params: Any,
     run_dir: Path,
     *,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import re
@@ -190,7 +191,7 @@ def library_versions(probe: Probes) -> dict[str, Any]:
             continue
         out[key] = {
             "path": path,
-            "version": probe(f"libraries.{key}", lambda p=path, h=how: _library_version(p, h)),
+            "version": probe(f"libraries.{key}", functools.partial(_library_version, path, how)),
             "loaded": True,
         }
     return out

@@ -284,7 +284,7 @@ class Context:
         return self.device == "cuda"
 
     def skipped(
-        self, name: str, label: str, reason: str, extra: Mapping[str, Any] | None = None, **config: Any
+        self, name: str, label: str, reason: str, *, extra: Mapping[str, Any] | None = None, **config: Any
     ) -> VariantResult:
         """A variant that could not run here, with the reason (e.g. an optional backend is absent)."""
         return VariantResult(
@@ -292,7 +292,7 @@ class Context:
         )
 
     def errored(
-        self, name: str, label: str, exc: BaseException, extra: Mapping[str, Any] | None = None, **config: Any
+        self, name: str, label: str, exc: BaseException, *, extra: Mapping[str, Any] | None = None, **config: Any
     ) -> VariantResult:
         """A variant that failed (e.g. ran out of memory) while the repro carries on."""
         return VariantResult(
@@ -635,7 +635,7 @@ class Context:
                     runner()
                 end.record()
                 end.synchronize()
-                return start.elapsed_time(end) / 1e3 / calls_in_run
+                return float(start.elapsed_time(end)) / 1e3 / calls_in_run
 
             return take_cuda
 

@@ -110,11 +110,13 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     disable_numparse: cells are shown as given; tabulate would otherwise read "13.0" (a CUDA
     version) as a number and print it as 13.
     """
-    return tabulate(
-        [[md_cell(c) for c in r] for r in rows],
-        headers=[md_cell(h) for h in headers],
-        tablefmt="github",
-        disable_numparse=True,
+    return str(
+        tabulate(
+            [[md_cell(c) for c in r] for r in rows],
+            headers=[md_cell(h) for h in headers],
+            tablefmt="github",
+            disable_numparse=True,
+        )
     )
 
 
@@ -395,7 +397,7 @@ def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
 
 def _without_samples(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The artifact with each variant's raw samples replaced by their count (they stay in the file)."""
-    out = json.loads(json.dumps(doc))
+    out: dict[str, Any] = json.loads(json.dumps(doc))
     for v in out["variants"]:
         t = v.get("timing")
         if t and isinstance(t.get("samples"), list):

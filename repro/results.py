@@ -224,7 +224,8 @@ def from_jsonable(tp: Any, data: Any) -> Any:
         tp = _RESULT_TYPES[tp]
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return tp(
+        build: Any = tp
+        return build(
             **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
         )
     origin = typing.get_origin(tp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -305,6 +306,11 @@ def next_steps(outcomes: Sequence[Outcome]) -> list[str]:
     ]
 
 
+def _describe(bar: Any, task: Any, repro_id: str, line: str) -> None:
+    """The progress bar's description: the repro and the last line its log printed."""
+    bar.update(task, description=f"{repro_id}: {line}")
+
+
 def select(only: Sequence[str], skip: Sequence[str], repro_paths: Sequence[Path]) -> list[str]:
     """The ids to run, in catalog order; unknown ids in --only/--skip are usage errors."""
     known = catalog.load(repro_paths)
@@ -373,7 +379,7 @@ def run_all(
                 req,
                 run_dir,
                 timeout_s,
-                on_line=lambda line, r=req: bar.update(task, description=f"{r.repro_id}: {line}"),
+                on_line=functools.partial(_describe, bar, task, req.repro_id),
                 interrupts=interrupts,
             )
             outcomes.append(outcome)

@@ -211,7 +211,7 @@ def parse_assignments(assignments: Sequence[str]) -> dict[str, str]:
 
 def build_params(repro_id: str, params_cls: type, overrides: Mapping[str, str], *, smoke: bool = False) -> Any:
     """Defaults, then the smoke preset, then ``--set`` overrides, each checked against its field."""
-    fields = {f.name: f for f in params_cls.__dataclass_fields__.values()}
+    fields = {f.name: f for f in dataclasses.fields(params_cls)}
     hints = _hints(params_cls)
     values: dict[str, Any] = {}
     if smoke:

@@ -304,8 +304,8 @@ def ratio_verdict(
             return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}", status=status)
     value, lo, hi, paired, _, _ = variant_ratio(num, den, scale)
     status, qual = decide(lo, hi, metric.threshold)
-    v = measured(metric, value, lo, hi, status, finding(value, lo, hi, status, qual), breakdown, (num.name, den.name))
-    return Verdict(**{**_fields(v), "paired": paired})
+    out = measured(metric, value, lo, hi, status, finding(value, lo, hi, status, qual), breakdown, (num.name, den.name))
+    return Verdict(**{**_fields(out), "paired": paired})
 
 
 def measured(

@@ -35,8 +35,9 @@ from typing import Any
 
 from repro.catalog import register
 from repro.measure import Arm, Context
+from repro.results import Ratio
 from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
-from repro.verdict import Outcome, Ratio
+from repro.verdict import Outcome
 
 BACKENDS: dict[str, str] = {
     "te": "TE FusedAdam",
@@ -116,7 +117,7 @@ def _te_fused_adam() -> tuple[Any, str | None]:
 def _make_optimizer(backend: str, capturable: bool, tensors: list[Any], p: AdamParams, te_cls: Any) -> Any:
     import torch
 
-    common = {"lr": p.lr, "betas": (p.beta1, p.beta2), "eps": p.eps, "weight_decay": p.weight_decay}
+    common: dict[str, Any] = {"lr": p.lr, "betas": (p.beta1, p.beta2), "eps": p.eps, "weight_decay": p.weight_decay}
     if backend == "te":
         # Keywords only: TE moved bias_correction/adam_w_mode behind the `*` across versions.
         return te_cls(tensors, adam_w_mode=True, capturable=capturable, **common)
@@ -221,7 +222,8 @@ class FusedAdamCapturable(Repro[AdamParams]):
         # copy ceiling shows that overhead.
         work = Work(bytes=7.0 * 4.0 * elements, ceiling="copy")
         # TE is CUDA-only; on CPU it is not even imported (its import can be slow or fail noisily).
-        te_cls, te_why = (None, "TE FusedAdam runs only on CUDA")
+        te_cls: Any = None
+        te_why: str | None = "TE FusedAdam runs only on CUDA"
         if ctx.cuda and "te" in p.backends:
             te_cls, te_why = _te_fused_adam()
 
@@ -257,7 +259,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
         base = {"backend": backend, "n_tensors": p.n_tensors, "numel": p.numel, "dtype": "float32"}
         names = {m: f"{backend}_{m}" for m in MODES}
         labels = {m: _label(backend, m) for m in MODES}
-        configs = {
+        configs: dict[str, dict[str, Any]] = {
             m: {**base, "capturable": m != "regular", "timed": "graph" if m.endswith("graph") else "eager"}
             for m in MODES
         }

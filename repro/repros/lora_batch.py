@@ -302,7 +302,7 @@ class LoraBatchScaling(Repro[LoraParams]):
         import torch.nn.functional as F
 
         name, label = f"bs{batch}", f"LoRA step, batch {batch}"
-        config = {
+        config: dict[str, Any] = {
             "batch": batch,
             "tokens": p.tokens,
             "hidden": p.hidden,

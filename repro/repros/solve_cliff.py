@@ -286,7 +286,13 @@ class Solve512Cliff(Repro[SolveParams]):
 
         name = point_name(backend, batch, n)
         label = f"solve_ex {batch}x{n}x{n} ({backend})"
-        config = {"backend": backend, "batch": batch, "n": n, "rhs_cols": p.rhs_cols, "dtype": "float32"}
+        config: dict[str, Any] = {
+            "backend": backend,
+            "batch": batch,
+            "n": n,
+            "rhs_cols": p.rhs_cols,
+            "dtype": "float32",
+        }
         try:
             dev = torch.device(ctx.device)
             gen = torch.Generator(device=dev)
