@@ -1,0 +1,203 @@
+"""Paired comparisons: interleaved rounds, CIs from per-round ratios that survive drift, episodes, the judge."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import timing_for
+from typer.testing import CliRunner
+
+from repro import stats
+from repro.cli import app
+from repro.measure import Arm, Context, SamplingConfig, round_order
+from repro.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
+from repro.spec import Repro, Requirements
+from repro.verdict import as_smoke, judge, outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+LEGACY = ROOT / "tests" / "plugins_legacy"
+TRUE_RATIO = 0.92
+
+
+def test_round_order_puts_each_arm_first_equally_often() -> None:
+    for k in (2, 3, 4):
+        firsts = Counter(round_order(k, r)[0] for r in range(4 * k))
+        assert set(firsts) == set(range(k)) and len(set(firsts.values())) == 1, (k, firsts)
+        for r in range(4 * k):
+            assert sorted(round_order(k, r)) == list(range(k))
+    assert [round_order(2, r) for r in range(4)] == [[0, 1], [1, 0], [1, 0], [0, 1]]
+
+
+def _drifting_pair(rng: random.Random, n: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Both sides under one GPU state that drifts by up to +-8% over the run, plus 0.5% noise.
+
+    Returns (num, den) as blocked timing sees them (num's block first, then den's, each in
+    whatever state the GPU is in then) and as paired rounds see them (both in every round).
+    """
+    state = [1.0 + 0.08 * ((i / (2 * n)) - 0.5) * 2 + rng.gauss(0, 0.01) for i in range(2 * n)]
+
+    def noisy(x: float) -> float:
+        return x * (1 + rng.gauss(0, 0.005))
+
+    blocked_num = [noisy(TRUE_RATIO * state[i]) for i in range(n)]
+    blocked_den = [noisy(state[n + i]) for i in range(n)]
+    paired_num = [noisy(TRUE_RATIO * state[2 * i]) for i in range(n)]
+    paired_den = [noisy(state[2 * i + 1]) for i in range(n)]
+    return blocked_num, blocked_den, paired_num, paired_den
+
+
+def test_paired_ci_covers_the_true_ratio_under_drift_where_blocked_timing_does_not() -> None:
+    rng = random.Random(8)
+    blocked_hits = paired_hits = 0
+    trials = 200
+    for _ in range(trials):
+        bn, bd, pn, pd = _drifting_pair(rng, 60)
+        _, lo, hi = stats.ratio_ci(bn, bd)
+        blocked_hits += lo <= TRUE_RATIO <= hi
+        _, lo, hi = stats.paired_ratio_ci(pn, pd)
+        paired_hits += lo <= TRUE_RATIO <= hi
+    # Blocked timing lets the drift between the two blocks into the ratio: its CI, built from
+    # within-block noise only, misses the true ratio almost always. Pairing cancels it.
+    assert blocked_hits / trials < 0.2
+    assert paired_hits / trials >= 0.93
+
+
+def test_episodes_widen_the_ci_to_cover_a_state_that_holds_for_an_episode() -> None:
+    # The ratio itself depends on the GPU's state (a slower clock stretches the compute-bound
+    # side more), and a state holds for a whole episode: rounds within one are not independent.
+    rng = random.Random(3)
+    hits_rounds = hits_episodes = 0
+    trials = 200
+    for _ in range(trials):
+        num, den = [], []
+        for _ep in range(6):
+            shift = 1 + rng.gauss(0, 0.006)
+            for _r in range(25):
+                d = 1.0 + rng.gauss(0, 0.002)
+                num.append(TRUE_RATIO * shift * d * (1 + rng.gauss(0, 0.001)))
+                den.append(d)
+        _, lo, hi = stats.paired_ratio_ci(num, den)
+        hits_rounds += lo <= TRUE_RATIO <= hi
+        _, lo2, hi2 = stats.paired_ratio_ci(num, den, episode=25)
+        hits_episodes += lo2 <= TRUE_RATIO <= hi2
+        assert lo2 <= lo and hi2 >= hi  # the episode level only ever widens
+    assert hits_rounds / trials < 0.8
+    assert hits_episodes / trials >= 0.93
+
+
+def test_paired_ci_needs_aligned_rounds() -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        stats.paired_ratio_ci([1.0, 2.0], [1.0])
+    value, lo, hi = stats.paired_ratio_ci([2.0] * 10, [1.0] * 10, scale=0.5)
+    assert (value, lo, hi) == (1.0, 1.0, 1.0)
+
+
+def test_measure_paired_interleaves_and_records_rounds(fast: SamplingConfig) -> None:
+    calls: list[str] = []
+    prepared: list[str] = []
+
+    def arm(name: str, n: int) -> Arm:
+        def fn() -> int:
+            calls.append(name)
+            return sum(range(n))
+
+        return Arm(name, fn, label=name.upper(), config={"n": n}, prepare=lambda: prepared.append(name))
+
+    cfg = dataclasses.replace(fast, min_rounds=12, min_episodes=3, episode_s=0.0, samples_per_round=2)
+    comp = Comparison("ab", "a", "b", 1.5)
+    ctx = Context(device="cpu", smoke=True, sampling=cfg, comparisons=(comp,))
+    a, b = ctx.measure_paired([arm("a", 4000), arm("b", 1000)], group="ab")
+    assert a.timing is not None and b.timing is not None
+    assert a.timing.group == b.timing.group == "ab"
+    assert a.timing.rounds is not None and b.timing.rounds is not None
+    assert len(a.timing.rounds) == len(b.timing.rounds) >= 12
+    assert a.timing.episode_rounds is not None and len(a.timing.rounds) % a.timing.episode_rounds == 0
+    assert a.timing.stop_reason in ("ci_target", "decided", "time_budget", "max_rounds")
+    assert len(a.timing.samples) == 2 * len(a.timing.rounds)
+    # Each round runs both arms; the order alternates, so neither always goes first.
+    assert prepared.count("a") >= len(a.timing.rounds) and prepared.count("b") >= len(b.timing.rounds)
+    assert a.label == "A" and a.config == {"n": 4000} and a.status == "ok"
+
+
+class _Judged(Repro[None]):
+    id = "test-judged"
+    title = "judged"
+    upstream = ()
+    seed_claim = "test"
+    Params = type(None)
+    requires = Requirements(cuda=False)
+    metric = Metric("t(a)/t(b)", "test", 1.5)
+    headline_rule = "first"
+
+    def comparisons(self, params: None) -> list[Comparison]:
+        return [
+            Comparison("first", "a", "b", 1.5, label="t(a)/t(b)", headline=True, qualifiers={"side": "one"}),
+            Comparison("second", "c", "d", 1.5, label="t(c)/t(d)", headline=True),
+        ]
+
+    def explain(self, params: None, result: RunResult, out: object) -> Finding:
+        return Finding("because of the test", ("a detail",))
+
+
+def _paired(name: str, rounds: list[float], device: str = "cuda", group: str = "g") -> VariantResult:
+    t = timing_for(rounds)
+    t = Timing(
+        **{**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)}, "group": group, "rounds": tuple(rounds)}
+    )
+    return VariantResult(name=name, label=name, config={}, status="ok", device=device, timing=t)
+
+
+def test_judge_computes_the_ratio_the_status_and_the_lead() -> None:
+    rng = random.Random(1)
+    den = [1.0 + rng.gauss(0, 0.01) for _ in range(40)]
+    num = [2.0 * d * (1 + rng.gauss(0, 0.002)) for d in den]
+    v = judge(_Judged(), None, RunResult(variants=(_paired("a", num), _paired("b", den))))
+    assert v.status == "reproduced" and v.paired is True and v.headline == "first"
+    assert v.finding.startswith("Reproduced: t(a)/t(b) was 2.00x (95% CI ")
+    assert "the whole CI is above the 1.5 threshold; because of the test." in v.finding
+    assert v.details == ("a detail",) and v.variants == ("a", "b")
+    (row,) = v.breakdown  # the second comparison had no variants: it is missing, not a row
+    assert row["side"] == "one" and row["paired"] is True and row["n"] == 40 and row["headline"] is True
+
+
+def test_judge_falls_to_the_next_headline_and_never_judges_a_cpu_run() -> None:
+    den = [1.0] * 20
+    cpu = RunResult(variants=(_paired("c", [3.0] * 20, "cpu"), _paired("d", den, "cpu")))
+    v = judge(_Judged(), None, cpu)
+    assert v.headline == "second" and v.status == "smoke"
+    assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU: t(c)/t(d) was 3.00x")
+    assert all(r["status"] == "smoke" for r in v.breakdown)
+    none = judge(_Judged(), None, RunResult(variants=()))
+    assert none.status == "skipped" and "variant a was not measured" in none.finding
+
+
+def test_as_smoke_relabels_an_older_repro_verdict() -> None:
+    out = outcome([Comparison("x", "a", "b", 1.5)], [_paired("a", [2.0] * 10), _paired("b", [1.0] * 10)])
+    assert out.headline is not None and out.headline.value == 2.0 and not out.smoke
+    v = judge(_Judged(), None, RunResult(variants=(_paired("a", [2.0] * 10), _paired("b", [1.0] * 10))))
+    s = as_smoke(v, "cuda")
+    assert s.status == "smoke" and s.finding.startswith("Smoke run on cuda") and v.finding in s.details[0]
+    assert as_smoke(dataclasses.replace(v, status="skipped"), "cpu").status == "skipped"
+
+
+def test_an_older_api_plugin_gets_a_paired_ci(tmp_path: Path) -> None:
+    """A copy of 5090-linear as written before this API (its own verdict via ratio_verdict) gets paired rounds."""
+    cli = CliRunner(env={"COLUMNS": "120"})
+    args = ["run", "legacy-linear", "--repro-path", str(LEGACY), "--smoke", "--out", str(tmp_path)]
+    r = cli.invoke(app, [*args, "--budget", "0.3", "--no-collect-env", "--set", "tf32_variants=false"])
+    assert r.exit_code == 0, r.output
+    (art,) = tmp_path.glob("*/legacy-linear.json")
+    doc = json.loads(art.read_text())
+    v = doc["verdict"]
+    assert v["status"] == "smoke" and v["paired"] is True
+    lin, man = ({x["name"]: x for x in doc["variants"]}[n] for n in ("linear_fp32", "manual_fp32"))
+    assert lin["timing"]["group"] == man["timing"]["group"] == "linear_fp32+manual_fp32"
+    assert len(lin["timing"]["rounds"]) == len(man["timing"]["rounds"]) >= 20
+    assert "blocked_timing_median_s" in lin["extra"]
+    assert "The repro's own words: " in v["details"][0]
+    assert cli.invoke(app, ["validate", str(art)]).exit_code == 0
