@@ -201,3 +201,18 @@ def test_an_older_api_plugin_gets_a_paired_ci(tmp_path: Path) -> None:
     assert "blocked_timing_median_s" in lin["extra"]
     assert "The repro's own words: " in v["details"][0]
     assert cli.invoke(app, ["validate", str(art)]).exit_code == 0
+
+
+def test_the_writing_a_repro_example_runs_as_written(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "writing-a-repro.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    folder = tmp_path / "my_repros"
+    folder.mkdir()
+    (folder / "addmm_vs_mm.py").write_text(code)
+    cli = CliRunner(env={"COLUMNS": "120"})
+    args = ["run", "addmm-vs-mm", "--repro-path", str(folder), "--smoke", "--out", str(tmp_path / "out")]
+    r = cli.invoke(app, [*args, "--budget", "0.2", "--no-collect-env"])
+    assert r.exit_code == 0, r.output
+    (art,) = (tmp_path / "out").glob("*/addmm-vs-mm.json")
+    v = json.loads(art.read_text())["verdict"]
+    assert v["status"] == "smoke" and v["paired"] is True and "addmm's heaviest kernel was" in v["finding"]
