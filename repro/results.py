@@ -184,6 +184,7 @@ class Ratio:
     where: Literal["above", "below", "straddles"]
     paired: bool
     n: int  # paired rounds, or the smaller sample count of an unpaired ratio
+    basis: str = "time"  # what was compared: "time" per call, or "kernel" device time (may fall back to time)
 
     @property
     def rel_halfwidth(self) -> float:

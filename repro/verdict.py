@@ -89,7 +89,7 @@ def compute(c: Comparison, have: Mapping[str, VariantResult]) -> Ratio | str:
             return f"variant {name} was not measured"
         if not _ok(v):
             return f"variant {name} was {v.status}: {v.reason}"
-    value, lo, hi, paired, n, _ = variant_ratio(have[c.num], have[c.den], c.scale, c.basis)
+    value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis)
     status, _ = decide(lo, hi, c.threshold)
     where = stats.classify(value, lo, hi, c.threshold)
     return Ratio(
@@ -101,6 +101,7 @@ def compute(c: Comparison, have: Mapping[str, VariantResult]) -> Ratio | str:
         where=where,  # type: ignore[arg-type]
         paired=paired,
         n=n,
+        basis=basis,
     )
 
 
@@ -187,9 +188,16 @@ def qualifier(r: Ratio) -> str:
     }[r.where]
 
 
-def breakdown_row(r: Ratio, smoke: bool, head: Ratio | None) -> dict[str, Any]:
-    """One row of the verdict's breakdown: the comparison, its ratio and CI, its status."""
+def breakdown_row(
+    r: Ratio, smoke: bool, head: Ratio | None, measured: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One row of the verdict's breakdown: the comparison, its ratio and CI, its status.
+
+    ``measured``: qualifiers only the run knows (a memory cap it actually applied), from
+    ``RunResult.extra["row_qualifiers"]``; they override the declared ones.
+    """
     c = r.comparison
+    quals = {**c.qualifiers, **(measured or {})}
     return {
         "comparison": c.name,
         "label": c.label or c.name,
@@ -204,9 +212,9 @@ def breakdown_row(r: Ratio, smoke: bool, head: Ratio | None) -> dict[str, Any]:
         "paired": r.paired,
         "n": r.n,
         "scale": c.scale,
-        "basis": c.basis,
+        "basis": r.basis,
         "headline": head is not None and r is head,
-        **{k: v for k, v in c.qualifiers.items() if k not in _ROW_KEYS},
+        **{k: v for k, v in quals.items() if k not in _ROW_KEYS},
     }
 
 
@@ -230,7 +238,9 @@ def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
         heads = {c.name for c in comps if c.headline} or {c.name for c in comps}
         why = "; ".join(w for name, w in out.missing if name in heads) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
-        return Verdict(**{**_fields(v), "details": explained.details})
+        # Ratios that were computed (side comparisons) stay in the breakdown.
+        rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
+        return Verdict(**{**_fields(v), "details": explained.details, "breakdown": rows})
     finding = repro.explain(params, result, out)
     label = head.comparison.label or head.comparison.name
     words = f"{lead(head, out.smoke, out.device)}: {label} was {out.fmt(head)}"
@@ -246,7 +256,7 @@ def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
         threshold=head.comparison.threshold,
         status="smoke" if out.smoke else head.status,
         finding=sentence,
-        breakdown=tuple(breakdown_row(r, out.smoke, head) for r in out.ratios),
+        breakdown=tuple(breakdown_row(r, out.smoke, head, result.extra.get("row_qualifiers")) for r in out.ratios),
         variants=(head.comparison.num, head.comparison.den),
         details=tuple(finding.details),
         headline=head.comparison.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -43,8 +44,9 @@ def test_cpu_run_is_a_valid_skipped_artifact(run_dir: Path, fast: SamplingConfig
 def test_params_defaults_and_smoke() -> None:
     p = Params()
     assert (p.ops, p.matmul_dtype, p.mm_m, p.mm_k, p.mm_n, p.twin) == (1000, "fp32", 512, 1024, 1024, True)
+    assert p.twin_replays == 500 and p.twin_rounds == 50
     smoke = build_params(RID, Params, {}, smoke=True)
-    assert (smoke.ops, smoke.twin_replays) == (100, 50)
+    assert (smoke.ops, smoke.twin_replays, smoke.twin_rounds) == (100, 50, 10)
     assert build_params(RID, Params, {"matmul_dtype": "bf16"}).matmul_dtype == "bf16"
     assert GraphMemset.requires.cuda and not GraphMemset.requires.cpu_smoke
     assert GraphMemset.requires.python_modules == () and GraphMemset.requires.tools == ("nvcc",)
@@ -181,9 +183,33 @@ def test_parse_captured_output_into_external_variants(run_dir: Path, fast: Sampl
     ceilings = {"copy": {"value": 4000.0, "unit": "GB/s"}, "fp32": {"value": 50.0, "unit": "TFLOP/s"}}
     with_ceilings = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0, ceilings=ceilings)
     assert all(v.achieved is not None and v.achieved.pct_of_ceiling is not None for v in with_ceilings)
+    # This output predates the twin's "per_round" key: its variants carry no rounds and pair with nothing.
+    assert all(v.timing is not None and v.timing.rounds is None and v.timing.group is None for v in variants)
     # The variants fit the artifact schema: put them into a real (CPU, skipped) artifact.
     skipped, _ = execute(RunRequest(RID, sampling=fast), run_dir)
     skipped["variants"] = artifact.to_jsonable(variants)
+    assert artifact.validation_errors(skipped) == []
+
+
+def with_per_round(text: str) -> str:
+    """The captured output as the current twin prints it: --replays 4 --rounds 2 gives per_round
+    = ceil(4 / 2) = 2 (graph_memset.cu), so replays 0-1 are round 0 and 2-3 round 1."""
+    doc = json.loads(text)
+    assert (doc["replays"], doc["rounds"]) == (4, 2)
+    return json.dumps({**doc, "per_round": 2})
+
+
+def test_twin_rounds_become_paired_timings(run_dir: Path, fast: SamplingConfig) -> None:
+    doc = parse_twin_output(with_per_round(CAPTURED))
+    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    variants = {v.name: v for v in twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)}
+    memset = variants["twin_memset"].timing
+    assert memset is not None and memset.group == "twin" and memset.samples == tuple(doc["variants"]["memset"])
+    xs = doc["variants"]["memset"]
+    assert memset.rounds == pytest.approx(((xs[0] + xs[1]) / 2, (xs[2] + xs[3]) / 2))  # median of each round
+    assert {len(v.timing.rounds or ()) for v in variants.values() if v.timing is not None} == {2}
+    skipped, _ = execute(RunRequest(RID, sampling=fast), run_dir)
+    skipped["variants"] = artifact.to_jsonable(list(variants.values()))
     assert artifact.validation_errors(skipped) == []
 
 
@@ -214,15 +240,17 @@ def test_twin_run_turns_its_output_into_variants(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     argv_file = tmp_path / "argv.json"
-    body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({CAPTURED!r})"
+    out = with_per_round(CAPTURED)
+    body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({out!r})"
     monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
-    p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_warmup": "2"})
+    p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
     variants, info = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 3)
     assert [v.status for v in variants] == ["ok"] * 5
     assert json.loads(argv_file.read_text()) == [
-        "--device", "3", "--ops", "1000", "--replays", "4", "--warmup", "2", "--work-iters", "128",
+        "--device", "3", "--ops", "1000", "--replays", "4", "--rounds", "2", "--warmup", "2", "--work-iters", "128",
     ]  # fmt: skip
     assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
+    assert all(v.timing is not None and v.timing.group == "twin" and len(v.timing.rounds or ()) == 2 for v in variants)
     assert info["source_sha256"] == gm.hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
 
 
@@ -256,15 +284,32 @@ def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.
 
 # --------------------------------------------------------------------------- verdict on synthetic samples
 
+# The paired groups run() times: the torch graphs in two families, the twin in its own rounds.
+GROUPS = {
+    "memset": "torch", "fill": "torch",
+    "memset_mm": "torch_mm", "fill_mm": "torch_mm", "mm_only": "torch_mm",
+    "twin_memset": "twin", "twin_fill": "twin", "twin_work_only": "twin", "twin_memset_work": "twin",
+    "twin_fill_work": "twin",
+}  # fmt: skip
+# A slow drift of the GPU over the rounds (+-22.5%, median 1), the same for every variant in a round.
+DRIFT = [1 + 0.05 * (((i * 7) % 10) - 4.5) for i in range(30)]
 
-def _timed(name: str, median: float, spread: float = 0.002) -> VariantResult:
-    samples = [median * (1 + spread * ((i % 7) - 3) / 3) for i in range(30)]
-    timing = timing_for(samples, method="graph_replay", calls_per_sample=1000, budget_s=5.0)
+
+def _timed(name: str, median: float, spread: float = 0.002, paired: bool = True) -> VariantResult:
+    """A graph-replay variant: paired rounds in its group (as run() times it), or plain samples."""
+    salt = sorted(GROUPS).index(name) if name in GROUPS else 0
+    if paired and name in GROUPS:
+        rounds = [median * d * (1 + spread * (((i + salt) % 3) - 1)) for i, d in enumerate(DRIFT)]
+        t = timing_for(rounds, method="graph_replay", calls_per_sample=1000, budget_s=5.0)
+        timing = dataclasses.replace(t, group=GROUPS[name], rounds=tuple(rounds))
+    else:
+        samples = [median * (1 + spread * ((i % 7) - 3) / 3) for i in range(30)]
+        timing = timing_for(samples, method="graph_replay", calls_per_sample=1000, budget_s=5.0)
     return VariantResult(name=name, label=name, config={}, status="ok", device="cuda", timing=timing)
 
 
-def _result(times: dict[str, float], skipped: dict[str, str] | None = None) -> RunResult:
-    variants = [_timed(n, t) for n, t in times.items()]
+def _result(times: dict[str, float], skipped: dict[str, str] | None = None, paired: bool = True) -> RunResult:
+    variants = [_timed(n, t, paired=paired) for n, t in times.items()]
     variants += [
         VariantResult(name=n, label=n, config={}, status="skipped", reason=r) for n, r in (skipped or {}).items()
     ]
@@ -285,41 +330,107 @@ FULL: dict[str, Any] = {
 }
 
 
+def test_comparisons_twin_first_then_torch() -> None:
+    comps = GraphMemset().comparisons(Params())
+    assert [(c.name, c.num, c.den, c.headline) for c in comps] == [
+        (gm._TWIN_PLAIN, "twin_memset", "twin_fill", True),
+        (gm._TORCH_PLAIN, "memset", "fill", True),
+        (gm._TORCH_MM, "memset_mm", "fill_mm", False),
+        (gm._TWIN_WORK, "twin_memset_work", "twin_fill_work", False),
+    ]
+    assert [c.qualifiers["source"] for c in comps] == [
+        "pure CUDA twin", "torch graph", "torch graph, with matmul", "pure CUDA twin, with work kernel",
+    ]  # fmt: skip
+    assert all(c.threshold == 1.2 for c in comps) and GraphMemset.headline_rule == "first"
+    no_twin = GraphMemset().comparisons(build_params(RID, Params, {"twin": "false"}))
+    assert [c.name for c in no_twin] == [gm._TORCH_PLAIN, gm._TORCH_MM]
+
+
 def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     v = GraphMemset().verdict(Params(), _result(FULL))
-    assert v.status == "reproduced"
-    assert v.value == pytest.approx(1.44, rel=1e-3) and v.ci_low >= 1.2  # the twin speaks when it ran
+    assert v.status == "reproduced" and v.headline == gm._TWIN_PLAIN and v.paired is True
+    assert v.value == pytest.approx(1.44, rel=1e-2) and v.ci_low >= 1.2  # the twin speaks when it ran
     rows = {r["comparison"]: r for r in v.breakdown}
-    assert list(rows) == [gm._TORCH_PLAIN, gm._TORCH_MM, gm._TWIN_PLAIN, gm._TWIN_WORK]
-    assert rows[gm._TWIN_PLAIN]["ratio"] == pytest.approx(1.44, rel=1e-3)
-    assert rows[gm._TORCH_MM]["ratio"] == pytest.approx(27.9 / 27.0, rel=1e-3)
+    assert list(rows) == [gm._TWIN_PLAIN, gm._TORCH_PLAIN, gm._TORCH_MM, gm._TWIN_WORK]
+    assert [r["headline"] for r in rows.values()] == [True, False, False, False]
+    assert all(r["paired"] is True and r["n"] == len(DRIFT) for r in rows.values())
+    assert (
+        rows[gm._TWIN_PLAIN]["source"] == "pure CUDA twin"
+        and rows[gm._TORCH_MM]["source"] == "torch graph, with matmul"
+    )
+    assert rows[gm._TORCH_PLAIN]["ratio"] == pytest.approx(1.45, rel=1e-2)
+    assert rows[gm._TORCH_MM]["ratio"] == pytest.approx(27.9 / 27.0, rel=1e-2)
     assert rows[gm._TORCH_MM]["status"] == "not_reproduced"
-    assert rows[gm._TORCH_MM]["note"] == "per-op increment over mm_only: memset +1.900 us, fill +1.000 us"
-    assert rows[gm._TORCH_PLAIN]["median_num_us"] == pytest.approx(2.9)
-    assert v.finding.startswith("Reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took 1.44x (95% CI")
-    assert "(pure CUDA twin, 1000 ops per graph)." in full_text(v)
-    assert "In a torch graph against tensor.zero_() it was 1.45x" in full_text(v)
-    assert "(per op: memset 2.90 us, zero_() 2.00 us;" in full_text(v)
+    assert v.finding.startswith(
+        f"Reproduced: {gm._TWIN_PLAIN} was {v.value:.2f}x (95% CI {v.ci_low:.2f}-{v.ci_high:.2f}), "
+        "the whole CI is above the 1.2 threshold; a 4-byte cudaMemsetAsync node against a one-element fill kernel"
+    )
+    assert v.finding.endswith("(pure CUDA twin, 1000 ops per graph).")
+    torch_plain, mm = (rows[gm._TORCH_PLAIN], rows[gm._TORCH_MM])
+    assert (
+        f"In a torch graph against tensor.zero_() it was {torch_plain['ratio']:.2f}x "
+        f"(95% CI {torch_plain['ci_low']:.2f}-{torch_plain['ci_high']:.2f})" in full_text(v)
+    )
+    assert "(per op: memset 2.90 us, zero_() 2.00 us; in the twin: memset 2.88 us, fill kernel 2.00 us)" in full_text(v)
     assert "With a 512x1024x1024 fp32 matmul between ops, (memset+mm)/(fill+mm) was 1.03x" in full_text(v)
+    assert f"was {mm['ratio']:.2f}x (95% CI {mm['ci_low']:.2f}-{mm['ci_high']:.2f})" in full_text(v)
+    assert "(per-op increment over the matmul alone: memset +1.900 us, fill +1.000 us)" in full_text(v)
+    assert "In the twin with a work kernel between ops, (memset+work)/(fill+work) was 1.12x" in full_text(v)
+
+
+def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
+    times = dict(FULL, twin_memset=2.6e-6)  # 1.3x per op in the twin
+    v = GraphMemset().verdict(Params(), _result(times))
+    assert v.status == "reproduced" and v.paired is True and v.ci_low >= 1.2
+    # The same drift in plain samples (no rounds): the two-sample CI cannot clear the threshold.
+    drifting = RunResult(
+        variants=tuple(
+            dataclasses.replace(x, timing=dataclasses.replace(x.timing, group=None, rounds=None))
+            for x in _result(times).variants
+            if x.timing is not None
+        )
+    )
+    u = GraphMemset().verdict(Params(), drifting)
+    assert u.paired is False and u.ci_low < 1.2 <= u.ci_high and u.status == "not_reproduced"
+    assert u.finding.startswith(f"Not reproduced (inconclusive): {gm._TWIN_PLAIN} was ")
+    assert all(r["paired"] is False for r in u.breakdown)
+
+
+def test_unpaired_variants_still_give_a_verdict() -> None:
+    # Older twin output (no per_round) and older artifacts: plain samples, the two-sample CI.
+    v = GraphMemset().verdict(Params(), _result(FULL, paired=False))
+    assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.44, rel=1e-3)
+    assert all(r["paired"] is False and r["n"] == 30 for r in v.breakdown)
 
 
 def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
     times = dict(FULL, memset=2.02e-6, twin_memset=2.01e-6)
     v = GraphMemset().verdict(Params(), _result(times))
     twin_fill = FULL["twin_fill"]
-    assert v.status == "not_reproduced" and v.value == pytest.approx(2.01e-6 / twin_fill, rel=1e-3)
-    assert v.finding.startswith("Not reproduced: in CUDA graph replay a 4-byte cudaMemsetAsync node took")
-    assert "the whole CI is below the 1.2 threshold" in full_text(v)
+    assert v.status == "not_reproduced" and v.value == pytest.approx(2.01e-6 / twin_fill, rel=1e-2)
+    assert v.finding.startswith(f"Not reproduced: {gm._TWIN_PLAIN} was ")
+    assert "the whole CI is below the 1.2 threshold" in v.finding
 
 
 def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
     times = {k: t for k, t in FULL.items() if not k.startswith("memset")}
     reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
     v = GraphMemset().verdict(Params(), _result(times, {"memset": reason, "memset_mm": reason}))
-    assert v.status == "reproduced" and v.value == pytest.approx(1.44, rel=1e-3)
-    assert "(pure CUDA twin, 1000 ops per graph)" in full_text(v)
-    assert f"The torch-graph memset variant was skipped: {reason}." in full_text(v)
+    assert v.status == "reproduced" and v.value == pytest.approx(1.44, rel=1e-2)
+    assert "(pure CUDA twin, 1000 ops per graph)" in v.finding
+    assert f"The torch-graph memset variant was skipped: {reason}." in v.details
     assert [r["comparison"] for r in v.breakdown] == [gm._TWIN_PLAIN, gm._TWIN_WORK]
+
+
+def test_without_the_twin_the_torch_graph_speaks() -> None:
+    twin_reason = "the pure CUDA twin was not built: nvcc not found on PATH or at /usr/local/cuda/bin/nvcc"
+    times = {k: t for k, t in FULL.items() if not k.startswith("twin_")}
+    v = GraphMemset().verdict(Params(), _result(times, {n: twin_reason for n in GROUPS if n.startswith("twin_")}))
+    assert v.status == "reproduced" and v.headline == gm._TORCH_PLAIN and v.value == pytest.approx(1.45, rel=1e-2)
+    assert v.finding.startswith(f"Reproduced: {gm._TORCH_PLAIN} was ")
+    assert v.finding.endswith("(torch graph, 1000 ops per graph).")
+    assert "The pure CUDA twin gave no ratio (its variants say why)." in v.details
+    assert [r["comparison"] for r in v.breakdown] == [gm._TORCH_PLAIN, gm._TORCH_MM]
 
 
 def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
@@ -330,5 +441,7 @@ def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
         {"memset": reason, "memset_mm": reason, "twin_memset": twin_reason, "twin_fill": twin_reason},
     )
     v = GraphMemset().verdict(Params(), res)
-    assert v.status == "skipped" and v.value is None
-    assert v.finding == f"Not measured: variant memset was skipped: {reason}"
+    assert v.status == "skipped" and v.value is None and v.breakdown == ()
+    assert v.finding == (
+        f"Not measured: variant twin_memset was skipped: {twin_reason}; variant memset was skipped: {reason}"
+    )

@@ -65,6 +65,15 @@ def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
     assert [v.status for v in res.variants] == ["ok", "ok"]
     assert res.extra["memory_cap_gib"] is None
     assert any("memory_gb=32 ignored" in n for n in res.notes)
+    v = LoraBatchScaling().verdict(p, res)
+    assert "Peak memory with no memory cap:" in v.details[0]
+
+
+def test_a_cap_that_was_not_applied_is_not_in_the_breakdown(fast: SamplingConfig) -> None:
+    p = build_params(RID, Params, {"memory_gb": "32"}, smoke=True)
+    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    v = LoraBatchScaling().verdict(p, res)
+    assert [r["memory_cap_gib"] for r in v.breakdown] == [None]  # what run() applied: res.extra["memory_cap_gib"]
 
 
 def test_params_parse_and_reject() -> None:

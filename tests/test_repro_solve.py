@@ -448,11 +448,6 @@ def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff
     assert "Inconclusive (a CI straddles the threshold): the cusolver backend(s)." in v.details
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: Solve512Cliff.explain asserts a headline, but judge calls explain when no comparison computed",
-)
 def test_verdict_without_any_measured_pair_says_why() -> None:
     p = Params(batches=(16,), backends=("cusolver",))
     failed = VariantResult(

@@ -244,6 +244,7 @@ class LoraBatchScaling(Repro[LoraParams]):
             variants=tuple(variants),
             extra={
                 "memory_cap_gib": cap_gib,
+                "row_qualifiers": {"memory_cap_gib": cap_gib},
                 "flops_per_sample": step_flops(p, 1),
                 "batch_table": [_row(v, next((x for x in variants if x.name == "bs1"), None)) for v in variants],
             },
