@@ -57,6 +57,7 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
             twin = v[f"twin_{n}"]
             assert twin["status"] == "ok", twin["reason"]
             assert twin["timing"]["method"] == "external" and len(twin["timing"]["samples"]) == 50
+            assert twin["timing"]["group"] == "twin" and twin["timing"]["rounds"]
             assert twin["timing"]["calls_per_sample"] == 100
         assert doc["extra"]["twin"]["status"] == "ok" and doc["extra"]["twin"]["binary_cached"] is False
     verdict = doc["verdict"]
@@ -67,3 +68,4 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
         assert gm._TORCH_PLAIN in comparisons and gm._TORCH_MM in comparisons
     if gm.find_nvcc() is not None:
         assert gm._TWIN_PLAIN in comparisons and "pure CUDA twin" in verdict["finding"]
+        assert verdict["headline"] == gm._TWIN_PLAIN and verdict["paired"] is True

@@ -28,7 +28,8 @@ def test_lora_small_on_gpu(run_dir: Path, fast: SamplingConfig) -> None:
     verdict = doc["verdict"]
     assert verdict["status"] in ("reproduced", "not_reproduced")
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
-    assert "Peak memory with no memory cap" in verdict["finding"]
+    assert verdict["paired"] is True
+    assert "Peak memory with no memory cap" in " ".join(verdict["details"])
 
 
 def test_memory_cap_turns_a_too_large_batch_into_an_error_variant(run_dir: Path, fast: SamplingConfig) -> None:
@@ -49,7 +50,8 @@ def test_memory_cap_turns_a_too_large_batch_into_an_error_variant(run_dir: Path,
     assert v["bs2"]["extra"]["peak_reserved_bytes"] <= 2 * 2**30
     assert doc["extra"]["memory_cap_gib"] == 2.0
     assert doc["verdict"]["value"] is not None
-    assert "under a 2 GiB cap" in doc["verdict"]["finding"] and "batch 64 out of memory" in doc["verdict"]["finding"]
+    text = " ".join([doc["verdict"]["finding"], *doc["verdict"]["details"]])
+    assert "under a 2 GiB cap" in text and "batch 64 out of memory" in text
     # The cap is lifted afterwards: 3 GiB fits again.
     big = torch.empty(3 * 2**30, dtype=torch.uint8, device="cuda")
     del big

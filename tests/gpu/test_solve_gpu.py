@@ -64,4 +64,4 @@ def test_looped_cusolver_path_at_512(run_dir: Path) -> None:
     assert at["status"] == "ok", at["reason"]
     assert at["extra"]["path"] == sc.PATH_CUSOLVER, _kernel_names(at)
     row = doc["verdict"]["breakdown"][0]
-    assert row["path_n512"] == sc.PATH_CUSOLVER and row["ci_low"] <= row["ratio"] <= row["ci_high"]
+    assert row["paired"] is True and row["ci_low"] <= row["ratio"] <= row["ci_high"]
