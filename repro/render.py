@@ -192,7 +192,7 @@ def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int
 
 def is_smoke(doc: Mapping[str, Any]) -> bool:
     """True for a smoke run (shrunken sizes, often on CPU): it proves the pipeline, never a cliff."""
-    return bool((doc.get("run") or {}).get("smoke")) or (doc.get("verdict") or {}).get("status") == "smoke"
+    return bool((doc.get("run") or {}).get("smoke"))
 
 
 def variants_table(doc: Mapping[str, Any]) -> str:
