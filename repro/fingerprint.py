@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import locale
 import os
 import platform
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +138,36 @@ def collect_env_in_process() -> dict[str, Any]:
     """
     try:
         from torch.utils import collect_env as ce
-
+    except Exception as exc:  # torch without collect_env: record it, do not crash the run
+        return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
+    # collect_env runs its probes (pip list, nvidia-smi, ...) through its own ``run``; each
+    # goes under a guard here, so a killed harness leaves none of them behind.
+    saved = ce.run
+    ce.run = _guarded_run
+    try:
         return {"output": ce.get_pretty_env_info(), "error": None}
     except Exception as exc:  # a probe inside collect_env failed: record it, do not crash the run
         return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
+    finally:
+        ce.run = saved
+
+
+def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:
+    """collect_env's ``run(command)`` (return code, stdout, stderr), each command under a guard."""
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    try:
+        tree = procs.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return 127, "", str(exc)
+    try:
+        out, err = tree.proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        tree.stop()
+        out, err = tree.proc.communicate()
+    finally:
+        tree.finish()
+    enc = locale.getpreferredencoding()
+    return tree.proc.returncode, out.decode(enc, "replace").strip(), err.decode(enc, "replace").strip()
 
 
 # --------------------------------------------------------------------------- loaded libraries

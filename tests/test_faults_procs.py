@@ -43,7 +43,7 @@ def test_interrupt_stops_the_tree_and_writes_what_finished(tmp_path: Path, token
     (run_dir,) = tmp_path.iterdir()
     done = artifact.load(run_dir / "test-fine.json")
     stopped = artifact.load(run_dir / "test-forks-hang.json")
-    assert done["verdict"]["status"] in ("reproduced", "not_reproduced")
+    assert done["verdict"]["status"] == "smoke"  # a CPU run
     assert stopped["error"]["kind"] == "interrupted" and stopped["error"]["signal"] == signal.Signals(sig).name
     assert not (run_dir / "test-gap.json").exists()  # not started after the interrupt
     report = (run_dir / "report.md").read_text()
@@ -67,9 +67,11 @@ def test_sigkill_of_the_cli_leaves_no_process_behind(tmp_path: Path, tokens: lis
 
 
 def test_sigkill_during_collect_env_kills_collect_env_and_pip(tmp_path: Path, tokens: list[str]) -> None:
-    proc, token = start(["run", "test-hang", "--repro-path", str(PLUGINS), "--out", str(tmp_path)])
+    # collect_env runs in-process after the measurement; each of its probes (pip list first) runs
+    # under a guard, so killing the CLI then must take them down too.
+    proc, token = start(["run", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--budget", "0.2"])
     tokens.append(token)
-    assert wait_for(lambda: running(token, "torch.utils.collect_env"), 120), "collect_env never started"
+    assert wait_for(lambda: running(token, "pip"), 120), "collect_env's pip list never started"
     proc.kill()
     proc.communicate()
     assert survivors(token) == []
