@@ -30,18 +30,25 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gpu-repro installed
 
+# torch's CPU build (+cpu) is only on PyTorch's CPU index or in a local wheel folder. pip's own
+# configuration goes first, so an offline machine with the wheel never waits on that index (an
+# unreachable index costs retries per package); a machine with only PyPI fails that attempt fast
+# (PyPI has no +cpu) and then installs with the CPU index added.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install -r requirements-test.txt
+	$(TEST_VENV)/bin/pip install -r requirements-test.txt \
+	    || $(TEST_VENV)/bin/pip install --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt
 	$(TEST_VENV)/bin/pip install -e . || $(TEST_VENV)/bin/pip install --no-build-isolation -e .
 	touch $@
 
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
 	$(TEST_VENV)/bin/pytest $(ARGS)
 
-lint: $(TEST_VENV)/.installed ## ruff on the code, hadolint on every Dockerfile
+lint: $(TEST_VENV)/.installed ## ruff on the code, hadolint on every Dockerfile (lanes and stand-ins)
 	$(TEST_VENV)/bin/ruff check repro tests
-	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile
+	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile docker/standins/*.Dockerfile
 
 repro-all: setup ## Run every repro; artifacts and report.md land in $(OUT)/<run-id>/
 	$(REPRO) all --out $(OUT) $(ARGS)
@@ -49,7 +56,7 @@ repro-all: setup ## Run every repro; artifacts and report.md land in $(OUT)/<run
 $(addprefix repro-,$(REPROS)): repro-%: setup
 	$(REPRO) run $* --out $(OUT) $(ARGS)
 
-# --- docker lanes (no engine on the dev machines; see docs/docker.md) --------------
+# --- docker lanes (see docs/docker.md) ------------------------------------------------
 # Pins (base tag, digest, nightly version) live in docker/images.lock.json only. Each target
 # wraps `repro images ...`, which talks to the engine through the docker SDK.
 MATRIX := $(OUT)/matrix
@@ -78,3 +85,9 @@ matrix: $(VENV)/.docker ## Every repro in every lane, then `repro compare` acros
 
 lock: $(VENV)/.docker ## Resolve base-image digests into docker/images.lock.json (needs an engine and a registry)
 	$(REPRO) images lock
+
+# Where no registry serves the real bases: build stand-ins, then the lanes against them with
+# GPU_REPRO_LOCK=docker/standins/images.lock.json (see docs/docker.md, "Stand-in bases").
+.PHONY: standins
+standins: ## Build the stand-in base images (debootstrap + CPU torch; needs root and an engine)
+	tools/standins.sh

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,12 +28,31 @@ def _cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # A docker test that asked for no engine would silently pass or skip without one.
+        if "docker" in item.keywords and "engine" not in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked docker but does not use the engine fixture")
     if _cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run tests/gpu on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    """A docker SDK client for a running engine. Without one, docker tests skip and say why;
+    with CI=true they fail instead, so CI cannot pass with its engine tests skipped."""
+    from repro import images
+    from repro.errors import ReproError
+
+    try:
+        return images.client()
+    except ReproError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and no Docker engine: {exc}")
+        pytest.skip(f"needs a Docker engine: {exc}")
 
 
 @pytest.fixture(autouse=True)
