@@ -13,7 +13,15 @@ from repro.artifact import new_run_id
 from repro.measure import SamplingConfig
 
 # Variables that change what the harness does; tests start without them.
-_ENV = ("GPU_REPRO_OUT", "GPU_REPRO_IMAGE", "GPU_REPRO_LANE", "CUDA_VISIBLE_DEVICES", "TORCH_LINALG_PREFER_CUSOLVER")
+_ENV = (
+    "GPU_REPRO_OUT",
+    "GPU_REPRO_IMAGE",
+    "GPU_REPRO_LANE",
+    "GPU_REPRO_LOCK",
+    "GPU_REPRO_BUILD_NETWORK",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCH_LINALG_PREFER_CUSOLVER",
+)
 
 # Short sampling so CPU smoke runs finish in seconds; the statistics still run.
 FAST = SamplingConfig(target_rel_ci=0.05, budget_s=0.2, warmup_s=0.01, min_samples=6, max_samples=50, profile_iters=1)

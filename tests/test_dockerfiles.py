@@ -168,6 +168,8 @@ def test_every_copy_source_is_in_the_build_context(lane: str) -> None:
         if kind in ("COPY", "ADD"):
             *sources, _ = [w for w in shlex.split(rest) if not w.startswith("--")]
             for src in sources:
+                if src == ".":  # the whole context: what repro images build sends, nothing more
+                    continue
                 src = src.rstrip("/")
                 assert src in names or any(n.startswith(src + "/") for n in names), f"{lane}: COPY {src} not sent"
 

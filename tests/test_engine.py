@@ -29,6 +29,8 @@ HOST_UID = os.getuid() if os.getuid() != 0 else 4242
 HOST_GID = os.getgid() if os.getuid() != 0 else 4242
 
 pytestmark = pytest.mark.docker
+# Read at import: the autouse fixture in conftest clears GPU_REPRO_LOCK for every test.
+LOCK_PATH = Path(os.environ["GPU_REPRO_LOCK"]) if os.environ.get("GPU_REPRO_LOCK") else None
 
 
 def docker_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -40,7 +42,7 @@ def docker_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[
 
 @pytest.fixture(scope="module")
 def lock() -> images.Lock:
-    return images.load_lock()
+    return images.load_lock(LOCK_PATH)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@
 #    docker/standins/images.lock.json. The build has no network: the CPU torch wheel
 #    (torch==<requirements-test.txt's pin>) and its dependencies are downloaded on the host first,
 #    from the wheel folder pip is configured with, else PyPI plus PyTorch's CPU index.
-#    The builder's cache makes a rebuild with unchanged inputs take seconds.
+#    The builder's cache makes a rebuild with unchanged inputs take seconds. The torch wheel also
+#    goes to docker/cu128-nightly/wheels/, for that lane's stand-in build (TORCH_WHEEL).
 # 3. --push: push each stand-in to its registry (localhost:5000 in CI), so `repro images lock`
 #    can resolve real digests for them.
 # Needs root (debootstrap), a Docker engine, and python3 with pip on the host.
@@ -91,6 +92,12 @@ if ! compgen -G "$wheels/torch-$torch-*.whl" >/dev/null; then
         || die "could not download torch==$torch; expected it in pip's find-links or on $TORCH_CPU_INDEX"
 fi
 
+# The cu128 lane installs torch itself: its stand-in build args (TORCH_WHEEL in the stand-in
+# lock) name this wheel in docker/cu128-nightly/wheels/ (git ignores wheels there).
+for whl in "$wheels"/torch-"$torch"-*.whl; do
+    [ -e "docker/cu128-nightly/wheels/$(basename "$whl")" ] || cp "$whl" docker/cu128-nightly/wheels/
+done
+
 # --- 3. one stand-in per lane ---------------------------------------------------------------
 for lane in "${lanes[@]}"; do
     tag=$(lane_base "$lane")
@@ -102,7 +109,7 @@ for lane in "${lanes[@]}"; do
     [ "$lane" = nemo ] && cp -r docker/standins/transformer_engine "$ctx/"
     SECONDS=0
     log "building $tag from docker/standins/$lane.Dockerfile"
-    docker build --network none -q -f "docker/standins/$lane.Dockerfile" --build-arg "TORCH_VERSION=$torch" \
+    DOCKER_BUILDKIT=0 docker build --network none -q -f "docker/standins/$lane.Dockerfile" --build-arg "TORCH_VERSION=$torch" \
         --build-arg "DEBIAN_PY=$BASE" -t "$tag" "$ctx" >/dev/null
     rm -rf "$ctx"
     log "built $tag in ${SECONDS}s"

@@ -8,9 +8,10 @@ FROM ${DEBIAN_PY}
 ARG TORCH_VERSION=2.13.0+cpu
 LABEL dev.gpu-repro.standin-for="pytorch/pytorch:2.6.0-cuda12.6-cudnn9-devel" \
       dev.gpu-repro.standin-torch="${TORCH_VERSION}"
+# Metadata first: under the vfs storage driver every step after the big one would copy it whole.
+ENV PATH=/opt/conda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8
 COPY . /tmp/standin/
 RUN python3 -m venv /opt/conda \
     && /opt/conda/bin/pip install --no-cache-dir --no-index --find-links /tmp/standin/wheels "torch==${TORCH_VERSION}" \
     && rm -rf /tmp/standin
-ENV PATH=/opt/conda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8

@@ -9,12 +9,13 @@ FROM ${DEBIAN_PY}
 ARG TORCH_VERSION=2.13.0+cpu
 LABEL dev.gpu-repro.standin-for="nvcr.io/nvidia/nemo:26.08.01" \
       dev.gpu-repro.standin-torch="${TORCH_VERSION}"
+# Metadata first: under the vfs storage driver every step after the big one would copy it whole.
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt
 COPY . /tmp/standin/
 RUN ln -s /usr/bin/python3 /usr/local/bin/python \
+    && mkdir -p /etc/pip && echo "torch==${TORCH_VERSION}" > /etc/pip/constraint.txt \
     && groupadd --gid 1000 ubuntu && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash ubuntu \
     && python3 -m pip install --no-cache-dir --break-system-packages --no-index --find-links /tmp/standin/wheels \
         "torch==${TORCH_VERSION}" \
     && cp -r /tmp/standin/transformer_engine "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/" \
-    && mkdir -p /etc/pip && echo "torch==${TORCH_VERSION}" > /etc/pip/constraint.txt \
     && rm -rf /tmp/standin
-ENV PIP_CONSTRAINT=/etc/pip/constraint.txt
