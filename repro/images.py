@@ -359,9 +359,12 @@ def ca_bundle_from(option: str | None, environ: Mapping[str, str] | None = None)
     try:
         text = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"{source} {value!r}: cannot read it ({exc.strerror or exc}); expected a PEM CA bundle") from None
+        why = exc.strerror or exc
+        raise UsageError(f"{source} {value!r}: cannot read it ({why}); expected a PEM CA bundle") from None
     if b"-----BEGIN CERTIFICATE-----" not in text:
-        raise UsageError(f"{source} {value!r}: no PEM certificate in it; expected a CA bundle (-----BEGIN CERTIFICATE-----)")
+        raise UsageError(
+            f"{source} {value!r}: no PEM certificate in it; expected a CA bundle (-----BEGIN CERTIFICATE-----)"
+        )
     return path, source
 
 
