@@ -63,7 +63,8 @@ MATRIX := $(OUT)/matrix
 .PHONY: lock
 
 $(VENV)/.docker: $(VENV)/.installed
-	$(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
+	# As in setup: a fresh venv has no wheel package for --no-build-isolation.
+	$(VENV)/bin/pip install -e '.[docker]' || $(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
 	touch $@
 
 images: $(VENV)/.docker ## Build the three pinned images (image-<lane> builds one)
