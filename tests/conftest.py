@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +50,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def engine() -> Any:
+def engine() -> Iterator[Any]:
     """A docker SDK client for a running engine. Without one, docker tests skip and say why;
     with CI=true they fail instead, so CI cannot pass with its engine tests skipped."""
     from repro import images
     from repro.errors import ReproError
 
     try:
-        return images.client()
+        client = images.client()
     except ReproError as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and no Docker engine: {exc}")
         pytest.skip(f"needs a Docker engine: {exc}")
+    yield client
+    client.close()
 
 
 @pytest.fixture(autouse=True)
