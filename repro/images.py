@@ -567,6 +567,16 @@ def _writable_for_container(folder: Path) -> Iterator[None]:
                         os.lchown(os.path.join(base, entry), os.getuid(), os.getgid())
 
 
+def _close_stream(stream: Any) -> None:
+    """Close an attach stream and its HTTP response: the SDK leaves the socket open after EOF."""
+    close = getattr(stream, "close", None)
+    if callable(close):
+        close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        response.close()
+
+
 def _run_container(
     lane: Lane,
     host_out: Path,
@@ -595,11 +605,15 @@ def _run_container(
         hint = "; is the NVIDIA Container Toolkit installed? (--gpus none runs without GPUs)" if requests_ else ""
         raise ReproError(f"could not start {lane.image}: {_one_line(exc)}{hint}") from None
     try:
-        for out_chunk, err_chunk in container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True):
-            for sink, chunk in ((stdout, out_chunk), (stderr, err_chunk)):
-                if chunk:
-                    sink.write(chunk)
-                    sink.flush()
+        stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
+        try:
+            for out_chunk, err_chunk in stream:
+                for sink, chunk in ((stdout, out_chunk), (stderr, err_chunk)):
+                    if chunk:
+                        sink.write(chunk)
+                        sink.flush()
+        finally:
+            _close_stream(stream)
         status = container.wait()
     except KeyboardInterrupt:
         container.stop(timeout=10)

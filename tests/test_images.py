@@ -604,7 +604,7 @@ def test_make_targets_wrap_the_cli() -> None:
     ]
     assert make("-n", *stamps, "lock").split() == [".venv/bin/repro", "images", "lock"]
     # The docker SDK comes with the docker extra, installed by the stamp the targets depend on.
-    assert "pip install --no-build-isolation -e '.[docker]'" in make("-n", "-o", ".venv/.installed", "images")
+    assert "pip install --no-build-isolation -e '.[docker]'" in make("-n", "-B", "-o", ".venv/.installed", "images")
 
 
 def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
