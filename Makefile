@@ -11,6 +11,8 @@ REPRO := $(VENV)/bin/repro
 OUT ?= artifacts
 ARGS ?=
 LANE ?= cu126-pt26
+# GPUs the docker targets pass through: all, none (a machine without GPUs, e.g. CI), or ids like 0,1.
+GPUS ?= all
 LANES := cu126-pt26 cu128-nightly nemo
 REPROS := 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset
 
@@ -74,14 +76,14 @@ $(addprefix image-,$(LANES)): image-%: $(VENV)/.docker
 	$(REPRO) images build $*
 
 docker-repro-all: $(VENV)/.docker ## Run `repro all` in LANE=<lane> with GPUs passed through
-	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
+	$(REPRO) images run $(LANE) --gpus $(GPUS) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
 
 $(addprefix docker-repro-,$(REPROS)): docker-repro-%: $(VENV)/.docker
-	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
+	$(REPRO) images run $(LANE) --gpus $(GPUS) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
 
 # One lane after another (never in parallel: they would share the GPUs); stops at the first failure.
 matrix: $(VENV)/.docker ## Every repro in every lane, then `repro compare` across the lanes
-	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --out $(MATRIX)/$(lane) -- all $(ARGS) && ) true
+	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --gpus $(GPUS) --out $(MATRIX)/$(lane) -- all $(ARGS) && ) true
 	$(REPRO) compare $(addprefix $(MATRIX)/,$(LANES)) --out $(MATRIX)/compare-$$(date -u +%Y%m%dT%H%M%SZ).md
 
 lock: $(VENV)/.docker ## Resolve base-image digests into docker/images.lock.json (needs an engine and a registry)
