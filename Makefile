@@ -11,6 +11,8 @@ REPRO := $(VENV)/bin/repro
 OUT ?= artifacts
 ARGS ?=
 LANE ?= cu126-pt26
+# GPUs the docker targets pass through: all, none (a machine without GPUs, e.g. CI), or ids like 0,1.
+GPUS ?= all
 LANES := cu126-pt26 cu128-nightly nemo
 REPROS := 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset
 
@@ -31,19 +33,26 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gpu-repro installed
 
+# torch's CPU build (+cpu) is only on PyTorch's CPU index or in a local wheel folder. pip's own
+# configuration goes first, so an offline machine with the wheel never waits on that index (an
+# unreachable index costs retries per package); a machine with only PyPI fails that attempt fast
+# (PyPI has no +cpu) and then installs with the CPU index added.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install -r requirements-test.txt
+	$(TEST_VENV)/bin/pip install -r requirements-test.txt \
+	    || $(TEST_VENV)/bin/pip install --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt
 	$(TEST_VENV)/bin/pip install -e . || $(TEST_VENV)/bin/pip install --no-build-isolation -e .
 	touch $@
 
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
 	$(TEST_VENV)/bin/pytest $(ARGS)
 
-lint: $(TEST_VENV)/.installed ## ruff and mypy --strict on the code, hadolint on every Dockerfile
+lint: $(TEST_VENV)/.installed ## ruff and mypy --strict on the code, hadolint on every Dockerfile (lanes and stand-ins)
 	$(TEST_VENV)/bin/ruff check repro tests
 	$(TEST_VENV)/bin/mypy --strict repro
-	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile
+	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile docker/standins/*.Dockerfile
 
 smoke: $(TEST_VENV)/.installed ## CPU trial: every repro at smoke sizes in the test env (CPU torch), no GPU verdicts
 	$(TEST_VENV)/bin/repro all --smoke --out $(OUT) $(ARGS)
@@ -54,14 +63,15 @@ repro-all: setup ## Run every repro with .venv's torch; artifacts and report.md 
 $(addprefix repro-,$(REPROS)): repro-%: setup
 	$(REPRO) run $* --out $(OUT) $(ARGS)
 
-# --- docker lanes (no engine on the dev machines; see docs/docker.md) --------------
+# --- docker lanes (see docs/docker.md) ------------------------------------------------
 # Pins (base tag, digest, nightly version) live in docker/images.lock.json only. Each target
 # wraps `repro images ...`, which talks to the engine through the docker SDK.
 MATRIX := $(OUT)/matrix
 .PHONY: lock
 
 $(VENV)/.docker: $(VENV)/.installed
-	$(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
+	# As in setup: a fresh venv has no wheel package for --no-build-isolation.
+	$(VENV)/bin/pip install -e '.[docker]' || $(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
 	touch $@
 
 images: $(VENV)/.docker ## Build the three pinned images (image-<lane> builds one)
@@ -71,15 +81,21 @@ $(addprefix image-,$(LANES)): image-%: $(VENV)/.docker
 	$(REPRO) images build $*
 
 docker-repro-all: $(VENV)/.docker ## Run `repro all` in LANE=<lane> with GPUs passed through
-	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
+	$(REPRO) images run $(LANE) --gpus $(GPUS) --out $(OUT)/lanes/$(LANE) -- all $(ARGS)
 
 $(addprefix docker-repro-,$(REPROS)): docker-repro-%: $(VENV)/.docker
-	$(REPRO) images run $(LANE) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
+	$(REPRO) images run $(LANE) --gpus $(GPUS) --out $(OUT)/lanes/$(LANE) -- run $* $(ARGS)
 
 # One lane after another (never in parallel: they would share the GPUs); stops at the first failure.
 matrix: $(VENV)/.docker ## Every repro in every lane, then `repro compare` across the lanes
-	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --out $(MATRIX)/$(lane) -- all $(ARGS) && ) true
+	$(foreach lane,$(LANES),$(REPRO) images run $(lane) --gpus $(GPUS) --out $(MATRIX)/$(lane) -- all $(ARGS) && ) true
 	$(REPRO) compare $(addprefix $(MATRIX)/,$(LANES)) --out $(MATRIX)/compare-$$(date -u +%Y%m%dT%H%M%SZ).md
 
 lock: $(VENV)/.docker ## Resolve base-image digests into docker/images.lock.json (needs an engine and a registry)
 	$(REPRO) images lock
+
+# Where no registry serves the real bases: build stand-ins, then the lanes against them with
+# GPU_REPRO_LOCK=docker/standins/images.lock.json (see docs/docker.md, "Stand-in bases").
+.PHONY: standins
+standins: ## Build the stand-in base images (debootstrap + CPU torch; needs root and an engine)
+	tools/standins.sh

@@ -10,6 +10,17 @@ SRC=${SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 PY=${PYTHON:-python}
 RUN_UID=1000
 
+# A CA bundle sent with the build (`repro images build --ca-bundle`, or docker/ca/ca-bundle.crt for
+# a plain docker build; the Dockerfile copies it next to this script): pip trusts it, for builds
+# behind a TLS-intercepting proxy. CA_BUNDLE names another file.
+for ca in "${CA_BUNDLE:-}" "$(dirname "$0")/ca-bundle.crt" "$(dirname "$0")/ca/ca-bundle.crt"; do
+    if [ -n "$ca" ] && [ -s "$ca" ]; then
+        export PIP_CERT="$ca"
+        echo "pip trusts the build's CA bundle ($ca)"
+        break
+    fi
+done
+
 # Ubuntu 24.04 images (nvidia/cuda, NGC) ship a user `ubuntu` with uid 1000. Take the uid
 # over so files written to a mounted /artifacts belong to the usual first desktop user.
 existing=$(getent passwd "$RUN_UID" | cut -d: -f1 || true)

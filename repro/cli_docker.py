@@ -17,6 +17,16 @@ from repro.errors import ReproError
 
 images_app = new_typer("images", "Build, run and pin the Docker lanes (pins: docker/images.lock.json).")
 
+LockOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--lock",
+        envvar="GPU_REPRO_LOCK",
+        help="The lock file to use (default docker/images.lock.json; e.g. docker/standins/images.lock.json).",
+        show_default=False,
+    ),
+]
+
 LanesArg = Annotated[
     list[str] | None,
     typer.Argument(metavar="LANE", help="Lanes to act on (default: every lane in the lock file).", show_default=False),
@@ -31,12 +41,13 @@ def _log(line: str) -> None:
 @handles_errors
 def list_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable lanes on stdout.")] = False,
+    lock_file: LockOpt = None,
 ) -> None:
     """Show each lane's pinned base image, digest and image tag (needs no engine)."""
     from repro import images
     from repro.render import table
 
-    lock = images.load_lock()
+    lock = images.load_lock(lock_file)
     if as_json:
         typer.echo(json.dumps(lock.raw["lanes"], indent=2))
         return
@@ -56,19 +67,44 @@ def build_cmd(
         ),
     ] = None,
     pull: Annotated[bool, typer.Option("--pull", help="Pull the base image even if a copy is present.")] = False,
+    ca_bundle: Annotated[
+        str | None,
+        typer.Option(
+            "--ca-bundle",
+            help="PEM CA bundle pip trusts inside the build (behind a TLS-intercepting proxy); "
+            "default: $PIP_CERT, else $SSL_CERT_FILE; '' for none.",
+            show_default=False,
+        ),
+    ] = None,
+    network: Annotated[
+        str | None,
+        typer.Option(
+            "--network",
+            envvar="GPU_REPRO_BUILD_NETWORK",
+            help="Network mode of the build, e.g. host where the engine gives builds no network.",
+            show_default=False,
+        ),
+    ] = None,
+    lock_file: LockOpt = None,
 ) -> None:
     """Build the lanes' images from docker/<lane>/Dockerfile (the base by digest once locked)."""
     from repro import images
 
-    lock = images.load_lock()
+    lock = images.load_lock(lock_file)
     chosen = images.select(lock, lanes or [])
     overrides = images.parse_pairs(build_arg or [], "--build-arg")
+    bundle, source = images.ca_bundle_from(ca_bundle)
+    docker_client = images.client()
+    if bundle is not None and source != "--ca-bundle":
+        _log(f"using the CA bundle {bundle} from ${source} for the build (--ca-bundle '' for none)")
     built = images.build(
         chosen,
-        root=lock.path.parent.parent,
-        docker_client=images.client(),
+        root=images.repo_root(),
+        docker_client=docker_client,
         overrides=overrides,
         pull=pull,
+        ca_bundle=bundle,
+        network=network or None,
         log=_log,
     )
     for b in built:
@@ -108,6 +144,7 @@ def run_cmd(
             help="KEY=VALUE set in the container, e.g. TORCH_LINALG_PREFER_CUSOLVER=1 (repeatable).",
         ),
     ] = None,
+    lock_file: LockOpt = None,
 ) -> None:
     """Run `repro <args>` in a lane's image with GPUs, no network, artifacts written to --out.
 
@@ -115,7 +152,7 @@ def run_cmd(
     """
     from repro import images
 
-    lock = images.load_lock()
+    lock = images.load_lock(lock_file)
     (chosen,) = images.select(lock, [lane])
     environment = images.parse_pairs(env or [], "--env")
     images.device_requests(gpus)  # bad --gpus is a usage error before the engine is asked
@@ -133,11 +170,14 @@ def run_cmd(
 
 @images_app.command("lock")
 @handles_errors
-def lock_cmd(lanes: LanesArg = None) -> None:
-    """Resolve each lane's base tag to a registry digest and record it in docker/images.lock.json."""
+def lock_cmd(lanes: LanesArg = None, lock_file: LockOpt = None) -> None:
+    """Resolve each lane's base tag to a registry digest and record it in the lock file.
+
+    A base the registry does not answer for is reported with the reason, and its entry is kept.
+    """
     from repro import images
 
-    lock = images.load_lock()
+    lock = images.load_lock(lock_file)
     chosen = images.select(lock, lanes or [])
     outcome = images.resolve_digests(lock, chosen, docker_client=images.client(), log=_log)
     if outcome.failed:

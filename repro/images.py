@@ -6,6 +6,8 @@ imported lazily); tests pass a fake one. Nothing here needs torch.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -14,7 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -24,6 +26,7 @@ from repro.artifact import FILE_MODE
 from repro.errors import ReproError, UsageError
 
 LOCK_FILE = Path("docker") / "images.lock.json"
+LOCK_ENV = "GPU_REPRO_LOCK"  # another lock file (e.g. docker/standins/images.lock.json) for every command
 LOCK_SCHEMA_VERSION = 1
 CONTAINER_OUT = "/artifacts"  # where every image writes (ENV GPU_REPRO_OUT, VOLUME)
 LANE_LABEL = "dev.gpu-repro.lane"
@@ -32,7 +35,18 @@ _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # Tags that move by design; a lane pinned to one of them is not pinned.
 _FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "stable"})
 # Shared by every lane's image (see docker/install-repro.sh); plus docker/<lane>/ itself.
-_SHARED_CONTEXT = ("pyproject.toml", "repro", "schemas", "docker/requirements.txt", "docker/install-repro.sh")
+_SHARED_CONTEXT = (
+    "pyproject.toml",
+    "repro",
+    "schemas",
+    "docker/requirements.txt",
+    "docker/install-repro.sh",
+    "docker/ca",
+)
+# Where a build's CA bundle lies in the context; the install scripts use it for pip when present.
+CA_IN_CONTEXT = "docker/ca/ca-bundle.crt"
+# Where the CA bundle comes from when --ca-bundle is not given, in this order.
+CA_ENV = ("PIP_CERT", "SSL_CERT_FILE")
 _SKIP_NAMES = frozenset({"__pycache__", ".DS_Store"})
 
 Log = Callable[[str], None]
@@ -132,11 +146,12 @@ def _lane_from(path: Path, name: str, entry: Any) -> Lane:
 
 def load_lock(path: Path | None = None) -> Lock:
     """Read and check the lock file; a malformed one is an error naming the file and the field."""
-    path = path if path is not None else repo_root() / LOCK_FILE
+    if path is None:
+        path = Path(os.environ[LOCK_ENV]) if os.environ.get(LOCK_ENV) else repo_root() / LOCK_FILE
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ReproError(f"{path}: no such file; expected the image lock (docker/images.lock.json)") from None
+        raise UsageError(f"{path}: no such file; expected an image lock file like docker/images.lock.json") from None
     except json.JSONDecodeError as exc:
         raise _bad(path, f"not valid JSON ({exc})") from None
     if not isinstance(raw, dict) or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
@@ -293,16 +308,19 @@ def context_paths(lane: Lane) -> list[str]:
     return [*_SHARED_CONTEXT, f"docker/{lane.name}"]
 
 
-def write_context(root: Path, lane: Lane, fileobj: IO[bytes]) -> list[str]:
+def write_context(root: Path, lane: Lane, fileobj: IO[bytes], ca_bundle: Path | None = None) -> list[str]:
     """Write ``lane``'s build context as a tar to ``fileobj``; returns the member names.
 
     Sending only these paths (not the checkout with its virtualenvs and artifacts) keeps the
     context small; symlinks stay links (repro/schemas -> ../schemas resolves inside it).
+    ``ca_bundle`` goes in as docker/ca/ca-bundle.crt (in place of one lying in the checkout).
     """
 
     def clean(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
         if _SKIP_NAMES.intersection(parts) or info.name.endswith(".pyc") or info.name.endswith(".egg-info"):
+            return None
+        if ca_bundle is not None and info.name == CA_IN_CONTEXT:
             return None
         info.uid = info.gid = 0
         info.uname = info.gname = ""
@@ -314,7 +332,40 @@ def write_context(root: Path, lane: Lane, fileobj: IO[bytes]) -> list[str]:
             if not src.exists() and not src.is_symlink():
                 raise ReproError(f"{src}: missing from the checkout; the {lane.name} build context needs it")
             tar.add(src, arcname=rel, filter=clean)
+        if ca_bundle is not None:
+            data = ca_bundle.read_bytes()
+            info = tarfile.TarInfo(CA_IN_CONTEXT)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
         return tar.getnames()
+
+
+def ca_bundle_from(option: str | None, environ: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """The CA bundle a build should trust, and where that choice came from.
+
+    ``option`` (``--ca-bundle``) wins; an empty one means none. Without it, PIP_CERT then
+    SSL_CERT_FILE: a host behind a TLS-intercepting proxy usually sets one of them already. A
+    bundle that is not a readable PEM file is a UsageError naming it and its source.
+    """
+    environ = os.environ if environ is None else environ
+    if option is not None:
+        value, source = option, "--ca-bundle"
+    else:
+        source = next((name for name in CA_ENV if environ.get(name)), "")
+        value = environ.get(source, "") if source else ""
+    if not value:
+        return None, source or "none"
+    path = Path(value)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UsageError(f"{source} {value!r}: cannot read it ({why}); expected a PEM CA bundle") from None
+    if b"-----BEGIN CERTIFICATE-----" not in text:
+        raise UsageError(
+            f"{source} {value!r}: no PEM certificate in it; expected a CA bundle (-----BEGIN CERTIFICATE-----)"
+        )
+    return path, source
 
 
 def build_args(lane: Lane, commit: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -378,9 +429,17 @@ def build(
     docker_client: Any,
     overrides: Mapping[str, str] | None = None,
     pull: bool = False,
+    ca_bundle: Path | None = None,
+    network: str | None = None,
     log: Log = _stderr_log,
 ) -> list[Built]:
-    """Build each lane's image from its Dockerfile, streaming the log; stops at the first failure."""
+    """Build each lane's image from its Dockerfile, streaming the log; stops at the first failure.
+
+    ``ca_bundle``: a PEM file the build's pip trusts (a TLS-intercepting proxy's CA); it is sent
+    in the context and so lies in one image layer, which is fine for public certificates only.
+    ``network``: the build's network mode (``host`` where the engine gives builds none); ``None``
+    leaves the engine's default.
+    """
     commit = git_commit(root)
     built = []
     for lane in lanes:
@@ -392,9 +451,11 @@ def build(
                 "(run `repro images lock` where a registry is reachable to pin it)"
             )
         args = build_args(lane, commit, overrides)
-        log(f"{lane.name}: building {lane.image} from {lane.base_ref}")
+        log(f"{lane.name}: building {lane.image} from {args['BASE_IMAGE']}")
+        if ca_bundle is not None:
+            log(f"{lane.name}: the build trusts the CA bundle {ca_bundle}")
         with tempfile.TemporaryFile() as ctx:
-            write_context(root, lane, ctx)
+            write_context(root, lane, ctx, ca_bundle)
             ctx.seek(0)
             try:
                 stream = docker_client.api.build(
@@ -409,6 +470,7 @@ def build(
                     forcerm=True,
                     decode=True,
                     timeout=None,  # a silent RUN step (a large pip install) may take minutes
+                    **({"network_mode": network} if network else {}),
                 )
                 image_id = _follow_build(lane, stream, log)
             except _transport_errors() as exc:
@@ -448,8 +510,9 @@ def run(
     """Run ``repro <args>`` in ``lane``'s image; returns the container's exit code.
 
     ``out`` is mounted read-write at /artifacts; the container runs as the caller's uid:gid
-    with GPUs passed through and no network (nothing is fetched at run time), and is removed
-    afterwards. Its stdout and stderr go to ours.
+    (a root caller: the image's user, and the files are handed to root afterwards) with GPUs
+    passed through and no network (nothing is fetched at run time), and is removed afterwards.
+    Its stdout and stderr go to ours.
     """
     from repro.artifact import ensure_writable_dir
 
@@ -467,6 +530,64 @@ def run(
     except _transport_errors() as exc:
         raise ReproError(f"could not look up {lane.image}: {_one_line(exc)}") from None
     host_out = ensure_writable_dir(Path(out)).resolve()
+    with _writable_for_container(host_out):
+        return _run_container(
+            lane, host_out, args, docker_client, requests_, env or {}, stdout=stdout, stderr=stderr
+        )
+
+
+@contextlib.contextmanager
+def _writable_for_container(folder: Path) -> Iterator[None]:
+    """For a root caller: let the container's non-root user write ``folder``, then give it back.
+
+    The container runs as IMAGE_USER when the caller is root (never as root), so a root-owned
+    folder is lent to that user for the run; afterwards the folder gets its owner back and every
+    new entry belongs to the caller, as after a run under the caller's own uid.
+    """
+    if os.getuid() != 0:
+        yield
+        return
+    st = folder.stat()
+    before = set(os.listdir(folder))
+    uid, gid = (int(x) for x in IMAGE_USER.split(":"))
+    lent = st.st_uid != uid and not st.st_mode & 0o002
+    if lent:
+        os.chown(folder, uid, gid)
+    try:
+        yield
+    finally:
+        if lent:
+            os.chown(folder, st.st_uid, st.st_gid)
+        for name in set(os.listdir(folder)) - before:
+            top = folder / name
+            os.lchown(top, os.getuid(), os.getgid())
+            if top.is_dir() and not top.is_symlink():
+                for base, dirs, files in os.walk(top):
+                    for entry in (*dirs, *files):
+                        os.lchown(os.path.join(base, entry), os.getuid(), os.getgid())
+
+
+def _close_stream(stream: Any) -> None:
+    """Close an attach stream and its HTTP response: the SDK leaves the socket open after EOF."""
+    close = getattr(stream, "close", None)
+    if callable(close):
+        close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        response.close()
+
+
+def _run_container(
+    lane: Lane,
+    host_out: Path,
+    args: Sequence[str],
+    docker_client: Any,
+    requests_: list[Any],
+    env: Mapping[str, str],
+    *,
+    stdout: IO[bytes],
+    stderr: IO[bytes],
+) -> int:
     try:
         container = docker_client.containers.run(
             lane.image,
@@ -476,7 +597,7 @@ def run(
             volumes={str(host_out): {"bind": CONTAINER_OUT, "mode": "rw"}},
             user=caller_user(),
             network_mode="none",
-            environment=dict(env or {}),
+            environment=dict(env),
             init=True,  # PID 1 forwards signals and reaps the runner's children
             labels={LANE_LABEL: lane.name},
         )
@@ -484,11 +605,15 @@ def run(
         hint = "; is the NVIDIA Container Toolkit installed? (--gpus none runs without GPUs)" if requests_ else ""
         raise ReproError(f"could not start {lane.image}: {_one_line(exc)}{hint}") from None
     try:
-        for out_chunk, err_chunk in container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True):
-            for sink, chunk in ((stdout, out_chunk), (stderr, err_chunk)):
-                if chunk:
-                    sink.write(chunk)
-                    sink.flush()
+        stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
+        try:
+            for out_chunk, err_chunk in stream:
+                for sink, chunk in ((stdout, out_chunk), (stderr, err_chunk)):
+                    if chunk:
+                        sink.write(chunk)
+                        sink.flush()
+        finally:
+            _close_stream(stream)
         status = container.wait()
     except KeyboardInterrupt:
         container.stop(timeout=10)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +14,15 @@ from repro.artifact import new_run_id
 from repro.measure import SamplingConfig
 
 # Variables that change what the harness does; tests start without them.
-_ENV = ("GPU_REPRO_OUT", "GPU_REPRO_IMAGE", "GPU_REPRO_LANE", "CUDA_VISIBLE_DEVICES", "TORCH_LINALG_PREFER_CUSOLVER")
+_ENV = (
+    "GPU_REPRO_OUT",
+    "GPU_REPRO_IMAGE",
+    "GPU_REPRO_LANE",
+    "GPU_REPRO_LOCK",
+    "GPU_REPRO_BUILD_NETWORK",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCH_LINALG_PREFER_CUSOLVER",
+)
 
 # Short sampling so CPU smoke runs finish in seconds; the statistics still run.
 FAST = SamplingConfig(target_rel_ci=0.05, budget_s=0.2, warmup_s=0.01, min_samples=6, max_samples=50, profile_iters=1)
@@ -26,12 +37,33 @@ def _cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # A docker test that asked for no engine would silently pass or skip without one.
+        if "docker" in item.keywords and "engine" not in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked docker but does not use the engine fixture")
     if _cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run tests/gpu on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Any]:
+    """A docker SDK client for a running engine. Without one, docker tests skip and say why;
+    with CI=true they fail instead, so CI cannot pass with its engine tests skipped."""
+    from repro import images
+    from repro.errors import ReproError
+
+    try:
+        client = images.client()
+    except ReproError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and no Docker engine: {exc}")
+        pytest.skip(f"needs a Docker engine: {exc}")
+    yield client
+    client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
 """The Docker lanes without an engine: the lock file, and the docker calls build/run/lock and the Make targets make.
 
-A fake client stands in for the docker SDK's; tests marked ``docker`` talk to a real engine
-and skip where none is reachable.
+A fake client stands in for the docker SDK's where the call's arguments are the point (GPU
+device requests, which no engine here can honour, build args, error paths). What a real engine
+does with them (builds, runs, make matrix, compare) is tested in tests/test_engine.py and .ci/run.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "docker").mkdir(parents=True)
     shutil.copy(ROOT / images.LOCK_FILE, root / images.LOCK_FILE)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.whl")
-    for rel in ("repro", "schemas", *[f"docker/{lane}" for lane in LANES]):
+    for rel in ("repro", "schemas", "docker/ca", *[f"docker/{lane}" for lane in LANES]):
         shutil.copytree(ROOT / rel, root / rel, symlinks=True, ignore=skip)
     for rel in ("pyproject.toml", "docker/requirements.txt", "docker/install-repro.sh"):
         shutil.copy(ROOT / rel, root / rel)
@@ -271,7 +272,9 @@ def test_build_context_is_only_what_the_image_needs() -> None:
         assert tops == {"pyproject.toml", "repro", "schemas", "docker"}, tops
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         others = [
-            n for n in names if n.startswith("docker/") and n.count("/") > 1 and not n.startswith(f"docker/{lane.name}")
+            n
+            for n in names
+            if n.startswith("docker/") and n.count("/") > 1 and not n.startswith((f"docker/{lane.name}", "docker/ca/"))
         ]
         assert not others, others
         buf.seek(0)
@@ -566,6 +569,8 @@ def test_make_targets_wrap_the_cli() -> None:
             "images",
             "run",
             lane,
+            "--gpus",
+            "all",
             "--out",
             f"artifacts/matrix/{lane}",
             "--",
@@ -582,6 +587,8 @@ def test_make_targets_wrap_the_cli() -> None:
         "images",
         "run",
         "nemo",
+        "--gpus",
+        "all",
         "--out",
         "artifacts/lanes/nemo",
         "--",
@@ -593,6 +600,8 @@ def test_make_targets_wrap_the_cli() -> None:
         "images",
         "run",
         "cu128-nightly",
+        "--gpus",
+        "all",
         "--out",
         "artifacts/lanes/cu128-nightly",
         "--",
@@ -601,145 +610,7 @@ def test_make_targets_wrap_the_cli() -> None:
     ]
     assert make("-n", *stamps, "lock").split() == [".venv/bin/repro", "images", "lock"]
     # The docker SDK comes with the docker extra, installed by the stamp the targets depend on.
-    assert "pip install --no-build-isolation -e '.[docker]'" in make("-n", "-o", ".venv/.installed", "images")
-
-
-FAKE_REPRO = """\
-#!{python}
-# `repro` for the Make test: the real CLI, with a fake docker client whose containers write artifacts.
-import json, os, shutil, sys
-sys.path.insert(0, {tests!r})
-import test_images as t
-from repro import images
-
-template = json.loads(open(os.environ["FAKE_ARTIFACT"]).read())
-
-def container(kwargs):
-    lane = kwargs["image"].split(":", 1)[1]
-    (host, bind), = kwargs["volumes"].items()
-    doc = json.loads(json.dumps(template))
-    doc["fingerprint"]["container"]["env"]["GPU_REPRO_LANE"] = lane
-    run_id = "20260101T000000Z-" + {{"cu126-pt26": "aaaa", "cu128-nightly": "bbbb", "nemo": "cccc"}}[lane]
-    doc["run"]["run_id"] = run_id
-    os.makedirs(os.path.join(host, run_id))
-    open(os.path.join(host, run_id, "5090-linear.json"), "w").write(json.dumps(doc))
-
-fake = t.FakeClient(present=["gpu-repro:" + lane for lane in t.LANES], on_run=container)
-images.client = lambda: fake
-app = t.make_app()
-try:
-    app(prog_name="repro")
-finally:
-    with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
-        for name, args in fake.calls:
-            log.write(json.dumps([name, args], default=str) + "\\n")
-"""
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
-def test_make_matrix_end_to_end_with_fake_engine(tmp_path: Path, smoke_artifact: Path) -> None:
-    script = tmp_path / "repro"
-    script.write_text(FAKE_REPRO.format(python=sys.executable, tests=str(Path(__file__).parent)))
-    script.chmod(0o755)
-    log = tmp_path / "calls.jsonl"
-    out = tmp_path / "out"
-    make(
-        "-o",
-        ".venv/.installed",
-        "-o",
-        ".venv/.docker",
-        f"REPRO={script}",
-        f"OUT={out}",
-        "matrix",
-        FAKE_ARTIFACT=str(smoke_artifact),
-        FAKE_DOCKER_LOG=str(log),
-    )
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    runs = [args for name, args in calls if name == "run"]
-    assert [r["image"] for r in runs] == [f"gpu-repro:{lane}" for lane in LANES]
-    for lane, r in zip(LANES, runs, strict=True):
-        assert r["volumes"] == {str(out / "matrix" / lane): {"bind": "/artifacts", "mode": "rw"}}
-        assert r["device_requests"] == [
-            {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
-        ]
-        assert r["command"] == ["all"] and r["network_mode"] == "none"
-    (report,) = (out / "matrix").glob("compare-*.md")
-    text = report.read_text()
-    assert "| repro " in text and all(f"| {lane} " in text or f" {lane} |" in text for lane in LANES)
-    assert "container.env.GPU_REPRO_LANE" in text
-
-
-# A session-wide real artifact for the Make test (the compare tests make their own).
-@pytest.fixture(scope="module")
-def smoke_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("smoke")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_REPRO_")}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "repro.cli",
-            "run",
-            "5090-linear",
-            "--smoke",
-            "--budget",
-            "0.2",
-            "--target-ci",
-            "0.05",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stderr
-    (path,) = out.glob("*/5090-linear.json")
-    return path
-
-
-# --------------------------------------------------------------------------- with an engine
-
-
-@pytest.fixture
-def engine() -> Any:
-    try:
-        return images.client()
-    except ReproError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("lane", LANES)
-def test_built_image_runs_a_smoke_repro(engine: Any, lane: str, tmp_path: Path) -> None:
-    """Needs `make image-<lane>` first; checks entrypoint, user, labels and the /artifacts mount."""
-    ref = f"gpu-repro:{lane}"
-    try:
-        image = engine.images.get(ref)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{ref} is not built here (make image-{lane})")
-    config = image.attrs["Config"]
-    assert config["Entrypoint"] == ["repro"] and config["Cmd"] == ["all"]
-    assert config["User"] not in ("", "0", "root") and config["Labels"]["dev.gpu-repro.lane"] == lane
-    lane_obj = images.load_lock().lanes[lane]
-    out, err = io.BytesIO(), io.BytesIO()
-    code = images.run(
-        lane_obj,
-        out=tmp_path,
-        args=["run", "5090-linear", "--smoke", "--budget", "0.2"],
-        docker_client=engine,
-        gpus="none",
-        stdout=out,
-        stderr=err,
-    )
-    assert code == 0, err.getvalue().decode(errors="replace")[-2000:]
-    (path,) = tmp_path.glob("*/5090-linear.json")
-    doc = json.loads(path.read_text())
-    assert doc["fingerprint"]["container"]["env"]["GPU_REPRO_LANE"] == lane
-    assert doc["fingerprint"]["harness"]["git_commit"] not in (None, "unknown")
-    assert path.stat().st_uid == int(images.caller_user().split(":")[0])
+    assert "pip install --no-build-isolation -e '.[docker]'" in make("-n", "-B", "-o", ".venv/.installed", "images")
 
 
 def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -749,3 +620,107 @@ def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(images.os, "getuid", lambda: 1234)
     monkeypatch.setattr(images.os, "getgid", lambda: 99)
     assert images.caller_user() == "1234:99"
+
+
+# --------------------------------------------------------------------------- CA bundle, network, --lock
+
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_ca_bundle_option_then_pip_cert_then_ssl_cert_file(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.crt", tmp_path / "b.crt"
+    a.write_bytes(PEM)
+    b.write_bytes(PEM)
+    env = {"PIP_CERT": str(a), "SSL_CERT_FILE": str(b)}
+    assert images.ca_bundle_from(str(b), env) == (b, "--ca-bundle")
+    assert images.ca_bundle_from(None, env) == (a, "PIP_CERT")
+    assert images.ca_bundle_from(None, {"SSL_CERT_FILE": str(b)}) == (b, "SSL_CERT_FILE")
+    assert images.ca_bundle_from("", env) == (None, "--ca-bundle")  # '' turns it off
+    assert images.ca_bundle_from(None, {}) == (None, "none")
+
+
+def test_bad_ca_bundle_is_usage_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--ca-bundle '/nope.crt': cannot read it .*expected a PEM CA bundle"):
+        images.ca_bundle_from("/nope.crt", {})
+    junk = tmp_path / "junk.crt"
+    junk.write_text("not a certificate")
+    with pytest.raises(UsageError, match=r"SSL_CERT_FILE '.*junk.crt': no PEM certificate in it"):
+        images.ca_bundle_from(None, {"SSL_CERT_FILE": str(junk)})
+
+
+def test_build_sends_the_ca_bundle_and_network_mode(tmp_root: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "corp.pem"
+    bundle.write_bytes(PEM)
+    (tmp_root / "docker" / "ca").mkdir(exist_ok=True)
+    (tmp_root / "docker" / "ca" / "ca-bundle.crt").write_bytes(b"stale")  # the option's file wins
+    lane = images.load_lock().lanes["nemo"]
+    buf = io.BytesIO()
+    names = images.write_context(tmp_root, lane, buf, bundle)
+    assert names.count(images.CA_IN_CONTEXT) == 1
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar:
+        member = tar.extractfile(images.CA_IN_CONTEXT)
+        assert member is not None and member.read() == PEM
+    fake = FakeClient()
+    lines: list[str] = []
+    images.build([lane], root=tmp_root, docker_client=fake, ca_bundle=bundle, network="host", log=lines.append)
+    (call,) = fake.called("build")
+    assert call["network_mode"] == "host" and images.CA_IN_CONTEXT in call["context"]
+    assert any(str(bundle) in line for line in lines)
+    images.build([lane], root=tmp_root, docker_client=fake, log=lines.append)
+    assert "network_mode" not in fake.called("build")[1]  # the engine's default
+
+
+def test_install_scripts_point_pip_at_the_bundle() -> None:
+    # The Dockerfiles copy docker/ca/ next to the scripts; the scripts export PIP_CERT from there.
+    for script in ("install-repro.sh", "cu128-nightly/install-torch.sh"):
+        text = (ROOT / "docker" / script).read_text()
+        assert 'export PIP_CERT="$ca"' in text and '"$(dirname "$0")/ca-bundle.crt"' in text
+
+
+def test_cli_build_takes_ca_bundle_from_env_and_lock_from_option(
+    cli: CliRunner, app: typer.Typer, tmp_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeClient()
+    monkeypatch.setattr(images, "client", lambda: fake)
+    bundle = tmp_path / "corp.pem"
+    bundle.write_bytes(PEM)
+    other = tmp_path / "other.lock.json"
+    raw = json.loads((tmp_root / images.LOCK_FILE).read_text())
+    raw["lanes"]["nemo"]["base"] = "localhost:5000/standin/nemo:1"
+    other.write_text(json.dumps(raw))
+    r = cli.invoke(
+        app,
+        ["images", "build", "nemo", "--lock", str(other), "--network", "host"],
+        env={"PIP_CERT": str(bundle), "SSL_CERT_FILE": ""},
+    )
+    assert r.exit_code == 0, r.output
+    (call,) = fake.called("build")
+    assert call["buildargs"]["BASE_IMAGE"] == "localhost:5000/standin/nemo:1"
+    assert call["network_mode"] == "host" and images.CA_IN_CONTEXT in call["context"]
+    assert f"using the CA bundle {bundle} from $PIP_CERT" in r.output
+    r = cli.invoke(app, ["images", "list", "--json"], env={"GPU_REPRO_LOCK": str(other)})
+    assert json.loads(r.output)["nemo"]["base"] == "localhost:5000/standin/nemo:1"
+    r = cli.invoke(app, ["images", "build", "nemo", "--ca-bundle", str(tmp_path / "none.pem")])
+    assert r.exit_code == 2 and "--ca-bundle" in one_error_line(r.output)
+    r = cli.invoke(app, ["images", "list", "--lock", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "missing.json: no such file" in one_error_line(r.output)
+
+
+def test_root_caller_lends_the_folder_and_gets_the_files_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root the container runs as the image's user; the folder is lent to it and everything comes back to root."""
+    calls: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(images.os, "getuid", lambda: 0)
+    monkeypatch.setattr(images.os, "getgid", lambda: 0)
+    monkeypatch.setattr(images.os, "chown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(images.os, "lchown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(images, "IMAGE_USER", "4321:4321")  # not the uid that owns tmp_path
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    (out / "old-run").mkdir()
+    owner = (out.stat().st_uid, out.stat().st_gid)
+    with images._writable_for_container(out):
+        assert calls == [(str(out), 4321, 4321)]
+        (out / "new-run").mkdir()
+        (out / "new-run" / "a.json").write_text("{}")
+    assert calls[1:] == [(str(out), *owner), (str(out / "new-run"), 0, 0), (str(out / "new-run" / "a.json"), 0, 0)]

@@ -8,17 +8,19 @@ repro=${1:?usage: tools/smoke-20x.sh REPRO_EXE OUT_DIR}
 out=${2:?usage: tools/smoke-20x.sh REPRO_EXE OUT_DIR}
 bad=0
 for i in $(seq 1 20); do
-    "$repro" run 5090-linear --smoke --fail-on reproduced --out "$out/run" 2>/dev/null >/dev/null
+    "$repro" run 5090-linear --smoke --fail-on reproduced --out "$out/run$i" 2>/dev/null >/dev/null
     code=$?
-    status=$(python3 -c "import json,glob,os; f=max(glob.glob('$out/run/*/5090-linear.json'), key=os.path.getmtime); print(json.load(open(f))['verdict']['status'])")
+    status=$(python3 -c "import json,glob; print(' '.join(json.load(open(f))['verdict']['status'] for f in glob.glob('$out/run$i/*/5090-linear.json')) or 'no artifact')")
     echo "run $i: exit $code, 5090-linear $status"
-    [ "$code" = 3 ] || [ "$status" = reproduced ] || [ "$status" = not_reproduced ] && bad=$((bad + 1))
+    if [ "$code" = 3 ] || [ "$status" = reproduced ] || [ "$status" = not_reproduced ]; then bad=$((bad + 1)); fi
 done
 for i in $(seq 1 20); do
-    "$repro" all --smoke --fail-on reproduced --out "$out/all" 2>/dev/null >/dev/null
+    "$repro" all --smoke --fail-on reproduced --out "$out/all$i" 2>/dev/null >/dev/null
     code=$?
-    d=$(ls -1d "$out"/all/*/ | sort | tail -n 1)
-    statuses=$(python3 -c "import json,glob; print(' '.join(sorted(json.load(open(f))['repro']['id'] + '=' + json.load(open(f))['verdict']['status'] for f in glob.glob('$d/*.json'))))")
+    statuses=$(python3 -c "
+import glob, json
+docs = [json.load(open(f)) for f in glob.glob('$out/all$i/*/*.json')]
+print(' '.join(sorted(d['repro']['id'] + '=' + d['verdict']['status'] for d in docs)) or 'no artifacts')")
     echo "all $i: exit $code, $statuses"
     case "$statuses" in *=reproduced*|*=not_reproduced*) bad=$((bad + 1)) ;; esac
     [ "$code" = 3 ] && bad=$((bad + 1))

@@ -13,6 +13,17 @@ WHEELS=${WHEELS:-/tmp/wheels}
 TORCH_WHEEL=${TORCH_WHEEL:-}
 PY=${PYTHON:-python}
 
+# A CA bundle sent with the build (`repro images build --ca-bundle`, or docker/ca/ca-bundle.crt for
+# a plain docker build; the Dockerfile copies it next to this script): pip trusts it, for builds
+# behind a TLS-intercepting proxy. CA_BUNDLE names another file.
+for ca in "${CA_BUNDLE:-}" "$(dirname "$0")/ca-bundle.crt" "$(dirname "$0")/ca/ca-bundle.crt"; do
+    if [ -n "$ca" ] && [ -s "$ca" ]; then
+        export PIP_CERT="$ca"
+        echo "pip trusts the build's CA bundle ($ca)"
+        break
+    fi
+done
+
 how="supply the wheel: put torch-${TORCH_NIGHTLY}-*.whl (and, for an old nightly, its matching"
 how="$how pytorch-triton wheel) in docker/cu128-nightly/wheels/ and build with"
 how="$how --build-arg TORCH_WHEEL='docker/cu128-nightly/wheels/<file>.whl ...', or pass wheel URLs"
