@@ -52,15 +52,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def engine() -> Iterator[Any]:
     """A docker SDK client for a running engine. Without one, docker tests skip and say why;
-    with CI=true they fail instead, so CI cannot pass with its engine tests skipped."""
+    with GPU_REPRO_REQUIRE_ENGINE=1 (set by .ci/run) they fail instead, so CI cannot pass with
+    its engine tests skipped."""
     from repro import images
     from repro.errors import ReproError
 
     try:
         client = images.client()
     except ReproError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and no Docker engine: {exc}")
+        if os.environ.get("GPU_REPRO_REQUIRE_ENGINE") == "1":
+            pytest.fail(f"GPU_REPRO_REQUIRE_ENGINE=1 and no Docker engine: {exc}")
         pytest.skip(f"needs a Docker engine: {exc}")
     yield client
     client.close()
