@@ -2,7 +2,7 @@
 
 Marked ``docker``: they need an engine and the three images built (``make images``, or in CI
 ``tools/standins.sh`` then ``GPU_REPRO_LOCK=docker/standins/images.lock.json make images``).
-Without an engine they skip and say why; with ``CI=true`` they fail instead, so CI can never
+Without an engine they skip and say why; with ``GPU_REPRO_REQUIRE_ENGINE=1`` (set by .ci/run) they fail instead, so CI can never
 pass with them skipped. The lock file is ``GPU_REPRO_LOCK`` when set (the stand-in lock in CI).
 """
 
@@ -55,8 +55,8 @@ def built(engine: Any, lock: images.Lock) -> dict[str, Any]:
             found[lane] = engine.images.get(ref)
         except docker.errors.ImageNotFound:
             why = f"{ref} is not built here (make image-{lane}; see docs/docker.md)"
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"CI=true: {why}")
+            if os.environ.get("GPU_REPRO_REQUIRE_ENGINE") == "1":
+                pytest.fail(f"GPU_REPRO_REQUIRE_ENGINE=1: {why}")
             pytest.skip(why)
     return found
 
