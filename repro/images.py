@@ -531,9 +531,7 @@ def run(
         raise ReproError(f"could not look up {lane.image}: {_one_line(exc)}") from None
     host_out = ensure_writable_dir(Path(out)).resolve()
     with _writable_for_container(host_out):
-        return _run_container(
-            lane, host_out, args, docker_client, requests_, env or {}, stdout=stdout, stderr=stderr
-        )
+        return _run_container(lane, host_out, args, docker_client, requests_, env or {}, stdout=stdout, stderr=stderr)
 
 
 @contextlib.contextmanager

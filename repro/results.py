@@ -185,6 +185,7 @@ class Ratio:
     paired: bool
     n: int  # paired rounds, or the smaller sample count of an unpaired ratio
     basis: str = "time"  # what was compared: "time" per call, or "kernel" device time (may fall back to time)
+    level: float = 0.95  # the CI's confidence level (higher when several comparisons share one verdict)
 
     @property
     def rel_halfwidth(self) -> float:

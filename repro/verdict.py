@@ -19,13 +19,13 @@ CI_LEVEL = 0.95
 MIN_KERNEL_ROUNDS = 7
 
 
-def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = None) -> str:
+def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = None, level: float = CI_LEVEL) -> str:
     """``1.93x (95% CI 1.90-1.95)``; ``n/a`` when there is no value."""
     if value is None:
         return "n/a"
     if lo is None or hi is None:
         return f"{value:.2f}x"
-    return f"{value:.2f}x (95% CI {lo:.2f}-{hi:.2f})"
+    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
 
 
 def decide(lo: float, hi: float, threshold: float) -> tuple[str, str]:
@@ -50,7 +50,7 @@ def _ok(v: VariantResult | None) -> bool:
 
 
 def variant_ratio(
-    num: VariantResult, den: VariantResult, scale: float = 1.0, basis: str = "time"
+    num: VariantResult, den: VariantResult, scale: float = 1.0, basis: str = "time", level: float = CI_LEVEL
 ) -> tuple[float, float, float, bool, int, str]:
     """(value, lo, hi, paired, n, basis used) of t(num)/t(den) x scale.
 
@@ -67,29 +67,29 @@ def variant_ratio(
         if same and ka and kb and len(ka) == len(kb):
             pairs = [(a, b) for a, b in zip(ka, kb, strict=True) if a > 0 and b > 0]
             if len(pairs) >= MIN_KERNEL_ROUNDS:
-                v, lo, hi = stats.paired_ratio_ci([a for a, _ in pairs], [b for _, b in pairs], CI_LEVEL, scale)
+                v, lo, hi = stats.paired_ratio_ci([a for a, _ in pairs], [b for _, b in pairs], level, scale)
                 return v, lo, hi, True, len(pairs), "kernel"
         sa, sb = num.extra.get("kernel_samples_s") or [], den.extra.get("kernel_samples_s") or []
         if len(sa) >= MIN_KERNEL_ROUNDS and len(sb) >= MIN_KERNEL_ROUNDS:
-            v, lo, hi = stats.ratio_ci(sa, sb, CI_LEVEL, scale)
+            v, lo, hi = stats.ratio_ci(sa, sb, level, scale)
             return v, lo, hi, False, min(len(sa), len(sb)), "kernel"
     ta, tb = num.timing, den.timing
     if ta.rounds and tb.rounds and ta.group is not None and ta.group == tb.group and len(ta.rounds) == len(tb.rounds):
-        v, lo, hi = stats.paired_ratio_ci(ta.rounds, tb.rounds, CI_LEVEL, scale, ta.episode_rounds)
+        v, lo, hi = stats.paired_ratio_ci(ta.rounds, tb.rounds, level, scale, ta.episode_rounds)
         return v, lo, hi, True, len(ta.rounds), "time"
-    v, lo, hi = stats.ratio_ci(ta.samples, tb.samples, CI_LEVEL, scale)
+    v, lo, hi = stats.ratio_ci(ta.samples, tb.samples, level, scale)
     return v, lo, hi, False, min(len(ta.samples), len(tb.samples)), "time"
 
 
-def compute(c: Comparison, have: Mapping[str, VariantResult]) -> Ratio | str:
-    """The comparison's ratio, or why it could not be computed."""
+def compute(c: Comparison, have: Mapping[str, VariantResult], level: float = CI_LEVEL) -> Ratio | str:
+    """The comparison's ratio with its CI at ``level``, or why it could not be computed."""
     for name in (c.num, c.den):
         v = have.get(name)
         if v is None:
             return f"variant {name} was not measured"
         if not _ok(v):
             return f"variant {name} was {v.status}: {v.reason}"
-    value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis)
+    value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis, level)
     status, _ = decide(lo, hi, c.threshold)
     where = stats.classify(value, lo, hi, c.threshold)
     return Ratio(
@@ -102,6 +102,7 @@ def compute(c: Comparison, have: Mapping[str, VariantResult]) -> Ratio | str:
         paired=paired,
         n=n,
         basis=basis,
+        level=level,
     )
 
 
@@ -125,7 +126,7 @@ class Outcome:
     @staticmethod
     def fmt(r: Ratio | None) -> str:
         """``1.93x (95% CI 1.90-1.95)``."""
-        return "n/a" if r is None else fmt_ratio(r.value, r.ci_low, r.ci_high)
+        return "n/a" if r is None else fmt_ratio(r.value, r.ci_low, r.ci_high, r.level)
 
     @property
     def why_not(self) -> str:
@@ -141,8 +142,13 @@ def outcome(
     have = {v.name: v for v in variants}
     ratios: list[Ratio] = []
     missing: list[tuple[str, str]] = []
+    heads = [c for c in comparisons if c.headline] or list(comparisons)
+    # "worst" reproduces when any headline does: with k of them each at 95%, a false
+    # "reproduced" would come k times as often, so each gets 1 - 0.05/k (Bonferroni) and the
+    # verdict keeps its 95% as a whole.
+    head_level = 1 - (1 - CI_LEVEL) / len(heads) if rule == "worst" and len(heads) > 1 else CI_LEVEL
     for c in comparisons:
-        r = compute(c, have)
+        r = compute(c, have, head_level if c in heads else CI_LEVEL)
         if isinstance(r, str):
             missing.append((c.name, r))
         else:
@@ -207,6 +213,7 @@ def breakdown_row(
         "ci_low": r.ci_low,
         "ci_high": r.ci_high,
         "threshold": c.threshold,
+        "ci_level": r.level,
         "status": "smoke" if smoke else r.status,
         "where": r.where,
         "paired": r.paired,
@@ -219,7 +226,7 @@ def breakdown_row(
 
 
 _ROW_KEYS = frozenset(
-    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "status", "where")
+    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where")
     + ("paired", "n", "scale", "basis", "headline")
 )
 
@@ -252,7 +259,7 @@ def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
         value=head.value,
         ci_low=head.ci_low,
         ci_high=head.ci_high,
-        ci_level=CI_LEVEL,
+        ci_level=head.level,
         threshold=head.comparison.threshold,
         status="smoke" if out.smoke else head.status,
         finding=sentence,

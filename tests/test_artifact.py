@@ -179,7 +179,12 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     stored = doc["verdict"]
     assert again["status"] == stored["status"]
     assert again["value"] == pytest.approx(stored["value"])
-    assert (again["ci_low"], again["ci_high"]) == pytest.approx((stored["ci_low"], stored["ci_high"]))
+    if again["ci_level"] > stored["ci_level"]:
+        # Since schema 1.1 a "worst of k" verdict holds each of its k CIs at 1 - 0.05/k
+        # (Bonferroni): the recomputed interval may only be wider than the stored one.
+        assert again["ci_low"] <= stored["ci_low"] + 1e-12 and again["ci_high"] >= stored["ci_high"] - 1e-12
+    else:
+        assert (again["ci_low"], again["ci_high"]) == pytest.approx((stored["ci_low"], stored["ci_high"]))
     assert again["finding"].split(":")[0] == stored["finding"].split(":")[0]
 
 

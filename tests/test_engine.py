@@ -2,8 +2,8 @@
 
 Marked ``docker``: they need an engine and the three images built (``make images``, or in CI
 ``tools/standins.sh`` then ``GPU_REPRO_LOCK=docker/standins/images.lock.json make images``).
-Without an engine they skip and say why; with ``GPU_REPRO_REQUIRE_ENGINE=1`` (set by .ci/run) they fail instead, so CI can never
-pass with them skipped. The lock file is ``GPU_REPRO_LOCK`` when set (the stand-in lock in CI).
+Without an engine they skip and say why; with ``GPU_REPRO_REQUIRE_ENGINE=1`` (set by .ci/run) they fail
+instead, so CI can never pass with them skipped. The lock file is ``GPU_REPRO_LOCK`` when set (the stand-in lock in CI).
 """
 
 from __future__ import annotations

@@ -216,3 +216,46 @@ def test_the_writing_a_repro_example_runs_as_written(tmp_path: Path) -> None:
     (art,) = (tmp_path / "out").glob("*/addmm-vs-mm.json")
     v = json.loads(art.read_text())["verdict"]
     assert v["status"] == "smoke" and v["paired"] is True and "addmm's heaviest kernel was" in v["finding"]
+
+
+def test_the_shim_rejects_a_re_timing_that_times_something_else() -> None:
+    from repro.execute import shim_disagrees
+
+    blocked = RunResult(variants=(_paired("big", [166e-6] * 20), _paired("small", [8.4e-6] * 20)))
+    # A late-bound closure re-timed after run(): both calls now read the last loop's small tensors.
+    stale = {"big": _paired("big", [6.0e-6] * 20), "small": _paired("small", [5.4e-6] * 20)}
+    assert shim_disagrees(["big", "small"], stale, blocked) == ["big", "small"]
+    drifted = {"big": _paired("big", [175e-6] * 20), "small": _paired("small", [8.1e-6] * 20)}
+    assert shim_disagrees(["big", "small"], drifted, blocked) == []
+
+
+def test_a_run_leaves_the_callers_torch_switches_as_they_were(tmp_path: Path) -> None:
+    import torch
+
+    from repro.execute import RunRequest, execute
+
+    before = (torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+    req = RunRequest("legacy-linear", smoke=True, repro_paths=[LEGACY], sampling=SamplingConfig(budget_s=0.1))
+    req = dataclasses.replace(req, overrides={"tf32_variants": "false"}, collect_env=False)
+    run_dir = tmp_path / "20261130T000000Z-abc123"
+    run_dir.mkdir()
+    doc, _ = execute(req, run_dir)
+    assert doc["verdict"]["paired"] is True
+    after = (torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+    assert after == before
+
+
+def test_worst_of_k_holds_each_ci_at_a_bonferroni_level() -> None:
+    comps = [Comparison(f"c{i}", f"n{i}", f"d{i}", 1.5, headline=True) for i in range(4)]
+    rng = random.Random(5)
+    variants = []
+    for i in range(4):
+        den = [1.0 + rng.gauss(0, 0.02) for _ in range(60)]
+        variants += [_paired(f"n{i}", [1.5 * d * (1 + rng.gauss(0, 0.02)) for d in den]), _paired(f"d{i}", den)]
+    worst = outcome(comps, variants, "worst")
+    first = outcome(comps, variants, "first")
+    assert all(r.level == pytest.approx(1 - 0.05 / 4) for r in worst.ratios)
+    assert all(r.level == 0.95 for r in first.ratios)
+    for w, f in zip(worst.ratios, first.ratios, strict=True):
+        assert w.ci_low <= f.ci_low and w.ci_high >= f.ci_high
+    assert "98.8% CI" in worst.fmt(worst.headline)
