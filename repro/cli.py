@@ -88,7 +88,11 @@ NoCollectEnvOpt = Annotated[
 ]
 BudgetOpt = Annotated[
     float | None,
-    typer.Option("--budget", metavar="SECONDS", help="Seconds of sampling per variant (default 5); paired variants always get at least 20 rounds in 6 episodes."),
+    typer.Option(
+        "--budget",
+        metavar="SECONDS",
+        help="Seconds of sampling per variant (default 5); paired variants get at least 20 rounds in 6 episodes.",
+    ),
 ]
 TargetOpt = Annotated[
     float | None,
