@@ -320,10 +320,12 @@ class LoraBatchScaling(Repro[LoraParams]):
             return ctx.errored(name, label, exc, **config)
 
         def step() -> None:
-            opt.zero_grad(set_to_none=True)
-            out = _forward(x, blocks, p.heads, scale)
-            F.mse_loss(out.float(), target).backward()
-            opt.step()
+            # A training step needs autograd whatever the caller's grad mode is.
+            with torch.enable_grad():
+                opt.zero_grad(set_to_none=True)
+                out = _forward(x, blocks, p.heads, scale)
+                F.mse_loss(out.float(), target).backward()
+                opt.step()
 
         work = Work(flops=step_flops(p, batch), ceiling="bf16" if p.dtype == "bfloat16" else "fp32")
         return Arm(name, step, label=label, config=config, work=work)
