@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from repro import stats
 from repro.results import DECIDED, Comparison, Finding, Metric, Ratio, RunResult, VariantResult, Verdict
@@ -383,15 +383,19 @@ __all__ = [
     "CI_LEVEL",
     "Finding",
     "Outcome",
+    "Ratio",
+    "breakdown_row",
+    "fmt_ratio",
+    "lead",
+    "short_kernel",
+    "top_kernel",
+    "variant_ratio",
     "as_smoke",
     "compute",
     "decide",
-    "fmt_ratio",
     "judge",
     "measured",
     "outcome",
     "ratio_verdict",
     "unavailable",
 ]
-
-_Where = Literal["above", "below", "straddles"]
