@@ -313,7 +313,7 @@ PATHS = {
     "cusolver": (sc.PATH_CUBLAS, sc.PATH_CUSOLVER),
 }
 ROW_KEYS = {
-    "comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "status", "where",
+    "comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where",
     "paired", "n", "scale", "basis", "headline", "backend", "batch",
 }  # fmt: skip
 
@@ -345,8 +345,11 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
     assert rows[("default", 16)]["ratio"] == pytest.approx(SCALE, rel=1e-2)
     assert v.finding.startswith(
         "Reproduced: work-scaled t(512)/t(511), cusolver backend, batch 128 was "
-        f"{v.value:.2f}x (95% CI {v.ci_low:.2f}-{v.ci_high:.2f}), the whole CI is above the 1.5 threshold; "
+        f"{v.value:.2f}x ({v.ci_level * 100:.3g}% CI {v.ci_low:.2f}-{v.ci_high:.2f}), the whole CI is above the 1.5 "
+        "threshold; "
     )
+    # Worst of 4 (2 backends x 2 batches): each CI is held at 1 - 0.05/4 (Bonferroni).
+    assert v.ci_level == pytest.approx(0.9875) and "98.8% CI" in v.finding
     assert "the whole CI is above the 1.5 threshold" in v.finding
     assert f"the LU switched from {sc.PATH_CUBLAS} at n=511 to {sc.PATH_CUSOLVER} at n=512" in v.finding
     assert "on torch 2.11.0+cu130" in v.finding
