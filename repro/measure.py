@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from repro import stats
 from repro.progress import Progress, no_progress
@@ -362,7 +362,7 @@ class Context:
         with monitor if monitor is not None else contextlib.nullcontext():
             samples, reason, elapsed = sample_adaptively(take, cfg, on_check=on_check)
         timing = Timing(
-            method=("graph_replay" if graph else ("cuda_events" if self.cuda else "perf_counter")),
+            method=self._method(graph),
             unit="s",
             calls_per_sample=calls,
             warmup_calls=warm_calls,
@@ -454,7 +454,7 @@ class Context:
         for arm, (runner, _, calls, warm_calls) in zip(arms, setups, strict=True):
             st = stats.summarize(rounds[arm.name])
             timing = Timing(
-                method=("graph_replay" if arm.graph else ("cuda_events" if self.cuda else "perf_counter")),
+                method=self._method(arm.graph),
                 unit="s",
                 calls_per_sample=calls,
                 warmup_calls=warm_calls,
@@ -515,6 +515,10 @@ class Context:
         for (name, r), t in zip(calls, totals, strict=True):
             out[name][r] = t
         return out
+
+    def _method(self, graph: bool) -> Literal["graph_replay", "cuda_events", "perf_counter"]:
+        """How a variant is timed: graph replay, CUDA events, or the host clock on CPU."""
+        return "graph_replay" if graph else ("cuda_events" if self.cuda else "perf_counter")
 
     def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> tuple[Callable[[], Any], Callable[[], float], int, int]:
         """Warm up, calibrate and (for graph arms) capture one arm: (runner, take, calls, warm-up calls)."""

@@ -133,6 +133,11 @@ class Outcome:
         return "; ".join(why for _, why in self.missing) or "no comparison was declared"
 
 
+def headline_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """The comparisons a verdict may rest on, in declared order: those marked headline, else all."""
+    return [c for c in comparisons if c.headline] or list(comparisons)
+
+
 def outcome(
     comparisons: Sequence[Comparison],
     variants: Sequence[VariantResult],
@@ -142,7 +147,7 @@ def outcome(
     have = {v.name: v for v in variants}
     ratios: list[Ratio] = []
     missing: list[tuple[str, str]] = []
-    heads = [c for c in comparisons if c.headline] or list(comparisons)
+    heads = headline_candidates(comparisons)
     # "worst" reproduces when any headline does: with k of them each at 95%, a false
     # "reproduced" would come k times as often, so each gets 1 - 0.05/k (Bonferroni) and the
     # verdict keeps its 95% as a whole.
@@ -153,8 +158,7 @@ def outcome(
             missing.append((c.name, r))
         else:
             ratios.append(r)
-    flagged = [c.name for c in comparisons if c.headline] or [c.name for c in comparisons]
-    cands = [r for name in flagged for r in ratios if r.comparison.name == name]
+    cands = [r for c in heads for r in ratios if r.comparison.name == c.name]
     head: Ratio | None = None
     if cands and rule == "worst":
         hits = [r for r in cands if r.status == "reproduced"]
@@ -239,11 +243,11 @@ def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
     head = out.headline
     if head is None:
         have = {v.name: v for v in result.variants}
-        names = {n for c in comps if c.headline or not any(x.headline for x in comps) for n in (c.num, c.den)}
+        heads = headline_candidates(comps)
+        names = {n for c in heads for n in (c.num, c.den)}
         errored = any(have[n].status == "error" for n in names if n in have)
         explained = repro.explain(params, result, out)
-        heads = {c.name for c in comps if c.headline} or {c.name for c in comps}
-        why = "; ".join(w for name, w in out.missing if name in heads) or out.why_not
+        why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
         rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
