@@ -298,8 +298,8 @@ def find_steps(
             if clock() - t0 >= cfg.budget_s:
                 stop = "budget"
                 break
-            heapq.heappop(queue)
             g = run_group((iv.lo, mid, iv.hi), "refine")
+            heapq.heappop(queue)  # only now: an interval whose group failed is reported unnarrowed
             halves = [pair(g, iv.lo, mid), pair(g, mid, iv.hi)]
             for h in halves:
                 consider(h)
