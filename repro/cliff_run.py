@@ -227,7 +227,7 @@ def run(
 
 
 def status_and_finding(search: Search | None, smoke: bool, reason: str) -> tuple[str, str]:
-    """(status, one sentence) for the artifact."""
+    """(status, one sentence) for the artifact; ``smoke``: the run proves the pipeline only."""
     if search is None:
         return "skipped", f"not run: {reason}"
     cfg = search.config
@@ -271,7 +271,8 @@ def document(
     """The cliff artifact, redacted."""
     from repro.execute import repro_section
 
-    status, finding = status_and_finding(search, req.smoke, reason)
+    # A smoke or CPU run proves the pipeline, never the boundary (as with `repro run`).
+    status, finding = status_and_finding(search, req.smoke or device != "cuda", reason)
     doc: dict[str, Any] = artifact.to_jsonable(
         {
             "schema_version": CLIFF_SCHEMA_VERSION,
