@@ -274,7 +274,8 @@ def cliff_cmd(
     plots = {cliff_report.key(doc): png.name} if png else {}
     report = artifact.write_new(run_dir / "report.md", render.report([doc], plots=plots).encode())
     typer.echo(f"{repro_id} {param}: {doc['status']} - {doc['finding']}", err=True)
-    typer.echo(f"artifact: {path}\nreport:   {report}\nplot:     {png or '(none: no points timed, or no matplotlib here)'}", err=True)
+    shown = png or "(none: no points timed, or no matplotlib here)"
+    typer.echo(f"artifact: {path}\nreport:   {report}\nplot:     {shown}", err=True)
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
 
