@@ -44,8 +44,12 @@ DEFAULT_THRESHOLD = 0.10
 # refinement groups (four over 480..560), far fewer points than the dense grid.
 DEFAULT_GRID = 9
 DEFAULT_MAX_POINTS = 40
-# Kernel names kept per side of a step (heaviest first).
+# Kernel names kept per point and per side of a step (heaviest first). The names that set two
+# sides apart need not be the heaviest (looped cuSOLVER's getrf_pivot is light beside its
+# trsm and gemm), so a point keeps many, and a step lists those seen on only one side.
+KERNELS_PER_POINT = 20
 KERNELS_PER_SIDE = 5
+KERNELS_CHANGED = 8
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class Point:
     rounds: tuple[float, ...]
     episode_rounds: int | None = None
     kernels: tuple[str, ...] = ()  # names the profiler saw, heaviest first
+    tag: str = ""  # what the repro reads off those names (solve: which LU path ran)
 
 
 Measure = Callable[[Sequence[int]], Mapping[int, Point]]
@@ -102,6 +107,7 @@ class MeasuredPoint:
     scaled_ci_high_s: float
     rounds: int
     kernels: tuple[str, ...]
+    tag: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,16 +143,11 @@ class Step:
     after_s: float
     kernels_before: tuple[str, ...]
     kernels_after: tuple[str, ...]
+    only_before: tuple[str, ...]  # kernels seen on this side only
+    only_after: tuple[str, ...]
+    tag_before: str = ""
+    tag_after: str = ""
     note: str = ""
-
-    @property
-    def kernel_change(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(names seen only before the step, names seen only after it)."""
-        after = set(self.kernels_after)
-        before = set(self.kernels_before)
-        return tuple(k for k in self.kernels_before if k not in after), tuple(
-            k for k in self.kernels_after if k not in before
-        )
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def _measured(p: Point, cfg: SearchConfig, phase: str, group: int) -> MeasuredPo
         scaled_ci_low_s=st.ci_low * s,
         scaled_ci_high_s=st.ci_high * s,
         rounds=st.n,
-        kernels=p.kernels[:KERNELS_PER_SIDE],
+        kernels=p.kernels[:KERNELS_PER_POINT],
+        tag=p.tag,
     )
 
 
@@ -223,6 +225,7 @@ def compare_points(a: MeasuredPoint, b: MeasuredPoint, pa: Point, pb: Point, cfg
 
 
 def _step(pair: Pair, *, resolved: bool, note: str = "") -> Step:
+    before, after = pair.before.kernels, pair.after.kernels
     return Step(
         lo=pair.lo,
         hi=pair.hi,
@@ -232,8 +235,12 @@ def _step(pair: Pair, *, resolved: bool, note: str = "") -> Step:
         ci_high=pair.ci_high,
         before_s=pair.before.scaled_s,
         after_s=pair.after.scaled_s,
-        kernels_before=pair.before.kernels,
-        kernels_after=pair.after.kernels,
+        kernels_before=before[:KERNELS_PER_SIDE],
+        kernels_after=after[:KERNELS_PER_SIDE],
+        only_before=tuple(k for k in before if k not in set(after))[:KERNELS_CHANGED],
+        only_after=tuple(k for k in after if k not in set(before))[:KERNELS_CHANGED],
+        tag_before=pair.before.tag,
+        tag_after=pair.after.tag,
         note=note,
     )
 

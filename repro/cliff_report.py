@@ -40,6 +40,10 @@ def _kernels(names: Sequence[str]) -> str:
     return "<br>".join(code(n) for n in names[:KERNELS_SHOWN]) or "-"
 
 
+def _side(tag: str, names: Sequence[str]) -> str:
+    return (f"{text(tag, cell=True)}<br>" if tag else "") + _kernels(names)
+
+
 def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
     """The report section of one cliff artifact: finding, steps with kernels on each side, the points."""
     r, sw, se = doc["repro"], doc["sweep"], doc["search"]
@@ -72,12 +76,12 @@ def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
                 fmt_ratio(s["ratio"], s["ci_low"], s["ci_high"]),
                 fmt_time(s["before_s"]),
                 fmt_time(s["after_s"]),
-                _kernels(s["kernels_before"]),
-                _kernels(s["kernels_after"]),
+                _side(s["tag_before"], s["kernels_before"]),
+                _side(s["tag_after"], s["kernels_after"]),
             ]
             for s in doc["steps"]
         ]
-        lines += [table(rows, ["step", "ratio after/before", "before", "after", "kernels before", "kernels after"]), ""]
+        lines += [table(rows, ["step", "ratio after/before", "before", "after", "ran before", "ran after"]), ""]
         for s in doc["steps"]:
             gone, new = s["only_before"], s["only_after"]
             if gone or new:
@@ -104,7 +108,8 @@ def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
             "grid" if p["value"] in grid else "refine",
             f"{fmt_time(p['scaled_s'])} ({fmt_time(p['scaled_ci_low_s'])}-{fmt_time(p['scaled_ci_high_s'])})",
             fmt_time(p["median_s"]),
-            code(p["kernels"][0]) if p["kernels"] else "-",
+            (f"{text(p['tag'], cell=True)}: " if p.get("tag") else "")
+            + (code(p["kernels"][0]) if p["kernels"] else "-"),
         ]
         for p in shown
     ]

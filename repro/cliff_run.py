@@ -161,7 +161,10 @@ def context_measure(
             t = res.timing
             if t is None or not t.rounds:
                 raise RuntimeError(f"{name}={v}: no paired rounds were recorded")
-            out[v] = Point(v, tuple(t.rounds), t.episode_rounds, tuple(k.name for k in res.kernels))
+            names = tuple(k.name for k in res.kernels)
+            # On CPU the names are aten ops, not kernels: nothing for the repro to read.
+            tag = r.sweep.tag(names) if r.sweep.tag is not None and ctx.cuda else ""
+            out[v] = Point(v, tuple(t.rounds), t.episode_rounds, names, tag)
         return out
 
     return measure
@@ -315,14 +318,7 @@ def document(
                 "notes": list(search.notes) if search else [],
             },
             "points": [dataclasses.asdict(p) for p in search.points] if search else [],
-            "steps": [
-                {
-                    **dataclasses.asdict(s),
-                    "only_before": list(s.kernel_change[0]),
-                    "only_after": list(s.kernel_change[1]),
-                }
-                for s in (search.steps if search else ())
-            ],
+            "steps": [dataclasses.asdict(s) for s in (search.steps if search else ())],
             "validity": dict(validity),
             "fingerprint": dict(fp),
             "warnings": list(dict.fromkeys(warnings)),

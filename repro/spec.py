@@ -112,6 +112,7 @@ class Sweep:
     ``work(params, value)`` is the work of one call at ``value`` in any unit (only ratios are
     used), so times can be scaled to equal work and smooth scaling reads flat. ``single``
     names tuple params that must hold exactly one value while sweeping (one backend, one batch).
+    ``tag`` reads a point's kernel names into a word or two (which implementation ran).
     """
 
     name: str
@@ -121,6 +122,8 @@ class Sweep:
     default: int
     work: Callable[[Any, int], float]
     single: tuple[str, ...] = ()
+    # What a point's kernel names say ran (solve: which LU path), shown beside each step.
+    tag: Callable[[Sequence[str]], str] | None = None
 
 
 class Repro(Generic[P]):

@@ -113,7 +113,18 @@ def test_step_reports_its_paired_ci_and_the_kernels_on_each_side() -> None:
     assert (step.lo, step.hi, step.resolved) == (511, 512, True)
     assert step.ci_low <= step.ratio <= step.ci_high and step.ci_low > 4.0 and step.ci_high < 6.0
     assert step.kernels_before == ("getrf_panel",) and step.kernels_after == ("getrf_pivot", "ipiv_lower_small")
-    assert step.kernel_change == (("getrf_panel",), ("getrf_pivot", "ipiv_lower_small"))
+    assert (step.only_before, step.only_after) == (("getrf_panel",), ("getrf_pivot", "ipiv_lower_small"))
+
+
+def test_kernels_that_differ_are_named_even_when_they_are_not_the_heaviest() -> None:
+    common = tuple(f"trsm_{i}" for i in range(6))  # heavier than the LU kernels on both sides
+
+    def names(n: int) -> tuple[str, ...]:
+        return (*common, "getrf_panel" if n < 512 else "getrf_pivot")
+
+    (step,) = find_steps(synthetic(lu_time(512, 5.0), 4, kernels=names), CFG).steps
+    assert step.kernels_before == common[:5] == step.kernels_after
+    assert (step.only_before, step.only_after) == (("getrf_panel",), ("getrf_pivot",))
 
 
 def test_finds_a_step_down_and_a_step_up_in_one_range() -> None:
@@ -323,7 +334,7 @@ def test_compare_shows_two_machines_boundaries_and_whether_they_differ(
     step = {
         "lo": 31, "hi": 32, "resolved": True, "ratio": 5.0, "ci_low": 4.8, "ci_high": 5.2, "before_s": 1e-3,
         "after_s": 5e-3, "kernels_before": ["a"], "kernels_after": ["b"], "only_before": ["a"], "only_after": ["b"],
-        "note": "",
+        "tag_before": "", "tag_after": "", "note": "",
     }  # fmt: skip
     a = _other_machine(doc, tmp_path, [step], "GPU one")
     b = _other_machine(doc, tmp_path, [], "GPU two")

@@ -185,6 +185,7 @@ class Solve512Cliff(Repro[SolveParams]):
             default=512,
             work=lambda p, n: lu_solve_flops(p.batches[0], n, p.rhs_cols),
             single=("backends", "batches"),
+            tag=classify_path,
         ),
         Sweep(
             "batch",
@@ -194,6 +195,7 @@ class Solve512Cliff(Repro[SolveParams]):
             default=128,
             work=lambda p, b: lu_solve_flops(b, p.cliff_n, p.rhs_cols),
             single=("backends",),
+            tag=classify_path,
         ),
     )
 
