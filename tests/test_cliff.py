@@ -346,3 +346,56 @@ def test_compare_shows_two_machines_boundaries_and_whether_they_differ(
     assert "## Cliff boundaries" in r.output and "31 -&gt; 32 5.00x" in r.output and "**differ**" in r.output
     assert "no step (grid spacing" in r.output
     assert cliff_report.boundary(json.loads((a / "solve-512-cliff.cliff-n.json").read_text())).startswith("31 -> 32")
+
+
+PLUGIN = '''
+"""Test-only plugin: a sleep that triples from a known integer on, declared sweepable."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from repro.catalog import register
+from repro.measure import Arm, Context
+from repro.spec import Metric, Repro, Requirements, Sweep, param
+
+STEP_AT = 13
+
+
+@dataclass(frozen=True)
+class SleepParams:
+    k: int = param(10, help="the swept knob", min=1, max=100)
+
+
+@register
+class SleepStep(Repro[SleepParams]):
+    id = "sleep-step"
+    title = "a sleep that triples from k = 13"
+    upstream = ()
+    seed_claim = "synthetic"
+    Params = SleepParams
+    requires = Requirements(cuda=False)
+    metric = Metric(name="t", description="t", threshold=1.5)
+    sweeps = (Sweep("k", "the knob", min=1, max=100, default=13, work=lambda p, k: 1.0),)
+
+    def sweep_arm(self, p: SleepParams, sweep: str, value: int, ctx: Context) -> Arm:
+        seconds = 0.003 if value >= STEP_AT else 0.001
+        return Arm(f"k{value}", lambda: time.sleep(seconds), calls_per_sample=1)
+'''
+
+
+def test_a_plugin_declares_a_sweep_and_the_command_finds_its_step(cli: CliRunner, tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "sleep_step.py").write_text(PLUGIN)
+    out = tmp_path / "out"
+    args = ["cliff", "sleep-step", "--param", "k", "--range", "1:30", "--grid", "5", "--no-collect-env"]
+    r = cli.invoke(app, [*args, "--repro-path", str(plugins), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    (path,) = out.glob("*/sleep-step.cliff-k.json")
+    doc = artifact.load(path)
+    # A CPU run proves the pipeline and is never judged, but it still reports what it found.
+    assert doc["status"] == "smoke" and doc["run"]["device"] == "cpu"
+    assert [(s["lo"], s["hi"], s["resolved"]) for s in doc["steps"]] == [(12, 13, True)], doc["finding"]
+    assert doc["search"]["points_measured"] < 30 // 2
