@@ -399,3 +399,22 @@ def test_a_plugin_declares_a_sweep_and_the_command_finds_its_step(cli: CliRunner
     assert doc["status"] == "smoke" and doc["run"]["device"] == "cpu"
     assert [(s["lo"], s["hi"], s["resolved"]) for s in doc["steps"]] == [(12, 13, True)], doc["finding"]
     assert doc["search"]["points_measured"] < 30 // 2
+
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = sorted((ROOT / "artifacts" / "reference").rglob("*.cliff-*.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
+def test_committed_cliff_artifacts_validate_and_hang_together(path: Path) -> None:
+    doc = artifact.load(path)
+    assert doc["kind"] == "gpu-repro.cliff"
+    assert doc["search"]["points_measured"] == len({p["value"] for p in doc["points"]})
+    lo, hi = doc["sweep"]["range"]
+    assert all(lo <= p["value"] <= hi for p in doc["points"])
+    for s in doc["steps"]:
+        assert s["resolved"] == (s["hi"] == s["lo"] + 1) and s["ci_low"] <= s["ratio"] <= s["ci_high"]
+    assert doc["status"] in ("step", "no_step", "error")
+    if doc["status"] != "error":
+        assert (doc["status"] == "step") == bool(doc["steps"])
+    assert "where the cliff starts" in cliff_report.section(doc)
