@@ -128,6 +128,10 @@ def list_cmd(
                 "metric": cls.metric.name,
                 "threshold": cls.metric.threshold,
                 "params": params_help(cls.Params),
+                "sweeps": [
+                    {"name": w.name, "help": w.help, "min": w.min, "max": w.max, "default": w.default}
+                    for w in cls.sweeps
+                ],
             }
         )
     if as_json:

@@ -129,6 +129,11 @@ def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _plain(value: Any) -> Any:
+    """Strings from an artifact as literal plot text: matplotlib reads $...$ as math, and bad math raises."""
+    return value.replace("$", r"\$") if isinstance(value, str) else value
+
+
 def plot_png(doc: Mapping[str, Any]) -> bytes | None:
     """Scaled time vs the param with a 95% CI band, every step marked; None without matplotlib or points."""
     try:
@@ -141,7 +146,7 @@ def plot_png(doc: Mapping[str, Any]) -> bytes | None:
     pts = latest_points(doc)
     if not pts:
         return None
-    sw = doc["sweep"]
+    sw = {k: _plain(v) for k, v in doc["sweep"].items()}
     xs = [p["value"] for p in pts]
     ys = [p["scaled_s"] * 1e3 for p in pts]
     lo = [p["scaled_ci_low_s"] * 1e3 for p in pts]
@@ -170,7 +175,7 @@ def plot_png(doc: Mapping[str, Any]) -> bytes | None:
         ax.set_xlabel(sw["param"])
         at = f" at the work of {sw['param']}={sw['work_reference']}" if scaled else ""
         ax.set_ylabel(f"ms per call{at}")
-        gpu = essentials(doc["fingerprint"])["gpu"]
+        gpu = _plain(essentials(doc["fingerprint"])["gpu"])
         ax.set_title(f"{doc['repro']['id']}: {sw['param']} {sw['range'][0]}..{sw['range'][1]} on {gpu}", fontsize=10)
         ax.legend(fontsize=8, loc="best")
         ax.grid(alpha=0.3)

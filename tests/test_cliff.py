@@ -418,3 +418,18 @@ def test_committed_cliff_artifacts_validate_and_hang_together(path: Path) -> Non
     if doc["status"] != "error":
         assert (doc["status"] == "step") == bool(doc["steps"])
     assert "where the cliff starts" in cliff_report.section(doc)
+
+
+def test_plot_takes_artifact_strings_literally(smoke_run: Path) -> None:
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    doc["sweep"]["param"] = "n $\\frac{1}{$"  # broken math: matplotlib raises on it when drawing
+    png = cliff_report.plot_png(doc)
+    assert png is not None and png[:4] == b"\x89PNG"
+
+
+def test_list_json_shows_the_declared_sweeps(cli: CliRunner) -> None:
+    r = cli.invoke(app, ["list", "--json"])
+    rows = {row["id"]: row for row in json.loads(r.output)}
+    assert [w["name"] for w in rows["solve-512-cliff"]["sweeps"]] == ["n", "batch"]
+    assert [w["name"] for w in rows["5090-linear"]["sweeps"]] == ["features", "tokens"]
+    assert rows["graph-memset"]["sweeps"] == []
