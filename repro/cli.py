@@ -13,6 +13,7 @@ import typer
 from repro import __version__
 from repro.cli_common import err, handles_errors, new_typer, write_new_file
 from repro.cli_docker import compare_cmd, images_app
+from repro.cliff import DEFAULT_BUDGET_S, DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD
 from repro.errors import CliffReproduced, ReproError, UsageError
 
 app = new_typer(
@@ -233,14 +234,14 @@ def cliff_cmd(
     ] = "per-unit-of-work",
     threshold: Annotated[
         float, typer.Option("--threshold", metavar="FRACTION", help="Smallest change called a step (0.1 = 10%).")
-    ] = 0.10,
+    ] = DEFAULT_THRESHOLD,
     budget: Annotated[
         float, typer.Option("--budget", metavar="SECONDS", help="Time for the whole search; refinement stops after.")
-    ] = 60.0,
+    ] = DEFAULT_BUDGET_S,
     max_points: Annotated[
         int, typer.Option("--max-points", metavar="N", help="Most distinct values timed, grid included.")
-    ] = 40,
-    grid: Annotated[int, typer.Option("--grid", metavar="N", help="Points of the coarse grid.")] = 9,
+    ] = DEFAULT_MAX_POINTS,
+    grid: Annotated[int, typer.Option("--grid", metavar="N", help="Points of the coarse grid.")] = DEFAULT_GRID,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the cliff artifact JSON on stdout.")] = False,

@@ -44,6 +44,9 @@ DEFAULT_THRESHOLD = 0.10
 # refinement groups (four over 480..560), far fewer points than the dense grid.
 DEFAULT_GRID = 9
 DEFAULT_MAX_POINTS = 40
+# A grid and four refinements of one step take ~30 s on an H200 (each group keeps the paired
+# rules: 6 episodes with idle gaps); a minute leaves room for a second step.
+DEFAULT_BUDGET_S = 60.0
 # Kernel names kept per point and per side of a step (heaviest first). The names that set two
 # sides apart need not be the heaviest (looped cuSOLVER's getrf_pivot is light beside its
 # trsm and gemm), so a point keeps many, and a step lists those seen on only one side.
@@ -75,7 +78,7 @@ class SearchConfig:
     threshold: float = DEFAULT_THRESHOLD
     grid: int = DEFAULT_GRID
     max_points: int = DEFAULT_MAX_POINTS
-    budget_s: float = 60.0
+    budget_s: float = DEFAULT_BUDGET_S
     level: float = 0.95
     # Work of one call at a value (any unit); times are scaled to the work at ``lo``.
     # None compares raw times.

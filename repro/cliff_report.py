@@ -90,8 +90,10 @@ def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
                     f"{', '.join(code(n) for n in gone[:KERNELS_SHOWN]) or 'none'}; only after "
                     f"{', '.join(code(n) for n in new[:KERNELS_SHOWN]) or 'none'}"
                 )
-            else:
+            elif s["kernels_before"] or s["kernels_after"]:
                 lines.append(f"- {text(step_where(s))}: the same kernels ran on both sides")
+            else:
+                lines.append(f"- {text(step_where(s))}: no kernels were recorded on either side")
             if s["note"]:
                 lines.append(f"  ({text(s['note'])})")
         lines.append("")

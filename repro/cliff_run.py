@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__, artifact, catalog, fingerprint, redact
-from repro.cliff import DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD, Point, Search, SearchConfig, find_steps
+from repro.cliff import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_GRID,
+    DEFAULT_MAX_POINTS,
+    DEFAULT_THRESHOLD,
+    Point,
+    Search,
+    SearchConfig,
+    find_steps,
+)
 from repro.errors import UsageError
 from repro.measure import SamplingConfig
 from repro.progress import Progress, no_progress
@@ -19,7 +28,6 @@ from repro.spec import Comparison, Repro, Sweep, VariantResult, build_params
 CLIFF_KIND = artifact.CLIFF_KIND
 CLIFF_SCHEMA_VERSION = "1.0"
 METRICS = ("per-unit-of-work", "time")
-DEFAULT_BUDGET_S = 60.0
 
 # Each group keeps the measurement rules of paired rounds (at least 20 rounds in 6 episodes
 # with idle gaps, so the CI covers the GPU's power states); only the per-arm budget is short,
@@ -113,6 +121,14 @@ def rerun_command(req: CliffRequest) -> str:
     parts += [f"--set {k}={v}" for k, v in req.overrides.items()]
     if req.metric != "per-unit-of-work":
         parts += ["--metric", req.metric]
+    for flag, value, default in (
+        ("--threshold", req.threshold, DEFAULT_THRESHOLD),
+        ("--grid", req.grid, DEFAULT_GRID),
+        ("--max-points", req.max_points, DEFAULT_MAX_POINTS),
+        ("--budget", req.budget_s, DEFAULT_BUDGET_S),
+    ):
+        if value != default:
+            parts += [flag, f"{value:g}"]
     if req.smoke:
         parts.append("--smoke")
     return " ".join(parts)
