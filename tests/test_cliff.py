@@ -433,3 +433,14 @@ def test_list_json_shows_the_declared_sweeps(cli: CliRunner) -> None:
     assert [w["name"] for w in rows["solve-512-cliff"]["sweeps"]] == ["n", "batch"]
     assert [w["name"] for w in rows["5090-linear"]["sweeps"]] == ["features", "tokens"]
     assert rows["graph-memset"]["sweeps"] == []
+
+
+def test_bundle_packs_the_cliff_artifact_and_its_plot(smoke_run: Path, tmp_path: Path) -> None:
+    import tarfile
+
+    from repro import bundle
+
+    path = bundle.build(smoke_run, tmp_path / "b.tar.gz")
+    with tarfile.open(path) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames()}
+    assert {"solve-512-cliff.cliff-n.json", "solve-512-cliff.cliff-n.png", "report.md"} <= names
