@@ -16,6 +16,7 @@ half is judged on paired rounds too.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -282,8 +283,9 @@ def find_steps(
     def pair(g: Mapping[int, tuple[Point, MeasuredPoint]], a: int, b: int) -> Pair:
         return compare_points(g[a][1], g[b][1], g[a][0], g[b][0], cfg)
 
-    # Max-heap on step size; the counter keeps equal sizes in range order.
+    # Max-heap on step size; the counter breaks ties in the order intervals were found.
     queue: list[tuple[float, int, Pair]] = []
+    order = itertools.count()
 
     def consider(p: Pair) -> None:
         if not p.is_step:
@@ -291,7 +293,7 @@ def find_steps(
         if p.hi - p.lo == 1:
             steps.append(_step(p, resolved=True))
         else:
-            heapq.heappush(queue, (-p.size, len(points) * 10_000 + p.lo, p))
+            heapq.heappush(queue, (-p.size, next(order), p))
 
     stop = "done"
     try:
