@@ -451,12 +451,28 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
     return "\n".join(lines), _details_for(doc)
 
 
-def report(docs: Sequence[Mapping[str, Any]], limit: int = REPORT_LIMIT, title: str | None = None) -> str:
-    """The whole report, at most ``limit`` characters: the largest details shrink first."""
+def report(
+    docs: Sequence[Mapping[str, Any]],
+    limit: int = REPORT_LIMIT,
+    title: str | None = None,
+    plots: Mapping[str, str] | None = None,
+) -> str:
+    """The whole report, at most ``limit`` characters: the largest details shrink first.
+
+    ``repro cliff`` artifacts get their own section (``repro.cliff_report``); ``plots`` maps
+    their key to the link of a plot drawn beside the report.
+    """
     if not docs:
         raise ValueError("no artifacts to report")
+    from repro import cliff_report
+
     run_ids = sorted({d["run"]["run_id"] for d in docs})
-    head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", "", summary_table(docs), ""]
+    cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
+    docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
+    head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
+    if docs:
+        head += [summary_table(docs), ""]
+    head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     if any(is_smoke(d) for d in docs):
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
