@@ -45,9 +45,13 @@ DEFAULT_THRESHOLD = 0.10
 # refinement groups (four over 480..560), far fewer points than the dense grid.
 DEFAULT_GRID = 9
 DEFAULT_MAX_POINTS = 40
-# A grid and four refinements of one step take ~30 s on an H200 (each group keeps the paired
-# rules: 6 episodes with idle gaps); a minute leaves room for a second step.
-DEFAULT_BUDGET_S = 60.0
+# Each group keeps the paired rules (6 episodes with idle gaps), so a group costs seconds. On
+# an H200 (2026-11-30) the 9-point grid alone took 49 s for solve-512-cliff under cuSOLVER at
+# batch 64 (looped getrf, ~69 ms a call past 512), which a 45 s budget stopped before any
+# refinement; the same grid under the default backend took 16 s, and 5090-linear's grid and
+# three refinements 22 s. Three minutes hold the slow grid, the four refinements of a step
+# and room for a second step.
+DEFAULT_BUDGET_S = 180.0
 # Kernel names kept per point and per side of a step (heaviest first). The names that set two
 # sides apart need not be the heaviest (looped cuSOLVER's getrf_pivot is light beside its
 # trsm and gemm), so a point keeps many, and a step lists those seen on only one side.

@@ -3,15 +3,15 @@
 # process, outputs under $OUT (or OUT_DIR), a table last. No matplotlib is needed: without it the
 # plots are skipped here and `repro report RUN_DIR/*.json --out FILE` draws them on a CPU machine.
 #
-# Expected device time on one H200 (estimates, not measurements): ~45-60 s for the cusolver
-# sweep (9-point grid, ~4 refinement triples down to 511 -> 512), ~35-50 s for the default
-# backend (grid only unless something steps), ~60-75 s for 5090-linear (the search budget, 45 s,
-# bounds it). Each includes ~7 s `import torch`, ~5 s CUPTI start-up and ~8 s collect_env.
-# Total ~150-190 s; the budgets cap it near 240 s.
+# Measured on one H200 (2026-11-30) with a 45 s search budget: 62 s for the cuSOLVER sweep
+# (its 9-point grid alone took 49 s, so that budget stopped it before refining), 26 s for the
+# default backend, 31 s for 5090-linear. The commands run with the default budget
+# (repro.cliff.DEFAULT_BUDGET_S) unless CLIFF_BUDGET is set.
 # Usage: OUT=/some/dir tools/gpu-cliff.sh   (or tools/gpu-cliff.sh OUT_DIR)
 set -uo pipefail
 out=${1:-${OUT:?usage: tools/gpu-cliff.sh OUT_DIR (or set OUT)}}
-budget=${CLIFF_BUDGET:-45}
+budget=()
+[ -n "${CLIFF_BUDGET:-}" ] && budget=(--budget "$CLIFF_BUDGET")
 repro=(python3 -m repro)
 mkdir -p "$out"
 step() {  # name, then the repro cliff arguments
@@ -19,7 +19,7 @@ step() {  # name, then the repro cliff arguments
     shift
     local t0
     t0=$(date +%s.%N)
-    "${repro[@]}" cliff "$@" --budget "$budget" --out "$out/$name" 2>"$out/$name.log"
+    "${repro[@]}" cliff "$@" "${budget[@]}" --out "$out/$name" 2>"$out/$name.log"
     echo "rc=$? wall=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")" >"$out/$name.wall"
     tail -n 4 "$out/$name.log"
 }
