@@ -62,7 +62,8 @@ def run_cmd(
         ),
     ] = Path(""),
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print what would run (commands, sbatch script, k8s YAML); submit nothing.")
+        bool,
+        typer.Option("--dry-run", help="Print what would run (commands, sbatch script, k8s YAML); submit nothing."),
     ] = False,
     launcher: Annotated[
         str,
@@ -83,7 +84,12 @@ def run_cmd(
     ] = None,
     devices: Annotated[
         str | None,
-        typer.Option("--devices", metavar="IDS", help="local: GPU indices to use, e.g. 0,1 (default: every GPU).", show_default=False),
+        typer.Option(
+            "--devices",
+            metavar="IDS",
+            help="local: GPU indices to use, e.g. 0,1 (default: every GPU).",
+            show_default=False,
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
@@ -103,7 +109,11 @@ def run_cmd(
     root = out if str(out) not in ("", ".") or out.is_absolute() else Path("artifacts") / "matrix" / p.name
     opts = run_mod.Options(
         backend=backend,
-        launcher=launcher if launcher != "auto" else str(p.slurm.get("launcher", "auto")) if backend == "slurm" else "auto",
+        launcher=launcher
+        if launcher != "auto"
+        else str(p.slurm.get("launcher", "auto"))
+        if backend == "slurm"
+        else "auto",
         max_parallel=max_parallel,
         timeout_s=timeout,
         devices=local.parse_devices(devices),
@@ -142,13 +152,21 @@ def collect_cmd(root: DirArg) -> None:
 def cell_cmd(
     plan_file: Annotated[Path, typer.Option("--plan", metavar="FILE", help="The plan file (DIR/plan.json).")],
     root: Annotated[Path, typer.Option("--root", metavar="DIR", help="The matrix folder as this node sees it.")],
-    cell: Annotated[int | None, typer.Option("--cell", metavar="N", help="The cell's number.", show_default=False)] = None,
+    cell: Annotated[
+        int | None, typer.Option("--cell", metavar="N", help="The cell's number.", show_default=False)
+    ] = None,
     cells: Annotated[
-        str | None, typer.Option("--cells", metavar="LIST", help="Cell numbers, picked by --index-env.", show_default=False)
+        str | None,
+        typer.Option("--cells", metavar="LIST", help="Cell numbers, picked by --index-env.", show_default=False),
     ] = None,
     index_env: Annotated[
         str | None,
-        typer.Option("--index-env", metavar="VAR", help="Variable holding the index into --cells (k8s: JOB_COMPLETION_INDEX).", show_default=False),
+        typer.Option(
+            "--index-env",
+            metavar="VAR",
+            help="Variable holding the index into --cells (k8s: JOB_COMPLETION_INDEX).",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
     """Run one cell (what each Slurm task, pod or local slot runs); a crash leaves an error artifact."""

@@ -34,7 +34,10 @@ def spec(**over: Any) -> dict[str, Any]:
         "collect_env": False,
         "repro_paths": [str(PLUGINS)],
         "lanes": [{"name": "host"}, {"name": "knob", "env": {"TORCH_LINALG_PREFER_CUSOLVER": "1"}}],
-        "repros": ["5090-linear", {"id": "test-crash-on-lane", "set": {"crash_lane": "knob", "marker": "/nonexistent"}}],
+        "repros": [
+            "5090-linear",
+            {"id": "test-crash-on-lane", "set": {"crash_lane": "knob", "marker": "/nonexistent"}},
+        ],
         "gpus": [{"count": 0}],
     }
     doc.update(over)
@@ -52,7 +55,11 @@ def write(tmp_path: Path, doc: dict[str, Any], name: str = "spec.json") -> Path:
 
 def test_cells_are_numbered_selector_then_lane_then_repro() -> None:
     p = plan_mod.build(spec(gpus=[{"count": 1, "sku": "NVIDIA-H200"}, {"count": 2, "sku": "NVIDIA-A100"}]))
-    assert [c.id for c in p.cells[:3]] == ["000-host-5090-linear", "001-host-test-crash-on-lane", "002-knob-5090-linear"]
+    assert [c.id for c in p.cells[:3]] == [
+        "000-host-5090-linear",
+        "001-host-test-crash-on-lane",
+        "002-knob-5090-linear",
+    ]
     assert len(p.cells) == 8 and p.cells[4].id == "004-host-5090-linear-g1" and p.cells[4].gpus.count == 2
     assert p.cells[1].sets == {"crash_lane": "knob", "marker": "/nonexistent"}
 
@@ -99,7 +106,14 @@ def test_spec_not_json_is_a_usage_error(tmp_path: Path) -> None:
 def test_scheduler_section_names_slurm_task_and_node() -> None:
     env = {"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2", "SLURMD_NODENAME": "gpu07"}
     s = scheduler_section({**env, "GPU_REPRO_MATRIX_CELL": "002-a-b"})
-    assert s == {"kind": "slurm", "matrix_cell": "002-a-b", "job_id": "12", "array_job_id": "10", "array_task_id": "2", "node": "gpu07"}
+    assert s == {
+        "kind": "slurm",
+        "matrix_cell": "002-a-b",
+        "job_id": "12",
+        "array_job_id": "10",
+        "array_task_id": "2",
+        "node": "gpu07",
+    }
     k = scheduler_section({"GPU_REPRO_POD_NAME": "p-0", "GPU_REPRO_NODE_NAME": "n1", "JOB_COMPLETION_INDEX": "0"})
     assert k["kind"] == "k8s" and k["pod"] == "p-0" and k["node"] == "n1"
     assert scheduler_section({}) == {"kind": None, "matrix_cell": None}
@@ -122,7 +136,7 @@ def test_slurm_script_forms(tmp_path: Path) -> None:
     p = plan_mod.build(doc)
     for form, expect in [
         ("pyxis", "srun --container-image=gpu-repro:cu126-pt26@sha256:"),
-        ("docker", 'srun --ntasks=1 docker run --rm --network none --init'),
+        ("docker", "srun --ntasks=1 docker run --rm --network none --init"),
         ("podman", "podman run --rm --network none"),
     ]:
         launchers = {c.index: launch.choose(form, c, slurm=True) for c in p.cells}
@@ -202,7 +216,7 @@ def test_ctrl_c_cancels_the_job() -> None:
     assert ["scancel", "7"] in fake.calls
 
 
-# --------------------------------------------------------------------------- k8s: built from and checked against the client's models
+# --------------------------------------------------------------------------- k8s: checked against the client's models
 
 
 def test_k8s_dry_run_round_trips_through_the_client_models(tmp_path: Path) -> None:
@@ -215,7 +229,9 @@ def test_k8s_dry_run_round_trips_through_the_client_models(tmp_path: Path) -> No
         gpus=[{"count": 1, "sku": "NVIDIA-H200"}],
         k8s={"namespace": "ml", "pvc": "repro-artifacts", "backoff_limit_per_index": 2},
     )
-    r = runner.invoke(app, ["matrix", "run", str(write(tmp_path, doc)), "--backend", "k8s", "--dry-run", "--out", str(tmp_path / "m")])
+    r = runner.invoke(
+        app, ["matrix", "run", str(write(tmp_path, doc)), "--backend", "k8s", "--dry-run", "--out", str(tmp_path / "m")]
+    )
     assert r.exit_code == 0, r.output
     assert not (tmp_path / "m").exists()  # a dry run writes nothing
     docs = list(yaml.safe_load_all(r.stdout))
@@ -233,7 +249,9 @@ def test_k8s_dry_run_round_trips_through_the_client_models(tmp_path: Path) -> No
         assert c.resources.limits == {"nvidia.com/gpu": "1"}
         assert c.args[:2] == ["matrix", "cell"] and "JOB_COMPLETION_INDEX" in c.args
         assert {e.name for e in c.env} >= {"GPU_REPRO_POD_NAME", "GPU_REPRO_NODE_NAME"}
-        assert any(v.persistent_volume_claim and v.persistent_volume_claim.claim_name == "repro-artifacts" for v in pod.volumes)
+        assert any(
+            v.persistent_volume_claim and v.persistent_volume_claim.claim_name == "repro-artifacts" for v in pod.volumes
+        )
     assert jobs[0].spec.template.spec.containers[0].image == "gpu-repro:cu126-pt26"
     assert "--cells" in jobs[1].spec.template.spec.containers[0].args
     assert jobs[1].spec.template.spec.containers[0].args[-3] == "3,4,5"
@@ -247,7 +265,7 @@ def test_k8s_refuses_native_lanes() -> None:
         k8s.groups(p.cells)
 
 
-# --------------------------------------------------------------------------- local backend, for real (CPU, native lanes)
+# --------------------------------------------------------------------------- local backend, for real
 
 
 def test_local_slots() -> None:
@@ -313,12 +331,23 @@ def test_collect_reports_a_missing_cell_with_the_schedulers_reason(tmp_path: Pat
     run_mod._record(
         root,
         "slurm",
-        {"001-host-test-crash-on-lane": {"backend": "slurm", "task": "7_1", "state": "CANCELLED", "reason": "cancelled by repro matrix after the 5 s timeout", "log": "logs/cell-1.out"}},
+        {
+            "001-host-test-crash-on-lane": {
+                "backend": "slurm",
+                "task": "7_1",
+                "state": "CANCELLED",
+                "reason": "cancelled by repro matrix after the 5 s timeout",
+                "log": "logs/cell-1.out",
+            }
+        },
         {},
     )
     _, rows = collect.collect(root)
     assert rows[0].status == "missing" and "never ran" in rows[0].note
-    assert rows[1].status == "missing" and "slurm: CANCELLED, reason cancelled by repro matrix after the 5 s timeout" in rows[1].note
+    assert (
+        rows[1].status == "missing"
+        and "slurm: CANCELLED, reason cancelled by repro matrix after the 5 s timeout" in rows[1].note
+    )
     r = runner.invoke(app, ["matrix", "collect", str(root)])
     assert r.exit_code == 1 and "0 done, 4 missing or failed" in r.stderr
 

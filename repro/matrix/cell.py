@@ -31,7 +31,9 @@ def read_plan(path: Path) -> Plan:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read the matrix plan ({exc}); expected {PLAN_FILE} written by `repro matrix run`")
+        raise UsageError(
+            f"{path}: cannot read the matrix plan ({exc}); expected {PLAN_FILE} written by `repro matrix run`"
+        ) from None
     if not isinstance(doc, dict) or "spec" not in doc:
         raise UsageError(f"{path}: no 'spec' in it; expected {PLAN_FILE} written by `repro matrix run`")
     return build(doc["spec"], str(path), check_catalog=False)

@@ -152,7 +152,8 @@ def markdown(plan: Plan, rows: Sequence[Row]) -> str:
 
     bad = [r for r in rows if not r.done]
     head = [
-        f"# gpu-repro matrix {text(plan.name)}: {len(rows)} cells, {len(rows) - len(bad)} done, {len(bad)} missing or failed",
+        f"# gpu-repro matrix {text(plan.name)}: {len(rows)} cells, {len(rows) - len(bad)} done, "
+        f"{len(bad)} missing or failed",
         "",
         table(table_rows(rows), HEADERS),
         "",

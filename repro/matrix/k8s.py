@@ -41,9 +41,7 @@ def groups(cells: Sequence[Cell]) -> list[list[Cell]]:
     out: dict[tuple[str, int], list[Cell]] = {}
     for c in cells:
         if c.lane.image is None:
-            raise UsageError(
-                f"lane {c.lane.name!r} is native (no image); expected image lanes only for --backend k8s"
-            )
+            raise UsageError(f"lane {c.lane.name!r} is native (no image); expected image lanes only for --backend k8s")
         out.setdefault((c.lane.name, c.group), []).append(c)
     return list(out.values())
 
@@ -61,7 +59,9 @@ def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
     return k.V1ConfigMap(
         api_version="v1",
         kind="ConfigMap",
-        metadata=k.V1ObjectMeta(name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}),
+        metadata=k.V1ObjectMeta(
+            name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}
+        ),
         data={PLAN_FILE: json.dumps(plan_doc, indent=2)},
     )
 
@@ -81,7 +81,9 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
         return k.V1EnvVar(name=name, value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path=path)))
 
     resources = (
-        k.V1ResourceRequirements(limits={GPU_RESOURCE: str(gpus.count)}) if gpus.count > 0 else k.V1ResourceRequirements()
+        k.V1ResourceRequirements(limits={GPU_RESOURCE: str(gpus.count)})
+        if gpus.count > 0
+        else k.V1ResourceRequirements()
     )
     container = k.V1Container(
         name="repro",
@@ -154,7 +156,7 @@ def to_yaml(objects: Sequence[Any]) -> str:
     import yaml
 
     api = _client().client.ApiClient()
-    return yaml.safe_dump_all([api.sanitize_for_serialization(o) for o in objects], sort_keys=False)
+    return str(yaml.safe_dump_all([api.sanitize_for_serialization(o) for o in objects], sort_keys=False))
 
 
 def submit_and_wait(
@@ -187,7 +189,9 @@ def submit_and_wait(
             for name in sorted(pending):
                 st = batch.read_namespaced_job_status(name, ns).status
                 done = (st.succeeded or 0) + (st.failed or 0)
-                if done >= len(cells_by_job[name]) or any(c.type in ("Complete", "Failed") for c in st.conditions or []):
+                if done >= len(cells_by_job[name]) or any(
+                    c.type in ("Complete", "Failed") for c in st.conditions or []
+                ):
                     pending.discard(name)
             if pending and time.monotonic() - start > timeout_s:
                 for name in pending:

@@ -103,16 +103,18 @@ def choose(wanted: str, cell: Cell, *, slurm: bool) -> Launcher:
     if cell.lane.image is None:
         return "native"
     if wanted == "native":
-        raise UsageError(f"--launcher native: lane {cell.lane.name!r} is an image ({cell.lane.ref}); expected a lane without 'image'")
+        raise UsageError(
+            f"--launcher native: lane {cell.lane.name!r} is an image ({cell.lane.ref}); expected a lane without 'image'"
+        )
     if wanted != "auto":
         if wanted == "pyxis" and not slurm:
             raise UsageError("--launcher pyxis: pyxis is a Slurm plugin; expected --backend slurm")
-        return wanted  # type: ignore[return-value]
+        return wanted  # type: ignore[return-value]  # checked against LAUNCHERS above
     if slurm and has_pyxis():
         return "pyxis"
     for engine in ("docker", "podman"):
         if shutil.which(engine):
-            return engine  # type: ignore[return-value]
+            return "docker" if engine == "docker" else "podman"
     raise UsageError(
         f"lane {cell.lane.name!r} runs the image {cell.lane.ref}, but there is no pyxis, docker or podman here; "
         "expected one of them (or --launcher)"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,9 @@ def slots(devices: Sequence[str], per_cell: int, max_parallel: int | None) -> li
             f"cells need {per_cell} GPU(s) each and this host has {len(devices)} ({','.join(devices) or 'none'}); "
             "expected --devices with enough GPUs, or gpus.count 0 for a CPU smoke run"
         )
-    out: list[str | None] = [",".join(devices[i : i + per_cell]) for i in range(0, len(devices) - per_cell + 1, per_cell)]
+    out: list[str | None] = [
+        ",".join(devices[i : i + per_cell]) for i in range(0, len(devices) - per_cell + 1, per_cell)
+    ]
     return out[: max_parallel or len(out)]
 
 
@@ -72,7 +74,7 @@ def run(
     plan: Plan,
     cells: Sequence[Cell],
     root: Path,
-    launchers: dict[int, str],
+    launchers: Mapping[int, str],
     gpu_slots: Sequence[str | None],
     *,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ def prepare(plan: Plan, root: Path, dry_run: bool) -> list[Cell]:
     return list(plan.cells)
 
 
-def _open_cells_dir(root: Path, launchers: dict[int, str]) -> None:
+def _open_cells_dir(root: Path, launchers: Mapping[int, str]) -> None:
     """Containers of a root caller run as the images' uid 1000: let it create its cell folders (as /tmp does)."""
     folder = root / CELLS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,7 +82,9 @@ def _record(root: Path, backend: str, records: dict[str, dict[str, Any]], extra:
     from repro.artifact import new_run_id, utc_now
 
     doc = {"backend": backend, "finished_utc": utc_now(), **extra, "cells": records}
-    return fsio.write_new(root / collect_mod.SCHEDULER_DIR / f"{new_run_id()}.json", (json.dumps(doc, indent=2) + "\n").encode())
+    return fsio.write_new(
+        root / collect_mod.SCHEDULER_DIR / f"{new_run_id()}.json", (json.dumps(doc, indent=2) + "\n").encode()
+    )
 
 
 def _wait_timeout(plan: Plan, n: int, parallel: int, given: float | None) -> float:
@@ -99,7 +101,10 @@ def run(plan: Plan, root: Path, opts: Options, *, log: Log = _stderr) -> tuple[l
         log(f"matrix {plan.name}: every cell in {root} is done; nothing to run")
         return [], None
     if len(todo) < len(plan.cells):
-        log(f"matrix {plan.name}: resuming {len(todo)} of {len(plan.cells)} cells: {', '.join(str(c.index) for c in todo)}")
+        log(
+            f"matrix {plan.name}: resuming {len(todo)} of {len(plan.cells)} cells: "
+            + ", ".join(str(c.index) for c in todo)
+        )
     if opts.backend == "slurm":
         return todo, _slurm(plan, root, todo, opts, log)
     if opts.backend == "k8s":
@@ -123,7 +128,10 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
                 out.append(f"{prefix} {' '.join(argv)}".strip())
             continue
         _open_cells_dir(root, launchers)
-        log(f"matrix {plan.name}: {len(cells)} cell(s) on {len(gpu_slots)} slot(s): {', '.join(str(s) for s in gpu_slots)}")
+        log(
+            f"matrix {plan.name}: {len(cells)} cell(s) on {len(gpu_slots)} slot(s): "
+            + ", ".join(str(s) for s in gpu_slots)
+        )
         records = local.run(plan, cells, root, launchers, gpu_slots, log=log)
         _record(root, "local", records, {"slots": [s for s in gpu_slots]})
     return "\n".join(out) + "\n" if opts.dry_run else None
@@ -134,7 +142,9 @@ def _slurm(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
     from repro.artifact import new_run_id
     from repro.matrix import slurm
 
-    launchers = {c.index: launch.choose(opts.launcher or plan.slurm.get("launcher", "auto"), c, slurm=True) for c in todo}
+    launchers = {
+        c.index: launch.choose(opts.launcher or plan.slurm.get("launcher", "auto"), c, slurm=True) for c in todo
+    }
     parallel = opts.max_parallel or plan.slurm.get("max_parallel")
     texts: list[tuple[list[Cell], str]] = []
     for group in sorted({c.group for c in todo}):
@@ -154,7 +164,9 @@ def _slurm(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
         for watch, cells in watches:
             timeout = _wait_timeout(plan, len(cells), int(parallel or len(cells)), opts.timeout_s)
             cancelled = slurm.wait(watch, timeout, log=log)
-            _record(root, "slurm", slurm.records(watch, {c.index: c for c in cells}, root, cancelled), {"job": watch.job_id})
+            _record(
+                root, "slurm", slurm.records(watch, {c.index: c for c in cells}, root, cancelled), {"job": watch.job_id}
+            )
     except KeyboardInterrupt:
         for watch, _ in watches:
             slurm.cancel(watch.job_id)

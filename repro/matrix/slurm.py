@@ -74,7 +74,9 @@ def task_argv(cell: Cell, root: Path, launcher: str) -> list[str]:
     return ["srun", "--ntasks=1", *launch.native_argv(cell, root)]
 
 
-def script(plan: Plan, cells: Sequence[Cell], root: Path, launchers: Mapping[int, str], max_parallel: int | None) -> str:
+def script(
+    plan: Plan, cells: Sequence[Cell], root: Path, launchers: Mapping[int, str], max_parallel: int | None
+) -> str:
     """The sbatch script of one job array: one ``case`` branch per cell, named by its array index."""
     first = cells[0]
     gpus = first.gpus
@@ -96,7 +98,7 @@ def script(plan: Plan, cells: Sequence[Cell], root: Path, launchers: Mapping[int
     opts += list(plan.slurm.get("sbatch_args") or ())
     lines = [
         "#!/bin/bash",
-        f"# gpu-repro matrix {plan.name!r}: {len(cells)} cell(s), GPU selector {gpus.label}; written by `repro matrix run`.",
+        f"# gpu-repro matrix {plan.name!r}: {len(cells)} cell(s), GPU selector {gpus.label}; from `repro matrix run`.",
         *(f"#SBATCH {shlex.quote(o)}" for o in opts),
         "set -u",
         'echo "cell $SLURM_ARRAY_TASK_ID: job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $(hostname -s)" >&2',
@@ -234,6 +236,7 @@ def wait(
             if clock() - start > timeout_s:
                 cancel(watch.job_id, run)
                 log(f"slurm job {watch.job_id}: cancelled after the {timeout_s:g} s timeout")
+                _drain(watch, run, sleep, clock)
                 finish(watch, run)
                 return f"cancelled by repro matrix after the {timeout_s:g} s timeout"
             sleep(POLL_S)
@@ -243,6 +246,17 @@ def wait(
         raise
     finish(watch, run)
     return None
+
+
+# How long a cancelled array may take to leave the queue (COMPLETING: its steps are being killed).
+_DRAIN_S = 60.0
+
+
+def _drain(watch: Watch, run: Run, sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+    """After scancel: wait (bounded) until the tasks have left the queue, so their final state is readable."""
+    end = clock() + _DRAIN_S
+    while poll(watch, run) and clock() < end:
+        sleep(POLL_S)
 
 
 def records(watch: Watch, cells: Mapping[int, Cell], root: Path, cancelled: str | None) -> dict[str, dict[str, Any]]:
@@ -255,7 +269,7 @@ def records(watch: Watch, cells: Mapping[int, Cell], root: Path, cancelled: str 
             "job": watch.job_id,
             "task": t.task,
             "state": t.state,
-            "reason": t.reason or (cancelled if cancelled and t.state in ("PENDING", "RUNNING", "CANCELLED") else ""),
+            "reason": t.reason or (cancelled if cancelled and t.state != "COMPLETED" else ""),
             "exit_code": t.exit_code,
             "node": t.node,
             "source": t.source,

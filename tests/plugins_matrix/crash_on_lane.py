@@ -1,4 +1,4 @@
-"""Test-only repro for the matrix tests: dies of SIGSEGV in one lane while a marker file exists, else runs in a blink."""
+"""Test-only repro for the matrix tests: dies of SIGSEGV in one lane while a marker file exists, else runs quickly."""
 
 from __future__ import annotations
 
