@@ -147,7 +147,11 @@ def test_slurm_script_forms(tmp_path: Path) -> None:
         # The native lane runs natively whatever the image form; the cell number is the array index.
         assert f"srun --ntasks=1 {sys.executable} -m repro matrix cell --plan {tmp_path}/plan.json --cell 0" in text
         if form == "pyxis":
-            assert f"--container-mounts={tmp_path}:/artifacts --no-container-entrypoint repro matrix cell" in text
+            mounts = f"--container-mounts={tmp_path}:/artifacts,{PLUGINS}:/opt/gpu-repro/plugins/0:ro"
+            assert f"{mounts} --no-container-entrypoint repro matrix cell" in text
+        if form != "pyxis":  # the spec's plugin folder, mounted read-only, is the container cell's --repro-path
+            assert f"-v {PLUGINS}:/opt/gpu-repro/plugins/0:ro" in text
+        assert "--cell 2 --root /artifacts --repro-path /opt/gpu-repro/plugins/0" in text
         if form == "docker":
             # Slurm's GPU for the task reaches the container; the scheduler's ids reach the fingerprint.
             assert '--gpus "\\"device=${CUDA_VISIBLE_DEVICES}\\""' in text and "-e SLURM_ARRAY_TASK_ID" in text
@@ -220,7 +224,7 @@ def test_ctrl_c_cancels_the_job() -> None:
 
 
 def test_k8s_dry_run_round_trips_through_the_client_models(tmp_path: Path) -> None:
-    kubernetes = pytest.importorskip("kubernetes")
+    import kubernetes
     import yaml
 
     doc = spec(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +59,11 @@ def cell_dir(root: Path, cell: Cell) -> Path:
     return root / CELLS_DIR / cell.id
 
 
-def run(plan: Plan, cell: Cell, root: Path) -> CellResult:
-    """Run ``cell`` isolated (timeout from the plan) into a fresh run folder; a crash leaves an error artifact."""
+def run(plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None = None) -> CellResult:
+    """Run ``cell`` isolated (timeout from the plan) into a fresh run folder; a crash leaves an error artifact.
+
+    ``repro_paths``: the plugin folders as this process sees them (a container's mounts); default: the plan's.
+    """
     from repro import runner
     from repro.artifact import ensure_writable_dir, new_run_id
     from repro.execute import RunRequest
@@ -76,8 +80,7 @@ def run(plan: Plan, cell: Cell, root: Path) -> CellResult:
         repro_id=cell.repro_id,
         overrides=dict(cell.sets),
         smoke=plan.smoke,
-        # Plugin folders are paths on the node; an image lane cannot see them.
-        repro_paths=[Path(p) for p in plan.repro_paths] if cell.lane.image is None else [],
+        repro_paths=list(repro_paths) if repro_paths is not None else [Path(p) for p in plan.repro_paths],
         sampling=SamplingConfig(budget_s=plan.budget_s) if plan.budget_s else SamplingConfig(),
         command=["repro", "matrix", "cell", "--cell", str(cell.index)],
         collect_env=plan.collect_env,

@@ -28,9 +28,23 @@ PASS_ENV = (
 IMAGE_USER = "1000:1000"
 
 
-def cell_args(cell: Cell, root: str) -> list[str]:
-    """``repro`` arguments that run ``cell`` from the plan file in ``root`` (as the node or container sees it)."""
-    return ["matrix", "cell", "--plan", f"{root}/{PLAN_FILE}", "--cell", str(cell.index), "--root", root]
+PLUGIN_ROOT = "/opt/gpu-repro/plugins"  # where a container sees the spec's repro_paths (read-only)
+
+
+def cell_args(cell: Cell, root: str, plugins: Sequence[str] = ()) -> list[str]:
+    """``repro`` arguments that run ``cell`` from the plan file in ``root`` (as the node or container sees it).
+
+    ``plugins``: plugin folders as the container sees them; a native cell reads the plan's own.
+    """
+    args = ["matrix", "cell", "--plan", f"{root}/{PLAN_FILE}", "--cell", str(cell.index), "--root", root]
+    for path in plugins:
+        args += ["--repro-path", path]
+    return args
+
+
+def plugin_mounts(repro_paths: Sequence[str]) -> list[tuple[str, str]]:
+    """(host folder, container folder) for each plugin folder of the spec."""
+    return [(str(Path(p).resolve()), f"{PLUGIN_ROOT}/{i}") for i, p in enumerate(repro_paths)]
 
 
 def _user() -> str:
@@ -38,7 +52,12 @@ def _user() -> str:
 
 
 def engine_argv(
-    engine: str, cell: Cell, root: Path, gpu_devices: str | None, extra_env: Sequence[str] = PASS_ENV
+    engine: str,
+    cell: Cell,
+    root: Path,
+    gpu_devices: str | None,
+    extra_env: Sequence[str] = PASS_ENV,
+    repro_paths: Sequence[str] = (),
 ) -> list[str]:
     """``docker run ...`` / ``podman run ...`` for one cell: no network, non-root, the matrix folder at /artifacts.
 
@@ -55,9 +74,12 @@ def engine_argv(
         else:
             argv += ["--gpus", f'"device={gpu_devices}"']
     argv += ["-v", f"{root}:{CONTAINER_ROOT}"]
+    mounts = plugin_mounts(repro_paths)
+    for host, inside in mounts:
+        argv += ["-v", f"{host}:{inside}:ro"]
     for name in extra_env:
         argv += ["-e", name]
-    argv += [*cell.lane.engine_args, ref, *cell_args(cell, CONTAINER_ROOT)]
+    argv += [*cell.lane.engine_args, ref, *cell_args(cell, CONTAINER_ROOT, [m[1] for m in mounts])]
     return argv
 
 
@@ -66,19 +88,20 @@ def native_argv(cell: Cell, root: Path) -> list[str]:
     return [cell.lane.python or default_python(), "-m", "repro", *cell_args(cell, str(root))]
 
 
-def pyxis_argv(cell: Cell, root: Path) -> list[str]:
+def pyxis_argv(cell: Cell, root: Path, repro_paths: Sequence[str] = ()) -> list[str]:
     """``srun`` with pyxis: the image is the step's container; the entrypoint is skipped, so ``repro`` is named."""
     ref = cell.lane.ref
     if ref is None:
         raise ValueError(f"lane {cell.lane.name} has no image")
+    mounts = plugin_mounts(repro_paths)
     # pyxis/enroot spell a registry image as registry#repo:tag; a plain docker-hub reference works as is.
     return [
         "srun",
         f"--container-image={ref}",
-        f"--container-mounts={root}:{CONTAINER_ROOT}",
+        "--container-mounts=" + ",".join([f"{root}:{CONTAINER_ROOT}", *(f"{h}:{c}:ro" for h, c in mounts)]),
         "--no-container-entrypoint",
         "repro",
-        *cell_args(cell, CONTAINER_ROOT),
+        *cell_args(cell, CONTAINER_ROOT, [m[1] for m in mounts]),
     ]
 
 

@@ -62,10 +62,12 @@ def slots(devices: Sequence[str], per_cell: int, max_parallel: int | None) -> li
     return out[: max_parallel or len(out)]
 
 
-def argv(cell: Cell, root: Path, launcher: str, gpus: str | None) -> tuple[list[str], dict[str, str]]:
+def argv(
+    cell: Cell, root: Path, launcher: str, gpus: str | None, repro_paths: Sequence[str] = ()
+) -> tuple[list[str], dict[str, str]]:
     """The command for one cell and the environment changes it needs."""
     if launcher in ("docker", "podman"):
-        return launch.engine_argv(launcher, cell, root, gpus, extra_env=()), {}
+        return launch.engine_argv(launcher, cell, root, gpus, extra_env=(), repro_paths=repro_paths), {}
     # A cell without a GPU sees none: an empty CUDA_VISIBLE_DEVICES hides them all.
     return launch.native_argv(cell, root), {"CUDA_VISIBLE_DEVICES": gpus or ""}
 
@@ -94,7 +96,7 @@ def run(
                 cell = todo.get_nowait()
             except queue.Empty:
                 return
-            cmd, env_changes = argv(cell, root, launchers[cell.index], slot)
+            cmd, env_changes = argv(cell, root, launchers[cell.index], slot, plan.repro_paths)
             log_path = root / LOG_DIR / f"cell-{cell.index}.out"
             t0 = time.monotonic()
             state, code = "COMPLETED", None

@@ -123,7 +123,9 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
         gpu_slots = local.slots(devices, cells[0].gpus.count, opts.max_parallel)
         if opts.dry_run:
             for c in cells:
-                argv, env = local.argv(c, root, launchers[c.index], "<gpu>" if gpu_slots[0] is not None else None)
+                argv, env = local.argv(
+                    c, root, launchers[c.index], "<gpu>" if gpu_slots[0] is not None else None, plan.repro_paths
+                )
                 prefix = " ".join(f"{k}={v!r}" for k, v in env.items())
                 out.append(f"{prefix} {' '.join(argv)}".strip())
             continue

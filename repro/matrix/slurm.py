@@ -64,13 +64,13 @@ def array_spec(indices: Sequence[int], max_parallel: int | None) -> str:
     return ",".join(ranges) + (f"%{max_parallel}" if max_parallel else "")
 
 
-def task_argv(cell: Cell, root: Path, launcher: str) -> list[str]:
+def task_argv(cell: Cell, root: Path, launcher: str, repro_paths: Sequence[str] = ()) -> list[str]:
     """The command one array task runs for ``cell``, in the form the cluster supports."""
     gpus = _GPU_VAR if cell.gpus.count > 0 else None
     if launcher == "pyxis":
-        return launch.pyxis_argv(cell, root)
+        return launch.pyxis_argv(cell, root, repro_paths)
     if launcher in ("docker", "podman"):
-        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus)]
+        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus, repro_paths=repro_paths)]
     return ["srun", "--ntasks=1", *launch.native_argv(cell, root)]
 
 
@@ -106,7 +106,7 @@ def script(
     ]
     for c in cells:
         lines.append(f"    {c.index})  # {c.id} ({launchers[c.index]})")
-        lines.append(f"        {_shell(task_argv(c, root, launchers[c.index]))} ;;")
+        lines.append(f"        {_shell(task_argv(c, root, launchers[c.index], plan.repro_paths))} ;;")
     lines += [
         '    *) echo "array task $SLURM_ARRAY_TASK_ID is not a cell of this matrix" >&2; exit 2 ;;',
         "esac",
@@ -160,6 +160,7 @@ def poll(watch: Watch, run: Run = _run) -> bool:
         # squeue answers "Invalid job id" once the whole array has left the queue.
         return "invalid job id" not in res.stderr.lower()
     live = False
+    listed: set[int] = set()
     for line in res.stdout.splitlines():
         parts = line.strip().split("|")
         if len(parts) != 4:
@@ -168,8 +169,12 @@ def poll(watch: Watch, run: Run = _run) -> bool:
         if i is None or i not in watch.tasks:
             continue
         live = True
+        listed.add(i)
         t = watch.tasks[i]
         t.state, t.reason, t.node, t.source = parts[1], parts[2] if parts[2] != "None" else "", parts[3], "squeue"
+    for i, t in watch.tasks.items():
+        if i not in listed and t.source == "squeue":
+            t.state = "ENDED"  # left the queue; finish() reads how it ended
     return live
 
 
