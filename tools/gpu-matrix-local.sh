@@ -9,16 +9,18 @@
 #   tools/gpu-matrix-local.sh OUT_DIR          (from the repository root; about 400 s on 2 H200s:
 #                                              one `repro all` took 215-260 s there)
 #
-# Needs python3 with torch and jsonschema importable (PYTHONPATH is extended with this checkout).
+# Needs a Python with torch, typer and jsonschema importable: python3, or PYTHON=/path/to/python
+# (PYTHONPATH is extended with this checkout).
 set -uo pipefail
 out=${1:?usage: tools/gpu-matrix-local.sh OUT_DIR}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+py=${PYTHON:-python3}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 echo "GPUs: $ngpu" | tee "$out/gpus.txt"
 nvidia-smi -L >>"$out/gpus.txt" 2>&1 || true
 
-python3 - "$out/spec.json" <<'PY'
+"$py" - "$out/spec.json" <<'PY'
 import json, sys
 spec = {
     "schema_version": 1,
@@ -35,7 +37,7 @@ PY
 
 run() {  # run NAME DEVICES
     local t0=$SECONDS
-    python3 -m repro matrix run "$out/spec.json" --backend local --out "$out/$1" --devices "$2" >"$out/$1.log" 2>&1
+    "$py" -m repro matrix run "$out/spec.json" --backend local --out "$out/$1" --devices "$2" >"$out/$1.log" 2>&1
     echo "$1 (devices $2): exit $?, wall $((SECONDS - t0)) s" | tee -a "$out/walls.txt"
 }
 if [ "$ngpu" -ge 2 ]; then
@@ -45,7 +47,7 @@ else
 fi
 run sequential 0
 
-python3 - "$out" <<'PY' | tee "$out/comparison.md"
+"$py" - "$out" <<'PY' | tee "$out/comparison.md"
 import glob, json, os, sys
 out = sys.argv[1]
 runs = [r for r in ("parallel", "sequential-a", "sequential") if os.path.isdir(os.path.join(out, r))]
@@ -86,6 +88,4 @@ for rid in sorted(set(a) | set(b)):
     else:
         row += ["-", "-"]
     print("| " + " | ".join(row) + " |")
-print()
-print(open(os.path.join(out, "walls.txt")).read())
 PY
