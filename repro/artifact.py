@@ -20,7 +20,7 @@ from repro.errors import UsageError
 ARTIFACT_SCHEMA_VERSION = "1.1"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json")
+SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "matrix.schema.json")
 
 
 FILE_MODE = fsio.FILE_MODE

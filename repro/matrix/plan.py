@@ -101,12 +101,9 @@ class Plan:
 
 
 def _validator() -> Any:
-    from jsonschema import Draft202012Validator
+    from repro.artifact import validator
 
-    from repro.artifact import SCHEMA_DIR
-
-    schema = json.loads((SCHEMA_DIR / SCHEMA).read_text())
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return validator(SCHEMA)
 
 
 def _where(path: Sequence[Any]) -> str:
