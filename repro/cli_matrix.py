@@ -53,26 +53,29 @@ def run_cmd(
         str, typer.Option("--backend", metavar="local|slurm|k8s", help="Where the cells run.")
     ] = "local",
     out: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--out",
             metavar="DIR",
             help="Matrix folder (default artifacts/matrix/<name>); rerun with the same one to resume. "
             "Slurm: on a file system the nodes share.",
+            show_default=False,
         ),
-    ] = Path(""),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Print what would run (commands, sbatch script, k8s YAML); submit nothing."),
     ] = False,
     launcher: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--launcher",
             metavar="auto|pyxis|docker|podman|native",
-            help="How image lanes start; auto: pyxis where srun has it, else docker, else podman.",
+            help="How image lanes start (default: the spec's slurm.launcher, else auto); "
+            "auto: pyxis where srun has it, else docker, else podman.",
+            show_default=False,
         ),
-    ] = "auto",
+    ] = None,
     max_parallel: Annotated[
         int | None,
         typer.Option(
@@ -106,14 +109,10 @@ def run_cmd(
     from repro.matrix import run as run_mod
 
     p = plan.load(spec)
-    root = out if str(out) not in ("", ".") or out.is_absolute() else Path("artifacts") / "matrix" / p.name
+    root = out if out is not None else Path("artifacts") / "matrix" / p.name
     opts = run_mod.Options(
         backend=backend,
-        launcher=launcher
-        if launcher != "auto"
-        else str(p.slurm.get("launcher", "auto"))
-        if backend == "slurm"
-        else "auto",
+        launcher=launcher,
         max_parallel=max_parallel,
         timeout_s=timeout,
         devices=local.parse_devices(devices),

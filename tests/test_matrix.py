@@ -372,3 +372,86 @@ def test_bad_options_exit_2_before_anything_is_written(tmp_path: Path) -> None:
         r = runner.invoke(app, ["matrix", "run", str(path), "--out", str(tmp_path / "m"), *args])
         assert r.exit_code == 2 and named in r.output, r.output
         assert not (tmp_path / "m").exists()
+
+
+class _FakeKube:
+    """The two kubernetes APIs `repro matrix run --backend k8s` calls, answering as a cluster would."""
+
+    def __init__(self) -> None:
+        import kubernetes
+
+        self.models = kubernetes.client
+        self.created: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:  # every model class is the real one
+        return getattr(self.models, name)
+
+    def CoreV1Api(self) -> Any:  # noqa: N802 - the client's own name
+        fake = self
+
+        class Core:
+            def create_namespaced_config_map(self, ns: str, body: Any) -> None:
+                fake.created.append((ns, body))
+
+            def list_namespaced_pod(self, ns: str, label_selector: str) -> Any:
+                m = fake.models
+
+                def pod(i: int, reason: str, code: int) -> Any:
+                    term = m.V1ContainerStateTerminated(reason=reason, exit_code=code)
+                    return m.V1Pod(
+                        metadata=m.V1ObjectMeta(
+                            name=f"{label_selector.split('=')[1]}-{i}",
+                            annotations={"batch.kubernetes.io/job-completion-index": str(i)},
+                        ),
+                        spec=m.V1PodSpec(containers=[], node_name="gpu-node-3"),
+                        status=m.V1PodStatus(
+                            phase="Failed" if code else "Succeeded",
+                            container_statuses=[
+                                m.V1ContainerStatus(
+                                    name="repro",
+                                    image="x",
+                                    image_id="",
+                                    ready=False,
+                                    restart_count=0,
+                                    state=m.V1ContainerState(terminated=term),
+                                )
+                            ],
+                        ),
+                    )
+
+                return m.V1PodList(items=[pod(0, "Completed", 0), pod(1, "OOMKilled", 137)])
+
+        return Core()
+
+    def BatchV1Api(self) -> Any:  # noqa: N802
+        fake = self
+
+        class Batch:
+            def create_namespaced_job(self, ns: str, body: Any) -> None:
+                fake.created.append((ns, body))
+
+            def read_namespaced_job_status(self, name: str, ns: str) -> Any:
+                return fake.models.V1Job(status=fake.models.V1JobStatus(succeeded=1, failed=1))
+
+        return Batch()
+
+
+def test_k8s_submit_records_each_index_pod_and_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    fake = _FakeKube()
+    monkeypatch.setattr(
+        k8s, "_client", lambda: SimpleNamespace(client=fake, config=SimpleNamespace(load_kube_config=lambda: None))
+    )
+    doc = spec(
+        lanes=[{"name": "img", "image": "gpu-repro:nemo"}], gpus=[{"count": 1}], k8s={"namespace": "ml", "pvc": "c"}
+    )
+    p = plan_mod.build(doc)
+    run_mod.run(p, tmp_path / "m", run_mod.Options(backend="k8s"), log=lambda s: None)
+    assert [type(body).__name__ for _, body in fake.created] == ["V1ConfigMap", "V1Job"]
+    assert {ns for ns, _ in fake.created} == {"ml"}
+    _, rows = collect.collect(tmp_path / "m")
+    # The artifacts live on the claim, not here: each row says what the pod did and where.
+    assert rows[0].status == "missing" and "k8s: Succeeded" in rows[0].note and "node gpu-node-3" in rows[0].note
+    assert "reason OOMKilled, exit 137" in rows[1].note
+    assert (tmp_path / "m" / "k8s").is_dir()

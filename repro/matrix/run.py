@@ -29,7 +29,7 @@ class Options:
     """How to run: backend, launcher, parallelism, the wait's timeout, devices (local), dry run."""
 
     backend: str
-    launcher: str = "auto"
+    launcher: str | None = None  # None: the spec's slurm.launcher (Slurm), else auto
     max_parallel: int | None = None
     timeout_s: float | None = None  # the whole matrix; default from the cells' timeout and count
     devices: Sequence[str] | None = None  # local: GPU indices (None: every GPU found)
@@ -39,7 +39,7 @@ class Options:
 def _check(opts: Options) -> None:
     if opts.backend not in BACKENDS:
         raise UsageError(f"--backend {opts.backend!r}: expected one of {', '.join(BACKENDS)}")
-    if opts.launcher not in launch.LAUNCHERS:
+    if opts.launcher is not None and opts.launcher not in launch.LAUNCHERS:
         raise UsageError(f"--launcher {opts.launcher!r}: expected one of {', '.join(launch.LAUNCHERS)}")
     if opts.max_parallel is not None and opts.max_parallel < 1:
         raise UsageError(f"--max-parallel {opts.max_parallel}: expected at least 1")
@@ -115,7 +115,7 @@ def run(plan: Plan, root: Path, opts: Options, *, log: Log = _stderr) -> tuple[l
 def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) -> str | None:
     from repro.matrix import local
 
-    launchers = {c.index: launch.choose(opts.launcher, c, slurm=False) for c in todo}
+    launchers = {c.index: launch.choose(opts.launcher or "auto", c, slurm=False) for c in todo}
     devices = list(opts.devices) if opts.devices is not None else local.detect_devices()
     out: list[str] = []
     for group in sorted({c.group for c in todo}):
