@@ -99,7 +99,8 @@ def run_cmd(
         typer.Option(
             "--timeout",
             metavar="SECONDS",
-            help="Wait at most this long for the whole matrix, then cancel (scancel / delete the Jobs).",
+            help="slurm, k8s: wait at most this long for the whole matrix, then cancel (scancel / delete "
+            "the Jobs). Each cell also has the spec's timeout_s.",
             show_default=False,
         ),
     ] = None,

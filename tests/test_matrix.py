@@ -455,3 +455,24 @@ def test_k8s_submit_records_each_index_pod_and_reason(tmp_path: Path, monkeypatc
     assert rows[0].status == "missing" and "k8s: Succeeded" in rows[0].note and "node gpu-node-3" in rows[0].note
     assert "reason OOMKilled, exit 137" in rows[1].note
     assert (tmp_path / "m" / "k8s").is_dir()
+
+
+def test_cell_command_picks_its_cell_from_an_index_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a pod of an Indexed Job runs: --cells names the Job's cells, JOB_COMPLETION_INDEX picks one.
+    p = plan_mod.build(spec())
+    root = tmp_path / "m"
+    run_mod.prepare(p, root, dry_run=False)
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
+    # The cell sets these for its repro's process (its own, in real use); the test gets them undone.
+    for name in ("GPU_REPRO_LANE", "GPU_REPRO_MATRIX_CELL"):
+        monkeypatch.setenv(name, "")
+    args = ["matrix", "cell", "--plan", str(root / "plan.json"), "--root", str(root)]
+    r = runner.invoke(app, [*args, "--cells", "3,0", "--index-env", "JOB_COMPLETION_INDEX"])
+    assert r.exit_code == 0, r.output
+    assert "cell 0 000-host-5090-linear: smoke" in r.stderr
+    assert [d.name for d in (root / "cells").iterdir()] == ["000-host-5090-linear"]
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
+    r = runner.invoke(app, [*args, "--cells", "3,0", "--index-env", "JOB_COMPLETION_INDEX"])
+    assert r.exit_code == 2 and "$JOB_COMPLETION_INDEX='2' with --cells 3,0" in r.output
+    r = runner.invoke(app, [*args, "--cell", "9"])
+    assert r.exit_code == 2 and "cell 9: not in the plan; expected 0..3" in r.output
