@@ -159,6 +159,15 @@ def test_slurm_script_forms(tmp_path: Path) -> None:
     assert bash.returncode == 0, bash.stderr
 
 
+def test_pyxis_reference_sets_off_the_registry() -> None:
+    assert launch.pyxis_ref("nvcr.io/nvidia/nemo:26.08.01") == "nvcr.io#nvidia/nemo:26.08.01"
+    assert launch.pyxis_ref("localhost:5000/standin/x:1") == "localhost:5000#standin/x:1"
+    assert (
+        launch.pyxis_ref("pytorch/pytorch:2.6.0-cuda12.6-cudnn9-devel") == "pytorch/pytorch:2.6.0-cuda12.6-cudnn9-devel"
+    )
+    assert launch.pyxis_ref("gpu-repro:nemo") == "gpu-repro:nemo"
+
+
 def test_image_lane_without_engine_or_pyxis_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     p = plan_mod.build(spec(lanes=[{"name": "img", "image": "x:1"}]))
     monkeypatch.setattr(launch, "has_pyxis", lambda srun="srun": False)

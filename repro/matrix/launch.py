@@ -88,16 +88,26 @@ def native_argv(cell: Cell, root: Path) -> list[str]:
     return [cell.lane.python or default_python(), "-m", "repro", *cell_args(cell, str(root))]
 
 
+def pyxis_ref(ref: str) -> str:
+    """An image reference as enroot spells it: a registry host is set off by ``#``, not ``/``.
+
+    ``nvcr.io/nvidia/nemo:26.08.01`` -> ``nvcr.io#nvidia/nemo:26.08.01``; a Docker Hub name stays as it is.
+    """
+    first, sep, rest = ref.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return ref
+
+
 def pyxis_argv(cell: Cell, root: Path, repro_paths: Sequence[str] = ()) -> list[str]:
     """``srun`` with pyxis: the image is the step's container; the entrypoint is skipped, so ``repro`` is named."""
     ref = cell.lane.ref
     if ref is None:
         raise ValueError(f"lane {cell.lane.name} has no image")
     mounts = plugin_mounts(repro_paths)
-    # pyxis/enroot spell a registry image as registry#repo:tag; a plain docker-hub reference works as is.
     return [
         "srun",
-        f"--container-image={ref}",
+        f"--container-image={pyxis_ref(ref)}",
         "--container-mounts=" + ",".join([f"{root}:{CONTAINER_ROOT}", *(f"{h}:{c}:ro" for h, c in mounts)]),
         "--no-container-entrypoint",
         "repro",

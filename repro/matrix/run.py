@@ -77,6 +77,26 @@ def _open_cells_dir(root: Path, launchers: Mapping[int, str]) -> None:
         folder.chmod(0o1777)
 
 
+def _give_back(root: Path) -> None:
+    """After containers of a root caller wrote as uid 1000: hand what they made to the folder's owner.
+
+    As `repro images run` does, so that a root caller finds root's files, not a stranger's. The cell
+    folders themselves stay the container user's: a resumed run's container adds its attempt there.
+    """
+    if os.getuid() != 0:
+        return
+    owner = root.stat()
+    image_uid = int(launch.IMAGE_USER.split(":")[0])
+    cells = root / CELLS_DIR
+    for dirpath, dirnames, filenames in os.walk(cells):
+        if Path(dirpath) == cells:
+            continue
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            if os.lstat(path).st_uid == image_uid:
+                os.lchown(path, owner.st_uid, owner.st_gid)
+
+
 def _record(root: Path, backend: str, records: dict[str, dict[str, Any]], extra: dict[str, Any]) -> Path:
     from repro import fsio
     from repro.artifact import new_run_id, utc_now
@@ -134,7 +154,10 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
             f"matrix {plan.name}: {len(cells)} cell(s) on {len(gpu_slots)} slot(s): "
             + ", ".join(str(s) for s in gpu_slots)
         )
-        records = local.run(plan, cells, root, launchers, gpu_slots, log=log)
+        try:
+            records = local.run(plan, cells, root, launchers, gpu_slots, log=log)
+        finally:
+            _give_back(root)
         _record(root, "local", records, {"slots": [s for s in gpu_slots]})
     return "\n".join(out) + "\n" if opts.dry_run else None
 
@@ -166,6 +189,7 @@ def _slurm(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
         for watch, cells in watches:
             timeout = _wait_timeout(plan, len(cells), int(parallel or len(cells)), opts.timeout_s)
             cancelled = slurm.wait(watch, timeout, log=log)
+            _give_back(root)
             _record(
                 root, "slurm", slurm.records(watch, {c.index: c for c in cells}, root, cancelled), {"job": watch.job_id}
             )
