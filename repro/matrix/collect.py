@@ -148,7 +148,7 @@ HEADERS = ["#", "lane", "repro", "--set", "status", "ratio (95% CI)", "GPU", "wh
 
 def markdown(plan: Plan, rows: Sequence[Row]) -> str:
     """The issue-ready report: the matrix table first, then the per-repro report of every artifact."""
-    from repro.render import report, table, text
+    from repro.render import REPORT_LIMIT, report, table, text
 
     bad = [r for r in rows if not r.done]
     head = [
@@ -163,8 +163,11 @@ def markdown(plan: Plan, rows: Sequence[Row]) -> str:
         head += [f"- cell {r.cell.index} `{text(r.cell.id)}`: {text(r.status)}: {text(r.note[:300])}" for r in bad]
         head.append("")
     docs = [r.doc for r in rows if r.doc is not None]
-    body = report(docs, title=f"matrix {plan.name}: per-cell details") if docs else ""
-    return "\n".join(head) + "\n" + body
+    text_head = "\n".join(head) + "\n"
+    # The whole report fits one GitHub comment: the per-cell details get what the table leaves.
+    room = max(REPORT_LIMIT - len(text_head), 8_000)
+    body = report(docs, limit=room, title=f"matrix {plan.name}: per-cell details") if docs else ""
+    return text_head + body
 
 
 def as_json(plan: Plan, rows: Sequence[Row]) -> dict[str, Any]:
