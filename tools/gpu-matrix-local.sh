@@ -17,6 +17,8 @@ mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 py=${PYTHON:-python3}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+# Without nvidia-smi on PATH, ask torch.
+[ "${ngpu:-0}" -gt 0 ] || ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 echo "GPUs: $ngpu" | tee "$out/gpus.txt"
 nvidia-smi -L >>"$out/gpus.txt" 2>&1 || true
 

@@ -49,9 +49,10 @@ start() {
         munge -n </dev/null >/dev/null 2>&1 || { tail "$dir/munged.log" >&2; die "munged did not start"; }
     fi
 
+    # Addresses are 127.0.0.1: a CI machine's own name need not resolve.
     cat >"$dir/slurm.conf" <<EOF
 ClusterName=gpurepro
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 AuthType=auth/munge
 SlurmUser=root
 ProctrackType=proctrack/linuxproc
@@ -69,7 +70,7 @@ SlurmdLogFile=$dir/slurmd.log
 SlurmctldPort=${SLURMCTLD_PORT:-6817}
 SlurmdPort=${SLURMD_PORT:-6818}
 MaxArraySize=10001
-NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
     # -D: stay in the foreground, so the pid we record is the daemon's.
