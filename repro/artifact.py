@@ -20,7 +20,7 @@ from repro.errors import UsageError
 ARTIFACT_SCHEMA_VERSION = "1.1"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json")
+SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")
 # Other document kinds of the same schema family that `validate`, `report` and `compare` accept.
 CLIFF_KIND = "gpu-repro.cliff"
 KIND_SCHEMAS = {ARTIFACT_KIND: "artifact.schema.json", CLIFF_KIND: "cliff.schema.json"}

@@ -13,6 +13,7 @@ import typer
 from repro import __version__
 from repro.cli_common import err, handles_errors, new_typer, write_new_file
 from repro.cli_docker import compare_cmd, images_app
+from repro.cli_matrix import matrix_app
 from repro.cliff import DEFAULT_BUDGET_S, DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD
 from repro.errors import CliffReproduced, ReproError, UsageError
 
@@ -494,6 +495,7 @@ def doctor_cmd(
 
 
 app.add_typer(images_app, name="images")
+app.add_typer(matrix_app, name="matrix")
 app.command("compare")(compare_cmd)
 
 

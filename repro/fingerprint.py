@@ -343,6 +343,37 @@ def _container_section() -> dict[str, Any]:
     }
 
 
+# Where a scheduler ran this process: Slurm's job, array task and node; a Kubernetes pod (the
+# GPU_REPRO_POD_* names come from the downward API in the Jobs `repro matrix` builds); the matrix cell.
+SCHEDULER_ENV = {
+    "slurm": (
+        ("job_id", "SLURM_JOB_ID"),
+        ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+        ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+        ("node", "SLURMD_NODENAME"),
+        ("cluster", "SLURM_CLUSTER_NAME"),
+    ),
+    "k8s": (
+        ("pod", "GPU_REPRO_POD_NAME"),
+        ("namespace", "GPU_REPRO_POD_NAMESPACE"),
+        ("node", "GPU_REPRO_NODE_NAME"),
+        ("completion_index", "JOB_COMPLETION_INDEX"),
+    ),
+}
+
+
+def scheduler_section(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The scheduler that placed this process (``kind`` null when none) and the matrix cell, from the environment."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {"kind": None, "matrix_cell": environ.get("GPU_REPRO_MATRIX_CELL")}
+    for kind, names in SCHEDULER_ENV.items():
+        found = {key: environ[var] for key, var in names if environ.get(var)}
+        if found and out["kind"] is None:
+            out["kind"] = kind
+            out.update(found)
+    return out
+
+
 def _harness_section(probe: Probes) -> dict[str, Any]:
     def git_commit() -> str | None:
         if os.environ.get("GPU_REPRO_GIT_COMMIT"):
@@ -398,6 +429,7 @@ def collect(
         "knobs": dict(knobs_at_start) if knobs_at_start is not None else (knobs() if with_torch else {}),
         "env": {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ},
         "container": _container_section(),
+        "scheduler": scheduler_section(),
         "host": _host_section(probe),
         "ceilings": dict(ceilings) if ceilings is not None else None,
         "collect_env": dict(collect_env) if collect_env is not None else {"output": None, "error": "not collected"},

@@ -41,6 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # A docker test that asked for no engine would silently pass or skip without one.
         if "docker" in item.keywords and "engine" not in getattr(item, "fixturenames", ()):
             raise pytest.UsageError(f"{item.nodeid} is marked docker but does not use the engine fixture")
+        if "slurm" in item.keywords and "slurm_cluster" not in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked slurm but does not use the slurm_cluster fixture")
     if _cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run tests/gpu on the GPU machine)")
@@ -65,6 +67,27 @@ def engine() -> Iterator[Any]:
         pytest.skip(f"needs a Docker engine: {exc}")
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> str:
+    """The answering Slurm cluster's idle node (tools/slurm-local.sh starts one). Without one, slurm
+    tests skip and say why; with GPU_REPRO_REQUIRE_ENGINE=1 (set by .ci/run) they fail instead."""
+    import subprocess
+
+    try:
+        res = subprocess.run(["sinfo", "-h", "-o", "%n %t"], capture_output=True, text=True, timeout=30)
+        problem = None if res.returncode == 0 else res.stderr.strip() or f"sinfo exited {res.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    nodes = [] if problem else [line.split() for line in res.stdout.splitlines() if line.strip()]
+    idle = [n for n, state in nodes if state in ("idle", "mix")]
+    if problem or not idle:
+        why = problem or f"no idle node ({res.stdout.strip() or 'none'})"
+        if os.environ.get("GPU_REPRO_REQUIRE_ENGINE") == "1":
+            pytest.fail(f"GPU_REPRO_REQUIRE_ENGINE=1 and no Slurm cluster: {why}")
+        pytest.skip(f"needs a Slurm cluster (tools/slurm-local.sh start DIR): {why}")
+    return idle[0]
 
 
 @pytest.fixture(autouse=True)

@@ -94,3 +94,29 @@ def test_cliff_without_torch_is_a_skipped_artifact_that_validate_and_report_read
     assert r.returncode == 0 and "ok:" in r.stdout, r.stderr
     r = repro(blocked_env, "report", str(run_dir))
     assert r.returncode == 0 and "where the cliff starts in `features` (700..800)" in r.stdout, r.stderr
+
+
+# Blocks the optional backends' packages as the torch blocker blocks torch.
+_OPTIONAL_BLOCKER = TORCH_BLOCKER.replace(
+    'if name == "torch" or name.startswith("torch."):',
+    'if name.split(".")[0] in ("torch", "kubernetes", "yaml", "docker"):',
+)
+
+
+def test_matrix_plan_and_help_import_no_backend_package(tmp_path: Path) -> None:
+    site = tmp_path / "block"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_OPTIONAL_BLOCKER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+    r = subprocess.run([sys.executable, "-c", "import kubernetes"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "blocked" in r.stderr  # the blocker works
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"schema_version": 1, "name": "s", "lanes": [{"name": "a"}], "repros": ["5090-linear"]}))
+    for args in (["--help"], ["list"], ["matrix", "--help"], ["matrix", "plan", str(spec)]):
+        r = repro(env, *args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert "blocked" not in r.stderr
+    image_lane = {"schema_version": 1, "name": "s", "lanes": [{"name": "a", "image": "x:1"}], "repros": ["5090-linear"]}
+    spec.write_text(json.dumps(image_lane))
+    r = repro(env, "matrix", "run", str(spec), "--backend", "k8s", "--dry-run")
+    assert r.returncode == 1 and "pip install 'gpu-repro[k8s]'" in r.stderr, r.stderr

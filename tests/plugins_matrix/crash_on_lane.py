@@ -1,0 +1,45 @@
+"""Test-only repro for the matrix tests: dies of SIGSEGV in one lane while a marker file exists, else runs quickly."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.catalog import register
+from repro.measure import Context
+from repro.spec import Metric, Repro, Requirements, RunResult, Verdict, param
+from repro.verdict import ratio_verdict
+
+
+@dataclass(frozen=True)
+class Params:
+    crash_lane: str = param("", help="the lane (GPU_REPRO_LANE) in which to crash")
+    marker: str = param("", help="crash only while this file exists (remove it, and a resumed run passes)")
+
+
+@register
+class CrashOnLane(Repro):
+    id = "test-crash-on-lane"
+    title = "segfaults in one lane while a marker file exists"
+    upstream = ()
+    seed_claim = "test fixture"
+    Params = Params
+    requires = Requirements(cuda=False)
+    metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
+
+    def run(self, p: Params, ctx: Context) -> RunResult:
+        if os.environ.get("GPU_REPRO_LANE") == p.crash_lane and p.marker and Path(p.marker).exists():
+            os.kill(os.getpid(), signal.SIGSEGV)
+        a = ctx.measure("a", lambda: sum(range(2000)))
+        b = ctx.measure("b", lambda: sum(range(1000)))
+        return RunResult(variants=(a, b))
+
+    def verdict(self, p: Params, result: RunResult) -> Verdict:
+        return ratio_verdict(
+            self.metric,
+            result.variant("a"),
+            result.variant("b"),
+            finding=lambda v, lo, hi, status, q: f"test ratio {v:.2f} ({status})",
+        )
