@@ -210,6 +210,30 @@ def run_cmd(
         raise CliffReproduced(f"--fail-on reproduced: {repro_id} reproduced")
 
 
+@app.command("script")
+@handles_errors
+def script_cmd(
+    repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
+    ] = None,
+    smoke: SmokeOpt = False,
+    comparison: Annotated[
+        str | None,
+        typer.Option("--comparison", metavar="NAME", help="Only this comparison (default: the headline ones)."),
+    ] = None,
+    repro_path: ReproPaths = None,
+) -> None:
+    """Print a standalone torch script of the repro's headline comparison with the exact params."""
+    from repro.spec import parse_assignments
+    from repro.standalone import script_for
+
+    text = script_for(
+        repro_id, parse_assignments(set_ or []), smoke=smoke, only=comparison, repro_paths=repro_path or []
+    )
+    typer.echo(text, nl=False)
+
+
 @app.command("all")
 @handles_errors
 def all_cmd(

@@ -193,6 +193,23 @@ class Ratio:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A sweep the report plots: median time (CI as a band) against config value ``x``, one line per group.
+
+    ``per_x`` divides time by x (per-sample time against batch); ``log_y`` suits sweeps whose
+    groups differ by orders of magnitude.
+    """
+
+    name: str
+    x: str
+    x_label: str
+    group_by: tuple[str, ...] = ()
+    per_x: bool = False
+    log_y: bool = False
+    y_label: str = "median time per call"
+
+
+@dataclass(frozen=True)
 class Finding:
     """A repro's explanation of its outcome: one sentence, then any further details."""
 
