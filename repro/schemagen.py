@@ -60,7 +60,7 @@ def splice(artifact_text: str, fingerprint_schema: dict[str, Any]) -> str:
     """
     lines = [ln for ln in artifact_text.splitlines(keepends=True) if not ln.startswith(_COPY_PREFIX)]
     if _DEFS_LINE not in lines:
-        raise ValueError('artifact.schema.json: expected a top-level line \'  "$defs": {\'')
+        raise ValueError("artifact.schema.json: expected a top-level line '  \"$defs\": {'")
     copy: dict[str, Any] = inline({"properties": {}}, fingerprint_schema)["$defs"][DEF_NAME]
     at = lines.index(_DEFS_LINE) + 1
     lines.insert(at, f'    "{DEF_NAME}": {json.dumps(copy, ensure_ascii=False)},\n')

@@ -57,7 +57,9 @@ def test_scripts_run_on_cpu_and_print_both_times_and_the_ratio(rid: str, tmp_pat
 
 
 def test_script_carries_the_exact_params_and_knobs() -> None:
-    text = standalone.script_for("solve-512-cliff", {"backends": "cusolver", "batches": "128", "cliff_n": "256", "n_min": "255", "n_max": "256"})
+    text = standalone.script_for(
+        "solve-512-cliff", {"backends": "cusolver", "batches": "128", "cliff_n": "256", "n_min": "255", "n_max": "256"}
+    )
     assert "[('cusolver/b128', 'cusolver', 128)]" in text
     assert "N, SEED, RHS = 256, 0, 1" in text
     assert "preferred_linalg_library(backend)" in text
