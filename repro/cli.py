@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from repro import __version__
-from repro.cli_common import err, handles_errors, new_typer, write_new_file
+from repro.cli_common import check_new_file, err, handles_errors, new_typer, write_new_file
 from repro.cli_docker import compare_cmd, images_app
 from repro.errors import CliffReproduced, ReproError, UsageError
 
@@ -156,10 +156,11 @@ def _new_run_dir(out: Path) -> Path:
 
 
 def _write_report(run_dir: Path) -> Path:
-    from repro import artifact, render
+    from repro import artifact, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand([run_dir])]
-    return artifact.write_new(run_dir / "report.md", render.report(docs).encode())
+    figures = plots.figures(docs, run_dir)  # plots/<id>.<sweep>.png, or why not (no matplotlib)
+    return artifact.write_new(run_dir / "report.md", render.report(docs, figures=figures).encode())
 
 
 @app.command("run")
@@ -387,11 +388,20 @@ def report_cmd(
         Path | None, typer.Option("--out", metavar="FILE", help="Write the markdown here (never overwrites).")
     ] = None,
 ) -> None:
-    """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE)."""
-    from repro import artifact, render
+    """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
+
+    With --out, the sweeps' plots are drawn beside FILE (plots/<id>.<sweep>.png) where
+    matplotlib is installed; existing plot files are kept, never overwritten.
+    """
+    from repro import artifact, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand(files)]
-    text = render.report(docs)
+    if out is not None:
+        check_new_file(out, "reports")  # before any plot is drawn beside it
+    runs = [f for f in files if f.is_dir()]
+    folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
+    figures = plots.figures(docs, folder, draw=out is not None)
+    text = render.report(docs, figures=figures)
     if out is None:
         typer.echo(text)
         return

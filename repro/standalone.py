@@ -33,17 +33,10 @@ import time
 import torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-ROUNDS = {rounds}
-SAMPLE_S = {sample_s}
+ROUNDS, SAMPLE_S = {rounds}, {sample_s}
 
 
-def sync():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
-def per_call(fn, calls):
-    """Seconds per call over `calls` back-to-back calls: CUDA events on a GPU, perf_counter on CPU."""
+def per_call(fn, calls):  # seconds per call: CUDA events on a GPU, perf_counter on CPU
     if DEVICE == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -58,25 +51,21 @@ def per_call(fn, calls):
     return (time.perf_counter() - t0) / calls
 
 
-def compare(label, name_a, fn_a, name_b, fn_b, scale=1.0):
-    """Time A and B in alternating rounds; print both medians and the median per-round ratio."""
-    for _ in range(3):  # warm-up: kernel selection, allocator, lazy init
-        fn_a()
-        fn_b()
-    sync()
+def compare(label, name_a, fn_a, name_b, fn_b, scale=1.0):  # A, B in alternating rounds
+    for fn in (fn_a, fn_b, fn_a, fn_b, fn_a, fn_b):  # warm-up
+        fn()
     calls = max(1, int(SAMPLE_S / max(per_call(fn_a, 1), per_call(fn_b, 1), 1e-7)))
-    a, b, ratios = [], [], []
+    a, b = [], []
     for i in range(ROUNDS):
-        pair = ((fn_a, a), (fn_b, b)) if i % 2 == 0 else ((fn_b, b), (fn_a, a))
-        for fn, out in pair:
-            sync()
+        for fn, out in ((fn_a, a), (fn_b, b)) if i % 2 == 0 else ((fn_b, b), (fn_a, a)):
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
             out.append(per_call(fn, calls))
-        ratios.append(a[-1] / b[-1] * scale)
+    ratio = statistics.median(x / y * scale for x, y in zip(a, b))
     print(f"[{{label}}] t({{name_a}}) = {{statistics.median(a) * 1e3:.6g}} ms")
     print(f"[{{label}}] t({{name_b}}) = {{statistics.median(b) * 1e3:.6g}} ms")
-    note = f" x {{scale:.6g}}" if scale != 1.0 else ""
-    print(f"[{{label}}] ratio t({{name_a}})/t({{name_b}}){{note}} = {{statistics.median(ratios):.4f}}")
-    return statistics.median(ratios)
+    print(f"[{{label}}] ratio t({{name_a}})/t({{name_b}}){{f' x {{scale:.6g}}' if scale != 1 else ''}} = {{ratio:.4f}}")
+    return ratio
 '''
 
 
@@ -170,22 +159,30 @@ def script_for(
     return text
 
 
-def from_artifact(doc: Mapping[str, Any], only: str | None = None) -> str | None:
-    """The script recorded in an artifact (schema 1.2), else the catalog's for its id and params."""
-    recorded = (doc.get("repro") or {}).get("script")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    from repro import catalog
+def from_artifact(doc: Mapping[str, Any]) -> str | None:
+    """The script for an artifact's headline comparison with its params.
+
+    From the current catalog, narrowed to the headline the verdict chose, unless the artifact
+    recorded its own script (schema 1.2) and the repro's source has changed since; None when
+    neither exists (a plugin not installed here, or a repro without a script).
+    """
+    from repro import artifact, catalog
     from repro.spec import build_params
 
     repro = doc.get("repro") or {}
+    recorded = repro.get("script") if isinstance(repro.get("script"), str) else None
     cls = catalog.load().get(str(repro.get("id")))
-    if cls is None:
-        return None
+    same = cls is not None and artifact.source_sha256(catalog.source_file(cls.id)) == repro.get("source_sha256")
+    if cls is None or (recorded and not same):
+        return recorded
+    recorded_params = (repro.get("params") or {}).items()
+    raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in recorded_params}
+    head = (doc.get("verdict") or {}).get("headline")
     try:
-        recorded_params = (repro.get("params") or {}).items()
-        raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in recorded_params}
         params = build_params(cls.id, cls.Params, raw)
-        return cls().script(params, only)
+        try:
+            return cls().script(params, head)
+        except UsageError:  # the headline has no torch script (graph-memset's CUDA twin): the torch side
+            return cls().script(params)
     except Exception:  # params the current catalog no longer accepts: no script beats a wrong one
-        return None
+        return recorded
