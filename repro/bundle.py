@@ -2,8 +2,8 @@
 
 Only what the run wrote goes in, found by name (a manifest, never a directory
 walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
-``traces/<id>/*.trace.json.gz`` and the report's plots ``plots/<id>.<sweep>.png``. Each is opened without following links and
-packed only if it is a regular file; member names are relative
+``traces/<id>/*.trace.json.gz`` and the report's plots ``plots/<id>.<sweep>.png``.
+Each is opened without following links and packed only if it is a regular file; member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
 their tail, files too large or sparse are left out and named in MANIFEST.json.
 """
