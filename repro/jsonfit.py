@@ -9,45 +9,63 @@ from typing import Any
 
 __all__ = ["fit_json", "shorten_collect_env"]
 
-_DEPTHS: tuple[int | None, ...] = (None, 8, 6, 5, 4, 3, 2, 1)
-_CAPS: tuple[int | None, ...] = (None, 64, 24, 8, 3, 1)
-_STRING = 600  # long strings (a traceback, a stderr tail) are cut first, keeping their start
 _LIBRARIES = "Versions of relevant libraries:"
 
 
-def _prune(value: Any, depth: int | None, cap: int | None, string: int | None) -> Any:
-    if isinstance(value, str) and string is not None and len(value) > string:
-        return value[:string] + f"... <{len(value) - string} more characters in the artifact>"
-    if isinstance(value, dict | list) and depth == 0:
-        kind = "keys" if isinstance(value, dict) else "items"
-        return f"<{len(value)} {kind} elided: see the artifact>"
-    nxt = None if depth is None else depth - 1
+def _nodes(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    out: list[tuple[tuple[Any, ...], Any]] = []
+    if path and (isinstance(value, dict | list) or (isinstance(value, str) and len(value) > 80)):
+        out.append((path, value))
     if isinstance(value, dict):
-        return {k: _prune(v, nxt, cap, string) for k, v in value.items()}
-    if isinstance(value, list):
-        kept = [_prune(v, nxt, cap, string) for v in (value if cap is None else value[:cap])]
-        if cap is not None and len(value) > cap:
-            kept.append(f"<{len(value) - cap} more items elided: see the artifact>")
-        return kept
-    return value
+        for k, v in value.items():
+            out += _nodes(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _nodes(v, (*path, i))
+    return out
 
 
-def fit_json(value: Any, limit: int, indent: int = 1) -> tuple[str, bool]:
-    """``value`` as indented JSON of at most ``limit`` characters, and whether anything was elided.
+def _placeholder(value: Any, keep: int) -> Any:
+    if isinstance(value, str):
+        return value[: max(keep, 0)] + f"... <{len(value) - max(keep, 0)} more characters: see the artifact>"
+    kind = "keys" if isinstance(value, dict) else "items"
+    return f"<{len(value)} {kind} elided: see the artifact>"
 
-    Lists are shortened first (their first items kept, a string saying how many more), then
-    nesting below a depth is replaced by a string naming what was there; the text always
+
+def fit_json(value: Any, limit: int, indent: int | None = 1) -> tuple[str, bool]:
+    """``value`` as JSON of at most ``limit`` characters, and whether anything was elided.
+
+    Whole elements are replaced, never cut through: each step elides the smallest element
+    (an object, an array, or the tail of a long string) whose removal covers the excess, or
+    the largest one when none does, and says in its place what was there. The text always
     parses. ("", True) when not even the top level fits.
     """
-    full = json.dumps(value, indent=indent)
-    if len(full) <= limit:
-        return full, False
-    for depth in _DEPTHS:
-        for cap in _CAPS:
-            text = json.dumps(_prune(value, depth, cap, _STRING), indent=indent)
-            if len(text) <= limit:
-                return text, True
-    return "", True
+    seps = (",", ":") if indent is None else None  # compact when asked: more evidence per character
+
+    def dumps(v: Any) -> str:
+        return json.dumps(v, indent=indent, separators=seps)
+
+    text = dumps(value)
+    if len(text) <= limit:
+        return text, False
+    work = json.loads(text)
+    for _ in range(10_000):
+        excess = len(text) - limit
+        if excess <= 0:
+            return text, True
+        sized = [(len(dumps(v)), p, v) for p, v in _nodes(work)]
+        sized = [t for t in sized if not (isinstance(t[2], str) and "see the artifact>" in t[2])]
+        if not sized:
+            break
+        covering = [t for t in sized if t[0] - 60 >= excess]
+        size, path, node = min(covering, key=lambda t: t[0]) if covering else max(sized, key=lambda t: t[0])
+        parent = work
+        for key in path[:-1]:
+            parent = parent[key]
+        keep = size - excess - 80 if isinstance(node, str) else 0
+        parent[path[-1]] = _placeholder(node, keep)
+        text = dumps(work)
+    return ("", True) if len(text) > limit else (text, True)
 
 
 def shorten_collect_env(text: str, limit: int) -> str:

@@ -336,8 +336,11 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
             if a is not b and (a, b) != (base, other) and want and _contrast(a, b) == want
         ]
         return _once(pairs + related)[: 1 + MAX_RELATED_DIFFS]
-    if named:  # the verdict's pair is not among the shown, measured variants: pair nothing else
+    shown_names = {v["name"]: v for v in shown}
+    external = bool(named) and all(n in shown_names and not shown_names[n].get("kernels") for n in named)
+    if named and not external:  # the verdict's pair is not among the shown, measured variants: pair nothing else
         return []
+    # No pair named, or a pair timed outside the profiler (a pure CUDA twin): variants one config value apart.
     singles = [(a, b) for i, a in enumerate(measured) for b in measured[i + 1 :] if len(_contrast(a, b)) == 1]
     return singles[: 1 + MAX_RELATED_DIFFS]
 
@@ -433,6 +436,13 @@ def _without_samples(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _core(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifact's provenance and verdict, without the variants (tabled above, in full in the bundle)."""
+    out = {k: doc.get(k) for k in ("schema_version", "kind", "repro", "run", "verdict", "validity", "error")}
+    out["repro"] = {k: v for k, v in (doc.get("repro") or {}).items() if k not in ("script", "seed_claim", "impact")}
+    return out
+
+
 # --------------------------------------------------------------------------- machines
 
 
@@ -450,6 +460,7 @@ class Machine:
     label: str  # "A", "B", ...
     fingerprint: Mapping[str, Any]
     repros: tuple[str, ...]
+
 
 def machines(docs: Sequence[Mapping[str, Any]]) -> tuple[list[Machine], dict[int, str]]:
     """The distinct fingerprints (first seen first) and, per doc (by id()), its machine's label."""
@@ -576,9 +587,8 @@ _CONSTANT_OK = ("threshold", "ci_level", "where", "paired", "scale", "basis", "s
 
 def breakdown_table(breakdown: Sequence[Mapping[str, Any]]) -> str:
     """The verdict's breakdown: one row per comparison; columns equal in every row move to one line below."""
-    keys = list(dict.fromkeys(k for b in breakdown for k in b))
-    if all(b.get("label") in (None, b.get("comparison")) for b in breakdown):
-        keys.remove("label")
+    # The label is the headline's words (in the finding above) and "where" is what the CI columns show.
+    keys = [k for k in dict.fromkeys(k for b in breakdown for k in b) if k not in ("label", "where")]
     same = {k: breakdown[0].get(k) for k in keys if k in _CONSTANT_OK and len({repr(b.get(k)) for b in breakdown}) == 1}
     if len(breakdown) < 2:
         same = {}
@@ -755,7 +765,9 @@ def report(
     # Fingerprints first: the versions a maintainer asks for. Each distinct one once.
     for m in mach:
         fp = {k: v for k, v in m.fingerprint.items() if k != "collect_env"}
-        shown, cut = jsonfit.fit_json(fp, max(room // max(len(mach), 1) - 200, 0))
+        # Most of what is left (the versions a maintainer asks for), short of leaving collect_env and
+        # the artifacts' JSON nothing: the largest elements go first (NVIDIA_REQUIRE_CUDA runs to kilobytes).
+        shown, cut = jsonfit.fit_json(fp, max(room * 2 // 5 // max(len(mach), 1) - 200, 0))
         summary = f"machine {m.label}: full fingerprint (used by {', '.join(m.repros)})"
         if not shown:
             notes.append(f"left out the fingerprint of machine {m.label}")
@@ -771,7 +783,8 @@ def report(
         if out:
             outputs.setdefault(out, []).append(f"machine {of[id(d)]}")
     for out, where in outputs.items():
-        budget = room // max(len(outputs), 1) - 200
+        # At most half of what is left: the artifacts' JSON comes after it and needs room too.
+        budget = room // 2 // max(len(outputs), 1) - 200
         if budget < _MIN_BLOCK:
             notes.append(f"left out {_COLLECT_ENV}")
             continue
@@ -780,17 +793,21 @@ def report(
             notes.append(f"shortened {_COLLECT_ENV} (its library section kept)")
         blocks.append(details(f"{', '.join(dict.fromkeys(where))}: {_COLLECT_ENV}", shown))
         room -= len(blocks[-1]) + 1
-    # Each artifact's JSON last, sharing what is left: as many as get a useful share each.
+    # Each artifact's machine-readable core last (repro, run, verdict with its breakdown, validity),
+    # compact, sharing what is left: as many as get a useful share each.
     share = next((room // k - 200 for k in range(len(full), 0, -1) if room // k - 200 >= _MIN_BLOCK), 0)
-    for d in full:
+    # Reproduced cliffs first: their numbers are what an issue quotes.
+    for d in sorted(full, key=lambda d: d["verdict"].get("status") != "reproduced"):
         rid = d["repro"]["id"]
-        shown, cut = jsonfit.fit_json(_without_samples(d), share) if share else ("", True)
+        shown, cut = jsonfit.fit_json(_core(d), share, indent=None) if share else ("", True)
         if not shown or len(shown) + 200 > room:
-            notes.append(f"left out {rid}'s raw artifact JSON")
+            notes.append(f"left out {rid}'s artifact JSON")
             continue
         if cut:
-            notes.append(f"cut {rid}'s raw artifact JSON at element boundaries")
-        blocks.append(details(f"{rid}: raw artifact JSON (timing samples elided)", shown, "json"))
+            notes.append(f"cut {rid}'s artifact JSON at element boundaries")
+        blocks.append(
+            details(f"{rid}: artifact JSON (repro, run, verdict, validity; variants in the bundle)", shown, "json")
+        )
         room -= len(blocks[-1]) + 1
     out_parts = parts[:4] + note() + parts[4:] + env + blocks
     text_out = "\n".join(out_parts)
