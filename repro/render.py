@@ -651,7 +651,10 @@ def repro_section(
             lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
     if doc["variants"]:
         per_variant = KERNELS_PER_VARIANT_SMOKE if smoke else KERNELS_PER_VARIANT
-        lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
+        lines += [variants_table(doc), ""]
+        raw = None if smoke else raw_samples_line(doc)
+        lines += [f"_{text(raw)}_", ""] if raw else []
+        lines += [kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
     if v.get("breakdown"):
         lines += [breakdown_table(v["breakdown"]), ""]
     lines += _figure_lines(figs)
@@ -664,10 +667,38 @@ def repro_section(
         "",
         essentials_line(doc["fingerprint"]) + where,
         "",
-        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}",
+        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}"
+        + (f"; repro source sha256 {code(r['source_sha256'])}" if r.get("source_sha256") else ""),
         "",
     ]
     return "\n".join(lines), (None if smoke else _script_block(doc))
+
+
+# Raw per-round times shown for the headline pair; the rest stay in the artifact.
+RAW_SHOWN = 12
+
+
+def raw_samples_line(doc: Mapping[str, Any]) -> str | None:
+    """The headline pair's first per-round times (or samples): raw numbers, not only their summary."""
+    have = {v["name"]: v for v in doc.get("variants") or []}
+    pair = [have.get(n) for n in (doc["verdict"].get("variants") or [])]
+    if len(pair) != 2 or not all(v and v.get("timing") for v in pair):
+        return None
+    parts = []
+    for v in pair:
+        assert v is not None
+        t = v["timing"]
+        values = t.get("rounds") or t["samples"]
+        kind = "rounds" if t.get("rounds") else "samples"
+        unit, scale = next(
+            ((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if values[0] >= f), ("ns", 1e-9)
+        )
+        shown = ", ".join(f"{x / scale:.4g}" for x in values[:RAW_SHOWN]) + f" {unit}"
+        parts.append(
+            f"{v['label']}: {shown}"
+            + (f" (first {RAW_SHOWN} of {len(values)} {kind})" if len(values) > RAW_SHOWN else "")
+        )
+    return "Raw times per call of the headline pair (all in the artifact): " + "; ".join(parts) + "."
 
 
 # --------------------------------------------------------------------------- the report
