@@ -19,14 +19,14 @@ from repro.errors import UsageError
 from repro.results import Comparison
 from repro.verdict import headline_candidates
 
-__all__ = ["PRELUDE", "build", "harness_lines", "comparison_filter", "parse_output", "py"]
+__all__ = ["PRELUDE", "build", "comparison_filter", "from_artifact", "harness_lines", "parse_output", "script_for"]
 
 # Rounds of (A, B) then (B, A); each sample is a batch of calls lasting about SAMPLE_S, so
 # the event overhead (a few us) is noise even for microsecond ops.
 ROUNDS = 21
 SAMPLE_S = 0.02
 
-PRELUDE = '''\
+PRELUDE = """\
 import statistics
 import time
 
@@ -66,14 +66,7 @@ def compare(label, name_a, fn_a, name_b, fn_b, scale=1.0):  # A, B in alternatin
     print(f"[{{label}}] t({{name_b}}) = {{statistics.median(b) * 1e3:.6g}} ms")
     print(f"[{{label}}] ratio t({{name_a}})/t({{name_b}}){{f' x {{scale:.6g}}' if scale != 1 else ''}} = {{ratio:.4f}}")
     return ratio
-'''
-
-
-def py(value: Any) -> str:
-    """A Python literal for a param value (tuples stay tuples)."""
-    if isinstance(value, list):
-        value = tuple(value)
-    return repr(value)
+"""
 
 
 def build(repro_id: str, title: str, params: Mapping[str, Any], body: str, *, needs: str = "torch") -> str:
