@@ -69,9 +69,13 @@ def compare(label, name_a, fn_a, name_b, fn_b, scale=1.0):  # A, B in alternatin
 """
 
 
-def build(repro_id: str, title: str, params: Mapping[str, Any], body: str, *, needs: str = "torch") -> str:
-    """The whole script: a header naming the repro and its exact params, the prelude, then ``body``."""
-    shown = json.dumps(dict(params), sort_keys=True)
+def build(repro_id: str, title: str, params: Any, body: str, *, needs: str = "torch") -> str:
+    """The whole script: a header naming the repro and its exact params (a params dataclass or a
+    mapping), the prelude, then ``body``."""
+    from repro.spec import params_to_dict
+
+    values = dict(params) if isinstance(params, Mapping) else params_to_dict(params)
+    shown = json.dumps(values, sort_keys=True)
     header = (
         f'"""Standalone reproducer for gpu-repro `{repro_id}`: {title}.\n\n'
         f"Needs only {needs}. Params (as `repro run {repro_id}` used them): {shown}\n"

@@ -37,18 +37,7 @@ from repro import standalone
 from repro.catalog import register
 from repro.measure import Arm, Context
 from repro.results import Ratio
-from repro.spec import (
-    Comparison,
-    Finding,
-    Metric,
-    Repro,
-    Requirements,
-    RunResult,
-    VariantResult,
-    Work,
-    param,
-    params_to_dict,
-)
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
 from repro.verdict import Outcome
 
 BACKENDS: dict[str, str] = {
@@ -237,7 +226,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             compare(backend, "capturable=True", cap.step, "capturable=False", reg.step)
             break
         """
-        return standalone.build(self.id, self.title, params_to_dict(p), body)
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: AdamParams, ctx: Context) -> RunResult:
         import torch

@@ -31,19 +31,7 @@ from repro import standalone, stats
 from repro.catalog import register
 from repro.errors import UsageError
 from repro.measure import Arm, Context, achieved
-from repro.spec import (
-    Comparison,
-    Finding,
-    Metric,
-    Repro,
-    Requirements,
-    RunResult,
-    Timing,
-    VariantResult,
-    Work,
-    param,
-    params_to_dict,
-)
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, Timing, VariantResult, Work, param
 from repro.verdict import Outcome
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
@@ -433,7 +421,7 @@ class GraphMemset(Repro[MemsetParams]):
         # Per op: both graphs hold OPS ops, so the replay ratio is the per-op ratio.
         compare({torch_side[0]!r}, "memset node", captured(memset), "fill kernel (zero_)", captured(flag.zero_))
         """
-        return standalone.build(self.id, self.title, params_to_dict(p), body, needs="torch on CUDA and cuda-bindings")
+        return standalone.build(self.id, self.title, p, body, needs="torch on CUDA and cuda-bindings")
 
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch

@@ -17,18 +17,7 @@ from typing import Any
 from repro import standalone
 from repro.catalog import register
 from repro.measure import Arm, Context
-from repro.spec import (
-    Comparison,
-    Finding,
-    Metric,
-    Repro,
-    Requirements,
-    RunResult,
-    VariantResult,
-    Work,
-    param,
-    params_to_dict,
-)
+from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
 from repro.verdict import Outcome, short_kernel, top_kernel
 
 # Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
@@ -141,7 +130,7 @@ class Linear5090(Repro[LinearParams]):
 
         {calls}
         """
-        return standalone.build(self.id, self.title, params_to_dict(p), body)
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: LinearParams, ctx: Context) -> RunResult:
         import torch

@@ -45,7 +45,6 @@ from repro.spec import (
     VariantResult,
     Work,
     param,
-    params_to_dict,
 )
 from repro.verdict import Outcome
 
@@ -298,7 +297,7 @@ class LoraBatchScaling(Repro[LoraParams]):
             # Per-sample time: t(batch b) / t(batch 1) x 1/b, so linear scaling reads 1.0.
             compare(label, f"step, batch {{batch}}", step_at(batch), "step, batch 1", one, scale=1 / batch)
         """
-        return standalone.build(self.id, self.title, params_to_dict(p), body)
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: LoraParams, ctx: Context) -> RunResult:
         import torch

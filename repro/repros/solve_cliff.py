@@ -45,7 +45,6 @@ from repro.spec import (
     VariantResult,
     Work,
     param,
-    params_to_dict,
 )
 from repro.verdict import Outcome
 
@@ -245,7 +244,7 @@ class Solve512Cliff(Repro[SolveParams]):
                 scale=((N - 1) / N) ** 3,
             )
         """
-        return standalone.build(self.id, self.title, params_to_dict(p), body)
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: SolveParams, ctx: Context) -> RunResult:
         import torch
