@@ -756,7 +756,7 @@ def report(
             "`repro bundle RUN_DIR` and attach it to the issue._",
             "",
         ]
-    scope_md = "" if smoke_run else _not_tested(docs)
+    scope_md = _not_tested(docs)  # a CPU or smoke run says so here too
     full = [d for d in docs if not is_smoke(d)]
     mach, of = machines(full)
     sections = [repro_section(d, of.get(id(d)), [f for f in figures if f.repro_id == d["repro"]["id"]]) for d in docs]

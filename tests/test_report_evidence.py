@@ -279,3 +279,12 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> 
         ).stdout
         assert html.count("<table>") == got["tables"] and html.count("<img ") == 2
         assert html.count("<details>") == html.count("</details>") == got["details_open"]
+
+
+def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "5090-linear"))
+    doc["run"].update(smoke=True, device="cpu")
+    text = render.report([doc])
+    scope = text.split("## Not tested here", 1)[1]
+    assert "5090-linear: a smoke run on cpu (shrunken sizes): it proves the pipeline, not the cliff." in scope
+    assert "standalone script" not in text and "<details>" not in text  # a smoke report stays short
