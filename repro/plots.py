@@ -22,6 +22,8 @@ from repro.results import Sweep
 __all__ = ["Figure", "Series", "available", "band_plot", "describe", "figures", "sweep_series", "sweeps_of"]
 
 PLOTS_DIR = "plots"
+# Why a figure of a report printed to stdout has no file: nothing is written without --out.
+NOT_DRAWN_HERE = "not drawn for this report"
 INSTALL_HINT = "pip install 'gpu-repro[plots]' (matplotlib), then `repro report RUN_DIR --out FILE` draws it"
 
 
@@ -200,7 +202,7 @@ def file_name(repro_id: str, sweep: Sweep) -> str:
     return f"{PLOTS_DIR}/{repro_id}.{sweep.name}.png"
 
 
-def describe(docs: Sequence[Mapping[str, Any]], why_not: str = "not drawn for this report") -> list[Figure]:
+def describe(docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE) -> list[Figure]:
     """The figures the report refers to, without drawing anything (``figures`` draws them)."""
     out = []
     for doc in docs:

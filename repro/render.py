@@ -601,14 +601,17 @@ def breakdown_table(breakdown: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _figure_lines(figs: Sequence[Figure]) -> list[str]:
+    from repro.plots import NOT_DRAWN_HERE
+
     out = []
     for f in figs:
         if f.drawn:
             out += [f"![{text(f.alt)}]({f.file})", "", f"_Plot `{f.file}`: {text(f.alt)}._", ""]
+        elif f.why_not == NOT_DRAWN_HERE:
+            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
         else:
-            why = f.why_not or "not drawn"
-            hint = "" if f.why_not == "not drawn for this report" else "; " + plots_hint()
-            out += [f"_Plot `{f.file}` not drawn ({text(why)}{text(hint)}). It would show: {text(f.alt)}._", ""]
+            why = f"{f.why_not or 'not drawn'}; {plots_hint()}"
+            out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
     return out
 
 
