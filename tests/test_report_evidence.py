@@ -288,3 +288,27 @@ def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: li
     scope = text.split("## Not tested here", 1)[1]
     assert "5090-linear: a smoke run on cpu (shrunken sizes): it proves the pipeline, not the cliff." in scope
     assert "standalone script" not in text and "<details>" not in text  # a smoke report stays short
+
+
+def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]) -> None:
+    two = copy.deepcopy(docs[:2])
+    two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
+    two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
+    text = render.report(two)
+    assert text.count("full fingerprint (used by") == 2
+    assert "machine A: full fingerprint (used by 5090-linear)" in text
+    assert "machine B: full fingerprint (used by fused-adam-capturable)" in text
+    same = copy.deepcopy(docs[:2])
+    same[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0
+    assert render.report(same).count("full fingerprint (used by") == 1
+
+
+def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
+    doc["variants"] = []
+    doc["verdict"].update(status="error", value=None, ci_low=None, ci_high=None, breakdown=[], variants=[])
+    doc["verdict"]["finding"] = "Not measured: the repro crashed"
+    doc["error"] = {"kind": "crash", "message": "segfault", "exit_code": -11, "signal": "SIGSEGV"}
+    text = render.report([doc])
+    assert "lora-batch-scaling: not measured (error): Not measured: the repro crashed" in text
+    assert "Impact: " in text and "In this run" not in text  # no pair, no cost sentence
