@@ -69,7 +69,11 @@ def conditions(doc: Mapping[str, Any]) -> str:
         key = next((k for k in quals if other.get(k) != quals.get(k)), None)
         if key is None:
             continue
-        groups.setdefault(_one(key, other.get(key)) or f"{key} -", []).append(row)
+        name = _one(key, other.get(key)) or f"{key} -"
+        first = next(iter(quals))
+        if key != first and (lead := _one(first, quals[first])):
+            name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
+        groups.setdefault(name, []).append(row)
     parts = []
     for name, rows in list(groups.items())[:MAX_CONTRASTS]:
         top = max(rows, key=lambda r: float(r["ratio"]))
