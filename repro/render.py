@@ -778,10 +778,25 @@ def report(
     def note() -> list[str]:
         if not notes:
             return []
-        return [f"_To fit GitHub's size limit this report {'; '.join(notes)}; the full artifacts are in {bundle}._", ""]
+        said = [n for n in notes if not n.startswith(("left out ", "cut ")) or "artifact JSON" not in n]
+        cut = [
+            n[len("cut ") :].split("'s artifact JSON")[0]
+            for n in notes
+            if n.startswith("cut ") and "artifact JSON" in n
+        ]
+        gone = [
+            n[len("left out ") :].split("'s artifact JSON")[0]
+            for n in notes
+            if n.startswith("left out ") and "artifact JSON" in n
+        ]
+        if cut:
+            said.append(f"cut the artifact JSON of {', '.join(cut)} at element boundaries")
+        if gone:
+            said.append(f"left out the artifact JSON of {', '.join(gone)}")
+        return [f"_To fit GitHub's size limit this report {'; '.join(said)}; the full artifacts are in {bundle}._", ""]
 
     parts = body(True)
-    reserve = 1200  # the note and the Environment heading
+    reserve = 700  # the note (its artifact-JSON entries grouped) and the Environment heading
     if len("\n".join(parts)) + reserve > limit and any(sc for _, sc in sections):
         parts = body(False)
         notes.append("left out the standalone scripts (`repro script ID` prints each)")
