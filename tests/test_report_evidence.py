@@ -265,6 +265,15 @@ def test_committed_reports_render_with_tables_details_and_images_intact(path: Pa
     got, want = _gfm_counts(text), _expected(text)
     assert got == want, (got, want)
     assert got["details_open"] == got["details_close"]
+    if shutil.which("cmark-gfm"):  # GitHub's own renderer agrees where it is installed
+        html = subprocess.run(
+            ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
+        ).stdout
+        assert (html.count("<table>"), html.count("<details>"), html.count("<img ")) == (
+            got["tables"],
+            got["details_open"],
+            got["images"],
+        )
 
 
 def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> None:
