@@ -159,7 +159,7 @@ def _write_report(run_dir: Path) -> Path:
     from repro import artifact, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand([run_dir])]
-    figures = plots.figures(docs, run_dir)  # plots/<id>.<sweep>.png, or why not (no matplotlib)
+    figures = plots.figures(docs, run_dir)  # plots/<id>.<plot>.png, or why not (no matplotlib)
     return artifact.write_new(run_dir / "report.md", render.report(docs, figures=figures).encode())
 
 
@@ -390,7 +390,7 @@ def report_cmd(
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
 
-    With --out, the sweeps' plots are drawn beside FILE (plots/<id>.<sweep>.png) where
+    With --out, the declared plots are drawn beside FILE (plots/<id>.<plot>.png) where
     matplotlib is installed; existing plot files are kept, never overwritten.
     """
     from repro import artifact, plots, render

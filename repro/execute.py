@@ -112,7 +112,7 @@ def repro_section(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
 
 
 def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
-    """What a repro declares for the report (schema 1.2): impact, seed GPUs, sweeps, its standalone script."""
+    """What a repro declares for the report (schema 1.2): impact, seed GPUs, plots, its standalone script."""
     try:
         script = cls().script(params)
     except Exception:  # a broken script generator costs the script, never the run
@@ -120,7 +120,7 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
     return {
         "impact": cls.impact or None,
         "seed_gpus": list(cls.seed_gpus),
-        "sweeps": [dataclasses.asdict(s) for s in cls.sweeps],
+        "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }
 

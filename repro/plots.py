@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.results import Sweep
+from repro.results import Plot
 
-__all__ = ["Figure", "Series", "available", "band_plot", "describe", "figures", "sweep_series", "sweeps_of"]
+__all__ = ["Figure", "Series", "available", "band_plot", "describe", "figures", "plots_of", "series_of"]
 
 PLOTS_DIR = "plots"
 # Why a figure of a report printed to stdout has no file: nothing is written without --out.
@@ -124,22 +124,22 @@ def band_plot(
 # --------------------------------------------------------------------------- sweeps of an artifact
 
 
-def sweeps_of(doc: Mapping[str, Any]) -> list[Sweep]:
-    """The sweeps an artifact declares (schema 1.2), else those its repro declares in the catalog."""
-    declared = (doc.get("repro") or {}).get("sweeps")
+def plots_of(doc: Mapping[str, Any]) -> list[Plot]:
+    """The plots an artifact declares (schema 1.2), else those its repro declares in the catalog."""
+    declared = (doc.get("repro") or {}).get("plots")
     if declared is None:
         from repro import catalog
 
         cls = catalog.load().get(str((doc.get("repro") or {}).get("id")))
-        return list(cls.sweeps) if cls is not None else []
-    return [Sweep(**{**d, "group_by": tuple(d.get("group_by") or ())}) for d in declared]
+        return list(cls.plots) if cls is not None else []
+    return [Plot(**{**d, "group_by": tuple(d.get("group_by") or ())}) for d in declared]
 
 
-def _label(sweep: Sweep, key: Sequence[Any]) -> str:
+def _label(sweep: Plot, key: Sequence[Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in zip(sweep.group_by, key, strict=True)) or "measured"
 
 
-def sweep_series(doc: Mapping[str, Any], sweep: Sweep) -> list[Series]:
+def series_of(doc: Mapping[str, Any], sweep: Plot) -> list[Series]:
     """One series per group of measured variants, sorted by x; groups with fewer than 2 points are left out."""
     groups: dict[tuple[Any, ...], list[tuple[float, float, float, float]]] = {}
     for v in doc.get("variants") or []:
@@ -173,7 +173,7 @@ def _fmt_x(x: float) -> str:
     return f"{x:g}"
 
 
-def finding(sweep: Sweep, series: Sequence[Series]) -> str:
+def finding(sweep: Plot, series: Sequence[Series]) -> str:
     """One line stating what the plot shows: the largest step between neighbouring points, and the rest."""
     if not series:
         return f"{sweep.y_label} against {sweep.x_label}: no group has two measured points"
@@ -198,7 +198,7 @@ def finding(sweep: Sweep, series: Sequence[Series]) -> str:
     return text
 
 
-def file_name(repro_id: str, sweep: Sweep) -> str:
+def file_name(repro_id: str, sweep: Plot) -> str:
     return f"{PLOTS_DIR}/{repro_id}.{sweep.name}.png"
 
 
@@ -207,8 +207,8 @@ def describe(docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE) -
     out = []
     for doc in docs:
         rid = str(doc["repro"]["id"])
-        for sw in sweeps_of(doc):
-            series = sweep_series(doc, sw)
+        for sw in plots_of(doc):
+            series = series_of(doc, sw)
             if series:
                 out.append(Figure(rid, sw.name, file_name(rid, sw), finding(sw, series), False, why_not))
     return out
@@ -234,11 +234,11 @@ def figures(docs: Sequence[Mapping[str, Any]], folder: Path | None, draw: bool =
             out.append(Figure(fig.repro_id, fig.sweep, fig.file, fig.alt, False, missing))
             continue
         doc = next(d for d in docs if d["repro"]["id"] == fig.repro_id)
-        sw = next(s for s in sweeps_of(doc) if s.name == fig.sweep)
+        sw = next(s for s in plots_of(doc) if s.name == fig.sweep)
         try:
             band_plot(
                 path,
-                sweep_series(doc, sw),
+                series_of(doc, sw),
                 title=f"{fig.repro_id}: {sw.y_label} vs {sw.x_label}",
                 x_label=sw.x_label,
                 y_label=sw.y_label,

@@ -193,10 +193,11 @@ class Ratio:
 
 
 @dataclass(frozen=True)
-class Sweep:
-    """A sweep the report plots: median time (CI as a band) against config value ``x``, one line per group.
+class Plot:
+    """A plot the report draws from the variants: median time (CI as a band) against config value ``x``,
+    one line per group (``group_by``).
 
-    ``per_x`` divides time by x (per-sample time against batch); ``log_y`` suits sweeps whose
+    ``per_x`` divides time by x (per-sample time against batch); ``log_y`` suits plots whose
     groups differ by orders of magnitude.
     """
 

@@ -26,11 +26,11 @@ from repro.results import (
     Finding,
     Kernel,
     Metric,
+    Plot,
     Ratio,
     RunResult,
     Stats,
     Status,
-    Sweep,
     Timing,
     VariantResult,
     Verdict,
@@ -55,8 +55,8 @@ __all__ = [
     "Requirements",
     "RunResult",
     "Stats",
+    "Plot",
     "Status",
-    "Sweep",
     "Timing",
     "VariantResult",
     "Verdict",
@@ -130,8 +130,8 @@ class Repro(Generic[P]):
     impact: ClassVar[str] = ""
     # The GPUs the seed reported numbers on; the report names those this run did not have.
     seed_gpus: ClassVar[tuple[str, ...]] = ()
-    # Sweeps the report draws as plots (time against a config value, CI as a band).
-    sweeps: ClassVar[tuple[Sweep, ...]] = ()
+    # Plots the report draws from the variants (time against a config value, CI as a band).
+    plots: ClassVar[tuple[Plot, ...]] = ()
 
     def comparisons(self, params: P) -> Sequence[Comparison]:
         """The ratios this repro judges for ``params``; none means an older-API repro."""

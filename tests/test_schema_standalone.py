@@ -131,8 +131,8 @@ def test_old_artifacts_still_validate_and_new_fields_are_optional() -> None:
     assert artifact.validation_errors(doc) == []
     doc["schema_version"] = artifact.ARTIFACT_SCHEMA_VERSION
     doc["repro"].update(
-        impact="x", seed_gpus=["RTX 5090"], script="print(1)", sweeps=[{"name": "b", "x": "batch", "x_label": "batch"}]
+        impact="x", seed_gpus=["RTX 5090"], script="print(1)", plots=[{"name": "b", "x": "batch", "x_label": "batch"}]
     )
     assert artifact.validation_errors(doc) == []
-    doc["repro"]["sweeps"] = [{"name": "b"}]
+    doc["repro"]["plots"] = [{"name": "b"}]
     assert artifact.validation_errors(doc)

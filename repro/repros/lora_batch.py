@@ -38,10 +38,10 @@ from repro.spec import (
     Comparison,
     Finding,
     Metric,
+    Plot,
     Repro,
     Requirements,
     RunResult,
-    Sweep,
     VariantResult,
     Work,
     param,
@@ -197,8 +197,8 @@ class LoraBatchScaling(Repro[LoraParams]):
         "of buying it, while linear scaling means batch 2 only halves the steps per second."
     )
     seed_gpus = ("RTX 5090",)
-    sweeps = (
-        Sweep(
+    plots = (
+        Plot(
             "batch",
             x="batch",
             x_label="batch size (samples per step)",

@@ -38,10 +38,10 @@ from repro.spec import (
     Finding,
     Kernel,
     Metric,
+    Plot,
     Repro,
     Requirements,
     RunResult,
-    Sweep,
     VariantResult,
     Work,
     param,
@@ -181,8 +181,8 @@ class Solve512Cliff(Repro[SolveParams]):
         "unknowns multiplies the cost of every solve_ex call under the affected backend."
     )
     seed_gpus = ("RTX 6000 Ada",)
-    sweeps = (
-        Sweep(
+    plots = (
+        Plot(
             "n",
             x="n",
             x_label="matrix size n (unknowns)",
