@@ -20,7 +20,10 @@ from repro.errors import UsageError
 ARTIFACT_SCHEMA_VERSION = "1.2"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json")
+SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json")
+# Other document kinds of the same schema family that `validate`, `report` and `compare` accept.
+CLIFF_KIND = "gpu-repro.cliff"
+KIND_SCHEMAS = {ARTIFACT_KIND: "artifact.schema.json", CLIFF_KIND: "cliff.schema.json"}
 
 
 FILE_MODE = fsio.FILE_MODE
@@ -52,6 +55,16 @@ def validator(name: str = "artifact.schema.json") -> Any:
 
     registry, schemas = _registry_and_schemas()
     return Draft202012Validator(schemas[name], registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def schema_name(doc: Any) -> str:
+    """The schema a document is checked against: its ``kind``'s, else the repro artifact's."""
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    return KIND_SCHEMAS.get(kind, "artifact.schema.json") if isinstance(kind, str) else "artifact.schema.json"
+
+
+def is_cliff(doc: Mapping[str, Any]) -> bool:
+    return doc.get("kind") == CLIFF_KIND
 
 
 def validation_errors(doc: Any, name: str = "artifact.schema.json") -> list[str]:
@@ -212,10 +225,11 @@ def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc}); expected a gpu-repro artifact") from None
     doc = parse_json(raw, str(path))
     if validate:
-        errors = validation_errors(doc)
+        name = schema_name(doc)
+        errors = validation_errors(doc, name)
         if errors:
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-            raise UsageError(f"{path}: fails the artifact schema v1 at {errors[0]}{more}")
+            raise UsageError(f"{path}: fails the {name.split('.')[0]} schema v1 at {errors[0]}{more}")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a JSON {type(doc).__name__}, not an object; expected a gpu-repro artifact")
     return doc
@@ -251,7 +265,7 @@ def not_an_artifact(path: Path) -> str | None:
     if not isinstance(doc, dict):
         return f"a JSON {type(doc).__name__}, not an object"
     kind = doc.get("kind")
-    if kind == ARTIFACT_KIND:
+    if kind in KIND_SCHEMAS:
         return None
     if kind is not None:
         return f"kind {str(kind)[:60]!r}"

@@ -35,7 +35,8 @@ FILE_LIMIT = 32 * 1024 * 1024
 TRACE_LIMIT = 256 * 1024 * 1024
 # Logs keep their end: the error is where the run stopped.
 LOG_TAIL = 512 * 1024
-_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+# <id>.json, or <id>.cliff-<param>.json from `repro cliff` (whose plot, <...>.png, goes in beside it).
+_ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 _TRACE = re.compile(r"[A-Za-z0-9_.-]+\.trace\.json\.gz")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
@@ -134,6 +135,11 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
 
     for rid in ids:
         text(root / f"{rid}.json", f"{rid}.json")
+        png = root / f"{rid}.png"
+        if ".cliff-" in rid and png.is_file():
+            data = _read(png, png.name, out, limit=FILE_LIMIT)  # an image: nothing to redact
+            if data is not None:
+                out.members.append((f"{name}/{png.name}", data))
     text(root / "report.md", "report.md")
     if _real_dir(root / "logs"):
         for rid in ids:

@@ -13,6 +13,7 @@ import typer
 from repro import __version__
 from repro.cli_common import check_new_file, err, handles_errors, new_typer, write_new_file
 from repro.cli_docker import compare_cmd, images_app
+from repro.cliff import DEFAULT_BUDGET_S, DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD
 from repro.errors import CliffReproduced, ReproError, UsageError
 
 app = new_typer(
@@ -128,6 +129,10 @@ def list_cmd(
                 "metric": cls.metric.name,
                 "threshold": cls.metric.threshold,
                 "params": params_help(cls.Params),
+                "sweeps": [
+                    {"name": w.name, "help": w.help, "min": w.min, "max": w.max, "default": w.default}
+                    for w in cls.sweeps
+                ],
             }
         )
     if as_json:
@@ -233,6 +238,76 @@ def script_cmd(
         repro_id, parse_assignments(set_ or []), smoke=smoke, only=comparison, repro_paths=repro_path or []
     )
     typer.echo(text, nl=False)
+
+
+@app.command("cliff")
+@handles_errors
+def cliff_cmd(
+    repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
+    param: Annotated[
+        str, typer.Option("--param", metavar="NAME", help="The sweepable integer param to search (e.g. n).")
+    ],
+    range_: Annotated[
+        str, typer.Option("--range", metavar="LO:HI", help="Inclusive integer range to search (e.g. 480:560).")
+    ],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option("--metric", metavar="per-unit-of-work|time", help="Scale times by the repro's work, or not."),
+    ] = "per-unit-of-work",
+    threshold: Annotated[
+        float, typer.Option("--threshold", metavar="FRACTION", help="Smallest change called a step (0.1 = 10%).")
+    ] = DEFAULT_THRESHOLD,
+    budget: Annotated[
+        float, typer.Option("--budget", metavar="SECONDS", help="Time for the whole search; refinement stops after.")
+    ] = DEFAULT_BUDGET_S,
+    max_points: Annotated[
+        int, typer.Option("--max-points", metavar="N", help="Most distinct values timed, grid included.")
+    ] = DEFAULT_MAX_POINTS,
+    grid: Annotated[int, typer.Option("--grid", metavar="N", help="Points of the coarse grid.")] = DEFAULT_GRID,
+    smoke: SmokeOpt = False,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the cliff artifact JSON on stdout.")] = False,
+    repro_path: ReproPaths = None,
+    no_collect_env: NoCollectEnvOpt = False,
+) -> None:
+    """Find where a cliff starts: coarse grid over an integer param, then bisection to adjacent values."""
+    from repro import artifact, cliff_report, cliff_run, render
+    from repro.progress import Display
+    from repro.spec import parse_assignments
+
+    req = cliff_run.CliffRequest(
+        repro_id=repro_id,
+        param=param,
+        range_text=range_,
+        overrides=parse_assignments(set_ or []),
+        smoke=smoke,
+        repro_paths=repro_path or [],
+        metric=metric,
+        threshold=threshold,
+        budget_s=budget,
+        max_points=max_points,
+        grid=grid,
+        command=_argv(),
+        collect_env=not no_collect_env,
+    )
+    cliff_run.resolve(req)  # all input checked before the run folder exists
+    run_dir = _new_run_dir(out)
+    display = Display()
+    try:
+        doc, path = cliff_run.run(req, run_dir, log=display.log, progress=display.progress)
+    finally:
+        display.close()
+    png = cliff_report.write_plot(doc, path.with_suffix(".png"))
+    plots = {cliff_report.key(doc): png.name} if png else {}
+    report = artifact.write_new(run_dir / "report.md", render.report([doc], plots=plots).encode())
+    typer.echo(f"{repro_id} {param}: {doc['status']} - {doc['finding']}", err=True)
+    shown = png or "(none: no points timed, or no matplotlib here)"
+    typer.echo(f"artifact: {path}\nreport:   {report}\nplot:     {shown}", err=True)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
 
 
 @app.command("all")
@@ -393,7 +468,7 @@ def report_cmd(
     With --out, the declared plots are drawn beside FILE (plots/<id>.<plot>.png) where
     matplotlib is installed; existing plot files are kept, never overwritten.
     """
-    from repro import artifact, plots, render
+    from repro import artifact, cliff_report, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand(files)]
     if out is not None:
@@ -401,11 +476,16 @@ def report_cmd(
     runs = [f for f in files if f.is_dir()]
     folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
     figures = plots.figures(docs, folder, draw=out is not None)
-    text = render.report(docs, figures=figures)
     if out is None:
-        typer.echo(text)
+        typer.echo(render.report(docs, figures=figures))
         return
-    write_new_file(out, text, "reports")
+    # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
+    links: dict[str, str] = {}
+    for d in (d for d in docs if artifact.is_cliff(d)):
+        png = out.with_name(f"{out.stem}.{cliff_report.key(d)}.png")
+        if not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
+            links[cliff_report.key(d)] = png.name
+    write_new_file(out, render.report(docs, plots=links, figures=figures), "reports")
     typer.echo(f"report: {out}", err=True)
 
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro import artifact
+from repro import artifact, cliff_report
 from repro.errors import UsageError
 from repro.fingerprint import essentials
 from repro.render import REPORT_LIMIT, code, per_call_us, table, text, verdict_cell
 
 COMPARE_KIND = "gpu-repro.compare"
-COMPARE_SCHEMA_VERSION = "1.0"
+COMPARE_SCHEMA_VERSION = "1.1"  # 1.1: "cliffs", the boundaries of `repro cliff` artifacts
 # Kernels shown per compared variant: the heaviest one is what a cuBLAS/cuDNN heuristic picked;
 # the JSON carries a few more for a reader who wants the runners-up.
 KEY_KERNELS_MD = 1
@@ -67,7 +67,11 @@ class Environment:
 
     def doc(self, repro_id: str) -> dict[str, Any] | None:
         """This environment's artifact for ``repro_id``, if it ran that repro."""
-        return next((d for _, d in self.artifacts if d["repro"]["id"] == repro_id), None)
+        return next((d for _, d in self.artifacts if d["repro"]["id"] == repro_id and not artifact.is_cliff(d)), None)
+
+    def cliffs(self) -> list[dict[str, Any]]:
+        """Its ``repro cliff`` artifacts (compared as boundaries, not as verdicts)."""
+        return [d for _, d in self.artifacts if artifact.is_cliff(d)]
 
     def run_ids(self) -> list[str]:
         """The run ids its artifacts came from (one, unless single files were given)."""
@@ -115,7 +119,7 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
     for p in paths:
         files = artifact_files(Path(p))
         pairs = sorted(((f, artifact.load(f)) for f in files), key=lambda fd: fd[1]["repro"]["id"])
-        seen = [d["repro"]["id"] for _, d in pairs]
+        seen = [cliff_report.key(d) if artifact.is_cliff(d) else d["repro"]["id"] for _, d in pairs]
         dup = next((r for r in seen if seen.count(r) > 1), None)
         if dup:
             raise UsageError(f"{p}: holds two artifacts for {dup!r}; expected one per repro in an environment")
@@ -292,12 +296,14 @@ def build(envs: Sequence[Environment]) -> dict[str, Any]:
         )
     ids: dict[str, None] = {}
     for e in envs:
-        ids.update(dict.fromkeys(d["repro"]["id"] for _, d in e.artifacts))
+        ids.update(dict.fromkeys(d["repro"]["id"] for _, d in e.artifacts if not artifact.is_cliff(d)))
     repros, notes = [], []
     for rid in sorted(ids):
         docs = [e.doc(rid) for e in envs]
         first = next(d for d in docs if d is not None)
-        paths = {e.label: p for e in envs for p, d in e.artifacts if d["repro"]["id"] == rid}
+        paths = {
+            e.label: p for e in envs for p, d in e.artifacts if d["repro"]["id"] == rid and not artifact.is_cliff(d)
+        }
         repros.append(
             {
                 "id": rid,
@@ -315,6 +321,7 @@ def build(envs: Sequence[Environment]) -> dict[str, Any]:
         "schema_version": COMPARE_SCHEMA_VERSION,
         "environments": environments,
         "repros": repros,
+        "cliffs": cliff_report.compare_rows([(e.label, e.cliffs()) for e in envs]),
         "fingerprint_diff": fingerprint_diff(envs),
         "ignored_fields": {"prefixes": list(VOLATILE_PREFIXES), "leaves": sorted(VOLATILE_LEAVES)},
         "notes": notes,
@@ -396,15 +403,20 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
         "",
         table(env_rows, ["env", "label", "GPU", "driver", "torch", "CUDA", "base image", "run"]),
         "",
-        table(
-            [
-                [code(r["id"]), f"{r['threshold']:g}"] + [_cell(r["results"][lab]) for lab in labels]
-                for r in doc["repros"]
-            ],
-            ["repro", "threshold", *keys],
-        ),
-        "",
     ]
+    if doc["repros"] or not doc.get("cliffs"):
+        head += [
+            table(
+                [
+                    [code(r["id"]), f"{r['threshold']:g}"] + [_cell(r["results"][lab]) for lab in labels]
+                    for r in doc["repros"]
+                ],
+                ["repro", "threshold", *keys],
+            ),
+            "",
+        ]
+    if doc.get("cliffs"):
+        head += [cliff_report.compare_markdown(doc["cliffs"], labels, keys)]
     named = [res["variants_named_by_verdict"] for r in doc["repros"] for res in r["results"].values() if res]
     if all(named):
         head += ["_Kernels: the heaviest kernel of each variant the verdict compares, us per call._", ""]

@@ -237,6 +237,14 @@ def apply_knobs(state: Mapping[str, Any]) -> None:
             b.cuda.preferred_linalg_library(state["linalg"])
 
 
+def kernel_episode(iters: int, episodes: int) -> int | None:
+    """Rounds per episode when ``iters`` kernel rounds come in ``episodes`` episodes, or
+    None when they do not (one episode, or too few rounds for two per episode)."""
+    if episodes <= 1 or iters < 2 * episodes:
+        return None
+    return -(-iters // episodes)
+
+
 def _per_call_device_time(trace: Mapping[str, Any], calls: int, match: Callable[[str], bool]) -> list[float]:
     """Seconds of matching device work per profiler range ``gpu_repro_call_<i>``, i < ``calls``.
 
@@ -244,17 +252,20 @@ def _per_call_device_time(trace: Mapping[str, Any], calls: int, match: Callable[
     followed by a synchronize, so no kernel of one call starts after the next begins.
     """
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    # Untimed warm-up calls run in ranges ``gpu_repro_warm_<i>``: they end the previous
+    # call's range, and their own kernels count for nothing (index -1).
     starts = sorted(
-        (e["ts"], int(e["name"].rsplit("_", 1)[1]))
+        (e["ts"], int(e["name"].rsplit("_", 1)[1]) if e["name"].startswith("gpu_repro_call_") else -1)
         for e in events
-        if str(e.get("name", "")).startswith("gpu_repro_call_") and e.get("cat") == "user_annotation"
+        if str(e.get("name", "")).startswith(("gpu_repro_call_", "gpu_repro_warm_"))
+        and e.get("cat") == "user_annotation"
     )
     stamps = [ts for ts, _ in starts]
     totals = [0.0] * calls
     for e in events:
         if e.get("cat") in _DEVICE_CATS and match(e.get("name", "")):
             k = bisect.bisect_right(stamps, e["ts"]) - 1
-            if k >= 0 and starts[k][1] < calls:
+            if k >= 0 and 0 <= starts[k][1] < calls:
                 totals[starts[k][1]] += float(e.get("dur", 0.0)) / 1e6
     return totals
 
@@ -484,12 +495,16 @@ class Context:
         iters: int,
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
+        episodes: int = 1,
     ) -> dict[str, list[float]]:
         """Per-call device time (seconds) of the kernels whose names ``match``, for each fn,
         in ``iters`` interleaved rounds inside one profiler session (CUPTI starts once).
 
         ``out[name][i]`` is round i's call of ``name``; the lists align by round, so a
         ratio of two of them is paired. A call with no matching kernel gives 0.0.
+        ``episodes`` > 1 splits the rounds into that many episodes of
+        ``kernel_episode(iters, episodes)`` rounds, separated by the sampling's idle gap
+        and each opened by one untimed call of every fn (see ``SamplingConfig``).
         """
         from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -500,8 +515,19 @@ class Context:
         calls: list[tuple[str, int]] = []
         with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+            episode = kernel_episode(iters, episodes)
+            warm = 0
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for r in range(iters):
+                    if episode and r and r % episode == 0:
+                        time.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
+                        for name in names:
+                            if prepare and name in prepare:
+                                prepare[name]()
+                            with record_function(f"gpu_repro_warm_{warm}"):
+                                fns[name]()
+                            self.synchronize()
+                            warm += 1
                     for i in round_order(len(names), r):
                         name = names[i]
                         if prepare and name in prepare:

@@ -206,6 +206,8 @@ def describe(docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE) -
     """The figures the report refers to, without drawing anything (``figures`` draws them)."""
     out = []
     for doc in docs:
+        if doc.get("kind") == "gpu-repro.cliff":  # a cliff search draws its own plot (repro.cliff_report)
+            continue
         rid = str(doc["repro"]["id"])
         for sw in plots_of(doc):
             series = series_of(doc, sw)

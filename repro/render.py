@@ -728,6 +728,7 @@ def report(
     limit: int = REPORT_LIMIT,
     title: str | None = None,
     figures: Sequence[Figure] | None = None,
+    plots: Mapping[str, str] | None = None,
 ) -> str:
     """The whole report, at most ``limit`` characters, evidence intact.
 
@@ -735,17 +736,27 @@ def report(
     environment follows: each distinct fingerprint once, collect_env once per distinct output
     (its library section always kept), then each artifact's JSON. What does not fit is cut at
     JSON element boundaries (what is shown still parses) or left out, and the note names the
-    bundle that holds everything.
+    bundle that holds everything. ``figures``: the repros' plots (``repro.plots``).
+
+    ``repro cliff`` artifacts get their own section (``repro.cliff_report``); ``plots`` maps
+    their key to the link of a plot drawn beside the report.
     """
     if not docs:
         raise ValueError("no artifacts to report")
+    from repro import cliff_report
+
+    run_ids = sorted({d["run"]["run_id"] for d in docs})
+    cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
+    docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
     if figures is None:
         from repro.plots import describe
 
         figures = describe(docs)
-    run_ids = sorted({d["run"]["run_id"] for d in docs})
     bundle = bundle_names(docs)
-    head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", "", summary_table(docs), ""]
+    head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
+    if docs:
+        head += [summary_table(docs), ""]
+    head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     smoke_run = all(is_smoke(d) for d in docs)
     if any(is_smoke(d) for d in docs):
         head += [

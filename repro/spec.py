@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -39,7 +39,7 @@ from repro.results import (
 )
 
 if TYPE_CHECKING:
-    from repro.measure import Context
+    from repro.measure import Arm, Context
     from repro.verdict import Outcome
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "Stats",
     "Plot",
     "Status",
+    "Sweep",
     "Timing",
     "VariantResult",
     "Verdict",
@@ -106,6 +107,27 @@ class Requirements:
         return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """An integer knob ``repro cliff`` may sweep: its limits, the seed's value and how work scales.
+
+    ``work(params, value)`` is the work of one call at ``value`` in any unit (only ratios are
+    used), so times can be scaled to equal work and smooth scaling reads flat. ``single``
+    names tuple params that must hold exactly one value while sweeping (one backend, one batch).
+    ``tag`` reads a point's kernel names into a word or two (which implementation ran).
+    """
+
+    name: str
+    help: str
+    min: int
+    max: int
+    default: int
+    work: Callable[[Any, int], float]
+    single: tuple[str, ...] = ()
+    # What a point's kernel names say ran (solve: which LU path), shown beside each step.
+    tag: Callable[[Sequence[str]], str] | None = None
+
+
 class Repro(Generic[P]):
     """Base class of every repro; subclasses are registered with ``@catalog.register``.
 
@@ -132,6 +154,8 @@ class Repro(Generic[P]):
     seed_gpus: ClassVar[tuple[str, ...]] = ()
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
+    # Integer knobs ``repro cliff`` may sweep; a repro that declares any implements ``sweep_arm``.
+    sweeps: ClassVar[tuple[Sweep, ...]] = ()
 
     def comparisons(self, params: P) -> Sequence[Comparison]:
         """The ratios this repro judges for ``params``; none means an older-API repro."""
@@ -139,6 +163,14 @@ class Repro(Generic[P]):
 
     def run(self, params: P, ctx: Context) -> RunResult:
         raise NotImplementedError
+
+    def sweep_arm(self, params: P, sweep: str, value: int, ctx: Context) -> Arm:
+        """One workload of ``repro cliff``: the call to time with ``sweep`` set to ``value``.
+
+        The harness times arms of neighbouring values in paired rounds (``ctx.measure_paired``)
+        and profiles their kernels; the repro only builds the inputs and says what to call.
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no sweepable params")
 
     def explain(self, params: P, result: RunResult, outcome: Outcome) -> Finding:
         """The finding after the harness's lead ("Reproduced: ..."): one sentence and details."""

@@ -67,7 +67,11 @@ def variant_ratio(
         if same and ka and kb and len(ka) == len(kb):
             pairs = [(a, b) for a, b in zip(ka, kb, strict=True) if a > 0 and b > 0]
             if len(pairs) >= MIN_KERNEL_ROUNDS:
-                v, lo, hi = stats.paired_ratio_ci([a for a, _ in pairs], [b for _, b in pairs], level, scale)
+                # Episodes stay aligned only when no round was dropped.
+                ep = num.extra.get("kernel_episode_rounds") if len(pairs) == len(ka) else None
+                v, lo, hi = stats.paired_ratio_ci(
+                    [a for a, _ in pairs], [b for _, b in pairs], level, scale, ep if isinstance(ep, int) else None
+                )
                 return v, lo, hi, True, len(pairs), "kernel"
         sa, sb = num.extra.get("kernel_samples_s") or [], den.extra.get("kernel_samples_s") or []
         if len(sa) >= MIN_KERNEL_ROUNDS and len(sb) >= MIN_KERNEL_ROUNDS:

@@ -18,11 +18,12 @@ from repro.spec import Kernel, RunResult, Timing, VariantResult, Verdict, Work, 
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}$")
-# Every artifact committed as evidence: the *.json files of each run folder.
+# Every artifact committed as evidence: the *.json files of each run folder (`repro cliff`
+# artifacts have their own schema and golden test in test_cliff.py).
 COMMITTED = sorted(
     p
     for p in (ROOT / "artifacts" / "reference").rglob("*.json")
-    if RUN_ID.match(p.parent.name) and not p.name.startswith(".")
+    if RUN_ID.match(p.parent.name) and not p.name.startswith(".") and ".cliff-" not in p.name
 )
 
 

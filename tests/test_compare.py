@@ -118,7 +118,7 @@ def test_side_by_side_table_and_fingerprint_diff(lanes: dict[str, Path]) -> None
 
 def test_json_carries_the_same_structure(lanes: dict[str, Path]) -> None:
     doc = compare.compare([lanes["cu126-pt26"], lanes["nemo"]])
-    assert doc["kind"] == "gpu-repro.compare" and doc["schema_version"] == "1.0"
+    assert doc["kind"] == "gpu-repro.compare" and doc["schema_version"] == "1.1"
     assert [e["label"] for e in doc["environments"]] == ["cu126-pt26", "nemo"]
     assert doc["environments"][1]["base_image"] == "nvcr.io/nvidia/nemo:26.08.01"
     (rep,) = doc["repros"]

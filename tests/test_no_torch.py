@@ -80,3 +80,17 @@ def test_all_without_torch_says_why_and_what_to_do(blocked_env: dict[str, str], 
     assert "5090-linear: skipped" in r.stderr and "torch is not installed in this environment" in r.stderr
     assert "every repro was skipped (torch is not installed in this Python" in r.stderr
     assert "make smoke" in r.stderr
+
+
+def test_cliff_without_torch_is_a_skipped_artifact_that_validate_and_report_read(
+    blocked_env: dict[str, str], tmp_path: Path
+) -> None:
+    r = repro(blocked_env, "cliff", "5090-linear", "--param", "features", "--range", "700:800", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = tmp_path.iterdir()
+    doc = json.loads((run_dir / "5090-linear.cliff-features.json").read_text())
+    assert doc["status"] == "skipped" and "torch is not installed" in doc["finding"]
+    r = repro(blocked_env, "validate", str(run_dir))
+    assert r.returncode == 0 and "ok:" in r.stdout, r.stderr
+    r = repro(blocked_env, "report", str(run_dir))
+    assert r.returncode == 0 and "where the cliff starts in `features` (700..800)" in r.stdout, r.stderr

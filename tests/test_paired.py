@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from repro import stats
 from repro.cli import app
-from repro.measure import Arm, Context, SamplingConfig, round_order
+from repro.measure import Arm, Context, SamplingConfig, _per_call_device_time, kernel_episode, round_order
 from repro.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
 from repro.spec import Repro, Requirements
-from repro.verdict import as_smoke, judge, outcome
+from repro.verdict import as_smoke, judge, outcome, variant_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = ROOT / "tests" / "plugins_legacy"
@@ -259,3 +259,50 @@ def test_worst_of_k_holds_each_ci_at_a_bonferroni_level() -> None:
     for w, f in zip(worst.ratios, first.ratios, strict=True):
         assert w.ci_low <= f.ci_low and w.ci_high >= f.ci_high
     assert "98.8% CI" in worst.fmt(worst.headline)
+
+
+def test_kernel_episodes_split_rounds_only_when_each_episode_has_two() -> None:
+    assert kernel_episode(36, 6) == 6 and kernel_episode(37, 6) == 7
+    assert kernel_episode(36, 1) is None and kernel_episode(10, 6) is None
+
+
+def test_warm_up_calls_end_the_previous_range_and_count_for_nothing() -> None:
+    def ev(name: str, ts: float, cat: str, dur: float = 1.0) -> dict[str, object]:
+        return {"ph": "X", "name": name, "ts": ts, "cat": cat, "dur": dur}
+
+    trace = {
+        "traceEvents": [
+            ev("gpu_repro_call_0", 0, "user_annotation"),
+            ev("adam_kernel", 5, "kernel", 10.0),
+            ev("gpu_repro_warm_0", 100, "user_annotation"),
+            ev("adam_kernel", 105, "kernel", 99.0),  # the warm-up's own: not call 0's
+            ev("gpu_repro_call_1", 200, "user_annotation"),
+            ev("adam_kernel", 205, "kernel", 20.0),
+            ev("other", 206, "kernel", 50.0),
+        ]
+    }
+    assert _per_call_device_time(trace, 2, lambda n: "adam" in n) == pytest.approx([10e-6, 20e-6])
+
+
+def _kernel_paired(name: str, per_call: list[float], episode: int | None) -> VariantResult:
+    v = _paired(name, [1.0] * len(per_call))
+    extra = {"kernel_rounds_s": per_call, "kernel_group": "k", "kernel_episode_rounds": episode}
+    return dataclasses.replace(v, extra=extra)
+
+
+def test_kernel_rounds_in_episodes_widen_the_kernel_ratio_ci() -> None:
+    """Synthetic per-call kernel times (not a GPU run): the ratio holds one value per episode."""
+    rng = random.Random(5)
+    level = [1.000, 1.002, 0.999, 1.001, 0.998, 1.0015]
+    den = [33e-3 * (1 + rng.gauss(0, 0.0005)) for _ in range(36)]
+    num = [d * level[i // 6] * (1 + rng.gauss(0, 0.0001)) for i, d in enumerate(den)]
+    _, lo, hi, paired, _, basis = variant_ratio(
+        _kernel_paired("a", num, 6), _kernel_paired("b", den, 6), basis="kernel"
+    )
+    assert paired and basis == "kernel" and lo <= 0.9985 and hi >= 1.0015, (lo, hi)
+    _, lo1, hi1, _, _, _ = variant_ratio(_kernel_paired("a", num, None), _kernel_paired("b", den, None), basis="kernel")
+    assert not (lo1 <= 0.9985 and hi1 >= 1.0015), (lo1, hi1)  # the rounds alone miss the episodes' spread
+    # A dropped round (no matching kernel) misaligns the episodes: the rounds' CI stands.
+    gap = [*num[:3], 0.0, *num[4:]]
+    _, lo2, hi2, _, n2, _ = variant_ratio(_kernel_paired("a", gap, 6), _kernel_paired("b", den, 6), basis="kernel")
+    assert n2 == 35 and not (lo2 <= 0.9985 and hi2 >= 1.0015), (lo2, hi2)

@@ -342,8 +342,10 @@ class _FakeCudaContext(Context):
             )
         return out
 
-    def kernel_rounds(self, fns: Any, iters: int, match: Any, prepare: Any = None) -> dict[str, list[float]]:
-        self.calls.append(("kernel_rounds", sorted(fns), iters))
+    def kernel_rounds(
+        self, fns: Any, iters: int, match: Any, prepare: Any = None, episodes: int = 1
+    ) -> dict[str, list[float]]:
+        self.calls.append(("kernel_rounds", sorted(fns), iters, episodes))
         if self.kernel_rounds_error is not None:
             raise self.kernel_rounds_error
         for fn in fns.values():
@@ -372,7 +374,7 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     assert [v[f"te_{m}"].reason for m in ("regular", "capturable", "capturable_graph")] == [why] * 3
     assert ctx.calls == [
         ("paired", "torch_fused", ["torch_fused_regular", "torch_fused_capturable"]),
-        ("kernel_rounds", ["capturable", "regular"], p.kernel_iters),
+        ("kernel_rounds", ["capturable", "regular"], p.kernel_iters, p.kernel_episodes),
         ("measure", "torch_fused_capturable_graph", True),
     ]
     for name in ("torch_fused_regular", "torch_fused_capturable"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from repro.repros import graph_memset as gm
 from repro.repros.graph_memset import GraphMemset, Params, build_twin, parse_twin_output, twin_variants
 from repro.spec import RunResult, VariantResult, build_params
 from repro.stats import summarize
+from repro.verdict import variant_ratio
 
 RID = "graph-memset"
 
@@ -68,7 +70,9 @@ def test_twin_compiles_with_nvcc_and_the_cache_reuses_it(tmp_path: Path) -> None
     assert [p.name for p in cache.iterdir()] == [first.binary.name]  # no temp files left behind
     # The binary is real: its argument parser answers before it touches any GPU.
     r = subprocess.run([str(first.binary), "--bogus", "1"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "unknown option --bogus" in r.stderr
+    assert r.returncode == 2 and "unknown option --bogus" in r.stderr and "--episodes --gap-ms" in r.stderr
+    r = subprocess.run([str(first.binary), "--episodes", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--episodes must be >= 1" in r.stderr
 
 
 class _FakeNvcc:
@@ -248,6 +252,7 @@ def test_twin_run_turns_its_output_into_variants(
     assert [v.status for v in variants] == ["ok"] * 5
     assert json.loads(argv_file.read_text()) == [
         "--device", "3", "--ops", "1000", "--replays", "4", "--rounds", "2", "--warmup", "2", "--work-iters", "128",
+        "--episodes", "10", "--gap-ms", "0",  # no idle gaps off CUDA
     ]  # fmt: skip
     assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
     assert all(v.timing is not None and v.timing.group == "twin" and len(v.timing.rounds or ()) == 2 for v in variants)
@@ -445,3 +450,35 @@ def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
     assert v.finding == (
         f"Not measured: variant twin_memset was skipped: {twin_reason}; variant memset was skipped: {reason}"
     )
+
+
+def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
+    """Synthetic twin output (not a GPU run): 60 rounds of one replay each, in 12 episodes of 5.
+    The memset/fill ratio holds a different value in each episode (a power state that lasts
+    an episode), and the CI must cover the episodes' spread, not only the rounds' noise."""
+    rng = random.Random(3)
+    level = [1.25 + 0.04 * (e % 4) for e in range(12)]
+    fill = [1e-6 * (1 + rng.gauss(0, 0.002)) for _ in range(60)]
+    memset = [f * level[i // 5] * (1 + rng.gauss(0, 0.001)) for i, f in enumerate(fill)]
+    doc = {
+        "ops": 1000,
+        "replays": 60,
+        "rounds": 60,
+        "per_round": 1,
+        "episodes": 12,
+        "episode_rounds": 5,
+        "variants": {n: (memset if n.startswith("memset") else fill) for n, _ in gm.TWIN_VARIANTS},
+    }
+    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    have = {v.name: v for v in twin_variants(parse_twin_output(json.dumps(doc)), build, 0.01, 300.0)}
+    assert have["twin_memset"].timing is not None and have["twin_memset"].timing.episode_rounds == 5
+    value, lo, hi, paired, _, _ = variant_ratio(have["twin_memset"], have["twin_fill"])
+    assert paired and lo <= 1.26 and hi >= 1.36, (value, lo, hi)
+    # The same rounds without their episodes: the CI of the rounds alone misses the spread.
+    flat = {
+        k: dataclasses.replace(v, timing=dataclasses.replace(v.timing, episode_rounds=None))
+        for k, v in have.items()
+        if v.timing is not None
+    }
+    _, lo1, hi1, _, _, _ = variant_ratio(flat["twin_memset"], flat["twin_fill"])
+    assert hi1 - lo1 < (hi - lo) / 2

@@ -51,6 +51,13 @@ def _check_jsonschema(tmp_path: Path, schema: Path, doc: Path) -> subprocess.Com
     return subprocess.run(cmd, capture_output=True, text=True, env=_offline(tmp_path), timeout=300, check=False)
 
 
+@pytest.mark.parametrize("target", schemagen.TARGETS)
+def test_every_schema_is_generated_fresh_and_refers_only_inside_itself(target: str) -> None:
+    path = ROOT / "schemas" / target
+    assert path.read_text() == schemagen.expected(ROOT / "schemas", target), "run: python -m repro.schemagen"
+    assert all(r.startswith("#/") for r in _refs(json.loads(path.read_text())))
+
+
 def test_the_inlined_fingerprint_is_generated_from_its_one_source() -> None:
     assert SCHEMA.read_text() == schemagen.expected(), "run: python -m repro.schemagen"
     art = json.loads(SCHEMA.read_text())

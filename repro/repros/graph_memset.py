@@ -80,7 +80,20 @@ class MemsetParams:
     twin_rounds: int = param(
         50, help="interleaved rounds the twin splits its replays into (the paired CI's n)", smoke=10, min=1, max=10_000
     )
-    twin_warmup: int = param(20, help="untimed graph replays per variant in the twin", smoke=5, min=0, max=10_000)
+    twin_warmup: int = param(
+        20,
+        help="untimed graph replays per variant in the twin, at its start and after each idle gap",
+        smoke=5,
+        min=0,
+        max=10_000,
+    )
+    twin_episodes: int = param(
+        10,
+        help="episodes the twin's rounds come in, separated by idle gaps (the paired CI covers their medians)",
+        smoke=2,
+        min=1,
+        max=1_000,
+    )
     twin_work_iters: int = param(
         128, help="FMA iterations per element in the twin's work kernel (its matmul stand-in)", min=1, max=100_000
     )
@@ -265,6 +278,7 @@ def twin_variants(
             samples=tuple(samples),
             group="twin" if rounds else None,
             rounds=rounds,
+            episode_rounds=(int(doc.get("episode_rounds") or 0) or None) if rounds else None,
         )
         out.append(
             VariantResult(
@@ -536,6 +550,8 @@ class GraphMemset(Repro[MemsetParams]):
             "--rounds", str(p.twin_rounds),
             "--warmup", str(p.twin_warmup),
             "--work-iters", str(p.twin_work_iters),
+            "--episodes", str(p.twin_episodes),
+            "--gap-ms", str(round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0),
         ]  # fmt: skip
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant")
         t0 = time.monotonic()

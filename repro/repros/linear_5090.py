@@ -17,7 +17,18 @@ from typing import Any
 from repro import standalone
 from repro.catalog import register
 from repro.measure import Arm, Context
-from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
+from repro.spec import (
+    Comparison,
+    Finding,
+    Metric,
+    Repro,
+    Requirements,
+    RunResult,
+    Sweep,
+    VariantResult,
+    Work,
+    param,
+)
 from repro.verdict import Outcome, short_kernel, top_kernel
 
 # Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
@@ -60,6 +71,12 @@ def _kernel_clause(lin: VariantResult, man: VariantResult) -> str:
     return clause
 
 
+def linear_flops(p: LinearParams, features: int, tokens: int) -> float:
+    """The GEMM (2 m k n) plus the bias add, for x[batch, tokens, features] through Linear(features, features)."""
+    m = p.batch * tokens
+    return 2.0 * m * features * features + m * features
+
+
 # The name tests and older code import.
 Params = LinearParams
 
@@ -85,6 +102,60 @@ class Linear5090(Repro[LinearParams]):
         description="median time of nn.Linear over median time of x @ w.t() + b, same inputs",
         threshold=THRESHOLD,
     )
+
+    # `repro cliff 5090-linear --param features --range 700:800`: nn.Linear in fp32 (TF32 off), the
+    # headline form, at each size; work is the GEMM's 2 m k n plus the bias add.
+    sweeps = (
+        Sweep(
+            "features",
+            "in and out features of the Linear",
+            min=1,
+            max=16384,
+            default=768,
+            work=lambda p, f: linear_flops(p, f, p.tokens),
+        ),
+        Sweep(
+            "tokens",
+            "tokens per sample",
+            min=1,
+            max=65536,
+            default=196,
+            work=lambda p, t: linear_flops(p, p.features, t),
+        ),
+    )
+
+    def sweep_arm(self, p: LinearParams, sweep: str, value: int, ctx: Context) -> Arm:
+        """nn.Linear fp32, TF32 off, with ``features`` or ``tokens`` set to ``value``."""
+        import torch
+
+        features, tokens = (value, p.tokens) if sweep == "features" else (p.features, value)
+        torch.manual_seed(0)
+        dev = torch.device(ctx.device)
+        lin = torch.nn.Linear(features, features, device=dev, dtype=torch.float32).requires_grad_(False)
+        x = torch.randn(p.batch, tokens, features, device=dev, dtype=torch.float32)
+
+        def fp32_only() -> None:
+            # Arms of a group are interleaved; each block sets TF32 off again rather than trusting
+            # whatever ran before it.
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.set_float32_matmul_precision("highest")
+
+        def linear() -> Any:
+            return lin(x)
+
+        m = p.batch * tokens
+        return Arm(
+            f"linear_fp32_{sweep}{value}",
+            linear,
+            label=f"nn.Linear({features}, {features}) on x[{p.batch},{tokens},{features}] fp32",
+            config={"form": "linear", "allow_tf32": False, "shape": [p.batch, tokens, features]},
+            work=Work(
+                flops=linear_flops(p, features, tokens),
+                bytes=4.0 * (m * features + features * features + features + m * features),
+                ceiling="fp32",
+            ),
+            prepare=fp32_only,
+        )
 
     def comparisons(self, p: LinearParams) -> list[Comparison]:
         out = [

@@ -42,6 +42,7 @@ from repro.spec import (
     Repro,
     Requirements,
     RunResult,
+    Sweep,
     VariantResult,
     Work,
     param,
@@ -191,6 +192,30 @@ class Solve512Cliff(Repro[SolveParams]):
             y_label="median time per solve_ex call",
         ),
     )
+    # `repro cliff solve-512-cliff --param n --range 480:560 --set backends=cusolver --set batches=64`
+    # times one backend and one batch at each n; LU work grows as n^3 per matrix, times the batch.
+    sweeps = (
+        Sweep(
+            "n",
+            "matrix size (one backend, one batch)",
+            min=2,
+            max=8192,
+            default=512,
+            work=lambda p, n: lu_solve_flops(p.batches[0], n, p.rhs_cols),
+            single=("backends", "batches"),
+            tag=classify_path,
+        ),
+        Sweep(
+            "batch",
+            "systems per call at n = cliff_n (one backend)",
+            min=1,
+            max=65536,
+            default=128,
+            work=lambda p, b: lu_solve_flops(b, p.cliff_n, p.rhs_cols),
+            single=("backends",),
+            tag=classify_path,
+        ),
+    )
 
     def comparisons(self, p: SolveParams) -> list[Comparison]:
         scale = ((p.cliff_n - 1) / p.cliff_n) ** 3
@@ -303,6 +328,29 @@ class Solve512Cliff(Repro[SolveParams]):
             "time_grid": grid,
         }
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(dict.fromkeys(notes)))
+
+    def sweep_arm(self, p: SolveParams, sweep: str, value: int, ctx: Context) -> Arm:
+        """solve_ex at one (n or batch) under the one backend asked for; ``prepare`` sets that backend
+        again before each block, since the arms of a group are interleaved with nothing else between."""
+        import torch
+
+        backend = p.backends[0]
+        why_not = self._unavailable(backend, ctx, torch)
+        if why_not:
+            raise RuntimeError(f"{backend} backend: {why_not}")
+
+        def prefer() -> None:
+            if ctx.cuda:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the preference warns once that it is experimental
+                    torch.backends.cuda.preferred_linalg_library(backend)
+
+        prefer()
+        n, batch = (value, p.batches[0]) if sweep == "n" else (p.cliff_n, value)
+        got = self._arm(p, ctx, backend, batch, n, [])
+        if not isinstance(got, Arm):
+            raise RuntimeError(f"{sweep}={value}: {got.reason}")
+        return dataclasses.replace(got, prepare=prefer)
 
     @staticmethod
     def _unavailable(backend: str, ctx: Context, torch: Any) -> str | None:

@@ -11,7 +11,10 @@
 //
 // Each replay is bracketed by CUDA events recorded on the same stream; all replays of a
 // block are queued before the host waits, so the GPU never idles between them. Variants
-// are interleaved in rounds so that clock drift spreads over all of them alike.
+// are interleaved in rounds so that clock drift spreads over all of them alike. Rounds come
+// in episodes separated by an idle gap (--episodes, --gap-ms), each episode starting with a
+// short untimed warm-up: the GPU leaves its power state in the gap, so the episodes sample
+// the states that separate processes would land in (the host's CI covers their medians).
 //
 // Output: one JSON object on stdout with the raw per-replay samples of every variant, in
 // seconds per op (replay time / ops). Errors go to stderr with a non-zero exit code.
@@ -22,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -67,6 +71,8 @@ struct Options {
   int replays = 500;
   int warmup = 20;
   int rounds = 10;
+  int episodes = 1;
+  int gap_ms = 0;
   int work_n = 1 << 20;
   int work_iters = 128;
 };
@@ -97,19 +103,22 @@ static Options parse_args(int argc, char** argv) {
     else if (!std::strcmp(a, "--rounds")) o.rounds = parse_positive(a, v);
     else if (!std::strcmp(a, "--work-n")) o.work_n = parse_positive(a, v);
     else if (!std::strcmp(a, "--work-iters")) o.work_iters = parse_positive(a, v);
+    else if (!std::strcmp(a, "--episodes")) o.episodes = parse_positive(a, v);
+    else if (!std::strcmp(a, "--gap-ms")) o.gap_ms = parse_positive(a, v);
     else {
       std::fprintf(stderr,
                    "graph_memset: unknown option %s; known: --device --ops --replays --warmup "
-                   "--rounds --work-n --work-iters\n",
+                   "--rounds --work-n --work-iters --episodes --gap-ms\n",
                    a);
       std::exit(2);
     }
   }
-  if (o.ops < 1 || o.replays < 1 || o.rounds < 1 || o.work_n < 1) {
-    std::fprintf(stderr, "graph_memset: --ops, --replays, --rounds and --work-n must be >= 1\n");
+  if (o.ops < 1 || o.replays < 1 || o.rounds < 1 || o.work_n < 1 || o.episodes < 1) {
+    std::fprintf(stderr, "graph_memset: --ops, --replays, --rounds, --work-n and --episodes must be >= 1\n");
     std::exit(2);
   }
   if (o.rounds > o.replays) o.rounds = o.replays;
+  if (o.episodes > o.rounds) o.episodes = o.rounds;
   return o;
 }
 
@@ -222,7 +231,18 @@ int main(int argc, char** argv) {
   // Rounds alternate the variants' order (forward, then reversed), so no variant always
   // runs first after a round boundary; the host splits each variant's samples into rounds
   // of per_round replays and pairs them round by round.
+  int episode_rounds = (o.rounds + o.episodes - 1) / o.episodes;
   for (int r = 0; r < o.rounds; ++r) {
+    if (r > 0 && r % episode_rounds == 0) {
+      // Idle gap, then the episode's own untimed warm-up of every variant.
+      CHECK(cudaStreamSynchronize(s));
+      struct timespec gap = {o.gap_ms / 1000, (o.gap_ms % 1000) * 1000000L};
+      nanosleep(&gap, nullptr);
+      for (auto& v : variants) {
+        for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
+      }
+      CHECK(cudaStreamSynchronize(s));
+    }
     for (size_t k = 0; k < variants.size(); ++k) {
       auto& v = variants[(r % 2) ? variants.size() - 1 - k : k];
       int remaining = o.replays - static_cast<int>(v.samples.size());
@@ -237,6 +257,7 @@ int main(int argc, char** argv) {
               prop.major, prop.minor, runtime_version, driver_version);
   std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d, \"per_round\": %d", o.ops,
               o.replays, o.warmup, o.rounds, per_round);
+  std::printf(", \"episodes\": %d, \"episode_rounds\": %d, \"gap_ms\": %d", o.episodes, episode_rounds, o.gap_ms);
   std::printf(", \"work_n\": %d, \"work_iters\": %d, \"unit\": \"s/op\", \"variants\": {", o.work_n,
               o.work_iters);
   for (size_t k = 0; k < variants.size(); ++k) {
