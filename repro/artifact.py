@@ -17,7 +17,7 @@ from typing import Any
 from repro import __version__, fsio
 from repro.errors import UsageError
 
-ARTIFACT_SCHEMA_VERSION = "1.1"
+ARTIFACT_SCHEMA_VERSION = "1.2"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")

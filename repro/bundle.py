@@ -1,9 +1,9 @@
 """``repro bundle RUN_DIR``: one .tar.gz with artifacts, report, logs and Chrome traces, under GitHub's limit.
 
 Only what the run wrote goes in, found by name (a manifest, never a directory
-walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log`` and
-``traces/<id>/*.trace.json.gz``. Each is opened without following links and
-packed only if it is a regular file; member names are relative
+walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
+``traces/<id>/*.trace.json.gz`` and the report's plots ``plots/<id>.<sweep>.png``.
+Each is opened without following links and packed only if it is a regular file; member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
 their tail, files too large or sparse are left out and named in MANIFEST.json.
 """
@@ -38,6 +38,7 @@ LOG_TAIL = 512 * 1024
 # <id>.json, or <id>.cliff-<param>.json from `repro cliff` (whose plot, <...>.png, goes in beside it).
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 _TRACE = re.compile(r"[A-Za-z0-9_.-]+\.trace\.json\.gz")
+_PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 
 @dataclass
@@ -155,6 +156,14 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
                 data = _trace(trace, rel, out, fix)
                 if data is not None:
                     out.members.append((f"{name}/{rel}", data))
+    if _real_dir(root / "plots"):
+        for png in sorted((root / "plots").iterdir()):
+            m = _PLOT.fullmatch(png.name)
+            if m and m.group(1) in ids:
+                # Drawn by repro.plots from the (already redacted) artifacts: binary, packed as is.
+                data = _read(png, f"plots/{png.name}", out, limit=FILE_LIMIT)
+                if data is not None:
+                    out.members.append((f"{name}/plots/{png.name}", data))
     if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     return name, out

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from repro import __version__
-from repro.cli_common import err, handles_errors, new_typer, write_new_file
+from repro.cli_common import check_new_file, err, handles_errors, new_typer, write_new_file
 from repro.cli_docker import compare_cmd, images_app
 from repro.cli_matrix import matrix_app
 from repro.cliff import DEFAULT_BUDGET_S, DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD
@@ -162,10 +162,11 @@ def _new_run_dir(out: Path) -> Path:
 
 
 def _write_report(run_dir: Path) -> Path:
-    from repro import artifact, render
+    from repro import artifact, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand([run_dir])]
-    return artifact.write_new(run_dir / "report.md", render.report(docs).encode())
+    figures = plots.figures(docs, run_dir)  # plots/<id>.<plot>.png, or why not (no matplotlib)
+    return artifact.write_new(run_dir / "report.md", render.report(docs, figures=figures).encode())
 
 
 @app.command("run")
@@ -214,6 +215,30 @@ def run_cmd(
         typer.echo(json.dumps(doc, indent=2))
     if fail_on == "reproduced" and v["status"] == "reproduced":
         raise CliffReproduced(f"--fail-on reproduced: {repro_id} reproduced")
+
+
+@app.command("script")
+@handles_errors
+def script_cmd(
+    repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
+    ] = None,
+    smoke: SmokeOpt = False,
+    comparison: Annotated[
+        str | None,
+        typer.Option("--comparison", metavar="NAME", help="Only this comparison (default: the headline ones)."),
+    ] = None,
+    repro_path: ReproPaths = None,
+) -> None:
+    """Print a standalone torch script of the repro's headline comparison with the exact params."""
+    from repro.spec import parse_assignments
+    from repro.standalone import script_for
+
+    text = script_for(
+        repro_id, parse_assignments(set_ or []), smoke=smoke, only=comparison, repro_paths=repro_path or []
+    )
+    typer.echo(text, nl=False)
 
 
 @app.command("cliff")
@@ -439,23 +464,29 @@ def report_cmd(
         Path | None, typer.Option("--out", metavar="FILE", help="Write the markdown here (never overwrites).")
     ] = None,
 ) -> None:
-    """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE)."""
-    from repro import artifact, render
+    """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
+
+    With --out, the declared plots are drawn beside FILE (plots/<id>.<plot>.png) where
+    matplotlib is installed; existing plot files are kept, never overwritten.
+    """
+    from repro import artifact, cliff_report, plots, render
 
     docs = [artifact.load(p) for p in artifact.expand(files)]
+    if out is not None:
+        check_new_file(out, "reports")  # before any plot is drawn beside it
+    runs = [f for f in files if f.is_dir()]
+    folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
+    figures = plots.figures(docs, folder, draw=out is not None)
     if out is None:
-        typer.echo(render.report(docs))
+        typer.echo(render.report(docs, figures=figures))
         return
-    from repro import cliff_report
-
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
-    plots: dict[str, str] = {}
-    if not out.exists():
-        for d in (d for d in docs if artifact.is_cliff(d)):
-            png = out.with_name(f"{out.stem}.{cliff_report.key(d)}.png")
-            if not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
-                plots[cliff_report.key(d)] = png.name
-    write_new_file(out, render.report(docs, plots=plots), "reports")
+    links: dict[str, str] = {}
+    for d in (d for d in docs if artifact.is_cliff(d)):
+        png = out.with_name(f"{out.stem}.{cliff_report.key(d)}.png")
+        if not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
+            links[cliff_report.key(d)] = png.name
+    write_new_file(out, render.report(docs, plots=links, figures=figures), "reports")
     typer.echo(f"report: {out}", err=True)
 
 

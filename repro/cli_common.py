@@ -66,8 +66,13 @@ def write_new_file(out: Path, text: str, what: str) -> None:
     """Write ``text`` to a new file ``out`` (``--out``); an existing file or unwritable folder is a UsageError."""
     from repro.artifact import write_new
 
+    check_new_file(out, what)
+    write_new(out, text.encode())
+
+
+def check_new_file(out: Path, what: str) -> None:
+    """A UsageError unless ``out`` can be created: it does not exist and its folder is writable."""
     if out.exists():
         raise UsageError(f"--out {out}: exists; expected a new file name ({what} are never overwritten)")
     if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
         raise UsageError(f"--out {out}: expected a file in a writable folder")
-    write_new(out, text.encode())

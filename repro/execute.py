@@ -107,6 +107,21 @@ def repro_section(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
         "seed_claim": cls.seed_claim,
         "params": params_to_dict(params),
         "source_sha256": artifact.source_sha256(catalog.source_file(cls.id)),
+        **story(cls, params),
+    }
+
+
+def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
+    """What a repro declares for the report (schema 1.2): impact, seed GPUs, plots, its standalone script."""
+    try:
+        script = cls().script(params)
+    except Exception:  # a broken script generator costs the script, never the run
+        script = None
+    return {
+        "impact": cls.impact or None,
+        "seed_gpus": list(cls.seed_gpus),
+        "plots": [dataclasses.asdict(s) for s in cls.plots],
+        "script": script,
     }
 
 

@@ -7,12 +7,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from repro import jsonfit, scope
 from repro.fingerprint import essentials
+from repro.kernelnames import short_names
 from repro.verdict import fmt_ratio
+
+if TYPE_CHECKING:
+    from repro.plots import Figure
 
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
 REPORT_LIMIT = 60_000
@@ -120,6 +125,14 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     )
 
 
+def md_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A GFM table without column padding: the same table to a renderer, a third smaller in a
+    report that must fit GitHub's size limit (cells must be safe markdown, as for ``table``)."""
+    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md_cell(c) or " " for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def details(summary: str, body: str, lang: str = "") -> str:
     """A collapsed block: ``summary`` is plain text (escaped here), ``body`` goes verbatim into a code fence."""
     # The blank line after </summary> is what makes GitHub render the body as markdown.
@@ -145,6 +158,7 @@ def summary_table(docs: Sequence[Mapping[str, Any]]) -> str:
             text(d["repro"]["id"], cell=True),
             f"**{text(d['verdict']['status'], cell=True)}**",
             verdict_cell(d),
+            text(scope.conditions(d), cell=True),
             f"{d['verdict']['threshold']:g}",
             text(d["validity"]["flag"], cell=True),
             text(essentials(d["fingerprint"])["gpu"], cell=True),
@@ -152,7 +166,17 @@ def summary_table(docs: Sequence[Mapping[str, Any]]) -> str:
         ]
         for d in docs
     ]
-    return table(rows, ["repro", "status", "ratio (95% CI)", "threshold", "validity", "GPU", "stack"])
+    headers = [
+        "repro",
+        "status",
+        "ratio (95% CI)",
+        "holds for; other settings",
+        "threshold",
+        "validity",
+        "GPU",
+        "stack",
+    ]
+    return md_table(rows, headers)
 
 
 def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
@@ -165,8 +189,17 @@ def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
         rate = "-"
     pct = "-"
     if a.get("pct_of_ceiling") is not None:
-        pct = f"{a['pct_of_ceiling']:.0f}% of {text(a['ceiling'], cell=True)}"
+        pct = f"{fmt_pct(a['pct_of_ceiling'])} of {text(a['ceiling'], cell=True)}"
     return rate, pct
+
+
+def fmt_pct(value: float) -> str:
+    """``96%``, ``4.2%``, ``0.21%``: two significant digits below 10%, so a small share never reads 0%."""
+    if value == 0:
+        return "0%"
+    if value >= 10:
+        return f"{value:.0f}%"
+    return f"{value:.2g}%"
 
 
 def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
@@ -218,7 +251,7 @@ def variants_table(doc: Mapping[str, Any]) -> str:
                 pct,
             ]
         )
-    out = table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+    out = md_table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
     if hidden:
         out += (
             f"\n\n_{hidden} more variants are in the artifact; the table above holds the pair the verdict "
@@ -242,26 +275,34 @@ def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERN
             if k["name"] not in names:
                 names.append(k["name"])
     cells = {v["name"]: {k["name"]: per_call_us(k) for k in v["kernels"]} for v in measured}
+    short = short_names(names, _KERNEL_NAME_CHARS)
     rows = [
-        [code(n)] + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured] for n in names
+        [code(short[n], 2 * _KERNEL_NAME_CHARS)]
+        + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured]
+        for n in names
     ]
     unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
     head = f"{unit}, us per call ({per_variant} largest per variant)"
-    return table(rows, [head] + [text(v["name"], cell=True) for v in measured]) + "\n"
+    return md_table(rows, [head] + [text(v["name"], cell=True) for v in measured]) + "\n"
 
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
     a = {k["name"]: per_call_us(k) for k in base.get("kernels", [])}
     b = {k["name"]: per_call_us(k) for k in other.get("kernels", [])}
+    short = short_names([*a, *b], _KERNEL_NAME_CHARS)
+
+    def c(name: str) -> str:
+        return code(short[name], 2 * _KERNEL_NAME_CHARS)
+
     out = []
     for name in sorted(set(b) - set(a), key=lambda n: -b[n])[:3]:
-        out.append(f"+ {code(name, 70)} appears ({b[name]:.1f} us/call)")
+        out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
     for name in sorted(set(a) - set(b), key=lambda n: -a[n])[:3]:
-        out.append(f"- {code(name, 70)} disappears (was {a[name]:.1f} us/call)")
+        out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
     for name in sorted(set(a) & set(b), key=lambda n: -abs(b[n] - a[n]))[:3]:
         if a[name] > 0 and abs(b[name] - a[name]) / a[name] > _CHANGED:
-            out.append(f"~ {code(name, 70)} {a[name]:.1f} -> {b[name]:.1f} us/call")
+            out.append(f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call")
     return out
 
 
@@ -294,11 +335,28 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
             for b in measured
             if a is not b and (a, b) != (base, other) and want and _contrast(a, b) == want
         ]
-        return pairs + related[:MAX_RELATED_DIFFS]
-    if named:  # the verdict's pair is not among the shown, measured variants: pair nothing else
+        return _once(pairs + related)[: 1 + MAX_RELATED_DIFFS]
+    shown_names = {v["name"]: v for v in shown}
+    external = bool(named) and all(n in shown_names and not shown_names[n].get("kernels") for n in named)
+    if named and not external:  # the verdict's pair is not among the shown, measured variants: pair nothing else
         return []
+    # No pair named, or a pair timed outside the profiler (a pure CUDA twin): variants one config value apart.
     singles = [(a, b) for i, a in enumerate(measured) for b in measured[i + 1 :] if len(_contrast(a, b)) == 1]
     return singles[: 1 + MAX_RELATED_DIFFS]
+
+
+def _once(
+    pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Each unordered pair once: A -> B and B -> A say the same thing mirrored."""
+    seen: set[frozenset[str]] = set()
+    out = []
+    for a, b in pairs:
+        key = frozenset((str(a["name"]), str(b["name"])))
+        if key not in seen:
+            seen.add(key)
+            out.append((a, b))
+    return out
 
 
 def diff_section(doc: Mapping[str, Any]) -> str:
@@ -358,57 +416,215 @@ def fingerprint_text(fp: Mapping[str, Any], python: str) -> list[str]:
     return lines
 
 
-@dataclass
-class _Detail:
-    """A collapsible block; ``body`` shrinks or goes when the report is over its limit."""
-
-    summary: str
-    body: str
-    lang: str
-    priority: int = 0  # under the size limit, the highest priority number goes first
-
-
-def _details_for(doc: Mapping[str, Any]) -> list[_Detail]:
-    if is_smoke(doc):
-        return []  # a pipeline trial: fingerprint, collect_env and raw JSON stay in the artifact
-    fp = doc["fingerprint"]
-    rid = doc["repro"]["id"]
-    out = [
-        _Detail(
-            f"{rid}: full fingerprint",
-            json.dumps({k: v for k, v in fp.items() if k != "collect_env"}, indent=1),
-            "json",
-            priority=1,
-        )
-    ]
-    ce = (fp.get("collect_env") or {}).get("output")
-    if ce:
-        out.append(_Detail(f"{rid}: {_COLLECT_ENV}", ce.rstrip(), ""))
-    out.append(
-        _Detail(
-            f"{rid}: raw artifact JSON (timing samples elided)",
-            json.dumps(_without_samples(doc), indent=1),
-            "json",
-            priority=2,
-        )
-    )
-    return out
-
-
 def _without_samples(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The artifact with each variant's raw samples replaced by their count (they stay in the file)."""
-    out: dict[str, Any] = json.loads(json.dumps(doc))
-    for v in out["variants"]:
-        t = v.get("timing")
-        if t and isinstance(t.get("samples"), list):
-            t["samples"] = f"<{len(t['samples'])} samples>"
-        for key in [k for k in v.get("extra", {}) if k.endswith("samples_s")]:
-            v["extra"][key] = f"<{len(v['extra'][key])} samples>"
-    out["fingerprint"] = "<see the full fingerprint above>"
+    """The artifact with every long list of numbers (raw samples, per-round times) replaced by its
+    count, the fingerprint and the script by a pointer: they are shown elsewhere or stay in the file."""
+
+    def squeeze(value: Any) -> Any:
+        if isinstance(value, list) and len(value) > 8 and all(isinstance(x, int | float) for x in value):
+            return f"<{len(value)} numbers: see the artifact>"
+        if isinstance(value, list):
+            return [squeeze(x) for x in value]
+        if isinstance(value, dict):
+            return {k: squeeze(v) for k, v in value.items()}
+        return value
+
+    out: dict[str, Any] = squeeze(json.loads(json.dumps(doc)))
+    out["fingerprint"] = "<see the machine's fingerprint under Environment>"
+    if isinstance(out.get("repro"), dict) and out["repro"].get("script"):
+        out["repro"]["script"] = "<the standalone script shown above>"
     return out
 
 
-def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
+def _core(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifact's provenance and verdict, without the variants (tabled above, in full in the bundle)."""
+    out = {k: doc.get(k) for k in ("schema_version", "kind", "repro", "run", "verdict", "validity", "error")}
+    out["repro"] = {k: v for k, v in (doc.get("repro") or {}).items() if k not in ("script", "seed_claim", "impact")}
+    return out
+
+
+# --------------------------------------------------------------------------- machines
+
+
+def _identity(fp: Mapping[str, Any]) -> str:
+    """A fingerprint without what changes from process to process (GPU state, collect_env's text)."""
+    gpu = {k: v for k, v in (fp.get("gpu") or {}).items() if k != "state"}
+    rest = {k: v for k, v in fp.items() if k not in ("gpu", "collect_env")}
+    return json.dumps({**rest, "gpu": gpu}, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One distinct fingerprint of the run and the repros that share it."""
+
+    label: str  # "A", "B", ...
+    fingerprint: Mapping[str, Any]
+    repros: tuple[str, ...]
+
+
+def machines(docs: Sequence[Mapping[str, Any]]) -> tuple[list[Machine], dict[int, str]]:
+    """The distinct fingerprints (first seen first) and, per doc (by id()), its machine's label."""
+    found: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    of: dict[int, str] = {}
+    for d in docs:
+        key = _identity(d["fingerprint"])
+        fp, ids = found.setdefault(key, (d["fingerprint"], []))
+        ids.append(str(d["repro"]["id"]))
+        of[id(d)] = chr(ord("A") + list(found).index(key)) if len(found) <= 26 else str(list(found).index(key) + 1)
+    out = [
+        Machine(chr(ord("A") + i) if len(found) <= 26 else str(i + 1), fp, tuple(ids))
+        for i, (fp, ids) in enumerate(found.values())
+    ]
+    return out, of
+
+
+def _gib(n: Any) -> str:
+    return f"{n / 2**30:.0f} GiB" if isinstance(n, int | float) else "-"
+
+
+def machine_summary(m: Machine) -> str:
+    """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
+    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
+    fp = m.fingerprint
+    gpu, sw = fp.get("gpu") or {}, fp.get("software") or {}
+    nv = gpu.get("nvml") or {}
+    torch_info = sw.get("torch") or {}
+    onoff = {True: "on", False: "off", None: "-"}
+    parts = [
+        f"**Machine {m.label}** (used by {text(', '.join(m.repros))}):",
+        "",
+        f"- GPU: {gpu.get('name') or '-'}, board {nv.get('board_part_number') or '-'}, compute capability "
+        f"{gpu.get('compute_capability') or '-'}, {gpu.get('sm_count') or '-'} SMs, "
+        f"{_gib(gpu.get('memory_total_bytes'))}; "
+        f"driver {nv.get('driver_version') or '-'}; power limit {nv.get('power_limit_w') or '-'} W "
+        f"(default {nv.get('power_default_limit_w') or '-'} W); max clocks SM {nv.get('sm_clock_max_mhz') or '-'} MHz, "
+        f"memory {nv.get('mem_clock_max_mhz') or '-'} MHz; persistence {onoff.get(nv.get('persistence_mode'), '-')}, "
+        f"ECC {onoff.get(nv.get('ecc_mode'), '-')}, MIG {onoff.get(nv.get('mig_mode'), '-')}, "
+        f"PCIe gen {nv.get('pcie_gen') or '-'} x{nv.get('pcie_width') or '-'}",
+    ]
+    ceil = fp.get("ceilings") or {}
+    if ceil:
+        shown = [f"{k} {c['value']:.4g} {c['unit']}" for k, c in ceil.items() if isinstance(c, dict) and c.get("value")]
+        parts.append(f"- Measured ceilings: {', '.join(shown) or '-'}")
+    libs = sw.get("libraries") or {}
+    loaded = [f"{k} {v.get('version')}" for k, v in libs.items() if isinstance(v, dict) and v.get("loaded")]
+    parts.append(
+        f"- Libraries this process loaded (read from /proc/self/maps, versions from each library): "
+        f"{', '.join(loaded) or 'none read'}; torch {torch_info.get('version') or '-'} (git "
+        f"{str(torch_info.get('git_version') or '-')[:12]}, built with CUDA {torch_info.get('cuda_built') or '-'}, "
+        f"has_magma {torch_info.get('has_magma')}); "
+        f"Transformer Engine {sw.get('transformer_engine') or 'not installed'}"
+    )
+    knobs = {k: v for k, v in (fp.get("knobs") or {}).items() if k != "errors"}
+    parts.append("- Knobs at process start: " + (", ".join(f"{k}={v}" for k, v in knobs.items()) or "-"))
+    env = fp.get("env") or {}
+    parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none"))
+    host = fp.get("host") or {}
+    harness = fp.get("harness") or {}
+    parts.append(
+        f"- Host: {host.get('os') or '-'}, Python {host.get('python') or '-'}, {host.get('cpu') or '-'} "
+        f"({host.get('cpu_count') or '-'} CPUs); harness gpu-repro {harness.get('version') or '-'} at commit "
+        f"{harness.get('git_commit') or 'unknown'}"
+    )
+    # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
+    return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
+
+
+def _state_table(docs: Sequence[Mapping[str, Any]], of: Mapping[int, str]) -> str:
+    """What differs between processes on one machine: the GPU's state when each repro started."""
+    rows = []
+    for d in docs:
+        st = ((d["fingerprint"].get("gpu") or {}).get("state")) or {}
+        pids = st.get("compute_pids")
+        rows.append(
+            [
+                text(d["repro"]["id"], cell=True),
+                of[id(d)],
+                _cell(st.get("power_w")) if st.get("power_w") is not None else "-",
+                str(st.get("temperature_c")) if st.get("temperature_c") is not None else "-",
+                str(len(pids)) if isinstance(pids, list) else "-",
+                str(st.get("sm_clock_mhz") or "-"),
+                text(", ".join(st.get("clocks_event_reasons") or []) or "none", cell=True),
+            ]
+        )
+    headers = [
+        "repro",
+        "machine",
+        "power (W)",
+        "temperature (C)",
+        "compute processes",
+        "SM clock (MHz)",
+        "clock events",
+    ]
+    return "GPU state when each repro started:\n\n" + md_table(rows, headers)
+
+
+# --------------------------------------------------------------------------- one repro
+
+
+def _script_block(doc: Mapping[str, Any]) -> str | None:
+    """The standalone script of the headline comparison, with the lines that rebuild our exact harness."""
+    from repro.standalone import from_artifact, harness_lines
+
+    script = from_artifact(doc)
+    if not script:
+        return None
+    harness = (doc["fingerprint"].get("harness")) or {}
+    rid = doc["repro"]["id"]
+    shell = "\n".join(harness_lines(harness.get("git_commit"), harness.get("version"), doc["run"].get("rerun")))
+    summary = html_text(f"{rid}: standalone script (plain torch, no gpu-repro needed) and the exact harness")
+    return (
+        f"<details><summary>{summary}</summary>\n\n"
+        f"Run it with `python repro_{rid.replace('-', '_')}.py`; it prints both times and their ratio. "
+        "To rebuild the harness that made this artifact and rerun it:\n\n"
+        f"{fence(shell, 'bash')}\n\n{fence(script.rstrip(), 'python')}\n\n</details>\n"
+    )
+
+
+# Breakdown columns shown once below the table when every row has the same value.
+_CONSTANT_OK = ("threshold", "ci_level", "where", "paired", "scale", "basis", "status")
+
+
+def breakdown_table(breakdown: Sequence[Mapping[str, Any]]) -> str:
+    """The verdict's breakdown: one row per comparison; columns equal in every row move to one line below."""
+    # The label is the headline's words (in the finding above) and "where" is what the CI columns show.
+    keys = [k for k in dict.fromkeys(k for b in breakdown for k in b) if k not in ("label", "where")]
+    same = {k: breakdown[0].get(k) for k in keys if k in _CONSTANT_OK and len({repr(b.get(k)) for b in breakdown}) == 1}
+    if len(breakdown) < 2:
+        same = {}
+    keys = [k for k in keys if k not in same]
+    rows = [[text(_cell(b.get(k)), cell=True) for k in keys] for b in breakdown]
+    out = md_table(rows, [text(k, cell=True) for k in keys])
+    if same:
+        out += "\n\n_Every row: " + ", ".join(f"{text(k)} {text(_cell(v))}" for k, v in same.items()) + "._"
+    return out
+
+
+def _figure_lines(figs: Sequence[Figure]) -> list[str]:
+    from repro.plots import NOT_DRAWN_HERE
+
+    out = []
+    for f in figs:
+        if f.drawn:
+            out += [f"![{text(f.alt)}]({f.file})", "", f"_Plot `{f.file}`: {text(f.alt)}._", ""]
+        elif f.why_not == NOT_DRAWN_HERE:
+            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
+        else:
+            why = f"{f.why_not or 'not drawn'}; {plots_hint()}"
+            out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
+    return out
+
+
+def plots_hint() -> str:
+    from repro.plots import INSTALL_HINT
+
+    return INSTALL_HINT
+
+
+def repro_section(
+    doc: Mapping[str, Any], machine: str | None = None, figs: Sequence[Figure] = ()
+) -> tuple[str, str | None]:
+    """The repro's markdown, and its standalone-script block (kept apart: it is the last thing to go)."""
     r, v = doc["repro"], doc["verdict"]
     lines = [f"## {code(r['id'])}: {text(r['title'])}", ""]
     if r["upstream"]:
@@ -419,9 +635,16 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         f"**{text(v['status'])}** - {text(v['metric'])} = {text(ratio)}, "
         f"threshold {v['threshold']:g}; validity: {text(doc['validity']['flag'])}"
     )
+    holds = scope.conditions(doc)
+    if holds != "-":
+        lines += ["", f"Holds for: {text(holds)}"]
     lines += ["", f"> {text(v['finding'])}", ""]
     if v.get("details"):
         lines += [f"- {text(d)}" for d in v["details"]] + [""]
+    smoke = is_smoke(doc)
+    impact = None if smoke else scope.impact(doc, fmt_time)
+    if impact:
+        lines += [f"Impact: {text(impact)}", ""]
     if doc["validity"]["flag"] == "suspect":
         lines += [f"- suspect: {text(reason)}" for reason in doc["validity"]["reasons"]] + [""]
     if doc.get("error"):
@@ -429,35 +652,91 @@ def repro_section(doc: Mapping[str, Any]) -> tuple[str, list[_Detail]]:
         lines += [f"Error ({text(e['kind'])}): {text(e['message'])}", ""]
         if e.get("stderr_tail"):
             lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
-    smoke = is_smoke(doc)
     if doc["variants"]:
         per_variant = KERNELS_PER_VARIANT_SMOKE if smoke else KERNELS_PER_VARIANT
-        lines += [variants_table(doc), "", kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
+        lines += [variants_table(doc), ""]
+        raw = None if smoke else raw_samples_line(doc)
+        lines += [f"_{text(raw)}_", ""] if raw else []
+        lines += [kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
     if v.get("breakdown"):
-        keys = list(v["breakdown"][0].keys())
-        rows = [[text(_cell(b.get(k)), cell=True) for k in keys] for b in v["breakdown"]]
-        lines += [table(rows, [text(k, cell=True) for k in keys]), ""]
+        lines += [breakdown_table(v["breakdown"]), ""]
+    lines += _figure_lines(figs)
     shown_warnings = doc["warnings"][: 3 if smoke else 10]
     lines += [f"- warning: {text(w)}" for w in shown_warnings]
     if len(doc["warnings"]) > len(shown_warnings):
         lines.append(f"- ... {len(doc['warnings']) - len(shown_warnings)} more warnings in the artifact")
+    where = f"; fingerprint: machine {machine} under Environment" if machine and not smoke else ""
     lines += [
         "",
-        essentials_line(doc["fingerprint"]),
+        essentials_line(doc["fingerprint"]) + where,
         "",
-        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}",
+        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}"
+        + (f"; repro source sha256 {code(r['source_sha256'])}" if r.get("source_sha256") else ""),
         "",
     ]
-    return "\n".join(lines), _details_for(doc)
+    return "\n".join(lines), (None if smoke else _script_block(doc))
+
+
+# Raw per-round times shown for the headline pair; the rest stay in the artifact.
+RAW_SHOWN = 12
+
+
+def raw_samples_line(doc: Mapping[str, Any]) -> str | None:
+    """The headline pair's first per-round times (or samples): raw numbers, not only their summary."""
+    have = {v["name"]: v for v in doc.get("variants") or []}
+    pair = [have.get(n) for n in (doc["verdict"].get("variants") or [])]
+    if len(pair) != 2 or not all(v and v.get("timing") for v in pair):
+        return None
+    parts = []
+    for v in pair:
+        assert v is not None
+        t = v["timing"]
+        values = t.get("rounds") or t["samples"]
+        kind = "rounds" if t.get("rounds") else "samples"
+        unit, scale = next(
+            ((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if values[0] >= f), ("ns", 1e-9)
+        )
+        shown = ", ".join(f"{x / scale:.4g}" for x in values[:RAW_SHOWN]) + f" {unit}"
+        parts.append(
+            f"{v['label']}: {shown}"
+            + (f" (first {RAW_SHOWN} of {len(values)} {kind})" if len(values) > RAW_SHOWN else "")
+        )
+    return "Raw times per call of the headline pair (all in the artifact): " + "; ".join(parts) + "."
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def bundle_names(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
+    return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d["run"]["run_id"] for d in docs}))
+
+
+def _not_tested(docs: Sequence[Mapping[str, Any]]) -> str:
+    lines = scope.not_tested(docs)
+    if not lines:
+        return ""
+    return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
+
+
+# Below this many characters a details block would be a stub: it is left out and the note says so.
+_MIN_BLOCK = 1500
 
 
 def report(
     docs: Sequence[Mapping[str, Any]],
     limit: int = REPORT_LIMIT,
     title: str | None = None,
+    figures: Sequence[Figure] | None = None,
     plots: Mapping[str, str] | None = None,
 ) -> str:
-    """The whole report, at most ``limit`` characters: the largest details shrink first.
+    """The whole report, at most ``limit`` characters, evidence intact.
+
+    The body (summary, scope, every repro with its standalone script) comes first; the
+    environment follows: each distinct fingerprint once, collect_env once per distinct output
+    (its library section always kept), then each artifact's JSON. What does not fit is cut at
+    JSON element boundaries (what is shown still parses) or left out, and the note names the
+    bundle that holds everything. ``figures``: the repros' plots (``repro.plots``).
 
     ``repro cliff`` artifacts get their own section (``repro.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.
@@ -469,79 +748,132 @@ def report(
     run_ids = sorted({d["run"]["run_id"] for d in docs})
     cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
     docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
+    if figures is None:
+        from repro.plots import describe
+
+        figures = describe(docs)
+    bundle = bundle_names(docs)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
     if docs:
         head += [summary_table(docs), ""]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
+    smoke_run = all(is_smoke(d) for d in docs)
     if any(is_smoke(d) for d in docs):
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             "GPU. This report is kept short: the fingerprint, collect_env output and raw JSON are in the artifacts._",
             "",
         ]
-    sections = [repro_section(d) for d in docs]
-    blocks = [detail for _, ds in sections for detail in ds]
+    if not smoke_run:
+        head += [
+            f"_The full artifacts (raw samples, Chrome traces, logs, plots) are in {bundle}: make it with "
+            "`repro bundle RUN_DIR` and attach it to the issue._",
+            "",
+        ]
+    scope_md = _not_tested(docs)  # a CPU or smoke run says so here too
+    full = [d for d in docs if not is_smoke(d)]
+    mach, of = machines(full)
+    sections = [repro_section(d, of.get(id(d)), [f for f in figures if f.repro_id == d["repro"]["id"]]) for d in docs]
     notes: list[str] = []
 
-    def compose_parts() -> list[str]:
+    def body(with_scripts: bool) -> list[str]:
         parts = list(head)
-        if notes:
-            parts += [
-                f"_To fit GitHub's size limit this report {'; '.join(notes)}; the artifacts hold everything._",
-                "",
-            ]
-        for section, ds in sections:
+        if scope_md:
+            parts.append(scope_md)
+        for section, script in sections:
             parts.append(section)
-            parts += [details(d.summary, d.body, d.lang) for d in ds if d in blocks]
+            if script and with_scripts:
+                parts.append(script)
         return parts
 
-    def compose() -> str:
-        return "\n".join(compose_parts())
-
-    # The same collect_env output from every repro of a run is shown once.
-    seen: dict[str, _Detail] = {}
-    for d in list(blocks):
-        if d.summary.endswith(_COLLECT_ENV) and d.body in seen:
-            blocks.remove(d)
-            seen[d.body].summary = f"{_COLLECT_ENV} (the same for several repros)"
-        elif d.summary.endswith(_COLLECT_ENV):
-            seen[d.body] = d
-    out = compose()
-    full = {id(d): d.body for d in blocks}
-
-    def apply(cap: int) -> str:
-        for d in blocks:
-            body = full[id(d)]
-            d.body = body if len(body) <= cap else body[:cap] + "\n... (shortened)"
-        notes[:] = [f"dropped {n}" for n in dropped] + [
-            f"shortened '{d.summary}'" for d in blocks if len(full[id(d)]) > cap
+    def note() -> list[str]:
+        if not notes:
+            return []
+        said = [n for n in notes if not n.startswith(("left out ", "cut ")) or "artifact JSON" not in n]
+        cut = [
+            n[len("cut ") :].split("'s artifact JSON")[0]
+            for n in notes
+            if n.startswith("cut ") and "artifact JSON" in n
         ]
-        return compose()
+        gone = [
+            n[len("left out ") :].split("'s artifact JSON")[0]
+            for n in notes
+            if n.startswith("left out ") and "artifact JSON" in n
+        ]
+        if cut:
+            said.append(f"cut the artifact JSON of {', '.join(cut)} at element boundaries")
+        if gone:
+            said.append(f"left out the artifact JSON of {', '.join(gone)}")
+        return [f"_To fit GitHub's size limit this report {'; '.join(said)}; the full artifacts are in {bundle}._", ""]
 
-    dropped: list[str] = []
-    while len(out) > limit and blocks:
-        # Cap every details block at one length, the largest that lets the report fit
-        # (binary search), so the biggest blocks shrink first and small ones stay whole.
-        lo, hi = 0, max(len(full[id(d)]) for d in blocks)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if len(apply(mid)) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        out = apply(lo)
-        if lo >= _MIN_DETAIL:
-            break
-        # Stubs help nobody: drop the least useful kind (raw JSON, then collect_env, ...) and retry.
-        worst = max(d.priority for d in blocks)
-        gone = [d for d in blocks if d.priority == worst]
-        kinds = {d.summary.split(": ", 1)[-1] for d in gone}
-        dropped.append(" and ".join(f"'{k}'" for k in sorted(kinds)) + f" ({len(gone)} block(s))")
-        blocks[:] = [d for d in blocks if d.priority != worst]
-        out = apply(max((len(full[id(d)]) for d in blocks), default=0))
-    if len(out) > limit:
-        out = cut_at_blocks(compose_parts(), limit)
-    return out
+    parts = body(True)
+    reserve = 700  # the note (its artifact-JSON entries grouped) and the Environment heading
+    if len("\n".join(parts)) + reserve > limit and any(sc for _, sc in sections):
+        parts = body(False)
+        notes.append("left out the standalone scripts (`repro script ID` prints each)")
+    used = len("\n".join(parts)) + reserve
+    if used > limit or not full:
+        if not full:
+            return "\n".join(parts)
+        return cut_at_blocks(parts[:4] + note() + parts[4:], limit)
+
+    env: list[str] = ["## Environment", ""]
+    env += [machine_summary(m) + "\n" for m in mach]
+    env += [_state_table(full, of), ""]
+    room = limit - used - len("\n".join(env))
+    blocks: list[str] = []
+    # Fingerprints first: the versions a maintainer asks for. Each distinct one once.
+    for m in mach:
+        fp = {k: v for k, v in m.fingerprint.items() if k != "collect_env"}
+        # Most of what is left (the versions a maintainer asks for), short of leaving collect_env and
+        # the artifacts' JSON nothing: the largest elements go first (NVIDIA_REQUIRE_CUDA runs to kilobytes).
+        shown, cut = jsonfit.fit_json(fp, max(room * 2 // 5 // max(len(mach), 1) - 200, 0))
+        summary = f"machine {m.label}: full fingerprint (used by {', '.join(m.repros)})"
+        if not shown:
+            notes.append(f"left out the fingerprint of machine {m.label}")
+            continue
+        if cut:
+            notes.append(f"cut the fingerprint of machine {m.label} at JSON element boundaries")
+        blocks.append(details(summary, shown, "json"))
+        room -= len(blocks[-1]) + 1
+    # collect_env once per distinct output, its library section kept.
+    outputs: dict[str, list[str]] = {}
+    for d in full:
+        out = ((d["fingerprint"].get("collect_env") or {}).get("output") or "").rstrip()
+        if out:
+            outputs.setdefault(out, []).append(f"machine {of[id(d)]}")
+    for out, where in outputs.items():
+        # At most half of what is left: the artifacts' JSON comes after it and needs room too.
+        budget = room // 2 // max(len(outputs), 1) - 200
+        if budget < _MIN_BLOCK:
+            notes.append(f"left out {_COLLECT_ENV}")
+            continue
+        shown = jsonfit.shorten_collect_env(out, budget)
+        if shown != out:
+            notes.append(f"shortened {_COLLECT_ENV} (its library section kept)")
+        blocks.append(details(f"{', '.join(dict.fromkeys(where))}: {_COLLECT_ENV}", shown))
+        room -= len(blocks[-1]) + 1
+    # Each artifact's machine-readable core last (repro, run, verdict with its breakdown, validity),
+    # compact, sharing what is left: as many as get a useful share each.
+    share = next((room // k - 200 for k in range(len(full), 0, -1) if room // k - 200 >= _MIN_BLOCK), 0)
+    # Reproduced cliffs first: their numbers are what an issue quotes.
+    for d in sorted(full, key=lambda d: d["verdict"].get("status") != "reproduced"):
+        rid = d["repro"]["id"]
+        shown, cut = jsonfit.fit_json(_core(d), share, indent=None) if share else ("", True)
+        if not shown or len(shown) + 200 > room:
+            notes.append(f"left out {rid}'s artifact JSON")
+            continue
+        if cut:
+            notes.append(f"cut {rid}'s artifact JSON at element boundaries")
+        blocks.append(
+            details(f"{rid}: artifact JSON (repro, run, verdict, validity; variants in the bundle)", shown, "json")
+        )
+        room -= len(blocks[-1]) + 1
+    out_parts = parts[:4] + note() + parts[4:] + env + blocks
+    text_out = "\n".join(out_parts)
+    if len(text_out) > limit:
+        return cut_at_blocks(out_parts, limit)
+    return text_out
 
 
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"

@@ -193,6 +193,24 @@ class Ratio:
 
 
 @dataclass(frozen=True)
+class Plot:
+    """A plot the report draws from the variants: median time (CI as a band) against config value ``x``,
+    one line per group (``group_by``).
+
+    ``per_x`` divides time by x (per-sample time against batch); ``log_y`` suits plots whose
+    groups differ by orders of magnitude.
+    """
+
+    name: str
+    x: str
+    x_label: str
+    group_by: tuple[str, ...] = ()
+    per_x: bool = False
+    log_y: bool = False
+    y_label: str = "median time per call"
+
+
+@dataclass(frozen=True)
 class Finding:
     """A repro's explanation of its outcome: one sentence, then any further details."""
 

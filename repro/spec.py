@@ -26,6 +26,7 @@ from repro.results import (
     Finding,
     Kernel,
     Metric,
+    Plot,
     Ratio,
     RunResult,
     Stats,
@@ -54,6 +55,7 @@ __all__ = [
     "Requirements",
     "RunResult",
     "Stats",
+    "Plot",
     "Status",
     "Sweep",
     "Timing",
@@ -145,6 +147,13 @@ class Repro(Generic[P]):
     # fixed before any number is seen); "worst" reproduces when any of them does and
     # shows the largest ratio among those that did, else the largest overall.
     headline_rule: ClassVar[str] = "first"
+    # One sentence for the report: where this shape or setting occurs in real workloads and
+    # what it costs there (the report adds what it cost in this run, from the headline pair).
+    impact: ClassVar[str] = ""
+    # The GPUs the seed reported numbers on; the report names those this run did not have.
+    seed_gpus: ClassVar[tuple[str, ...]] = ()
+    # Plots the report draws from the variants (time against a config value, CI as a band).
+    plots: ClassVar[tuple[Plot, ...]] = ()
     # Integer knobs ``repro cliff`` may sweep; a repro that declares any implements ``sweep_arm``.
     sweeps: ClassVar[tuple[Sweep, ...]] = ()
 
@@ -169,6 +178,11 @@ class Repro(Generic[P]):
         if head is None:
             return Finding(f"no comparison could be computed ({outcome.why_not})")
         return Finding(f"{head.comparison.label or head.comparison.name} was {outcome.fmt(head)}")
+
+    def script(self, params: P, only: str | None = None) -> str | None:
+        """A standalone torch script for the headline comparison(s) with ``params`` (see
+        ``repro.standalone``); ``only`` narrows it to one comparison. None: this repro has none."""
+        return None
 
     def verdict(self, params: P, result: RunResult) -> Verdict:
         """The verdict from the declared comparisons (older repros override this)."""

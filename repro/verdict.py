@@ -382,9 +382,11 @@ def top_kernel(v: VariantResult) -> str:
 
 
 def short_kernel(name: str, limit: int = 80) -> str:
-    """Kernel names from templates run to hundreds of characters; keep the telling head."""
-    name = name.split("(")[0] if "(" in name and not name.startswith("void ") else name
-    return name if len(name) <= limit else name[: limit - 3] + "..."
+    """Kernel names from templates run to hundreds of characters; keep what tells kernels apart
+    (namespaces, parameter lists and scalar template arguments go; see ``repro.kernelnames``)."""
+    from repro.kernelnames import short_names
+
+    return short_names([name], limit)[name]
 
 
 __all__ = [

@@ -32,7 +32,7 @@ def test_schemas_are_valid_2020_12_with_major_version_in_id(name: str) -> None:
     schema = json.loads((ROOT / "schemas" / name).read_text())
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert "/v1/" in schema["$id"]
+    assert ":v1:" in schema["$id"]
     assert "schema_version" in schema["required"]
 
 

@@ -47,8 +47,8 @@ def test_version_and_help_lists_exactly_the_commands(cli: CliRunner) -> None:
     listed = r.output.split("Commands:", 1)[1].splitlines()
     names = {ln.split()[0] for ln in listed if ln.startswith("  ") and ln.strip()}
     assert names == {
-        "list", "run", "cliff", "all", "fingerprint", "validate", "report", "bundle", "doctor", "compare", "images",
-        "matrix",
+        "list", "run", "script", "cliff", "all", "fingerprint", "validate", "report", "bundle", "doctor", "compare",
+        "images", "matrix",
     }  # fmt: skip
 
 

@@ -33,7 +33,7 @@ def test_blocker_really_blocks(blocked_env: dict[str, str]) -> None:
     assert r.returncode != 0 and "blocked" in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["list"], ["list", "--json"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["list"], ["list", "--json"], ["script", "5090-linear"]])
 def test_commands_without_torch(blocked_env: dict[str, str], args: list[str]) -> None:
     r = repro(blocked_env, *args)
     assert r.returncode == 0, r.stderr

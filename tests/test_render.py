@@ -41,7 +41,7 @@ def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict)
     assert "| variant " in text and "linear_fp32" in text
     assert smoke_doc["verdict"]["finding"] in text
     assert "Kernel diff (the verdict's pair first)" in text
-    assert "<details><summary>5090-linear: full fingerprint</summary>\n\n" in text
+    assert ": full fingerprint (used by 5090-linear)</summary>\n\n" in text  # each machine's fingerprint once
     assert "Rerun: `repro run 5090-linear --smoke`" in text
     assert len(text) <= render.REPORT_LIMIT
     assert "_Smoke run:" not in text
@@ -136,7 +136,7 @@ def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
     assert "<th>repro</th>" in html and "<td>5090-linear</td>" in html
     assert html.count("<details>") == text.count("<details>") >= 2
     # the blank line after <summary> makes the body a code block, not raw text
-    assert "<summary>5090-linear: full fingerprint</summary>\n<pre><code" in html
+    assert ": full fingerprint (used by 5090-linear)</summary>\n<pre><code" in html
 
 
 REFERENCE_REPORTS = sorted((Path(__file__).resolve().parent.parent / "artifacts" / "reference").rglob("report.md"))

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro import stats
+from repro import standalone, stats
 from repro.catalog import register
+from repro.errors import UsageError
 from repro.measure import Arm, Context, achieved
 from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, Timing, VariantResult, Work, param
 from repro.verdict import Outcome
@@ -364,6 +365,11 @@ class GraphMemset(Repro[MemsetParams]):
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
+    impact = (
+        "Frameworks that capture whole training or inference steps in CUDA graphs (torch.compile's "
+        "cudagraphs mode, Megatron, TensorRT-LLM) zero small buffers (counters, flags, gradient accumulators) "
+        "as graph nodes; each memset node then costs more than a kernel node would, once per replay."
+    )
     metric = Metric(
         name="t(memset node)/t(fill kernel) per op, graph replay",
         description=(
@@ -389,6 +395,47 @@ class GraphMemset(Repro[MemsetParams]):
                 _cmp(_TWIN_WORK, "twin_memset_work", "twin_fill_work", False, "pure CUDA twin, with work kernel")
             )
         return out
+
+    def script(self, p: MemsetParams, only: str | None = None) -> str:
+        chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
+        torch_side = [c.name for c in chosen if c.qualifiers.get("source") == "torch graph"]
+        if not torch_side:
+            raise UsageError(
+                f"--comparison {only!r} for {self.id}: the pure CUDA twin is C++ "
+                f"(repro/repros/csrc/graph_memset.cu); expected {_TORCH_PLAIN!r}, the torch side"
+            )
+        body = f"""
+        # The twin that is this repro's headline is plain CUDA C++ (repro/repros/csrc/graph_memset.cu
+        # in gpu-repro); this is the same contrast in a torch-captured graph. The memset goes
+        # through cuda-bindings (pip install cuda-python), as in the harness.
+        from cuda.bindings import runtime as cudart
+
+        OPS = {p.ops}
+        flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+        cudart.cudaSetDevice(flag.device.index)
+
+
+        def memset():
+            (err,) = cudart.cudaMemsetAsync(flag.data_ptr(), 0, 4, torch.cuda.current_stream().cuda_stream)
+            assert err == cudart.cudaError_t.cudaSuccess, err
+
+
+        def captured(op):
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):  # warm up off the default stream, as capture requires
+                op()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(OPS):
+                    op()
+            return graph.replay
+
+
+        # Per op: both graphs hold OPS ops, so the replay ratio is the per-op ratio.
+        compare({torch_side[0]!r}, "memset node", captured(memset), "fill kernel (zero_)", captured(flag.zero_))
+        """
+        return standalone.build(self.id, self.title, p, body, needs="torch on CUDA and cuda-bindings")
 
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from repro import standalone
 from repro.catalog import register
 from repro.measure import Arm, Context
 from repro.spec import (
@@ -91,6 +92,11 @@ class Linear5090(Repro[LinearParams]):
     )
     Params = LinearParams
     requires = Requirements(cuda=True, cpu_smoke=True)
+    impact = (
+        "nn.Linear on fp32 activations is the projection in every transformer block of a model trained or "
+        "served in full fp32 (TF32 off), so its GEMM time is paid in every layer of every step."
+    )
+    seed_gpus = ("RTX 5090", "RTX 4090")
     metric = Metric(
         name="t(linear)/t(manual), fp32, TF32 off",
         description="median time of nn.Linear over median time of x @ w.t() + b, same inputs",
@@ -175,6 +181,27 @@ class Linear5090(Repro[LinearParams]):
                 )
             )
         return out
+
+    def script(self, p: LinearParams, only: str | None = None) -> str:
+        chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
+        calls = "\n        ".join(f'with_tf32({c.name == "tf32"}, "{c.name}")' for c in chosen)
+        body = f"""
+        torch.manual_seed(0)
+        lin = torch.nn.Linear({p.features}, {p.features}, device=DEVICE, dtype=torch.float32)
+        x = torch.randn({p.batch}, {p.tokens}, {p.features}, device=DEVICE, dtype=torch.float32)
+        w, b = lin.weight.detach(), lin.bias.detach()
+
+
+        def with_tf32(on, label):
+            # The harness sets exactly this flag per precision (fp32 = TF32 off).
+            torch.backends.cuda.matmul.allow_tf32 = on
+            with torch.no_grad():
+                compare(label, "nn.Linear", lambda: lin(x), "x @ w.t() + b", lambda: x @ w.t() + b)
+
+
+        {calls}
+        """
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: LinearParams, ctx: Context) -> RunResult:
         import torch

@@ -30,10 +30,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from repro import standalone
 from repro.catalog import register
 from repro.errors import UsageError
 from repro.measure import Arm, Context
-from repro.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
+from repro.spec import (
+    Comparison,
+    Finding,
+    Metric,
+    Plot,
+    Repro,
+    Requirements,
+    RunResult,
+    VariantResult,
+    Work,
+    param,
+)
 from repro.verdict import Outcome
 
 GIB = 2**30
@@ -179,6 +191,21 @@ class LoraBatchScaling(Repro[LoraParams]):
     )
     Params = LoraParams
     requires = Requirements(cuda=True, cpu_smoke=True)
+    impact = (
+        "LoRA fine-tuning of diffusion transformers such as FLUX on a single 24-32 GB card is where batch "
+        "size is chosen; a real per-sample slowdown at batch 2 would make batching cost throughput instead "
+        "of buying it, while linear scaling means batch 2 only halves the steps per second."
+    )
+    seed_gpus = ("RTX 5090",)
+    plots = (
+        Plot(
+            "batch",
+            x="batch",
+            x_label="batch size (samples per step)",
+            per_x=True,
+            y_label="median step time per sample",
+        ),
+    )
     metric = Metric(
         name="per-sample t(bs2)/t(bs1)",
         description="median step time at batch 2 over batch 1, halved: 1.0 is linear scaling, not a cliff",
@@ -203,6 +230,74 @@ class LoraBatchScaling(Repro[LoraParams]):
                 )
             )
         return out
+
+    def script(self, p: LoraParams, only: str | None = None) -> str:
+        chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
+        pairs = [(c.name, int(c.qualifiers["batch"])) for c in chosen]
+        body = f"""
+        import math
+
+        import torch.nn.functional as F
+
+        DEPTH, RANK, TOKENS, HIDDEN, HEADS = {p.depth}, {p.rank}, {p.tokens}, {p.hidden}, {p.heads}
+        DTYPE, MEMORY_GB = torch.{p.dtype}, {p.memory_gb!r}
+        # name -> (in, out) in units of HIDDEN: the projections that carry an adapter.
+        PROJECTIONS = {PROJECTIONS!r}
+        if MEMORY_GB and DEVICE == "cuda":  # emulate a smaller card, as --set memory_gb does
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, MEMORY_GB * 2**30 / total))
+        torch.manual_seed(0)
+        blocks, adapters = [], []
+        for _ in range(DEPTH):
+            block = {{}}
+            for name, (i, o) in PROJECTIONS.items():
+                fan_in, fan_out = i * HIDDEN, o * HIDDEN
+                w = torch.empty(fan_out, fan_in, device=DEVICE, dtype=DTYPE).normal_(std=fan_in**-0.5)
+                bias = torch.zeros(fan_out, device=DEVICE, dtype=DTYPE)
+                a = torch.empty(RANK, fan_in, device=DEVICE, dtype=DTYPE)
+                torch.nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+                a.requires_grad_(True)
+                bb = torch.zeros(fan_out, RANK, device=DEVICE, dtype=DTYPE, requires_grad=True)
+                block[name] = (w, bias, a, bb)
+                adapters += [a, bb]
+            blocks.append(block)
+        opt = torch.optim.AdamW(adapters, lr=1e-4)
+
+
+        def proj(h, wts):
+            w, bias, a, bb = wts
+            return F.linear(h, w, bias) + F.linear(F.linear(h, a), bb)
+
+
+        def forward(x):
+            batch, tokens, d = x.shape
+            for blk in blocks:
+                h = F.layer_norm(x, (d,))
+                q, k, v = (proj(h, blk[n]).view(batch, tokens, HEADS, d // HEADS).transpose(1, 2) for n in "qkv")
+                o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, tokens, d)
+                x = x + proj(o, blk["out"])
+                x = x + proj(F.gelu(proj(F.layer_norm(x, (d,)), blk["up"]), approximate="tanh"), blk["down"])
+            return x
+
+
+        def step_at(batch):
+            x = torch.randn(batch, TOKENS, HIDDEN, device=DEVICE, dtype=DTYPE)
+            target = torch.randn(batch, TOKENS, HIDDEN, device=DEVICE, dtype=torch.float32)
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                F.mse_loss(forward(x).float(), target).backward()
+                opt.step()
+
+            return step
+
+
+        one = step_at(1)
+        for label, batch in {pairs!r}:
+            # Per-sample time: t(batch b) / t(batch 1) x 1/b, so linear scaling reads 1.0.
+            compare(label, f"step, batch {{batch}}", step_at(batch), "step, batch 1", one, scale=1 / batch)
+        """
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: LoraParams, ctx: Context) -> RunResult:
         import torch

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from repro import standalone
 from repro.catalog import register
 from repro.errors import UsageError
 from repro.measure import Arm, Context, SamplingConfig
@@ -37,6 +38,7 @@ from repro.spec import (
     Finding,
     Kernel,
     Metric,
+    Plot,
     Repro,
     Requirements,
     RunResult,
@@ -174,6 +176,22 @@ class Solve512Cliff(Repro[SolveParams]):
     # Any backend and batch whose whole CI clears the threshold is the cliff; the headline
     # is the largest such ratio (else the largest overall).
     headline_rule = "worst"
+    impact = (
+        "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers, "
+        "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
+        "unknowns multiplies the cost of every solve_ex call under the affected backend."
+    )
+    seed_gpus = ("RTX 6000 Ada",)
+    plots = (
+        Plot(
+            "n",
+            x="n",
+            x_label="matrix size n (unknowns)",
+            group_by=("backend", "batch"),
+            log_y=True,
+            y_label="median time per solve_ex call",
+        ),
+    )
     # `repro cliff solve-512-cliff --param n --range 480:560 --set backends=cusolver --set batches=64`
     # times one backend and one batch at each n; LU work grows as n^3 per matrix, times the batch.
     sweeps = (
@@ -215,6 +233,43 @@ class Solve512Cliff(Repro[SolveParams]):
             for backend in p.backends
             for batch in p.batches
         ]
+
+    def script(self, p: SolveParams, only: str | None = None) -> str:
+        pairs = [
+            (c.name, c.qualifiers["backend"], c.qualifiers["batch"])
+            for c in standalone.comparison_filter(self.comparisons(p), only, self.id)
+        ]
+        body = f"""
+        import warnings
+
+        N, SEED, RHS = {p.cliff_n}, {p.seed}, {p.rhs_cols}
+
+
+        def system(batch, n):
+            # The harness's systems: random + n*I (well conditioned), seeded per (batch, n).
+            gen = torch.Generator(device=DEVICE)
+            gen.manual_seed(SEED * 1_000_003 + batch * 8191 + n)
+            a = torch.randn(batch, n, n, device=DEVICE, generator=gen) + n * torch.eye(n, device=DEVICE)
+            return a, torch.randn(batch, n, RHS, device=DEVICE, generator=gen)
+
+
+        for label, backend, batch in {pairs!r}:
+            if DEVICE == "cuda":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the preference flag warns that it is experimental
+                    torch.backends.cuda.preferred_linalg_library(backend)
+            (a1, b1), (a0, b0) = system(batch, N), system(batch, N - 1)
+            # Work-scaled: x ((N-1)/N)^3, so smooth O(n^3) scaling reads 1.0.
+            compare(
+                label,
+                f"solve_ex n={{N}}",
+                lambda: torch.linalg.solve_ex(a1, b1),
+                f"solve_ex n={{N - 1}}",
+                lambda: torch.linalg.solve_ex(a0, b0),
+                scale=((N - 1) / N) ** 3,
+            )
+        """
+        return standalone.build(self.id, self.title, p, body)
 
     def run(self, p: SolveParams, ctx: Context) -> RunResult:
         import torch

@@ -1,0 +1,110 @@
+"""`repro script`: every repro's standalone script, run on CPU where the repro has a CPU path."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repro import catalog, standalone
+from repro.cli import app
+from repro.errors import UsageError
+from repro.spec import build_params
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "tests" / "plugins_legacy"
+IDS = sorted(catalog.load())
+
+
+def _cli(*args: str) -> object:
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+@pytest.mark.parametrize("rid", IDS)
+def test_every_builtin_repro_declares_a_script_that_parses(rid: str) -> None:
+    text = standalone.script_for(rid, {})
+    tree = ast.parse(text)
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    # torch and the standard library; graph-memset's memset node needs cuda-bindings and fused-adam
+    # tries TE FusedAdam first, as the harness does (both optional imports inside the script).
+    assert "repro" not in imported
+    assert imported <= {"torch", "statistics", "time", "warnings", "math", "cuda", "transformer_engine"}, imported
+    assert "def compare(" in text and "torch.cuda.Event" in text and "perf_counter" in text
+
+
+@pytest.mark.parametrize("rid", [r for r in IDS if catalog.get(r).requires.cpu_smoke])
+def test_scripts_run_on_cpu_and_print_both_times_and_the_ratio(rid: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{rid}.py"
+    path.write_text(standalone.script_for(rid, {}, smoke=True))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = standalone.parse_output(proc.stdout)
+    assert rows, proc.stdout
+    cls = catalog.get(rid)
+    params = build_params(rid, cls.Params, {}, smoke=True)
+    heads = standalone.comparison_filter(cls().comparisons(params), None, rid)
+    # fused-adam times the first backend that runs here (TE is not installed in the test env).
+    assert set(rows) <= {c.name for c in heads} and rows
+    for label, row in rows.items():
+        times = [v for k, v in row.items() if k.startswith("t(")]
+        assert len(times) == 2 and all(t > 0 for t in times), (label, row)
+        assert 0 < row["ratio"] < 100, (label, row)
+
+
+def test_script_carries_the_exact_params_and_knobs() -> None:
+    text = standalone.script_for(
+        "solve-512-cliff", {"backends": "cusolver", "batches": "128", "cliff_n": "256", "n_min": "255", "n_max": "256"}
+    )
+    assert "[('cusolver/b128', 'cusolver', 128)]" in text
+    assert "N, SEED, RHS = 256, 0, 1" in text
+    assert "preferred_linalg_library(backend)" in text
+    lin = standalone.script_for("5090-linear", {"batch": "8"})
+    assert "torch.randn(8, 196, 768" in lin and "allow_tf32 = on" in lin and 'with_tf32(False, "fp32")' in lin
+
+
+def test_comparison_narrows_the_script_and_a_wrong_name_is_exit_2() -> None:
+    text = standalone.script_for("solve-512-cliff", {}, only="default/b16")
+    assert "[('default/b16', 'default', 16)]" in text
+    res = _cli("script", "solve-512-cliff", "--comparison", "nope")
+    assert res.exit_code == 2  # type: ignore[attr-defined]
+    assert "expected one of default/b16" in res.output  # type: ignore[attr-defined]
+
+
+def test_cli_prints_the_script_and_bad_input_is_one_line_exit_2() -> None:
+    res = _cli("script", "5090-linear", "--set", "batch=2")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    ast.parse(res.output)  # type: ignore[attr-defined]
+    for args, want in (
+        (("script", "nope"), "unknown repro 'nope'"),
+        (("script", "5090-linear", "--set", "batch=x"), "--set batch=x"),
+    ):
+        res = _cli(*args)
+        assert res.exit_code == 2 and want in res.output, res.output  # type: ignore[attr-defined]
+
+
+def test_a_plugin_without_a_script_is_a_clear_exit_2() -> None:
+    res = _cli("script", "legacy-linear", "--repro-path", str(PLUGINS))
+    assert res.exit_code == 2, res.output  # type: ignore[attr-defined]
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]  # type: ignore[attr-defined]
+    assert len(lines) == 1 and "legacy-linear declares no standalone script" in lines[0]
+
+
+def test_graph_memset_twin_only_is_refused_with_the_reason() -> None:
+    with pytest.raises(UsageError, match="pure CUDA twin is C\\+\\+"):
+        standalone.script_for("graph-memset", {}, only="memset/fill (pure CUDA twin)")
+
+
+def test_parse_output_reads_times_in_seconds() -> None:
+    out = "[a] t(x) = 2 ms\n[a] t(y) = 1 ms\n[a] ratio t(x)/t(y) = 2.0000\nnoise\n"
+    assert standalone.parse_output(out) == {"a": {"t(x)": 0.002, "t(y)": 0.001, "ratio": 2.0}}
+
+
+def test_harness_lines_pin_the_commit() -> None:
+    lines = standalone.harness_lines("86fbd01", "0.1.0", "repro run 5090-linear")
+    assert "git checkout 86fbd01" in lines[0] and lines[-1] == "repro run 5090-linear"
+    assert "gpu-repro==0.1.0" in standalone.harness_lines(None, "0.1.0", None)[0]
