@@ -304,3 +304,48 @@ def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
             raise UsageError(f"{p}: holds no gpu-repro artifacts ({seen}); expected artifact files or run folders")
         files.extend(mine)
     return files, skipped
+
+
+def time_breakdown(doc: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Where a run's seconds went, from its artifact: the run's phases, with the measurement split
+    into warm-up, sampling (each paired group's rounds counted once) and profiling.
+
+    Empty for artifacts written before the breakdown existed (schema 1.1 and older).
+    """
+    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
+    phases = run.get("phases_s") if isinstance(run, Mapping) else None
+    if not isinstance(phases, Mapping):
+        return []
+    warm = prof = 0.0
+    groups: dict[str, float] = {}
+    for v in doc.get("variants") or []:
+        t = v.get("timing") if isinstance(v, Mapping) else None
+        if not isinstance(t, Mapping):
+            continue
+        warm += float(t.get("warmup_s") or 0.0)
+        prof += float(t.get("profile_s") or 0.0)
+        groups[str(t.get("group") or v.get("name"))] = float(t.get("elapsed_s") or 0.0)
+    out: list[tuple[str, float]] = []
+    for name, seconds in phases.items():
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            continue
+        out.append((str(name), float(seconds)))
+        if name == "measure":
+            out += [("  warm-up", warm), ("  sampling", sum(groups.values())), ("  profiling", prof)]
+    return out
+
+
+def format_breakdown(parts: Sequence[tuple[str, float]], min_s: float = 0.05) -> str:
+    """``measure 5.8 s (warm-up 0.4, sampling 2.1, profiling 3.2), collect_env 3.9 s``; tiny phases left out."""
+    top: list[tuple[str, float, list[str]]] = []
+    for name, seconds in parts:
+        if name.startswith("  "):
+            if top and seconds >= min_s:
+                top[-1][2].append(f"{name.strip()} {seconds:.1f}")
+        else:
+            top.append((name, seconds, []))
+    return ", ".join(
+        f"{name} {seconds:.1f} s" + (f" ({', '.join(subs)})" if subs else "")
+        for name, seconds, subs in top
+        if seconds >= min_s
+    )

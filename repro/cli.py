@@ -329,6 +329,14 @@ def all_cmd(
     fail_on: FailOnOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcomes as JSON on stdout.")] = False,
     no_collect_env: NoCollectEnvOpt = False,
+    fork_server: Annotated[
+        bool,
+        typer.Option(
+            "--fork-server/--no-fork-server",
+            help="Fork each repro's process from one that imported torch once (default), "
+            "or start a fresh Python per repro.",
+        ),
+    ] = True,
 ) -> None:
     """Run every repro, each in its own subprocess; a crash or hang becomes an error artifact."""
     from repro import fsio, runner
@@ -355,6 +363,7 @@ def all_cmd(
             command=_argv() or ["repro", "all"],
             interrupts=interrupts,
             collect_env=not no_collect_env,
+            fork_server=fork_server,
         )
         report: Path | None = None
         full = [o.message for o in outcomes if o.no_space]

@@ -74,6 +74,28 @@ def _torch_state() -> tuple[bool, bool, str | None]:
     return True, True, None
 
 
+@contextlib.contextmanager
+def _timed(phases: dict[str, float], key: str) -> Iterator[None]:
+    """Add the wall time of the block to ``phases[key]`` (also when it raises)."""
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[key] = phases.get(key, 0.0) + time.perf_counter() - t
+
+
+def _cuda_context() -> tuple[bool, str | None]:
+    """Create the CUDA context now, so its cost is counted apart from the measurement."""
+    import torch
+
+    try:
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    except Exception as exc:  # a broken driver is a reason to skip, not to crash
+        return False, f"CUDA did not initialise ({type(exc).__name__}: {exc})".splitlines()[0]
+    return True, None
+
+
 def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -> dict[str, Any]:
     """valid / suspect with reasons, from what NVML saw while each variant ran."""
     monitored = [v for v in variants if v.gpu_monitor]
@@ -148,7 +170,12 @@ def execute(
     """
     cls, params = resolve(req)
     t0 = time.monotonic()
-    has_torch, has_cuda, why_not = _torch_state()
+    phases: dict[str, float] = {}
+    with _timed(phases, "torch_import"):
+        has_torch, has_cuda, why_not = _torch_state()
+    if has_cuda:
+        with _timed(phases, "cuda_init"):
+            has_cuda, why_not = _cuda_context()
     knobs = fingerprint.knobs() if has_torch else {"error": why_not}
     device: str | None = "cuda" if has_cuda else None
     if device is None and has_torch and (not cls.requires.cuda or (req.smoke and cls.requires.cpu_smoke)):
@@ -178,10 +205,12 @@ def execute(
             ctx.record_arms = legacy
             log(f"{cls.id}: running on {device}")
             with _cpu_threads(device), _knobs_kept():
-                result = repro.run(params, ctx)
-                verdict = repro.verdict(params, result)
+                with _timed(phases, "measure"):
+                    result = repro.run(params, ctx)
+                    verdict = repro.verdict(params, result)
                 if legacy:
-                    result, verdict = _pair_legacy(repro, params, result, verdict, ctx)
+                    with _timed(phases, "legacy_pairing"):
+                        result, verdict = _pair_legacy(repro, params, result, verdict, ctx)
         except Exception as exc:  # the repro failed; the artifact says how, the batch goes on
             error = _error_of(exc)
             verdict = unavailable(cls.metric, error["message"], status="error")
@@ -189,7 +218,8 @@ def execute(
             # After the measurement, never before it: the ceilings' 8192^3 matmuls leave the
             # GPU hot and power-capped for seconds, which moved the first variants' times.
             log("measuring this GPU's ceilings (once per run, after the measurement)")
-            ceilings = _ceilings(run_dir)
+            with _timed(phases, "ceilings"):
+                ceilings = _ceilings(run_dir)
             if result is not None:
                 result = dataclasses.replace(
                     result, variants=tuple(_with_achieved(v, ceilings) for v in result.variants)
@@ -197,12 +227,14 @@ def execute(
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
-    env = fingerprint.collect_env_in_process() if has_torch and req.collect_env else None
-    fp = fingerprint.collect(
-        knobs_at_start=knobs,
-        collect_env=env,
-        ceilings=ceilings,
-    )
+    with _timed(phases, "collect_env"):
+        env = fingerprint.collect_env_for_run(run_dir) if has_torch and req.collect_env else None
+    with _timed(phases, "fingerprint"):
+        fp = fingerprint.collect(
+            knobs_at_start=knobs,
+            collect_env=env,
+            ceilings=ceilings,
+        )
     variants = result.variants if result else ()
     doc = document(
         req,
@@ -217,6 +249,7 @@ def execute(
         extra=result.extra if result else {},
         warnings=_warnings(variants, result),
         error=error,
+        phases=phases,
     )
     path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
     return doc, path
@@ -236,8 +269,12 @@ def document(
     extra: Mapping[str, Any] | None = None,
     warnings: Sequence[str] = (),
     error: Mapping[str, Any] | None = None,
+    phases: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The artifact of one run of ``req``, redacted: the one place an artifact document is put together."""
+    """The artifact of one run of ``req``, redacted: the one place an artifact document is put together.
+
+    ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran.
+    """
     doc = artifact.assemble(
         repro=repro_section(cls, params),
         run={
@@ -249,6 +286,7 @@ def document(
             "device": device,
             "duration_s": seconds,
             "cpu_threads": CPU_THREADS if device == "cpu" else None,
+            **({"phases_s": dict(phases)} if phases else {}),
         },
         variants=variants,
         verdict=verdict,

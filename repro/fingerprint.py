@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import json
 import locale
 import os
 import platform
@@ -150,6 +152,27 @@ def collect_env_in_process() -> dict[str, Any]:
         return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
     finally:
         ce.run = saved
+
+
+# collect_env's report is the same for every repro of a run (versions, drivers, libraries), and
+# took ~6-8 s per repro on the H200: the first repro of a run writes it here, the rest read it.
+COLLECT_ENV_FILE = ".collect_env.json"
+
+
+def collect_env_for_run(run_dir: Path) -> dict[str, Any]:
+    """``collect_env_in_process`` once per run folder; a failed one is not kept, so the next repro tries again."""
+    from repro.fsio import write_new
+
+    path = run_dir / COLLECT_ENV_FILE
+    with contextlib.suppress(OSError, ValueError):
+        cached = json.loads(path.read_text())
+        if isinstance(cached, dict) and cached.get("output") and cached.get("error") is None:
+            return cached
+    env = collect_env_in_process()
+    if env.get("output") and env.get("error") is None:
+        with contextlib.suppress(OSError):  # FileExistsError: another repro of the run wrote it first
+            write_new(path, json.dumps(env).encode())
+    return env
 
 
 def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:

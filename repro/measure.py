@@ -363,7 +363,9 @@ class Context:
         if self.record_arms:
             snap = knob_state()
             self.recorded_arms[name] = dataclasses.replace(arm, prepare=lambda: apply_knobs(snap))
+        t_warm = time.perf_counter()
         runner, take, calls, warm_calls = self._setup_arm(arm, cfg)
+        warm_s = time.perf_counter() - t_warm
         monitor = self._monitor()
         self.progress("sampling", name, 0, None)
 
@@ -383,9 +385,12 @@ class Context:
             elapsed_s=elapsed,
             stats=stats.summarize(samples),
             samples=tuple(samples),
+            warmup_s=warm_s,
         )
         self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
+        t_prof = time.perf_counter()
         kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+        timing = dataclasses.replace(timing, profile_s=time.perf_counter() - t_prof)
         self.progress("done", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
 
@@ -412,7 +417,11 @@ class Context:
             raise ValueError(f"paired arms need distinct names; got {names}")
         group = group or "+".join(names)
         self.progress("warm-up", group, 0, None)
-        setups = [self._setup_arm(a, cfg) for a in arms]
+        setups, warm_s = [], []
+        for a in arms:
+            t_warm = time.perf_counter()
+            setups.append(self._setup_arm(a, cfg))
+            warm_s.append(time.perf_counter() - t_warm)
         comps = [c for c in self.comparisons if c.basis == "time" and c.num in names and c.den in names]
         rounds: dict[str, list[float]] = {n: [] for n in names}
         samples: dict[str, list[float]] = {n: [] for n in names}
@@ -462,7 +471,7 @@ class Context:
         elapsed = time.perf_counter() - t0
         gpu_monitor = monitor.summary() if monitor is not None else None
         out = []
-        for arm, (runner, _, calls, warm_calls) in zip(arms, setups, strict=True):
+        for arm, (runner, _, calls, warm_calls), arm_warm_s in zip(arms, setups, warm_s, strict=True):
             st = stats.summarize(rounds[arm.name])
             timing = Timing(
                 method=self._method(arm.graph),
@@ -478,13 +487,16 @@ class Context:
                 group=group,
                 rounds=tuple(rounds[arm.name]),
                 episode_rounds=episode,
+                warmup_s=arm_warm_s,
             )
             if arm.prepare is not None:
                 arm.prepare()
             self.progress("profiling", arm.name, len(rounds[arm.name]), None)
+            t_prof = time.perf_counter()
             kernels, iters = self._profile(
                 arm.name, runner, 1 if arm.graph else cfg.profile_iters, calls if arm.graph else 1
             )
+            timing = dataclasses.replace(timing, profile_s=time.perf_counter() - t_prof)
             self.progress("done", arm.name, st.n, st.rel_ci_halfwidth)
             out.append(self._result(arm, timing, kernels, iters, gpu_monitor))
         return out

@@ -69,6 +69,10 @@ class Timing:
     group: str | None = None
     rounds: tuple[float, ...] | None = None
     episode_rounds: int | None = None  # rounds per episode (idle gaps between episodes)
+    # Where this variant's time went besides sampling (``elapsed_s``; for a paired group, the
+    # whole group's rounds): warm-up and calibration (and graph capture), and the profiler run.
+    warmup_s: float | None = None
+    profile_s: float | None = None
 
 
 @dataclass(frozen=True)

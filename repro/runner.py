@@ -21,6 +21,7 @@ from typing import IO, Any
 from repro import artifact, catalog, fsio, procs
 from repro.errors import ReproError
 from repro.execute import RunRequest, error_document, error_info, resolve
+from repro.forkserver import ForkedChild, ForkServer, ForkServerError
 from repro.measure import SamplingConfig
 from repro.redact import LineRedactor
 
@@ -41,6 +42,7 @@ class Outcome:
     seconds: float
     message: str
     no_space: bool = False
+    breakdown: str = ""  # where the repro's seconds went (artifact.format_breakdown), when known
 
 
 class Interrupts:
@@ -148,34 +150,68 @@ def _open_log(path: Path) -> tuple[fsio.StagedFile | None, str | None]:
         return None, f"{path}: {exc.strerror or exc}"
 
 
+class _Spawned:
+    """``python -m repro.worker`` under a guard: the same face as a ``ForkedChild``."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.tree = procs.spawn(
+            [sys.executable, "-m", "repro.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert self.tree.proc.stdin is not None and self.tree.proc.stdout is not None
+        self.stdout: IO[bytes] = self.tree.proc.stdout
+        # The request goes through a pipe, not argv: --set values must not show in `ps`.
+        with contextlib.suppress(BrokenPipeError):
+            self.tree.proc.stdin.write(json.dumps(spec).encode())
+            self.tree.proc.stdin.close()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.tree.proc.returncode
+
+    def poll(self) -> int | None:
+        return self.tree.poll()
+
+    def stop(self) -> None:
+        self.tree.stop()
+        if self.tree.proc.stdin is not None:
+            self.tree.proc.stdin.close()
+
+
+def _start_child(spec: dict[str, Any], server: ForkServer | None) -> _Spawned | ForkedChild:
+    """A forked child of the server when it runs, else a worker process of its own."""
+    if server is not None and server.alive:
+        with contextlib.suppress(ForkServerError):
+            return server.fork(spec)
+    return _Spawned(spec)
+
+
 def run_one_isolated(
     req: RunRequest,
     run_dir: Path,
     timeout_s: float,
     on_line: Callable[[str], None] = lambda line: None,
     interrupts: Interrupts | None = None,
+    server: ForkServer | None = None,
 ) -> Outcome:
-    """Run ``req`` in a guarded child process; whatever happens, leave an artifact behind if the disk allows.
+    """Run ``req`` in a child process of its own; whatever happens, leave an artifact behind if the disk allows.
 
-    The child and everything it starts form one tree (``repro.procs``): on timeout or
-    interrupt the whole tree is killed, and it dies on its own if this process dies.
+    The child is forked by ``server`` (``repro.forkserver``: torch already imported) when one
+    is given and running, else started as ``python -m repro.worker`` under a guard. Either way
+    the child and everything it starts are killed on timeout or interrupt, and die on their
+    own if this process dies.
     """
     cls, _ = resolve(req)  # bad input fails here, before any child starts
     log, log_error = _open_log(run_dir / "logs" / f"{req.repro_id}.log")
     stop = interrupts.event if interrupts is not None else threading.Event()
     t0 = time.monotonic()
-    tree = procs.spawn(
-        [sys.executable, "-m", "repro.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    pump = _Pump(tree.proc.stdout, log)  # type: ignore[arg-type]
+    tree = _start_child(_worker_spec(req, run_dir), server)
+    pump = _Pump(tree.stdout, log)
     pump.start()
     ended: str | None = None  # "timeout" or "interrupted" when we ended it
     try:
-        assert tree.proc.stdin is not None
-        # The request goes through a pipe, not argv: --set values must not show in `ps`.
-        with contextlib.suppress(BrokenPipeError):
-            tree.proc.stdin.write(json.dumps(_worker_spec(req, run_dir)).encode())
-            tree.proc.stdin.close()
         while tree.poll() is None:
             if stop.is_set():
                 ended = "interrupted"
@@ -189,22 +225,23 @@ def run_one_isolated(
         # Every way out (an exception of ours included) takes the whole tree down.
         tree.stop()
         pump.join(10)
-        for stream in (tree.proc.stdin, tree.proc.stdout):
-            if stream is not None:
-                stream.close()
+        tree.stdout.close()
         if log is not None:
             # The runner's last word: how the child ended (and a log is never empty, even for a silent child).
-            how = ended or f"exit status {tree.proc.returncode}"
+            how = ended or f"exit status {tree.returncode}"
             log.write(f"[repro all: {req.repro_id} ended after {time.monotonic() - t0:.1f} s: {how}]\n".encode())
         if log is not None and log.publish() is None and log.error is not None:
             log_error = f"{log.path}: {log.error.strerror or log.error}"
     seconds = time.monotonic() - t0
     path = run_dir / f"{cls.id}.json"
-    code = tree.proc.returncode
+    code = tree.returncode if tree.returncode is not None else -signal.SIGKILL
     if path.exists() and ended is None:
         try:
             doc = artifact.load(path, validate=False)
-            return Outcome(req.repro_id, doc["verdict"]["status"], path, seconds, doc["verdict"]["finding"])
+            spent = artifact.format_breakdown(artifact.time_breakdown(doc))
+            return Outcome(
+                req.repro_id, doc["verdict"]["status"], path, seconds, doc["verdict"]["finding"], breakdown=spent
+            )
         except (ReproError, KeyError, TypeError) as exc:  # our own file, so this is a bug; still, go on
             return Outcome(req.repro_id, "error", path, seconds, f"unreadable artifact: {exc}")
     sig = _signal_name(code)
@@ -245,8 +282,10 @@ def run_one_isolated(
 
 
 def outcome_line(o: Outcome) -> str:
-    """``id: status (seconds) - finding``: the finding says why a repro skipped or what it measured."""
-    return f"{o.repro_id}: {o.status} ({o.seconds:.1f} s) - {o.message}"
+    """``id: status (seconds) - finding``: the finding says why a repro skipped or what it measured;
+    a second line says where the seconds went, when the artifact recorded it."""
+    line = f"{o.repro_id}: {o.status} ({o.seconds:.1f} s) - {o.message}"
+    return f"{line}\n  time: {o.breakdown}" if o.breakdown else line
 
 
 def _torch_seen(o: Outcome) -> tuple[bool, bool] | None:
@@ -332,8 +371,65 @@ def run_all(
     progress: bool = True,
     interrupts: Interrupts | None = None,
     collect_env: bool = True,
+    fork_server: bool = True,
 ) -> list[Outcome]:
-    """Run every id in turn, each isolated; a failing repro never stops the batch, an interrupt does."""
+    """Run every id in turn, each isolated; a failing repro never stops the batch, an interrupt does.
+
+    ``fork_server``: fork each repro from one server that imported torch once (see
+    ``repro.forkserver``); without it, or when it cannot start, each repro is a fresh worker.
+    """
+    server = _fork_server(interrupts) if fork_server and ids else None
+    try:
+        return _run_all(
+            ids,
+            run_dir,
+            smoke=smoke,
+            timeout_s=timeout_s,
+            repro_paths=repro_paths,
+            sampling=sampling,
+            command=command,
+            progress=progress,
+            interrupts=interrupts,
+            collect_env=collect_env,
+            server=server,
+        )
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _fork_server(interrupts: Interrupts | None) -> ForkServer | None:
+    """A started fork server, or None (with a line saying why) when it could not start."""
+    t0 = time.monotonic()
+    print("repro all: importing torch once (fork server)", file=sys.stderr, flush=True)
+    try:
+        server = ForkServer().start(cancel=interrupts.event if interrupts is not None else None)
+    except (ForkServerError, OSError) as exc:
+        print(f"repro all: no fork server ({exc}); each repro starts its own process", file=sys.stderr, flush=True)
+        return None
+    torch_version = server.info.get("torch") or f"not importable: {server.info.get('torch_error')}"
+    print(
+        f"repro all: fork server ready in {time.monotonic() - t0:.1f} s (torch {torch_version})",
+        file=sys.stderr,
+        flush=True,
+    )
+    return server
+
+
+def _run_all(
+    ids: Sequence[str],
+    run_dir: Path,
+    *,
+    smoke: bool,
+    timeout_s: float,
+    repro_paths: Sequence[Path],
+    sampling: SamplingConfig,
+    command: Sequence[str],
+    progress: bool,
+    interrupts: Interrupts | None,
+    collect_env: bool,
+    server: ForkServer | None,
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
     reqs = [
         RunRequest(
@@ -356,7 +452,7 @@ def run_all(
         for req in reqs:
             if stopped():
                 break
-            outcomes.append(run_one_isolated(req, run_dir, timeout_s, interrupts=interrupts))
+            outcomes.append(run_one_isolated(req, run_dir, timeout_s, interrupts=interrupts, server=server))
             print(outcome_line(outcomes[-1]), file=sys.stderr, flush=True)
         return outcomes
     from rich.console import Console
@@ -381,6 +477,7 @@ def run_all(
                 timeout_s,
                 on_line=functools.partial(_describe, bar, task, req.repro_id),
                 interrupts=interrupts,
+                server=server,
             )
             outcomes.append(outcome)
             console.print(outcome_line(outcome), markup=False, highlight=False, soft_wrap=True)

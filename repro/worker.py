@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from repro.errors import ReproError
 from repro.execute import RunRequest, execute, stderr_log
@@ -18,7 +19,11 @@ NO_SPACE_EXIT = 28
 
 def main(argv: list[str]) -> int:
     """Run the request in ``argv[0]``, or read from stdin when there is no argument."""
-    spec = json.loads(argv[0] if argv else sys.stdin.read())
+    return run_spec(json.loads(argv[0] if argv else sys.stdin.read()))
+
+
+def run_spec(spec: dict[str, Any]) -> int:
+    """Run one request (the runner's worker spec); the exit code the runner reads."""
     req = RunRequest(
         repro_id=spec["repro_id"],
         overrides=spec.get("overrides", {}),

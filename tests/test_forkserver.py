@@ -1,0 +1,114 @@
+"""The fork server: torch imported once, one forked child per repro, and still no crash, hang or orphan escapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults import PLUGINS
+
+from repro import procs, runner
+from repro.execute import RunRequest
+from repro.forkserver import ForkServer
+from repro.measure import SamplingConfig
+
+FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "20261130T170000Z-abcdef"  # a run folder's name, as the schema wants it
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def server() -> Iterator[ForkServer]:
+    with ForkServer() as s:
+        yield s
+
+
+def _req(rid: str) -> RunRequest:
+    return RunRequest(repro_id=rid, repro_paths=(PLUGINS,), smoke=True, sampling=FAST, collect_env=False)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def test_the_server_imports_torch_once_and_outlives_a_segfault(server: ForkServer, run_dir: Path) -> None:
+    assert server.info["ready"] and server.info["torch"], server.info
+    zygote = server.info["pid"]
+    crash = runner.run_one_isolated(_req("test-segfault"), run_dir, 60, server=server)
+    assert crash.status == "error" and "SIGSEGV" in crash.message
+    doc = json.loads((run_dir / "test-segfault.json").read_text())
+    assert doc["error"]["kind"] == "crash" and doc["error"]["signal"] == "SIGSEGV"
+    assert server.alive and server.info["pid"] == zygote and _alive(zygote)
+    fine = runner.run_one_isolated(_req("test-fine"), run_dir, 60, server=server)
+    assert fine.status == "smoke", fine.message
+    # The repro ran in a child of the server: the log came through the pipe the server handed it.
+    assert "test-fine" in (run_dir / "logs" / "test-fine.log").read_text()
+
+
+def test_a_timeout_kills_the_child_and_its_detached_grandchildren_not_the_server(
+    server: ForkServer, run_dir: Path
+) -> None:
+    zygote = server.info["pid"]
+    out = runner.run_one_isolated(_req("test-forks-hang"), run_dir, 8, server=server)
+    assert out.status == "error" and "timeout" in out.message
+    assert server.alive and _alive(zygote)
+    # Under the server's guard only the server itself is left: the child, its detached daemon and
+    # that daemon's own child are gone (found by pid, by token, and as orphans re-parented to the guard).
+    assert [p for p in procs.descendants(server._tree.pid) if _alive(p)] == [zygote]  # type: ignore[union-attr]
+
+
+def test_orphans_of_a_finished_repro_are_killed_before_the_next(server: ForkServer, run_dir: Path) -> None:
+    zygote = server.info["pid"]
+    out = runner.run_one_isolated(_req("test-forks"), run_dir, 60, server=server)
+    assert out.status == "smoke", out.message
+    assert [p for p in procs.descendants(server._tree.pid) if _alive(p)] == [zygote]  # type: ignore[union-attr]
+
+
+def test_a_dead_server_takes_its_child_along_and_the_batch_falls_back(server: ForkServer, run_dir: Path) -> None:
+    child = server.fork(runner._worker_spec(_req("test-hang"), run_dir))
+    deadline = time.monotonic() + 30
+    while not (run_dir / "logs").exists() and time.monotonic() < deadline and not _alive(child.pid):
+        time.sleep(0.05)
+    os.kill(server.info["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child.pid)  # PR_SET_PDEATHSIG: the child does not outlive the server
+    assert child.poll() is not None  # reported as killed, not waited on forever
+    child.stop()
+    child.stdout.close()
+    assert not server.alive
+    # A server that is gone is not used: the next repro gets a fresh worker process.
+    fine = runner.run_one_isolated(_req("test-fine"), run_dir, 120, server=server)
+    assert fine.status == "smoke", fine.message
+
+
+def test_without_the_fork_server_the_batch_runs_as_before(run_dir: Path) -> None:
+    outcomes = runner.run_all(
+        ["test-segfault", "test-fine"],
+        run_dir,
+        smoke=True,
+        timeout_s=120,
+        repro_paths=[PLUGINS],
+        sampling=FAST,
+        command=["repro", "all"],
+        progress=False,
+        collect_env=False,
+        fork_server=False,
+    )
+    assert [o.status for o in outcomes] == ["error", "smoke"]
+    assert "SIGSEGV" in outcomes[0].message
