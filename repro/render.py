@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from repro import jsonfit, scope
+from repro import artifact, jsonfit, scope
 from repro.fingerprint import essentials
 from repro.kernelnames import short_names
 from repro.verdict import fmt_ratio
@@ -674,6 +674,9 @@ def repro_section(
         + (f"; repro source sha256 {code(r['source_sha256'])}" if r.get("source_sha256") else ""),
         "",
     ]
+    spent = artifact.format_breakdown(artifact.time_breakdown(doc))
+    if spent:
+        lines += [f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s in this repro's process.", ""]
     return "\n".join(lines), (None if smoke else _script_block(doc))
 
 
