@@ -186,6 +186,7 @@ class Solve512Cliff(Repro[SolveParams]):
             work=lambda p, n: lu_solve_flops(p.batches[0], n, p.rhs_cols),
             single=("backends", "batches"),
             tag=classify_path,
+            replaces=("n_min", "n_max", "cliff_n"),
         ),
         Sweep(
             "batch",
@@ -196,6 +197,7 @@ class Solve512Cliff(Repro[SolveParams]):
             work=lambda p, b: lu_solve_flops(b, p.cliff_n, p.rhs_cols),
             single=("backends",),
             tag=classify_path,
+            replaces=("batches",),
         ),
     )
 
