@@ -107,7 +107,14 @@ def resolve(req: CliffRequest) -> Resolved:
                 f"--set {name}={req.overrides[name]} for {cls.id}: the sweep of {sweep.name} sets it; "
                 f"expected no --set of {', '.join(replaced)} with --param {sweep.name}"
             )
-    params = build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
+    overrides = dict(req.overrides)
+    if sweep.derive is not None:
+        try:
+            derived = sweep.derive(overrides)
+        except ValueError:  # a malformed --set value: build_params names it
+            derived = {}
+        overrides.update({k: v for k, v in derived.items() if k in replaced})
+    params = build_params(cls.id, cls.Params, overrides, smoke=req.smoke)
     lo, hi = parse_range(req.range_text)
     if lo < sweep.min or hi > sweep.max:
         raise UsageError(

@@ -118,7 +118,9 @@ class Sweep:
     names tuple params that must hold exactly one value while sweeping (one backend, one batch).
     ``tag`` reads a point's kernel names into a word or two (which implementation ran).
     ``replaces`` names params the swept value stands in for (besides a param named ``name``),
-    so a ``--set`` of them is refused rather than recorded and ignored.
+    so a ``--set`` of them is refused rather than recorded and ignored. ``derive`` gives them
+    values from the user's ``--set`` (raw text), where the params' own checks tie them to a
+    param the sweep does use (solve: n_min and n_max must bracket cliff_n).
     """
 
     name: str
@@ -131,6 +133,7 @@ class Sweep:
     # What a point's kernel names say ran (solve: which LU path), shown beside each step.
     tag: Callable[[Sequence[str]], str] | None = None
     replaces: tuple[str, ...] = ()
+    derive: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
         # The name goes into file names (<id>.cliff-<name>.json) and reports: an identifier only.

@@ -287,6 +287,7 @@ def files_under(path: Path) -> list[Path]:
             "the sweep of batch sets it",
         ),
         (["solve-512-cliff", "--param", "n", "--range", "30:34", "--set", "n_max=40"], "the sweep of n sets it"),
+        (["solve-512-cliff", "--param", "batch", "--range", "1:8", "--set", "n_min=5"], "the sweep of batch sets it"),
         (["5090-linear", "--param", "features", "--range", "700:800", "--budget", "inf"], "--budget inf: expected a"),
         (["5090-linear", "--param", "features", "--range", "700:800", "--budget", "nan"], "--budget nan: expected a"),
         (
@@ -682,3 +683,14 @@ def test_max_points_3_refines_and_records_the_grid_it_used(cli: CliRunner, tmp_p
     doc = artifact.load(path)
     assert doc["search"]["grid"] == [1, 30] and doc["sweep"]["grid_points"] == 2
     assert doc["search"]["groups"] == 2 and doc["search"]["points_measured"] == 3
+
+
+def test_batch_sweep_at_another_cliff_n_needs_no_n_min_or_n_max() -> None:
+    from repro.cliff_run import CliffRequest, resolve
+
+    for smoke in (False, True):
+        one = {"backends": "default"}
+        r = resolve(CliffRequest("solve-512-cliff", "batch", "1:8", {"cliff_n": "700", **one}, smoke=smoke))
+        assert (r.params.n_min, r.params.cliff_n, r.params.n_max) == (699, 700, 700)
+    r = resolve(CliffRequest("solve-512-cliff", "batch", "1:8", {"backends": "default"}, smoke=True))
+    assert (r.params.n_min, r.params.cliff_n, r.params.n_max) == (30, 32, 33)  # the smoke preset, untouched
