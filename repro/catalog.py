@@ -33,6 +33,14 @@ def register(cls: type[Repro[Any]]) -> type[Repro[Any]]:
     for attr in ("title", "upstream", "seed_claim", "Params", "requires", "metric"):
         if not hasattr(cls, attr):
             raise TypeError(f"repro {rid!r} ({cls.__name__}) lacks {attr!r}")
+    names = [s.name for s in getattr(cls, "sweeps", ())]
+    if len(set(names)) != len(names):
+        raise ValueError(f"repro {rid!r}: sweeps {names} declare a name twice")
+    for sweep in getattr(cls, "sweeps", ()):
+        try:
+            sweep.check_params(cls.Params)
+        except ValueError as exc:  # a declaration error surfaces at import, not mid-run
+            raise ValueError(f"repro {rid!r}: {exc}") from None
     _REGISTRY[rid] = cls
     module = sys.modules.get(cls.__module__)
     _SOURCES[rid] = getattr(module, "__file__", "") or ""

@@ -259,15 +259,22 @@ def cliff_cmd(
         typer.Option("--metric", metavar="per-unit-of-work|time", help="Scale times by the repro's work, or not."),
     ] = "per-unit-of-work",
     threshold: Annotated[
-        float, typer.Option("--threshold", metavar="FRACTION", help="Smallest change called a step (0.1 = 10%).")
+        float,
+        typer.Option(
+            "--threshold",
+            metavar="FRACTION",
+            help="Smallest step: a rise over 1+F or a fall below 1/(1+F) (0.1 = 10%).",
+        ),
     ] = DEFAULT_THRESHOLD,
     budget: Annotated[
         float, typer.Option("--budget", metavar="SECONDS", help="Time for the whole search; refinement stops after.")
     ] = DEFAULT_BUDGET_S,
     max_points: Annotated[
-        int, typer.Option("--max-points", metavar="N", help="Most distinct values timed, grid included.")
+        int, typer.Option("--max-points", metavar="N", help="Most distinct values timed, grid included (3..128).")
     ] = DEFAULT_MAX_POINTS,
-    grid: Annotated[int, typer.Option("--grid", metavar="N", help="Points of the coarse grid.")] = DEFAULT_GRID,
+    grid: Annotated[
+        int, typer.Option("--grid", metavar="N", help="Points of the coarse grid (2..128, below --max-points).")
+    ] = DEFAULT_GRID,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the cliff artifact JSON on stdout.")] = False,
@@ -491,10 +498,12 @@ def report_cmd(
         return
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
     links: dict[str, str] = {}
-    for d in (d for d in docs if artifact.is_cliff(d)):
-        png = out.with_name(f"{out.stem}.{cliff_report.key(d)}.png")
-        if not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
-            links[cliff_report.key(d)] = png.name
+    if not out.exists():
+        for d in (d for d in docs if artifact.is_cliff(d)):
+            name = cliff_report.plot_name(out.stem, d)  # None: the key is no plain file name part
+            png = out.with_name(name) if name else None
+            if png and not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
+                links[cliff_report.key(d)] = png.name
     write_new_file(out, render.report(docs, plots=links, figures=figures), "reports")
     typer.echo(f"report: {out}", err=True)
 

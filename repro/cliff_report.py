@@ -6,6 +6,7 @@ Works on the artifact's JSON alone (no torch); the plot needs matplotlib and is 
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,26 @@ from repro.verdict import fmt_ratio
 # Points tabled in the report; the artifact and the plot hold every one.
 MAX_POINT_ROWS = 40
 KERNELS_SHOWN = 3
+# What a plot file name may hold of an artifact's repro id and param (the schema says as much;
+# this guards the file name against any document that reaches here unchecked).
+_SAFE_KEY = re.compile(r"[a-z0-9][a-z0-9-]{0,99}\.cliff-[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def key(doc: Mapping[str, Any]) -> str:
     """What identifies a sweep across machines: repro id and param (``solve-512-cliff.cliff-n``)."""
     return f"{doc['repro']['id']}.cliff-{doc['sweep']['param']}"
+
+
+def plot_name(stem: str, doc: Mapping[str, Any]) -> str | None:
+    """``<stem>.<key>.png`` for the plot beside a report, or None when the key is not a plain file name part."""
+    k = key(doc)
+    name = f"{stem}.{k}.png"
+    return name if _SAFE_KEY.fullmatch(k) and len(name.encode()) <= 255 else None  # 255: NAME_MAX
+
+
+def threshold_words(threshold: float) -> str:
+    """What the threshold means: symmetric in log terms, so a rise and its reversal count alike."""
+    return f"rises by more than {threshold:.0%} or falls to below 1/{1 + threshold:g} ({1 / (1 + threshold) - 1:.1%})"
 
 
 def latest_points(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -56,9 +72,14 @@ def section(doc: Mapping[str, Any], plot_link: str | None = None) -> str:
         "",
         (
             "Each point: median of paired rounds with its 95% CI, "
-            + (f"scaled to the work of one call at {sw['param']}={sw['work_reference']}" if scaled else "unscaled")
-            + f". A step: scaled times differ by more than {sw['threshold']:.0%}, the points' CIs do not overlap, "
-            "and the paired ratio's CI excludes 1. "
+            + (
+                f"scaled to the work of one call at {code(sw['param'])}={sw['work_reference']}"
+                if scaled
+                else "unscaled"
+            )
+            + f". A step: the scaled time {threshold_words(sw['threshold'])} from one value to the next "
+            "(the median of their per-round ratios), and the paired ratio's 95% CI excludes 1 (the paired form of "
+            "non-overlapping CIs, which shared drift cannot fake or hide). "
             f"Timed {se['points_measured']} of {se['dense_points']} values in {se['groups']} group(s) "
             f"({text(se['stop_reason'].replace('_', ' '))}, {se['elapsed_s']:.0f} s); "
             f"validity: {text(doc['validity']['flag'])}."
@@ -237,10 +258,23 @@ def compare_rows(envs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> lis
                 "cell": boundary(d),
             }
             if d["status"] in ("step", "no_step"):
-                located[label] = [[s["lo"], s["hi"]] for s in d["steps"] if s["resolved"]]
+                located[label] = [[s["lo"], s["hi"], s["resolved"]] for s in d["steps"]]
         ranges = {tuple(v["range"]) for v in per.values() if v}
-        same = len({tuple(map(tuple, v)) for v in located.values()}) == 1 if len(located) > 1 else None
-        rows.append({"sweep": k, "results": per, "same_boundaries": same, "same_range": len(ranges) == 1})
+        # A step not narrowed to adjacent values (the budget ran out) may or may not sit where the
+        # other machine's does: neither "same" nor "differ" can be said then.
+        unresolved = any(not resolved for steps in located.values() for _, _, resolved in steps)
+        same = (
+            len({tuple(map(tuple, v)) for v in located.values()}) == 1 if len(located) > 1 and not unresolved else None
+        )
+        rows.append(
+            {
+                "sweep": k,
+                "results": per,
+                "same_boundaries": same,
+                "unresolved": unresolved and len(located) > 1,
+                "same_range": len(ranges) == 1,
+            }
+        )
     return rows
 
 
@@ -251,7 +285,11 @@ def compare_markdown(rows: Sequence[Mapping[str, Any]], labels: Sequence[str], k
     body = [
         [code(r["sweep"])]
         + [text(r["results"][lab]["cell"] if r["results"].get(lab) else "-", cell=True) for lab in labels]
-        + [{True: "same", False: "**differ**", None: "-"}[r["same_boundaries"]]]
+        + [
+            "cannot tell (a step not narrowed)"
+            if r.get("unresolved")
+            else {True: "same", False: "**differ**", None: "-"}[r["same_boundaries"]]
+        ]
         for r in rows
     ]
     out = ["## Cliff boundaries", "", table(body, ["sweep", *keys, "boundaries"]), ""]

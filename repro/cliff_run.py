@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ from repro.cliff import (
     SearchConfig,
     find_steps,
 )
-from repro.errors import UsageError
+from repro.errors import ReproError, UsageError
 from repro.measure import SamplingConfig
 from repro.progress import Progress, no_progress
 from repro.spec import Comparison, Repro, Sweep, VariantResult, build_params
@@ -28,6 +31,11 @@ from repro.spec import Comparison, Repro, Sweep, VariantResult, build_params
 CLIFF_KIND = artifact.CLIFF_KIND
 CLIFF_SCHEMA_VERSION = "1.0"
 METRICS = ("per-unit-of-work", "time")
+# Every arm of a group is built at once (each holds its inputs on the GPU), and the grid is one
+# group: thousands of values would not fit. 128 is far past what a search needs (9 + ~4 per step).
+MAX_GRID = 128
+MAX_POINTS_CAP = 128
+_INT = re.compile(r"\s*-?[0-9]+\s*")  # ASCII digits only: int() also takes "3_0" and other scripts' digits
 
 # Each group keeps the measurement rules of paired rounds (at least 20 rounds in 6 episodes
 # with idle gaps, so the CI covers the GPU's power states); only the per-arm budget is short,
@@ -71,7 +79,7 @@ def parse_range(text: str) -> tuple[int, int]:
     """``LO:HI`` (inclusive) to two integers; anything else is a UsageError."""
     lo_s, sep, hi_s = text.partition(":")
     try:
-        if not sep:
+        if not sep or not _INT.fullmatch(lo_s) or not _INT.fullmatch(hi_s):
             raise ValueError
         lo, hi = int(lo_s.strip()), int(hi_s.strip())
     except ValueError:
@@ -84,13 +92,29 @@ def parse_range(text: str) -> tuple[int, int]:
 def resolve(req: CliffRequest) -> Resolved:
     """The repro, its params, the sweep and the range; every bad input surfaces here as a UsageError."""
     cls = catalog.get(req.repro_id, req.repro_paths)
-    params = build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
     sweeps = {s.name: s for s in cls.sweeps}
     if not sweeps:
         raise UsageError(f"--param {req.param}: {cls.id} declares no sweepable params; expected a repro that does")
     if req.param not in sweeps:
         raise UsageError(f"--param {req.param!r} for {cls.id}: not sweepable; expected one of {', '.join(sweeps)}")
     sweep = sweeps[req.param]
+    # A --set of what the sweep stands in for would be recorded in repro.params but never used.
+    fields = {f.name for f in dataclasses.fields(cls.Params)}
+    replaced = [n for n in (sweep.name, *sweep.replaces) if n in fields]
+    for name in replaced:
+        if name in req.overrides:
+            raise UsageError(
+                f"--set {name}={req.overrides[name]} for {cls.id}: the sweep of {sweep.name} sets it; "
+                f"expected no --set of {', '.join(replaced)} with --param {sweep.name}"
+            )
+    overrides = dict(req.overrides)
+    if sweep.derive is not None:
+        try:
+            derived = sweep.derive(overrides)
+        except ValueError:  # a malformed --set value: build_params names it
+            derived = {}
+        overrides.update({k: v for k, v in derived.items() if k in replaced})
+    params = build_params(cls.id, cls.Params, overrides, smoke=req.smoke)
     lo, hi = parse_range(req.range_text)
     if lo < sweep.min or hi > sweep.max:
         raise UsageError(
@@ -106,19 +130,24 @@ def resolve(req: CliffRequest) -> Resolved:
     if req.metric not in METRICS:
         raise UsageError(f"--metric {req.metric!r}: expected one of {', '.join(METRICS)}")
     if not 0 < req.threshold < 10:
-        raise UsageError(f"--threshold {req.threshold:g}: expected a fraction > 0 (0.1 = a 10% step)")
-    if not req.budget_s > 0:
-        raise UsageError(f"--budget {req.budget_s:g}: expected seconds > 0")
-    if req.max_points < 3:
-        raise UsageError(f"--max-points {req.max_points}: expected at least 3 (a grid and one refinement)")
-    if req.grid < 2:
-        raise UsageError(f"--grid {req.grid}: expected at least 2 points")
+        raise UsageError(f"--threshold {req.threshold:g}: expected a fraction > 0 and < 10 (0.1 = a 10% step)")
+    if not (math.isfinite(req.budget_s) and req.budget_s > 0):
+        raise UsageError(f"--budget {req.budget_s:g}: expected a finite number of seconds > 0")
+    if not 3 <= req.max_points <= MAX_POINTS_CAP:
+        raise UsageError(
+            f"--max-points {req.max_points}: expected 3..{MAX_POINTS_CAP} (a grid of at least 2 and one refinement)"
+        )
+    if not 2 <= req.grid <= MAX_GRID:
+        raise UsageError(f"--grid {req.grid}: expected 2..{MAX_GRID} points")
     return Resolved(cls, params, sweep, lo, hi)
 
 
 def rerun_command(req: CliffRequest) -> str:
-    parts = ["repro", "cliff", req.repro_id, "--param", req.param, "--range", req.range_text]
-    parts += [f"--set {k}={v}" for k, v in req.overrides.items()]
+    """The command that reruns this search, shell-quoted (the range as parsed, not as typed)."""
+    lo, hi = parse_range(req.range_text)
+    parts = ["repro", "cliff", req.repro_id, "--param", req.param, "--range", f"{lo}:{hi}"]
+    for k, v in req.overrides.items():
+        parts += ["--set", f"{k}={v}"]
     if req.metric != "per-unit-of-work":
         parts += ["--metric", req.metric]
     for flag, value, default in (
@@ -131,7 +160,7 @@ def rerun_command(req: CliffRequest) -> str:
             parts += [flag, f"{value:g}"]
     if req.smoke:
         parts.append("--smoke")
-    return " ".join(parts)
+    return shlex.join(parts)
 
 
 def search_config(req: CliffRequest, r: Resolved) -> SearchConfig:
@@ -301,7 +330,7 @@ def document(
                 "harness_version": __version__,
                 "run_id": run_dir.name,
                 "created_utc": artifact.utc_now(),
-                "command": list(req.command) or rerun_command(req).split(),
+                "command": list(req.command) or shlex.split(rerun_command(req)),
                 "rerun": rerun_command(req),
                 "smoke": req.smoke,
                 "device": device,
@@ -316,7 +345,8 @@ def document(
                 "metric": req.metric,
                 "work_reference": r.lo,
                 "threshold": req.threshold,
-                "grid_points": req.grid,
+                # The grid used (one short of --max-points at most), not the one asked for.
+                "grid_points": len(search.grid) if search else min(req.grid, req.max_points - 1),
                 "max_points": req.max_points,
                 "budget_s": req.budget_s,
             },
@@ -350,5 +380,11 @@ def write(doc: Mapping[str, Any], path: Path) -> Path:
 
     errors = artifact.validation_errors(doc, artifact.schema_name(doc))
     if errors:
-        raise ValueError(f"cliff artifact for {path.name} fails its schema: {errors[0]}")
+        # A search can take minutes: keep what it measured, under a name that no folder walk
+        # reads as an artifact, and say where, rather than lose it to a traceback.
+        kept = artifact.write_new(
+            path.with_name(f"{path.name}.invalid"), (json.dumps(doc, indent=2, default=str) + "\n").encode()
+        )
+        first = errors[0].splitlines()[0][:300]
+        raise ReproError(f"cliff artifact for {path.name} fails its schema: {first}; its data is kept in {kept}")
     return artifact.write_new(path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())

@@ -10,6 +10,7 @@ written against the older API (a ``verdict`` method of their own) keep working.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,9 @@ class Requirements:
         return ", ".join(parts)
 
 
+SWEEP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
 @dataclass(frozen=True)
 class Sweep:
     """An integer knob ``repro cliff`` may sweep: its limits, the seed's value and how work scales.
@@ -115,6 +119,10 @@ class Sweep:
     used), so times can be scaled to equal work and smooth scaling reads flat. ``single``
     names tuple params that must hold exactly one value while sweeping (one backend, one batch).
     ``tag`` reads a point's kernel names into a word or two (which implementation ran).
+    ``replaces`` names params the swept value stands in for (besides a param named ``name``),
+    so a ``--set`` of them is refused rather than recorded and ignored. ``derive`` gives them
+    values from the user's ``--set`` (raw text), where the params' own checks tie them to a
+    param the sweep does use (solve: n_min and n_max must bracket cliff_n).
     """
 
     name: str
@@ -126,6 +134,28 @@ class Sweep:
     single: tuple[str, ...] = ()
     # What a point's kernel names say ran (solve: which LU path), shown beside each step.
     tag: Callable[[Sequence[str]], str] | None = None
+    replaces: tuple[str, ...] = ()
+    derive: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
+
+    def __post_init__(self) -> None:
+        # The name goes into file names (<id>.cliff-<name>.json) and reports: an identifier only.
+        if not isinstance(self.name, str) or not SWEEP_NAME.fullmatch(self.name):
+            raise ValueError(f"Sweep name {self.name!r}: expected an identifier ({SWEEP_NAME.pattern})")
+        if not self.min <= self.default <= self.max or self.min == self.max:
+            raise ValueError(
+                f"Sweep {self.name}: expected min < max and min <= default <= max, got "
+                f"min={self.min} default={self.default} max={self.max}"
+            )
+
+    def check_params(self, params_cls: type) -> None:
+        """``single`` and ``replaces`` must name fields of ``params_cls`` (``single``: tuple-typed ones)."""
+        hints = _hints(params_cls)
+        for name in (*self.single, *self.replaces):
+            if name not in hints:
+                raise ValueError(f"Sweep {self.name}: {name!r} is not a param of {params_cls.__name__}")
+        for name in self.single:
+            if typing.get_origin(hints[name]) is not tuple:
+                raise ValueError(f"Sweep {self.name}: single={name!r} names a param that is not a tuple")
 
 
 class Repro(Generic[P]):

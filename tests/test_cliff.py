@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from typer.testing import CliRunner
 from repro import artifact, cliff_report
 from repro.cli import app
 from repro.cliff import Point, SearchConfig, coarse_grid, find_steps
+from repro.spec import Repro
 
 ROUNDS = 24
 EPISODE = 4  # 6 episodes of 4 rounds, as measure_paired records them
@@ -92,6 +95,60 @@ def test_large_round_to_round_drift_does_not_fake_a_step() -> None:
     # Rounds swing by 20% (shared by the values timed together): far more than the 10% threshold.
     clean = sum(not find_steps(synthetic(lu_time(None), s, drift=0.20), CFG).steps for s in range(20))
     assert clean >= 19
+
+
+def smooth_rise(n: int) -> float:
+    """Scaled time drifts up by 8% over 480..560 (0.1% per unit): smooth, nowhere a step."""
+    return lu_time(None)(n) * (1 + 0.001 * (n - 480))
+
+
+def test_very_noisy_smooth_curve_gives_no_step_in_19_of_20_runs() -> None:
+    # 20% noise per value and round: a median ratio over the threshold alone calls a step in
+    # about a quarter of these runs; the paired CI's condition keeps them clean.
+    clean = sum(not find_steps(synthetic(smooth_rise, seed, noise=0.2), CFG).steps for seed in range(20))
+    assert clean >= 19
+
+
+def test_a_step_under_large_shared_drift_is_found_in_19_of_20_runs() -> None:
+    # Per-round drift of 0.25, shared by the values timed together: it widens each point's own
+    # CI over rounds far past a x1.3 step (so unpaired CIs overlap) but cancels in the paired ratio.
+    hits = 0
+    for seed in range(20):
+        found = find_steps(synthetic(lu_time(512), seed, drift=0.25), CFG)
+        hits += resolved(found.steps) == [(511, 512)] and len(found.steps) == 1
+    assert hits >= 19
+    clean = sum(not find_steps(synthetic(smooth_rise, s, noise=0.2, drift=0.25), CFG).steps for s in range(20))
+    assert clean >= 19
+
+
+def episodic(curve: Callable[[int], float], seed: int, spread: float) -> Callable[[Sequence[int]], Mapping[int, Point]]:
+    """A Measure whose points each keep a state per episode (not shared with the other points)."""
+    rng = random.Random(seed)
+
+    def measure(values: Sequence[int]) -> Mapping[int, Point]:
+        out = {}
+        for v in values:
+            states = [math.exp(rng.gauss(0, spread)) for _ in range(ROUNDS // EPISODE)]
+            rounds = tuple(curve(v) * states[i // EPISODE] * math.exp(rng.gauss(0, 0.005)) for i in range(ROUNDS))
+            out[v] = Point(v, rounds, EPISODE, ("gemm",))
+        return out
+
+    return measure
+
+
+def test_states_that_last_an_episode_do_not_fake_a_step() -> None:
+    # Rounds within an episode agree closely; each point's episodes differ by ~30%. Taken round
+    # by round the ratio's CI is too narrow (about 9 of 20 runs then call a step); the episodes
+    # are the independent units.
+    clean = sum(not find_steps(episodic(lu_time(None), s, 0.3), CFG).steps for s in range(20))
+    assert clean >= 19
+
+
+def test_max_points_3_still_refines_once() -> None:
+    found = find_steps(synthetic(lu_time(512), 0), SearchConfig(480, 560, work=cube, max_points=3))
+    assert found.grid == (480, 560) and found.groups == 2 and found.points_measured == 3
+    (step,) = found.steps
+    assert (step.lo, step.hi, step.resolved) == (480, 520, False) and "max-points" in step.note
 
 
 def test_refinement_times_far_fewer_points_than_the_dense_grid() -> None:
@@ -222,6 +279,23 @@ def files_under(path: Path) -> list[Path]:
             "--set batches=16,64,128",
         ),
         (["solve-512-cliff", "--param", "n", "--range", "30:34", "--set", "nope=1"], "unknown parameter 'nope'"),
+        (["solve-512-cliff", "--param", "n", "--range", "3_0:3_4"], "expected LO:HI"),
+        (["solve-512-cliff", "--param", "n", "--range", "\u0663\u0660:\u0663\u0664"], "expected LO:HI"),
+        (["5090-linear", "--param", "features", "--range", "700:800", "--set", "features=900"], "--set features=900"),
+        (
+            ["solve-512-cliff", "--param", "batch", "--range", "1:8", "--set", "batches=2,4"],
+            "the sweep of batch sets it",
+        ),
+        (["solve-512-cliff", "--param", "n", "--range", "30:34", "--set", "n_max=40"], "the sweep of n sets it"),
+        (["solve-512-cliff", "--param", "batch", "--range", "1:8", "--set", "n_min=5"], "the sweep of batch sets it"),
+        (["5090-linear", "--param", "features", "--range", "700:800", "--budget", "inf"], "--budget inf: expected a"),
+        (["5090-linear", "--param", "features", "--range", "700:800", "--budget", "nan"], "--budget nan: expected a"),
+        (
+            ["5090-linear", "--param", "features", "--range", "700:800", "--grid", "10000"],
+            "--grid 10000: expected 2..128",
+        ),
+        (["5090-linear", "--param", "features", "--range", "700:800", "--max-points", "10000"], "expected 3..128"),
+        (["5090-linear", "--param", "features", "--range", "700:800", "--threshold", "10"], "> 0 and < 10"),
         (
             [
                 "solve-512-cliff",
@@ -291,6 +365,8 @@ def test_smoke_cliff_writes_a_valid_artifact_report_and_plot(smoke_run: Path, cl
     assert "--set batches=2" in doc["run"]["rerun"]
     report = (smoke_run / "report.md").read_text()
     assert "where the cliff starts in `n` (30..34)" in report and "solve-512-cliff.cliff-n.png" in report
+    assert "rises by more than 10% or falls to below 1/1.1 (-9.1%)" in report
+    assert doc["sweep"]["grid_points"] == len(doc["search"]["grid"]) == 3
     assert (smoke_run / "solve-512-cliff.cliff-n.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = cli.invoke(app, ["validate", str(smoke_run)])
     assert r.exit_code == 0 and f"ok: {path}" in r.output
@@ -444,3 +520,177 @@ def test_bundle_packs_the_cliff_artifact_and_its_plot(smoke_run: Path, tmp_path:
     with tarfile.open(path) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames()}
     assert {"solve-512-cliff.cliff-n.json", "solve-512-cliff.cliff-n.png", "report.md"} <= names
+
+
+# --------------------------------------------------------------------------- review fixes (#14)
+
+HOSTILE = "<img src=x onerror=alert(1)>\n# H1 [x](javascript:alert(1)) | *b*"
+
+
+def _outside_code(md: str) -> str:
+    """The markdown with its code spans removed (inside one, text is literal)."""
+    return re.sub(r"`[^`\n]*`", "", md)
+
+
+def _hostile_step(resolved: bool) -> dict[str, object]:
+    return {
+        "lo": 30, "hi": 31 if resolved else 33, "resolved": resolved, "ratio": 3.0, "ci_low": 2.9, "ci_high": 3.1,
+        "before_s": 1e-3, "after_s": 3e-3, "kernels_before": [HOSTILE], "kernels_after": ["b"],
+        "only_before": [HOSTILE], "only_after": ["b"], "tag_before": HOSTILE, "tag_after": "", "note": HOSTILE,
+    }  # fmt: skip
+
+
+def _assert_inert(md: str) -> None:
+    bare = _outside_code(md)
+    assert "<img" not in bare
+    assert not re.search(r"(?<!\\)\]\(javascript", bare)  # an escaped \](...) is literal text
+    assert not [line for line in md.splitlines() if line.lstrip().startswith("# ")], md
+
+
+def test_section_and_compare_render_hostile_artifact_strings_inert(smoke_run: Path) -> None:
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    doc["finding"], doc["search"]["notes"], doc["warnings"] = HOSTILE, [HOSTILE], [HOSTILE]
+    doc["points"][0]["kernels"], doc["points"][0]["tag"] = [HOSTILE], HOSTILE
+    doc["steps"] = [_hostile_step(False)]
+    doc["error"] = {"kind": "exception", "message": HOSTILE}
+    doc["sweep"]["param"] = HOSTILE  # the schema refuses it; the section must not rely on that
+    _assert_inert(cliff_report.section(doc, plot_link=HOSTILE))
+    rows = cliff_report.compare_rows([("a", [doc]), ("b", [doc])])
+    _assert_inert(cliff_report.compare_markdown(rows, ["a", "b"], ["a", "b"]))
+
+
+@pytest.mark.parametrize("param", ["a/b", "x" * 300, "n\x00", "<img src=x>\n# H1", "n.x"])
+def test_schema_refuses_a_param_that_is_not_an_identifier_and_report_out_says_so(
+    smoke_run: Path, cli: CliRunner, tmp_path: Path, param: str
+) -> None:
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    doc["sweep"]["param"] = param
+    assert cliff_report.plot_name("r", doc) is None  # the guard holds without the schema too
+    bad = tmp_path / "in" / "bad.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(doc))
+    out = tmp_path / "r.md"
+    r = cli.invoke(app, ["report", str(bad), "--out", str(out)])
+    assert r.exit_code == 2 and "sweep/param" in r.output and r.output.count("\n") == 1, r.output
+    assert list(tmp_path.glob("r*")) == []
+
+
+def test_plot_name_is_the_key_beside_the_report(smoke_run: Path) -> None:
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    assert cliff_report.plot_name("r", doc) == "r.solve-512-cliff.cliff-n.png"
+    assert cliff_report.plot_name("x" * 240, doc) is None  # past NAME_MAX
+
+
+def test_compare_cannot_tell_when_a_step_was_not_narrowed(smoke_run: Path, cli: CliRunner, tmp_path: Path) -> None:
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    step = {**_hostile_step(False), "kernels_before": ["a"], "only_before": ["a"], "tag_before": "", "note": ""}
+    a = _other_machine(doc, tmp_path, [step], "GPU one")
+    b = _other_machine(doc, tmp_path, [], "GPU two")
+    r = cli.invoke(app, ["compare", str(a), str(b), "--json"])
+    (row,) = json.loads(r.output)["cliffs"]
+    assert row["same_boundaries"] is None and row["unresolved"] is True
+    r = cli.invoke(app, ["compare", str(a), str(b)])
+    assert "cannot tell (a step not narrowed)" in r.output and "| same |" not in r.output
+
+
+def test_a_schema_failure_at_write_keeps_the_data(smoke_run: Path, tmp_path: Path) -> None:
+    from repro import cliff_run
+    from repro.errors import ReproError
+
+    doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
+    doc["sweep"]["budget_s"] = None
+    path = tmp_path / "solve-512-cliff.cliff-n.json"
+    with pytest.raises(ReproError, match="fails its schema: sweep/budget_s") as exc:
+        cliff_run.write(doc, path)
+    kept = tmp_path / "solve-512-cliff.cliff-n.json.invalid"
+    assert str(kept) in str(exc.value) and json.loads(kept.read_text())["points"] == doc["points"]
+    assert not path.exists()
+
+
+def test_rerun_command_is_shell_quoted_and_uses_the_parsed_range() -> None:
+    import shlex
+
+    from repro.cliff_run import CliffRequest, rerun_command
+
+    req = CliffRequest("solve-512-cliff", "n", " 0480:560", overrides={"backends": "a b;rm -rf x"})
+    argv = shlex.split(rerun_command(req))
+    assert argv[:7] == ["repro", "cliff", "solve-512-cliff", "--param", "n", "--range", "480:560"]
+    assert argv[7:] == ["--set", "backends=a b;rm -rf x"]
+
+
+def _work(p: object, v: int) -> float:
+    return 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"name": "n x"}, "expected an identifier"),
+        ({"name": "n.x"}, "expected an identifier"),
+        ({"default": 11}, "min <= default <= max"),
+        ({"min": 5, "max": 5, "default": 5}, "min < max"),
+    ],
+)
+def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected: str) -> None:
+    from repro.spec import Sweep
+
+    args: dict[str, object] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
+    with pytest.raises(ValueError, match=expected):
+        Sweep(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sweep_kwargs", "expected"),
+    [
+        ({"single": ("nope",)}, "'nope' is not a param"),
+        ({"single": ("k",)}, "single='k' names a param that is not a tuple"),
+        ({"replaces": ("nope",)}, "'nope' is not a param"),
+    ],
+)
+def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, object], expected: str) -> None:
+    from repro import catalog
+    from repro.spec import Metric, Requirements, Sweep
+
+    @dataclass(frozen=True)
+    class KParams:
+        k: int = 1
+        ks: tuple[int, ...] = (1,)
+
+    class Bad(Repro[KParams]):
+        id = "bad-sweep-decl"
+        title = "t"
+        upstream = ()
+        seed_claim = "synthetic"
+        Params = KParams
+        requires = Requirements(cuda=False)
+        metric = Metric(name="t", description="t", threshold=1.5)
+        sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match=expected):
+        catalog.register(Bad)
+    assert "bad-sweep-decl" not in catalog.load()
+
+
+def test_max_points_3_refines_and_records_the_grid_it_used(cli: CliRunner, tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "sleep_step.py").write_text(PLUGIN)
+    out = tmp_path / "out"
+    args = ["cliff", "sleep-step", "--param", "k", "--range", "1:30", "--max-points", "3", "--no-collect-env"]
+    r = cli.invoke(app, [*args, "--repro-path", str(plugins), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    (path,) = out.glob("*/sleep-step.cliff-k.json")
+    doc = artifact.load(path)
+    assert doc["search"]["grid"] == [1, 30] and doc["sweep"]["grid_points"] == 2
+    assert doc["search"]["groups"] == 2 and doc["search"]["points_measured"] == 3
+
+
+def test_batch_sweep_at_another_cliff_n_needs_no_n_min_or_n_max() -> None:
+    from repro.cliff_run import CliffRequest, resolve
+
+    for smoke in (False, True):
+        one = {"backends": "default"}
+        r = resolve(CliffRequest("solve-512-cliff", "batch", "1:8", {"cliff_n": "700", **one}, smoke=smoke))
+        assert (r.params.n_min, r.params.cliff_n, r.params.n_max) == (699, 700, 700)
+    r = resolve(CliffRequest("solve-512-cliff", "batch", "1:8", {"backends": "default"}, smoke=True))
+    assert (r.params.n_min, r.params.cliff_n, r.params.n_max) == (30, 32, 33)  # the smoke preset, untouched

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,6 +154,14 @@ def lu_solve_flops(batch: int, n: int, k: int) -> float:
 Params = SolveParams
 
 
+def _bracket_cliff_n(overrides: Mapping[str, str]) -> dict[str, str]:
+    """n_min and n_max around a --set cliff_n, for the batch sweep (which times cliff_n alone)."""
+    if "cliff_n" not in overrides:
+        return {}
+    n = int(overrides["cliff_n"].strip())
+    return {"n_min": str(n - 1), "n_max": str(n)}
+
+
 @register
 class Solve512Cliff(Repro[SolveParams]):
     id = "solve-512-cliff"
@@ -204,6 +212,7 @@ class Solve512Cliff(Repro[SolveParams]):
             work=lambda p, n: lu_solve_flops(p.batches[0], n, p.rhs_cols),
             single=("backends", "batches"),
             tag=classify_path,
+            replaces=("n_min", "n_max", "cliff_n"),
         ),
         Sweep(
             "batch",
@@ -214,6 +223,9 @@ class Solve512Cliff(Repro[SolveParams]):
             work=lambda p, b: lu_solve_flops(b, p.cliff_n, p.rhs_cols),
             single=("backends",),
             tag=classify_path,
+            # n_min and n_max are not timed here, but SolveParams requires them to bracket cliff_n.
+            replaces=("batches", "n_min", "n_max"),
+            derive=_bracket_cliff_n,
         ),
     )
 
