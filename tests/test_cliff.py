@@ -481,6 +481,15 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "artifacts" / "reference").rglob("*.cliff-*.json"))
 
 
+def test_the_h200_cliff_evidence_is_committed() -> None:
+    # The acceptance runs of issue 14 (artifacts/reference/h200/cliff/README.md): without them the
+    # golden test below would be parametrized over nothing and pass vacuously.
+    names = {p.relative_to(ROOT / "artifacts" / "reference" / "h200" / "cliff").parts[0] for p in COMMITTED}
+    assert {"solve-cusolver", "solve-default", "linear-features"} <= names, names
+    final = artifact.load(next(p for p in COMMITTED if "/cliff/solve-cusolver/" in str(p)))
+    assert [(s["lo"], s["hi"]) for s in final["steps"] if s["resolved"]][:1] == [(511, 512)]
+
+
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
 def test_committed_cliff_artifacts_validate_and_hang_together(path: Path) -> None:
     doc = artifact.load(path)
