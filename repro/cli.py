@@ -419,8 +419,8 @@ def fingerprint_cmd(
     from repro.redact import redactor
     from repro.render import fingerprint_text
 
-    proc = None if no_collect_env else fingerprint.start_collect_env()
-    fp = fingerprint.collect(collect_env=fingerprint.finish_collect_env(proc) if proc else None)
+    # In this process, after torch is imported once (a second interpreter would import it again).
+    fp = fingerprint.collect(collect_env=None if no_collect_env else fingerprint.collect_env_in_process())
     fp = redactor()(fp)
     if as_json:
         typer.echo(json.dumps(fp, indent=2, default=str))

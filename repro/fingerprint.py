@@ -96,41 +96,6 @@ class Probes:
 # --------------------------------------------------------------------------- collect_env
 
 
-def start_collect_env() -> procs.Tree | None:
-    """Start ``python -m torch.utils.collect_env`` now; it takes seconds, so it runs beside the work.
-
-    It runs under a guard (``repro.procs``): if this process dies, collect_env and
-    the ``pip list`` it starts die too.
-    """
-    try:
-        return procs.spawn(
-            [sys.executable, "-m", "torch.utils.collect_env"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    except OSError:
-        return None
-
-
-def finish_collect_env(tree: procs.Tree | None, timeout: float = 120) -> dict[str, Any]:
-    """collect_env's output, or why there is none; the process tree is gone when this returns."""
-    if tree is None:
-        return {"output": None, "error": "could not start python -m torch.utils.collect_env"}
-    try:
-        out, _ = tree.proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        tree.stop()
-        tree.proc.communicate()
-        return {"output": None, "error": f"collect_env did not finish within {timeout:.0f} s"}
-    finally:
-        if tree.poll() is not None:
-            tree.finish()
-    if tree.proc.returncode != 0:
-        return {"output": out, "error": f"collect_env exited with code {tree.proc.returncode}"}
-    return {"output": out, "error": None}
-
-
 def collect_env_in_process() -> dict[str, Any]:
     """``torch.utils.collect_env`` run in this process, once torch is imported.
 

@@ -121,3 +121,17 @@ def test_no_secret_reaches_artifact_report_or_bundle(
         if len(hostname) >= 3:
             assert hostname not in blob
         assert f"{home}/" not in blob
+
+
+def test_the_fingerprint_command_runs_collect_env_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No second interpreter that imports torch again (issue 15): the command uses the in-process probe.
+    import json
+
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+
+    monkeypatch.setattr(fingerprint, "collect_env_in_process", lambda: {"output": "IN-PROCESS", "error": None})
+    r = CliRunner().invoke(app, ["fingerprint", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["collect_env"] == {"output": "IN-PROCESS", "error": None}
