@@ -5,7 +5,6 @@ Works on the artifact's JSON alone (no torch); the plot needs matplotlib and is 
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -159,55 +158,48 @@ def _plain(value: Any) -> Any:
 
 def plot_png(doc: Mapping[str, Any]) -> bytes | None:
     """Scaled time vs the param with a 95% CI band, every step marked; None without matplotlib or points."""
-    try:
-        import matplotlib
+    from repro import plots
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # the GPU machine has no matplotlib: `repro report --out` draws it elsewhere
-        return None
     pts = latest_points(doc)
-    if not pts:
-        return None
+    if plots.available() is not None or not pts:
+        return None  # without matplotlib, `repro report --out` draws it on a machine that has it
     sw = {k: _plain(v) for k, v in doc["sweep"].items()}
-    xs = [p["value"] for p in pts]
-    ys = [p["scaled_s"] * 1e3 for p in pts]
-    lo = [p["scaled_ci_low_s"] * 1e3 for p in pts]
-    hi = [p["scaled_ci_high_s"] * 1e3 for p in pts]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    try:
-        ax.fill_between(xs, lo, hi, alpha=0.25, step=None, label="95% CI")
-        ax.plot(xs, ys, "-", lw=1, color="C0")
-        grid = set(doc["search"]["grid"])
+    series = plots.Series(
+        label="scaled time",
+        x=tuple(float(p["value"]) for p in pts),
+        y=tuple(p["scaled_s"] for p in pts),
+        lo=tuple(p["scaled_ci_low_s"] for p in pts),
+        hi=tuple(p["scaled_ci_high_s"] for p in pts),
+    )
+    grid = set(doc["search"]["grid"])
+
+    def marks(ax: Any, scale: float) -> None:
         for on_grid, marker, label in ((True, "o", "grid points"), (False, "x", "refinement points")):
-            sel = [(p["value"], p["scaled_s"] * 1e3) for p in pts if (p["value"] in grid) == on_grid]
+            sel = [(p["value"], p["scaled_s"] / scale) for p in pts if (p["value"] in grid) == on_grid]
             if sel:
-                ax.plot([a for a, _ in sel], [b for _, b in sel], marker, color="C0", label=label)
-        for s in doc["steps"]:
+                ax.plot([a for a, _ in sel], [b for _, b in sel], marker, color="C0", ls="", label=label)
+        top = max(series.y) / scale
+        for i, s in enumerate(doc["steps"]):
             x = (s["lo"] + s["hi"]) / 2
             ax.axvline(x, color="C3", ls="--" if s["resolved"] else ":", lw=1)
             ax.annotate(
                 f"{s['lo']}->{s['hi']}\nx{s['ratio']:.2f}",
-                (x, max(ys)),
+                (x, top),
                 textcoords="offset points",
-                xytext=(4, -24),
+                xytext=(4, -24 - 26 * i),  # staggered: adjacent steps' labels would overlap
                 fontsize=8,
                 color="C3",
             )
-        scaled = sw["metric"] == "per-unit-of-work"
-        ax.set_xlabel(sw["param"])
-        at = f" at the work of {sw['param']}={sw['work_reference']}" if scaled else ""
-        ax.set_ylabel(f"ms per call{at}")
-        gpu = _plain(essentials(doc["fingerprint"])["gpu"])
-        ax.set_title(f"{doc['repro']['id']}: {sw['param']} {sw['range'][0]}..{sw['range'][1]} on {gpu}", fontsize=10)
-        ax.legend(fontsize=8, loc="best")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+
+    at = f" at the work of {sw['param']}={sw['work_reference']}" if sw["metric"] == "per-unit-of-work" else ""
+    gpu = _plain(essentials(doc["fingerprint"])["gpu"])
+    return plots.band_png(
+        [series],
+        title=f"{doc['repro']['id']}: {sw['param']} {sw['range'][0]}..{sw['range'][1]} on {gpu}",
+        x_label=sw["param"],
+        y_label=f"time per call{at}",
+        decorate=marks,
+    )
 
 
 def write_plot(doc: Mapping[str, Any], path: Path) -> Path | None:

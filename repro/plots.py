@@ -9,17 +9,17 @@ optional (the ``plots`` extra): without it nothing is drawn, each figure says wh
 from __future__ import annotations
 
 import importlib.util
+import io
 import math
-import os
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro.fsio import write_new
 from repro.results import Plot
 
-__all__ = ["Figure", "Series", "available", "band_plot", "describe", "figures", "plots_of", "series_of"]
+__all__ = ["Figure", "Series", "available", "band_plot", "band_png", "describe", "figures", "plots_of", "series_of"]
 
 PLOTS_DIR = "plots"
 # Why a figure of a report printed to stdout has no file: nothing is written without --out.
@@ -65,8 +65,7 @@ def _time_unit(values: Sequence[float]) -> tuple[str, float]:
     return "ns", 1e-9
 
 
-def band_plot(
-    path: Path,
+def band_png(
     series: Sequence[Series],
     *,
     title: str,
@@ -74,12 +73,13 @@ def band_plot(
     y_label: str,
     log_y: bool = False,
     ci_label: str = "95% CI of the median",
-) -> Path:
-    """Draw ``series`` (times in seconds) as lines with CI bands into a new PNG at ``path``.
+    decorate: Callable[[Any, float], None] | None = None,
+) -> bytes:
+    """``series`` (times in seconds) as lines with CI bands, as PNG bytes.
 
     The y unit (s, ms, us, ns) is picked from the data and written into the axis label.
-    Written to a temporary name first and linked into place, so an existing file is never
-    replaced and a half-written PNG never appears.
+    ``decorate(ax, scale)`` adds what one kind of plot needs on top (``scale``: seconds per
+    y unit), e.g. the steps ``repro cliff`` found.
     """
     import matplotlib
 
@@ -98,6 +98,8 @@ def band_plot(
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if decorate is not None:
+            decorate(ax, scale)
         ax.set_xlabel(x_label)
         ax.set_ylabel(f"{y_label} ({unit})")
         if log_y:
@@ -107,18 +109,16 @@ def band_plot(
         if series:
             ax.legend(fontsize=8, title=f"line: median; band: {ci_label}", title_fontsize=8)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fig.savefig(fh, format="png")
-            os.chmod(tmp, 0o644)  # mkstemp makes it private; it is a report figure
-            os.link(tmp, path)  # fails if path exists: never overwrite
-        finally:
-            os.unlink(tmp)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
     finally:
         plt.close(fig)
-    return path
+
+
+def band_plot(path: Path, series: Sequence[Series], **kw: Any) -> Path:
+    """``band_png`` into a new file at ``path``: atomic, never replacing one (``fsio.write_new``)."""
+    return write_new(path, band_png(series, **kw))
 
 
 # --------------------------------------------------------------------------- sweeps of an artifact

@@ -378,21 +378,62 @@ def run_all(
     ``fork_server``: fork each repro from one server that imported torch once (see
     ``repro.forkserver``); without it, or when it cannot start, each repro is a fresh worker.
     """
-    server = _fork_server(interrupts) if fork_server and ids else None
-    try:
-        return _run_all(
-            ids,
-            run_dir,
+    reqs = [
+        RunRequest(
+            repro_id=i,
             smoke=smoke,
-            timeout_s=timeout_s,
             repro_paths=repro_paths,
             sampling=sampling,
             command=command,
-            progress=progress,
-            interrupts=interrupts,
             collect_env=collect_env,
-            server=server,
         )
+        for i in ids
+    ]
+    for req in reqs:
+        resolve(req)  # validate all before running any
+    server = _fork_server(interrupts) if fork_server and ids else None
+    try:
+        outcomes: list[Outcome] = []
+
+        def stopped() -> bool:
+            return interrupts is not None and interrupts.event.is_set()
+
+        if not progress:
+            for req in reqs:
+                if stopped():
+                    break
+                outcomes.append(run_one_isolated(req, run_dir, timeout_s, interrupts=interrupts, server=server))
+                print(outcome_line(outcomes[-1]), file=sys.stderr, flush=True)
+            return outcomes
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        columns: list[Any] = [
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+        ]
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("repro all", total=len(reqs))
+            for req in reqs:
+                if stopped():
+                    break
+                bar.update(task, description=f"{req.repro_id}")
+                outcome = run_one_isolated(
+                    req,
+                    run_dir,
+                    timeout_s,
+                    on_line=functools.partial(_describe, bar, task, req.repro_id),
+                    interrupts=interrupts,
+                    server=server,
+                )
+                outcomes.append(outcome)
+                console.print(outcome_line(outcome), markup=False, highlight=False, soft_wrap=True)
+                bar.advance(task)
+            bar.update(task, description="repro all: interrupted" if stopped() else "repro all: done")
+        return outcomes
     finally:
         if server is not None:
             server.close()
@@ -414,73 +455,3 @@ def _fork_server(interrupts: Interrupts | None) -> ForkServer | None:
         flush=True,
     )
     return server
-
-
-def _run_all(
-    ids: Sequence[str],
-    run_dir: Path,
-    *,
-    smoke: bool,
-    timeout_s: float,
-    repro_paths: Sequence[Path],
-    sampling: SamplingConfig,
-    command: Sequence[str],
-    progress: bool,
-    interrupts: Interrupts | None,
-    collect_env: bool,
-    server: ForkServer | None,
-) -> list[Outcome]:
-    outcomes: list[Outcome] = []
-    reqs = [
-        RunRequest(
-            repro_id=i,
-            smoke=smoke,
-            repro_paths=repro_paths,
-            sampling=sampling,
-            command=command,
-            collect_env=collect_env,
-        )
-        for i in ids
-    ]
-    for req in reqs:
-        resolve(req)  # validate all before running any
-
-    def stopped() -> bool:
-        return interrupts is not None and interrupts.event.is_set()
-
-    if not progress:
-        for req in reqs:
-            if stopped():
-                break
-            outcomes.append(run_one_isolated(req, run_dir, timeout_s, interrupts=interrupts, server=server))
-            print(outcome_line(outcomes[-1]), file=sys.stderr, flush=True)
-        return outcomes
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    columns: list[Any] = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("repro all", total=len(reqs))
-        for req in reqs:
-            if stopped():
-                break
-            bar.update(task, description=f"{req.repro_id}")
-            outcome = run_one_isolated(
-                req,
-                run_dir,
-                timeout_s,
-                on_line=functools.partial(_describe, bar, task, req.repro_id),
-                interrupts=interrupts,
-                server=server,
-            )
-            outcomes.append(outcome)
-            console.print(outcome_line(outcome), markup=False, highlight=False, soft_wrap=True)
-            bar.advance(task)
-        bar.update(task, description="repro all: interrupted" if stopped() else "repro all: done")
-    return outcomes
