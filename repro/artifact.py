@@ -288,7 +288,7 @@ def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
         if not p.is_dir():
             files.append(p)
             continue
-        # Hidden files and folders (a run's .ceilings.json cache) are the harness's own, not artifacts.
+        # Hidden files and folders (a run's .cache/ of ceilings and collect_env) are the harness's own, not artifacts.
         found = sorted(
             f for f in p.rglob("*.json") if f.is_file() and not any(x.startswith(".") for x in f.relative_to(p).parts)
         )

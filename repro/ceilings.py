@@ -8,7 +8,8 @@ from typing import Any
 
 from repro.artifact import write_new
 
-CEILINGS_FILE = ".ceilings.json"
+# In a hidden folder of the run: not an artifact, and no `*.json` glob of the run folder meets it.
+CEILINGS_FILE = ".cache/ceilings.json"
 # A matrix this size keeps every SM busy for milliseconds in each precision, far
 # past launch overhead; a 1 GiB copy is ~20x the largest L2 (H200: 60 MB).
 _MATMUL_N = 8192

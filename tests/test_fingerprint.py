@@ -135,3 +135,24 @@ def test_the_fingerprint_command_runs_collect_env_in_this_process(monkeypatch: p
     r = CliRunner().invoke(app, ["fingerprint", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["collect_env"] == {"output": "IN-PROCESS", "error": None}
+
+
+def test_collect_env_runs_once_per_run_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def probe() -> dict[str, object]:
+        calls.append(1)
+        return {"output": f"collect_env #{len(calls)}", "error": None}
+
+    monkeypatch.setattr(fingerprint, "collect_env_in_process", probe)
+    first = fingerprint.collect_env_for_run(tmp_path)
+    again = fingerprint.collect_env_for_run(tmp_path)
+    assert first == again == {"output": "collect_env #1", "error": None} and len(calls) == 1
+    # Out of the way of anything that globs the run folder for artifacts.
+    assert list(tmp_path.glob("*.json")) == [] and (tmp_path / fingerprint.COLLECT_ENV_FILE).is_file()
+    # A failed probe is not kept: the next repro of the run tries again.
+    other = tmp_path / "other"
+    monkeypatch.setattr(fingerprint, "collect_env_in_process", lambda: {"output": None, "error": "pip hung"})
+    assert fingerprint.collect_env_for_run(other)["error"] == "pip hung"
+    monkeypatch.setattr(fingerprint, "collect_env_in_process", probe)
+    assert fingerprint.collect_env_for_run(other)["output"] == "collect_env #2"
