@@ -40,6 +40,13 @@ REPLY_TIMEOUT_S = 30.0
 _MAX_MESSAGE = 1 << 16
 
 
+def _readable(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether ``sock`` has something to read (or hung up) within ``timeout_s`` (poll: no fd limit)."""
+    p = select.poll()
+    p.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(max(0.0, timeout_s) * 1000))
+
+
 def _zombie(pid: int) -> bool:
     """Whether ``pid`` has exited and waits to be reaped (or is gone): nothing left to kill."""
     try:
@@ -102,6 +109,8 @@ class ForkServer:
         self._tree: procs.Tree | None = None
         self._conn: socket.socket | None = None
         self._pending: dict[int, int] = {}  # exit statuses read while waiting for something else
+        self._request = ""  # id of the request in flight; answers carry it
+        self._log: IO[bytes] | None = None
 
     @property
     def alive(self) -> bool:
@@ -117,16 +126,14 @@ class ForkServer:
         try:
             listener.bind(path)
             listener.listen(1)
-            log = open(os.path.join(self._dir, "server.log"), "wb")  # noqa: SIM115 (closed below)
-            try:
-                self._tree = procs.spawn(
-                    [self.python, "-m", "repro.zygote", path],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            finally:
-                log.close()
+            # Kept open: the folder is removed once the server connects, and its log is read from here.
+            self._log = open(os.path.join(self._dir, "server.log"), "w+b")  # noqa: SIM115 (closed in close())
+            self._tree = procs.spawn(
+                [self.python, "-m", "repro.zygote", path],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
             deadline = time.monotonic() + self.ready_timeout_s
             while True:
                 if self._tree.poll() is not None:
@@ -135,9 +142,11 @@ class ForkServer:
                     raise ForkServerError(f"the fork server was not ready after {self.ready_timeout_s:g} s")
                 if cancel is not None and cancel.is_set():
                     raise ForkServerError("interrupted while the fork server started")
-                ready, _, _ = select.select([listener], [], [], 0.2)
-                if ready:
+                if _readable(listener, 0.2):
                     self._conn, _ = listener.accept()
+                    # Nothing left to find by name: a killed runner leaves no folder behind in /tmp.
+                    shutil.rmtree(self._dir, ignore_errors=True)
+                    self._dir = None
                     break
             msg = self._recv(self.ready_timeout_s)
             if not msg.get("ready"):
@@ -155,7 +164,8 @@ class ForkServer:
         if not self.alive or self._conn is None:
             raise ForkServerError("the fork server is not running")
         token = uuid.uuid4().hex
-        data = json.dumps({**spec, "tree_token": token}).encode()
+        self._request = uuid.uuid4().hex
+        data = json.dumps({**spec, "tree_token": token, "request_id": self._request}).encode()
         r, w = os.pipe()
         try:
             self._conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
@@ -168,9 +178,12 @@ class ForkServer:
             reply = self._recv(REPLY_TIMEOUT_S)
         except ForkServerError:
             os.close(r)
+            # A late answer would belong to this request, and the repro may run unwatched: end it all.
+            self.close()
             raise
-        if "pid" not in reply:
+        if "pid" not in reply or reply.get("request_id") != self._request:
             os.close(r)
+            self.close()
             raise ForkServerError(f"the fork server did not fork: {reply.get('error', reply)}")
         return ForkedChild(int(reply["pid"]), os.fdopen(r, "rb", buffering=0), token, self)
 
@@ -180,16 +193,18 @@ class ForkServer:
         while pid not in self._pending:
             if self._conn is None:
                 return -signal.SIGKILL  # the server is gone, and its children died with it
-            left = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._conn], [], [], left)
-            if not ready:
+            if not _readable(self._conn, deadline - time.monotonic()):
                 return None
             try:
                 msg = self._recv(REPLY_TIMEOUT_S)
             except ForkServerError:
                 return -signal.SIGKILL
-            if "exit" in msg:
+            if "exit" in msg and msg.get("request_id") == self._request:
                 self._pending[int(msg["exit"])] = int(msg["code"])
+        # Every kill by pid is done: the server may reap it now (until then the pid cannot be reused).
+        with contextlib.suppress(OSError):
+            if self._conn is not None:
+                self._conn.send(json.dumps({"reap": pid}).encode())
         return self._pending.pop(pid)
 
     def reap_orphans(self) -> None:
@@ -212,8 +227,7 @@ class ForkServer:
 
     def _recv(self, timeout_s: float) -> dict[str, Any]:
         assert self._conn is not None
-        ready, _, _ = select.select([self._conn], [], [], timeout_s)
-        if not ready:
+        if not _readable(self._conn, timeout_s):
             raise ForkServerError(f"the fork server did not answer within {timeout_s:g} s")
         try:
             data = self._conn.recv(_MAX_MESSAGE)
@@ -229,11 +243,11 @@ class ForkServer:
         return msg
 
     def _log_tail(self) -> str:
-        if self._dir is None:
+        if self._log is None:
             return ""
         try:
-            with open(os.path.join(self._dir, "server.log"), "rb") as fh:
-                return fh.read()[-1500:].decode(errors="replace").strip() or "no output"
+            self._log.seek(0)
+            return self._log.read()[-1500:].decode(errors="replace").strip() or "no output"
         except OSError:
             return "no log"
 
@@ -247,6 +261,9 @@ class ForkServer:
             self._tree.stop()
             self._tree.finish()
             self._tree = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -70,8 +70,10 @@ def main(argv: list[str]) -> int:
     # Whatever the command left running (a daemonised grandchild, a pip it forgot) dies with it.
     procs.kill_descendants(os.getpid())
     if rc < 0:
-        # Die of the same signal, so our parent learns what killed the command.
-        signal.signal(-rc, signal.SIG_DFL)
+        # Die of the same signal, so our parent learns what killed the command. SIGKILL and
+        # SIGSTOP have no disposition to reset (signal.signal raises for them): just send them.
+        if -rc not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-rc, signal.SIG_DFL)
         os.kill(os.getpid(), -rc)
     return rc if rc >= 0 else 128 - rc
 

@@ -8,10 +8,13 @@ worker spec (JSON) and, as an SCM_RIGHTS file descriptor, the write end of the p
 becomes the child's stdout and stderr. For each request it forks:
 
 - the child runs the repro exactly as ``python -m repro.worker`` would (``worker.run_spec``),
-  with its own tree token in the environment (so the runner can sweep whatever it starts),
+  with its own tree token in the environment (so the runner can sweep whatever it execs; what
+  it forks without exec is found as its descendants, or under the guard once orphaned),
   PR_SET_PDEATHSIG so that it dies with the server, and default signal dispositions;
 - the server answers ``{"pid": N}`` at once and ``{"exit": N, "code": C}`` when the child ends,
-  ``C`` as ``subprocess`` reports it (negative: killed by that signal).
+  ``C`` as ``subprocess`` reports it (negative: killed by that signal), both with the request's
+  id; it reaps the child only when the runner says ``{"reap": N}``, so until then the pid
+  cannot be reused and a kill by pid cannot hit another process.
 
 A crash, hang or OOM of a child costs that child only: the runner kills it by pid and by
 token, and the server goes on with the next request. Standard library and the harness only.
@@ -58,12 +61,16 @@ def _preload() -> dict[str, Any]:
 
 def _child(spec: dict[str, Any], out_fd: int, conn: socket.socket) -> None:
     """In the forked child: become the worker. Never returns."""
-    code = 70  # EX_SOFTWARE, should anything below fail before the worker runs
+    code = 1  # as Python exits on an uncaught exception
     try:
         conn.close()
         procs.set_pdeathsig(signal.SIGKILL)
         procs.set_child_subreaper()  # orphans of its subtree stay findable under it
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        # As a fresh `python -m repro.worker` has them: Ctrl-C raises KeyboardInterrupt, a closed
+        # pipe raises BrokenPipeError (SIGPIPE ignored), TERM and HUP kill.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         token = spec.pop("tree_token", None)
         if token:
@@ -77,20 +84,38 @@ def _child(spec: dict[str, Any], out_fd: int, conn: socket.socket) -> None:
         from repro import worker
 
         code = worker.run_spec(spec)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException as exc:  # the worker's own handlers missed it: say so on its log
-        try:
+    except SystemExit as exc:  # Python's own rules: None is 0, an int is itself, anything else is printed, 1
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            with contextlib.suppress(Exception):
+                print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException as exc:  # the worker's own handlers missed it: say so on its log, exit 1
+        with contextlib.suppress(Exception):
             import traceback
 
             traceback.print_exception(exc)
-        finally:
-            code = 70
+        code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
                 stream.flush()
         os._exit(code)
+
+
+def _wait_for_reap(conn: socket.socket, pid: int) -> None:
+    """Block until the runner's ``{"reap": pid}`` (or its hang-up): it has finished killing by pid."""
+    while True:
+        try:
+            data = conn.recv(MAX_REQUEST)
+        except OSError:
+            return
+        if not data:
+            return
+        with contextlib.suppress(ValueError):
+            if json.loads(data.decode()).get("reap") == pid:
+                return
 
 
 def serve(path: str) -> int:
@@ -116,15 +141,22 @@ def serve(path: str) -> int:
             _send(conn, {"error": f"expected one file descriptor with the request, got {len(fds)}"})
             continue
         spec = json.loads(data.decode())
+        req = spec.pop("request_id", None)  # echoed, so the runner never takes a stale answer for a new one
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             _child(spec, fds[0], conn)
         os.close(fds[0])
-        _send(conn, {"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _send(conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        _send(conn, {"pid": pid, "request_id": req})
+        # Collected without reaping, reported, and only reaped once the runner says so: until
+        # then the pid stays a zombie, so the runner's kill can never hit a process that reused it.
+        st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # blocking: never None (that is WNOHANG's)
+        assert st is not None
+        code = -st.si_status if st.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else st.si_status
+        _send(conn, {"exit": pid, "code": code, "request_id": req})
+        _wait_for_reap(conn, pid)
+        os.waitpid(pid, 0)
 
 
 def main(argv: list[str]) -> int:

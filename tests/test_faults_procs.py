@@ -104,3 +104,11 @@ def test_guard_mirrors_the_exit_of_its_command() -> None:
     tree = procs.spawn([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
     assert tree.proc.wait(30) == -signal.SIGSEGV
     tree.finish()
+    # SIGKILL (the OOM killer's signal) has no disposition to reset: the guard still dies of it,
+    # so an OOM-killed worker is reported as such, not as "exited with code 1".
+    tree = procs.spawn([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], stderr=-1)
+    assert tree.proc.wait(30) == -signal.SIGKILL
+    assert tree.proc.stderr is not None
+    with tree.proc.stderr:
+        assert b"Traceback" not in tree.proc.stderr.read()
+    tree.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from faults import PLUGINS
 
-from repro import procs, runner
+from repro import forkserver, procs, runner
 from repro.execute import RunRequest
 from repro.forkserver import ForkServer
 from repro.measure import SamplingConfig
@@ -112,3 +113,27 @@ def test_without_the_fork_server_the_batch_runs_as_before(run_dir: Path) -> None
     )
     assert [o.status for o in outcomes] == ["error", "smoke"]
     assert "SIGSEGV" in outcomes[0].message
+
+
+def test_a_stalled_server_is_given_up_and_its_request_runs_once_elsewhere(
+    server: ForkServer, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server that does not answer in time is ended: a late answer could otherwise be taken for
+    # the next request's, and the repro it forked would run unwatched beside the fallback worker.
+    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 1.0)
+    zygote = server.info["pid"]
+    os.kill(zygote, signal.SIGSTOP)
+    try:
+        out = runner.run_one_isolated(_req("test-fine"), run_dir, 120, server=server)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zygote, signal.SIGCONT)
+    assert out.status == "smoke", out.message  # ran in a fresh worker
+    assert not server.alive and not _alive(zygote)
+    again = runner.run_one_isolated(_req("test-fine"), run_dir.parent / "20261130T170001Z-abcdef", 120, server=server)
+    assert again.status == "smoke", again.message
+
+
+def test_the_server_leaves_no_folder_behind_once_connected(server: ForkServer) -> None:
+    # Its socket and log are unlinked as soon as it connects, so a SIGKILLed CLI leaves nothing in /tmp.
+    assert server._dir is None and server.alive
