@@ -48,6 +48,9 @@ ReproPaths = Annotated[
 OutOpt = Annotated[
     Path, typer.Option("--out", metavar="DIR", help="Folder for run folders (default $GPU_REPRO_OUT or ./artifacts).")
 ]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
+]
 SmokeOpt = Annotated[bool, typer.Option("--smoke", help="Shrunken sizes so the pipeline runs anywhere (also on CPU).")]
 FailOnOpt = Annotated[
     str | None,
@@ -173,9 +176,7 @@ def _write_report(run_dir: Path) -> Path:
 @handles_errors
 def run_cmd(
     repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
-    ] = None,
+    set_: SetOpt = None,
     smoke: SmokeOpt = False,
     out: OutOpt = DEFAULT_OUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the artifact JSON on stdout.")] = False,
@@ -221,9 +222,7 @@ def run_cmd(
 @handles_errors
 def script_cmd(
     repro_id: Annotated[str, typer.Argument(metavar="ID", help="Repro id (see `repro list`).", show_default=False)],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
-    ] = None,
+    set_: SetOpt = None,
     smoke: SmokeOpt = False,
     comparison: Annotated[
         str | None,
@@ -251,9 +250,7 @@ def cliff_cmd(
     range_: Annotated[
         str, typer.Option("--range", metavar="LO:HI", help="Inclusive integer range to search (e.g. 480:560).")
     ],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Override a param: key=value (repeatable).")
-    ] = None,
+    set_: SetOpt = None,
     metric: Annotated[
         str,
         typer.Option("--metric", metavar="per-unit-of-work|time", help="Scale times by the repro's work, or not."),

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -461,16 +462,21 @@ class SleepStep(Repro[SleepParams]):
 '''
 
 
-def test_a_plugin_declares_a_sweep_and_the_command_finds_its_step(cli: CliRunner, tmp_path: Path) -> None:
+def _sleep_step_cliff(cli: CliRunner, tmp_path: Path, *options: str) -> dict[str, Any]:
+    """`repro cliff sleep-step --param k --range 1:30 OPTIONS` with PLUGIN on --repro-path; its artifact."""
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "sleep_step.py").write_text(PLUGIN)
     out = tmp_path / "out"
-    args = ["cliff", "sleep-step", "--param", "k", "--range", "1:30", "--grid", "5", "--no-collect-env"]
+    args = ["cliff", "sleep-step", "--param", "k", "--range", "1:30", *options, "--no-collect-env"]
     r = cli.invoke(app, [*args, "--repro-path", str(plugins), "--out", str(out)])
     assert r.exit_code == 0, r.output
     (path,) = out.glob("*/sleep-step.cliff-k.json")
-    doc = artifact.load(path)
+    return artifact.load(path)
+
+
+def test_a_plugin_declares_a_sweep_and_the_command_finds_its_step(cli: CliRunner, tmp_path: Path) -> None:
+    doc = _sleep_step_cliff(cli, tmp_path, "--grid", "5")
     # A CPU run proves the pipeline and is never judged, but it still reports what it found.
     assert doc["status"] == "smoke" and doc["run"]["device"] == "cpu"
     assert [(s["lo"], s["hi"], s["resolved"]) for s in doc["steps"]] == [(12, 13, True)], doc["finding"]
@@ -681,15 +687,7 @@ def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict
 
 
 def test_max_points_3_refines_and_records_the_grid_it_used(cli: CliRunner, tmp_path: Path) -> None:
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / "sleep_step.py").write_text(PLUGIN)
-    out = tmp_path / "out"
-    args = ["cliff", "sleep-step", "--param", "k", "--range", "1:30", "--max-points", "3", "--no-collect-env"]
-    r = cli.invoke(app, [*args, "--repro-path", str(plugins), "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    (path,) = out.glob("*/sleep-step.cliff-k.json")
-    doc = artifact.load(path)
+    doc = _sleep_step_cliff(cli, tmp_path, "--max-points", "3")
     assert doc["search"]["grid"] == [1, 30] and doc["sweep"]["grid_points"] == 2
     assert doc["search"]["groups"] == 2 and doc["search"]["points_measured"] == 3
 
