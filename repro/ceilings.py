@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from repro.artifact import write_new
+from repro.fsio import once_per_run
 
 # In a hidden folder of the run: not an artifact, and no `*.json` glob of the run folder meets it.
 CEILINGS_FILE = ".cache/ceilings.json"
@@ -77,14 +76,4 @@ def measure() -> dict[str, Any]:
 
 def for_run(run_dir: Path) -> dict[str, Any]:
     """Ceilings measured once per run: the first repro of a run measures, the rest read the file."""
-    path = run_dir / CEILINGS_FILE
-    if path.is_file():
-        cached: dict[str, Any] = json.loads(path.read_text())
-        return cached
-    result = measure()
-    try:
-        write_new(path, json.dumps(result, indent=2).encode())
-    except FileExistsError:  # a concurrent repro of the same run got there first
-        theirs: dict[str, Any] = json.loads(path.read_text())
-        return theirs
-    return result
+    return once_per_run(run_dir / CEILINGS_FILE, measure)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import json
 import locale
 import os
 import platform
@@ -127,18 +125,13 @@ COLLECT_ENV_FILE = ".cache/collect_env.json"  # beside the ceilings (repro.ceili
 
 def collect_env_for_run(run_dir: Path) -> dict[str, Any]:
     """``collect_env_in_process`` once per run folder; a failed one is not kept, so the next repro tries again."""
-    from repro.fsio import write_new
+    from repro.fsio import once_per_run
 
-    path = run_dir / COLLECT_ENV_FILE
-    with contextlib.suppress(OSError, ValueError):
-        cached = json.loads(path.read_text())
-        if isinstance(cached, dict) and cached.get("output") and cached.get("error") is None:
-            return cached
-    env = collect_env_in_process()
-    if env.get("output") and env.get("error") is None:
-        with contextlib.suppress(OSError):  # FileExistsError: another repro of the run wrote it first
-            write_new(path, json.dumps(env).encode())
-    return env
+    return once_per_run(
+        run_dir / COLLECT_ENV_FILE,
+        collect_env_in_process,
+        keep=lambda env: bool(env.get("output")) and env.get("error") is None,
+    )
 
 
 def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:

@@ -15,9 +15,12 @@ import contextlib
 import errno
 import gzip
 import io
+import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from repro.errors import ReproError
 
@@ -146,3 +149,29 @@ class StagedFile:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._tmp)
+
+
+def once_per_run(
+    path: Path, compute: Callable[[], dict[str, Any]], keep: Callable[[dict[str, Any]], bool] = lambda v: True
+) -> dict[str, Any]:
+    """A JSON value computed by the first repro of a run and read by the rest (``path`` in its run folder).
+
+    A value ``keep`` refuses is returned but not written, so the next repro computes it again.
+    When a concurrent repro of the same run wrote first, its value wins (one value per run).
+    """
+    with contextlib.suppress(OSError, ValueError):
+        cached = json.loads(path.read_text())
+        if isinstance(cached, dict) and keep(cached):
+            return cached
+    value = compute()
+    if keep(value):
+        try:
+            write_new(path, json.dumps(value, indent=2).encode())
+        except FileExistsError:
+            with contextlib.suppress(OSError, ValueError):
+                theirs = json.loads(path.read_text())
+                if isinstance(theirs, dict):
+                    return theirs
+        except OSError:  # a cache that cannot be written costs time, never the run
+            pass
+    return value

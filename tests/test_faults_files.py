@@ -140,3 +140,20 @@ def test_sigkill_mid_write_leaves_only_whole_files(tmp_path: Path, delay: float)
     assert torn_files(out) == []
     for p in out.glob("*.gz"):
         assert len(gzip.decompress(p.read_bytes())) == 1 << 20
+
+
+def test_once_per_run_keeps_the_first_writer_and_skips_refused_values(tmp_path: Path) -> None:
+    from repro.fsio import once_per_run
+
+    path = tmp_path / ".cache" / "x.json"
+
+    def racing() -> dict[str, object]:  # another repro of the run writes first, while this one computes
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"by": "them"}')
+        return {"by": "us"}
+
+    assert once_per_run(path, racing) == {"by": "them"}
+    assert once_per_run(path, lambda: {"by": "later"}) == {"by": "them"}  # read, not computed
+    other = tmp_path / "other.json"
+    assert once_per_run(other, lambda: {"ok": False}, keep=lambda v: bool(v["ok"])) == {"ok": False}
+    assert not other.exists()
