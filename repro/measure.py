@@ -529,25 +529,24 @@ class Context:
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             episode = kernel_episode(iters, episodes)
             warm = 0
+
+            def call(name: str, label: str) -> None:  # one profiled call in its own range
+                if prepare and name in prepare:
+                    prepare[name]()
+                with record_function(label):
+                    fns[name]()
+                self.synchronize()
+
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for r in range(iters):
                     if episode and r and r % episode == 0:
                         time.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
                         for name in names:
-                            if prepare and name in prepare:
-                                prepare[name]()
-                            with record_function(f"gpu_repro_warm_{warm}"):
-                                fns[name]()
-                            self.synchronize()
+                            call(name, f"gpu_repro_warm_{warm}")
                             warm += 1
                     for i in round_order(len(names), r):
-                        name = names[i]
-                        if prepare and name in prepare:
-                            prepare[name]()
-                        with record_function(f"gpu_repro_call_{len(calls)}"):
-                            fns[name]()
-                        self.synchronize()
-                        calls.append((name, r))
+                        call(names[i], f"gpu_repro_call_{len(calls)}")
+                        calls.append((names[i], r))
         totals = _per_call_device_time(json.loads(_chrome_trace(prof)), len(calls), match)
         out: dict[str, list[float]] = {n: [0.0] * iters for n in names}
         for (name, r), t in zip(calls, totals, strict=True):
