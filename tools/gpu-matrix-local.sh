@@ -66,22 +66,29 @@ def cells(run):
 
 
 a, b = (cells(r) for r in runs)
-print(f"| repro | {runs[0]}: ratio [95% CI] | {runs[1]}: ratio [95% CI] | change | CIs overlap |")
-print("|---|---|---|---|---|")
+def gpu(doc):
+    g = doc["fingerprint"].get("gpu") or {}
+    cvd = (doc["fingerprint"].get("env") or {}).get("CUDA_VISIBLE_DEVICES", "?")
+    return f"{cvd} {str(g.get('uuid') or '?')[:13]}"
+
+
+print(f"| repro | {runs[0]}: ratio [CI] | GPU (index uuid) | {runs[1]}: ratio [CI] | GPU (index uuid) | change | CIs overlap |")
+print("|---|---|---|---|---|---|---|")
 for rid in sorted(set(a) | set(b)):
     row = [rid]
     vals = []
     for side in (a, b):
         if rid not in side:
-            row.append("missing")
+            row += ["missing", "-"]
             vals.append(None)
             continue
         v = side[rid][0]["verdict"]
+        where = gpu(side[rid][0])
         if v.get("value") is None:
-            row.append(v["status"])
+            row += [v["status"], where]
             vals.append(None)
         else:
-            row.append(f"{v['value']:.4f} [{v['ci_low']:.4f}, {v['ci_high']:.4f}] {v['status']}")
+            row += [f"{v['value']:.4f} [{v['ci_low']:.4f}, {v['ci_high']:.4f}] {v['status']}", where]
             vals.append(v)
     if all(vals):
         x, y = vals
