@@ -1,5 +1,5 @@
 """``python -m repro``: the same CLI as the ``repro`` console script."""
 
-from repro.cli import main
+from repro.cli.main import main
 
 main()

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from repro import standalone
-from repro.catalog import register
-from repro.measure import Arm, Context
-from repro.spec import (
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context
+from repro.core.spec import (
     Comparison,
     Finding,
     Metric,
@@ -29,7 +29,7 @@ from repro.spec import (
     Work,
     param,
 )
-from repro.verdict import Outcome, short_kernel, top_kernel
+from repro.core.verdict import Outcome, short_kernel, top_kernel
 
 # Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
 # clears it is the seed's cliff, not noise.

@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro import standalone
-from repro.catalog import register
-from repro.errors import UsageError
-from repro.measure import Arm, Context
-from repro.spec import (
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.core.errors import UsageError
+from repro.run.measure import Arm, Context
+from repro.core.spec import (
     Comparison,
     Finding,
     Metric,
@@ -46,7 +46,7 @@ from repro.spec import (
     Work,
     param,
 )
-from repro.verdict import Outcome
+from repro.core.verdict import Outcome
 
 GIB = 2**30
 # The projections that carry an adapter: name -> (in, out) in units of hidden, MLP ratio 4.

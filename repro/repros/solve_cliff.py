@@ -29,11 +29,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro import standalone
-from repro.catalog import register
-from repro.errors import UsageError
-from repro.measure import Arm, Context, SamplingConfig
-from repro.spec import (
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.core.errors import UsageError
+from repro.run.measure import Arm, Context, SamplingConfig
+from repro.core.spec import (
     Comparison,
     Finding,
     Kernel,
@@ -47,7 +47,7 @@ from repro.spec import (
     Work,
     param,
 )
-from repro.verdict import Outcome
+from repro.core.verdict import Outcome
 
 BACKENDS = ("default", "cusolver", "magma")
 # Smooth scaling reads 1.0 and run-to-run noise is a few percent; a real cliff is

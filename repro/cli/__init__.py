@@ -1,0 +1,1 @@
+"""The ``repro`` command: typer wiring only, one module per command group."""

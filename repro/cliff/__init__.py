@@ -1,0 +1,1 @@
+"""``repro cliff``: where a cliff starts, found by a grid and bisection."""

@@ -1,0 +1,1 @@
+"""Bottom layer: the repro contract, statistics, verdicts, errors and file and process primitives."""

@@ -1,0 +1,333 @@
+"""The typed contract a repro implements: params, requirements, declared comparisons, run and explain.
+
+A repro subclasses ``Repro[Params]``, declares the comparisons it judges (``comparisons``),
+measures its variants in ``run`` (compared variants in paired rounds via
+``ctx.measure_paired``) and explains the outcome in ``explain``. The harness computes every
+ratio, its CI, the status and the lead of the finding (``repro.core.verdict.judge``). Repros
+written against the older API (a ``verdict`` method of their own) keep working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from repro.core.errors import UsageError
+
+# Re-exported: repro modules (and plugins) import these from repro.core.spec.
+from repro.core.results import (
+    DECIDED,
+    STATUSES,
+    Achieved,
+    Comparison,
+    Finding,
+    Kernel,
+    Metric,
+    Plot,
+    Ratio,
+    RunResult,
+    Stats,
+    Status,
+    Timing,
+    VariantResult,
+    Verdict,
+    Work,
+    from_jsonable,
+)
+
+if TYPE_CHECKING:
+    from repro.run.measure import Arm, Context
+    from repro.core.verdict import Outcome
+
+__all__ = [
+    "DECIDED",
+    "STATUSES",
+    "Achieved",
+    "Comparison",
+    "Finding",
+    "Kernel",
+    "Metric",
+    "Ratio",
+    "Repro",
+    "Requirements",
+    "RunResult",
+    "Stats",
+    "Plot",
+    "Status",
+    "Sweep",
+    "Timing",
+    "VariantResult",
+    "Verdict",
+    "Work",
+    "build_params",
+    "from_jsonable",
+    "param",
+    "params_help",
+    "params_to_dict",
+    "parse_assignments",
+]
+
+P = TypeVar("P")
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def param(
+    default: Any,
+    *,
+    help: str,
+    smoke: Any = _MISSING,
+    min: float | None = None,
+    max: float | None = None,
+    choices: Sequence[str] | None = None,
+) -> Any:
+    """A params-dataclass field carrying its help text, smoke-preset value and allowed range."""
+    meta = {"help": help, "smoke": smoke, "min": min, "max": max, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a repro needs to produce a meaningful measurement."""
+
+    cuda: bool = True
+    cpu_smoke: bool = False  # the op exists on CPU, so --smoke can exercise the pipeline there
+    python_modules: tuple[str, ...] = ()  # hard requirements (optional backends are recorded per variant)
+    tools: tuple[str, ...] = ()  # executables on PATH that some variants use (e.g. nvcc)
+
+    def describe(self) -> str:
+        parts = ["CUDA GPU" if self.cuda else "any device"]
+        if self.cpu_smoke:
+            parts.append("CPU smoke")
+        parts += [f"module {m}" for m in self.python_modules]
+        parts += [f"{t} (optional)" for t in self.tools]
+        return ", ".join(parts)
+
+
+SWEEP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """An integer knob ``repro cliff`` may sweep: its limits, the seed's value and how work scales.
+
+    ``work(params, value)`` is the work of one call at ``value`` in any unit (only ratios are
+    used), so times can be scaled to equal work and smooth scaling reads flat. ``single``
+    names tuple params that must hold exactly one value while sweeping (one backend, one batch).
+    ``tag`` reads a point's kernel names into a word or two (which implementation ran).
+    ``replaces`` names params the swept value stands in for (besides a param named ``name``),
+    so a ``--set`` of them is refused rather than recorded and ignored. ``derive`` gives them
+    values from the user's ``--set`` (raw text), where the params' own checks tie them to a
+    param the sweep does use (solve: n_min and n_max must bracket cliff_n).
+    """
+
+    name: str
+    help: str
+    min: int
+    max: int
+    default: int
+    work: Callable[[Any, int], float]
+    single: tuple[str, ...] = ()
+    # What a point's kernel names say ran (solve: which LU path), shown beside each step.
+    tag: Callable[[Sequence[str]], str] | None = None
+    replaces: tuple[str, ...] = ()
+    derive: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
+
+    def __post_init__(self) -> None:
+        # The name goes into file names (<id>.cliff-<name>.json) and reports: an identifier only.
+        if not isinstance(self.name, str) or not SWEEP_NAME.fullmatch(self.name):
+            raise ValueError(f"Sweep name {self.name!r}: expected an identifier ({SWEEP_NAME.pattern})")
+        if not self.min <= self.default <= self.max or self.min == self.max:
+            raise ValueError(
+                f"Sweep {self.name}: expected min < max and min <= default <= max, got "
+                f"min={self.min} default={self.default} max={self.max}"
+            )
+
+    def check_params(self, params_cls: type) -> None:
+        """``single`` and ``replaces`` must name fields of ``params_cls`` (``single``: tuple-typed ones)."""
+        hints = _hints(params_cls)
+        for name in (*self.single, *self.replaces):
+            if name not in hints:
+                raise ValueError(f"Sweep {self.name}: {name!r} is not a param of {params_cls.__name__}")
+        for name in self.single:
+            if typing.get_origin(hints[name]) is not tuple:
+                raise ValueError(f"Sweep {self.name}: single={name!r} names a param that is not a tuple")
+
+
+class Repro(Generic[P]):
+    """Base class of every repro; subclasses are registered with ``@catalog.register``.
+
+    ``class MyRepro(Repro[MyParams])`` lets mypy check ``run`` and ``explain`` against the
+    params type. A plain ``class MyRepro(Repro)`` (the older API) still works.
+    """
+
+    id: ClassVar[str]
+    title: ClassVar[str]
+    upstream: ClassVar[tuple[str, ...]]
+    seed_claim: ClassVar[str]
+    Params: ClassVar[type[Any]]
+    requires: ClassVar[Requirements]
+    metric: ClassVar[Metric]
+    # How the headline is chosen among comparisons marked ``headline=True``, in declared
+    # order: "first" takes the first whose both variants were measured (a preference
+    # fixed before any number is seen); "worst" reproduces when any of them does and
+    # shows the largest ratio among those that did, else the largest overall.
+    headline_rule: ClassVar[str] = "first"
+    # One sentence for the report: where this shape or setting occurs in real workloads and
+    # what it costs there (the report adds what it cost in this run, from the headline pair).
+    impact: ClassVar[str] = ""
+    # The GPUs the seed reported numbers on; the report names those this run did not have.
+    seed_gpus: ClassVar[tuple[str, ...]] = ()
+    # Plots the report draws from the variants (time against a config value, CI as a band).
+    plots: ClassVar[tuple[Plot, ...]] = ()
+    # Integer knobs ``repro cliff`` may sweep; a repro that declares any implements ``sweep_arm``.
+    sweeps: ClassVar[tuple[Sweep, ...]] = ()
+
+    def comparisons(self, params: P) -> Sequence[Comparison]:
+        """The ratios this repro judges for ``params``; none means an older-API repro."""
+        return ()
+
+    def run(self, params: P, ctx: Context) -> RunResult:
+        raise NotImplementedError
+
+    def sweep_arm(self, params: P, sweep: str, value: int, ctx: Context) -> Arm:
+        """One workload of ``repro cliff``: the call to time with ``sweep`` set to ``value``.
+
+        The harness times arms of neighbouring values in paired rounds (``ctx.measure_paired``)
+        and profiles their kernels; the repro only builds the inputs and says what to call.
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no sweepable params")
+
+    def explain(self, params: P, result: RunResult, outcome: Outcome) -> Finding:
+        """The finding after the harness's lead ("Reproduced: ..."): one sentence and details."""
+        head = outcome.headline
+        if head is None:
+            return Finding(f"no comparison could be computed ({outcome.why_not})")
+        return Finding(f"{head.comparison.label or head.comparison.name} was {outcome.fmt(head)}")
+
+    def script(self, params: P, only: str | None = None) -> str | None:
+        """A standalone torch script for the headline comparison(s) with ``params`` (see
+        ``repro.evidence.standalone``); ``only`` narrows it to one comparison. None: this repro has none."""
+        return None
+
+    def verdict(self, params: P, result: RunResult) -> Verdict:
+        """The verdict from the declared comparisons (older repros override this)."""
+        from repro.core.verdict import judge
+
+        return judge(self, params, result)
+
+
+# --------------------------------------------------------------------------- params
+
+
+def params_fields(params_cls: type) -> list[dataclasses.Field[Any]]:
+    return list(dataclasses.fields(params_cls))
+
+
+def _hints(params_cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(params_cls)
+
+
+def describe_type(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        return f"comma-separated {describe_type(inner)}s"
+    return {int: "integer", float: "number", bool: "boolean", str: "string"}.get(tp, str(tp))
+
+
+def _coerce_scalar(tp: Any, raw: str) -> Any:
+    if tp is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ValueError
+    if tp is int:
+        return int(raw.strip())
+    if tp is float:
+        value = float(raw.strip())
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError
+        return value
+    if tp is str:
+        return raw
+    raise TypeError(f"unsupported param type {tp!r}")
+
+
+def _check_range(repro_id: str, f: dataclasses.Field[Any], value: Any, shown: str) -> None:
+    lo, hi, choices = f.metadata.get("min"), f.metadata.get("max"), f.metadata.get("choices")
+    items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        if choices is not None and item not in choices:
+            raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected one of {', '.join(choices)}")
+        if lo is not None and item < lo:
+            raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected >= {lo:g}")
+        if hi is not None and item > hi:
+            raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected <= {hi:g}")
+    if isinstance(value, tuple) and not value:
+        raise UsageError(f"--set {f.name}={shown} for {repro_id}: expected at least one value")
+
+
+def parse_assignments(assignments: Sequence[str]) -> dict[str, str]:
+    """Split ``key=value`` strings; a malformed one is a UsageError naming it."""
+    out: dict[str, str] = {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected key=value")
+        out[key.strip()] = raw
+    return out
+
+
+def build_params(repro_id: str, params_cls: type, overrides: Mapping[str, str], *, smoke: bool = False) -> Any:
+    """Defaults, then the smoke preset, then ``--set`` overrides, each checked against its field."""
+    fields = {f.name: f for f in dataclasses.fields(params_cls)}
+    hints = _hints(params_cls)
+    values: dict[str, Any] = {}
+    if smoke:
+        values.update(
+            {n: f.metadata["smoke"] for n, f in fields.items() if f.metadata.get("smoke", _MISSING) is not _MISSING}
+        )
+    for key, raw in overrides.items():
+        if key not in fields:
+            raise UsageError(f"unknown parameter {key!r} for {repro_id}; known: {', '.join(sorted(fields))}")
+        tp = hints[key]
+        try:
+            if typing.get_origin(tp) is tuple:
+                inner = typing.get_args(tp)[0]
+                value: Any = tuple(_coerce_scalar(inner, p) for p in raw.split(",") if p.strip())
+            else:
+                value = _coerce_scalar(tp, raw)
+        except ValueError:
+            raise UsageError(f"--set {key}={raw} for {repro_id}: expected {describe_type(tp)}") from None
+        _check_range(repro_id, fields[key], value, raw)
+        values[key] = value
+    return params_cls(**values)
+
+
+def params_to_dict(params: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(params).items()}
+
+
+def params_help(params_cls: type) -> list[dict[str, Any]]:
+    """Rows describing each param, for ``repro list`` and the README."""
+    hints = _hints(params_cls)
+    rows = []
+    for f in dataclasses.fields(params_cls):
+        smoke = f.metadata.get("smoke", _MISSING)
+        rows.append(
+            {
+                "name": f.name,
+                "type": describe_type(hints[f.name]),
+                "default": f.default,
+                "smoke": None if smoke is _MISSING else smoke,
+                "help": f.metadata.get("help", ""),
+            }
+        )
+    return rows

@@ -1,0 +1,411 @@
+"""From measured variants to a defended verdict: every declared ratio with its CI, the status,
+the lead of the finding, and the breakdown rows. Repros only explain; this module judges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from repro.core import stats
+from repro.core.results import DECIDED, Comparison, Finding, Metric, Ratio, RunResult, VariantResult, Verdict
+
+if TYPE_CHECKING:
+    from repro.core.spec import Repro
+
+CI_LEVEL = 0.95
+# A per-kernel ratio from fewer paired rounds than this cannot bound a median at 95%
+# (the order-statistic interval needs n >= 6); below it the whole-call time is used.
+MIN_KERNEL_ROUNDS = 7
+
+
+def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = None, level: float = CI_LEVEL) -> str:
+    """``1.93x (95% CI 1.90-1.95)``; ``n/a`` when there is no value."""
+    if value is None:
+        return "n/a"
+    if lo is None or hi is None:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
+
+
+def decide(lo: float, hi: float, threshold: float) -> tuple[str, str]:
+    """(status, qualifier). Reproduced only when the whole CI clears the threshold.
+
+    A point estimate over the threshold with a CI that straddles it is one lucky
+    run, not evidence: it is reported as not reproduced, and the finding says so.
+    """
+    where = stats.classify((lo + hi) / 2, lo, hi, threshold)
+    if where == "above":
+        return "reproduced", "the whole CI is above"
+    if where == "below":
+        return "not_reproduced", "the whole CI is below"
+    return "not_reproduced", "inconclusive: the CI straddles"
+
+
+# --------------------------------------------------------------------------- one ratio
+
+
+def _ok(v: VariantResult | None) -> bool:
+    return v is not None and v.status == "ok" and v.timing is not None
+
+
+def variant_ratio(
+    num: VariantResult, den: VariantResult, scale: float = 1.0, basis: str = "time", level: float = CI_LEVEL
+) -> tuple[float, float, float, bool, int, str]:
+    """(value, lo, hi, paired, n, basis used) of t(num)/t(den) x scale.
+
+    Paired when both were timed in the same interleaved rounds (or their kernels were
+    profiled in the same rounds): the CI then comes from the per-round ratios. Otherwise
+    the older two-sample interval (each median at sqrt(level)) stands in.
+    """
+    assert num.timing is not None and den.timing is not None
+    if basis == "kernel":
+        ka, kb = num.extra.get("kernel_rounds_s"), den.extra.get("kernel_rounds_s")
+        same = num.extra.get("kernel_group") is not None and num.extra.get("kernel_group") == den.extra.get(
+            "kernel_group"
+        )
+        if same and ka and kb and len(ka) == len(kb):
+            pairs = [(a, b) for a, b in zip(ka, kb, strict=True) if a > 0 and b > 0]
+            if len(pairs) >= MIN_KERNEL_ROUNDS:
+                # Episodes stay aligned only when no round was dropped.
+                ep = num.extra.get("kernel_episode_rounds") if len(pairs) == len(ka) else None
+                v, lo, hi = stats.paired_ratio_ci(
+                    [a for a, _ in pairs], [b for _, b in pairs], level, scale, ep if isinstance(ep, int) else None
+                )
+                return v, lo, hi, True, len(pairs), "kernel"
+        sa, sb = num.extra.get("kernel_samples_s") or [], den.extra.get("kernel_samples_s") or []
+        if len(sa) >= MIN_KERNEL_ROUNDS and len(sb) >= MIN_KERNEL_ROUNDS:
+            v, lo, hi = stats.ratio_ci(sa, sb, level, scale)
+            return v, lo, hi, False, min(len(sa), len(sb)), "kernel"
+    ta, tb = num.timing, den.timing
+    if ta.rounds and tb.rounds and ta.group is not None and ta.group == tb.group and len(ta.rounds) == len(tb.rounds):
+        v, lo, hi = stats.paired_ratio_ci(ta.rounds, tb.rounds, level, scale, ta.episode_rounds)
+        return v, lo, hi, True, len(ta.rounds), "time"
+    v, lo, hi = stats.ratio_ci(ta.samples, tb.samples, level, scale)
+    return v, lo, hi, False, min(len(ta.samples), len(tb.samples)), "time"
+
+
+def compute(c: Comparison, have: Mapping[str, VariantResult], level: float = CI_LEVEL) -> Ratio | str:
+    """The comparison's ratio with its CI at ``level``, or why it could not be computed."""
+    for name in (c.num, c.den):
+        v = have.get(name)
+        if v is None:
+            return f"variant {name} was not measured"
+        if not _ok(v):
+            return f"variant {name} was {v.status}: {v.reason}"
+    value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis, level)
+    status, _ = decide(lo, hi, c.threshold)
+    where = stats.classify(value, lo, hi, c.threshold)
+    return Ratio(
+        comparison=c,
+        value=value,
+        ci_low=lo,
+        ci_high=hi,
+        status=status,  # type: ignore[arg-type]
+        where=where,  # type: ignore[arg-type]
+        paired=paired,
+        n=n,
+        basis=basis,
+        level=level,
+    )
+
+
+# --------------------------------------------------------------------------- the outcome
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Every declared comparison computed, and the headline the status rests on."""
+
+    ratios: tuple[Ratio, ...]
+    headline: Ratio | None
+    missing: tuple[tuple[str, str], ...]  # (comparison name, why it has no ratio)
+    smoke: bool  # a --smoke or CPU run: the pipeline ran, nothing is judged
+    device: str | None
+
+    def get(self, name: str) -> Ratio | None:
+        """The computed ratio of the comparison called ``name``, if any."""
+        return next((r for r in self.ratios if r.comparison.name == name), None)
+
+    @staticmethod
+    def fmt(r: Ratio | None) -> str:
+        """``1.93x (95% CI 1.90-1.95)``."""
+        return "n/a" if r is None else fmt_ratio(r.value, r.ci_low, r.ci_high, r.level)
+
+    @property
+    def why_not(self) -> str:
+        return "; ".join(why for _, why in self.missing) or "no comparison was declared"
+
+
+def headline_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """The comparisons a verdict may rest on, in declared order: those marked headline, else all."""
+    return [c for c in comparisons if c.headline] or list(comparisons)
+
+
+def outcome(
+    comparisons: Sequence[Comparison],
+    variants: Sequence[VariantResult],
+    rule: str = "first",
+) -> Outcome:
+    """Compute each comparison and pick the headline by ``rule`` (see ``Repro.headline_rule``)."""
+    have = {v.name: v for v in variants}
+    ratios: list[Ratio] = []
+    missing: list[tuple[str, str]] = []
+    heads = headline_candidates(comparisons)
+    # "worst" reproduces when any headline does: with k of them each at 95%, a false
+    # "reproduced" would come k times as often, so each gets 1 - 0.05/k (Bonferroni) and the
+    # verdict keeps its 95% as a whole.
+    head_level = 1 - (1 - CI_LEVEL) / len(heads) if rule == "worst" and len(heads) > 1 else CI_LEVEL
+    for c in comparisons:
+        r = compute(c, have, head_level if c in heads else CI_LEVEL)
+        if isinstance(r, str):
+            missing.append((c.name, r))
+        else:
+            ratios.append(r)
+    cands = [r for c in heads for r in ratios if r.comparison.name == c.name]
+    head: Ratio | None = None
+    if cands and rule == "worst":
+        hits = [r for r in cands if r.status == "reproduced"]
+        head = max(hits or cands, key=lambda r: r.value)
+    elif cands:
+        head = cands[0]
+    ran = [v for v in variants if _ok(v)]
+    devices = {v.device for v in ran}
+    smoke = bool(ran) and devices != {"cuda"}
+    return Outcome(
+        ratios=tuple(ratios),
+        headline=head,
+        missing=tuple(missing),
+        smoke=smoke,
+        device=next(iter(devices)) if len(devices) == 1 else None,
+    )
+
+
+def lead(r: Ratio, smoke: bool, device: str | None) -> str:
+    """The harness's opening words of every finding; repros never write them."""
+    if smoke:
+        return f"Smoke run on {device or 'CPU'}, not evidence about any GPU"
+    if r.status == "reproduced":
+        return "Reproduced"
+    if r.where == "straddles":
+        return "Not reproduced (inconclusive)"
+    return "Not reproduced"
+
+
+def qualifier(r: Ratio) -> str:
+    """Where the CI sits against the threshold, in words."""
+    t = f"{r.comparison.threshold:g}"
+    return {
+        "above": f"the whole CI is above the {t} threshold",
+        "below": f"the whole CI is below the {t} threshold",
+        "straddles": f"the CI straddles the {t} threshold",
+    }[r.where]
+
+
+def breakdown_row(
+    r: Ratio, smoke: bool, head: Ratio | None, measured: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One row of the verdict's breakdown: the comparison, its ratio and CI, its status.
+
+    ``measured``: qualifiers only the run knows (a memory cap it actually applied), from
+    ``RunResult.extra["row_qualifiers"]``; they override the declared ones.
+    """
+    c = r.comparison
+    quals = {**c.qualifiers, **(measured or {})}
+    return {
+        "comparison": c.name,
+        "label": c.label or c.name,
+        "num": c.num,
+        "den": c.den,
+        "ratio": r.value,
+        "ci_low": r.ci_low,
+        "ci_high": r.ci_high,
+        "threshold": c.threshold,
+        "ci_level": r.level,
+        "status": "smoke" if smoke else r.status,
+        "where": r.where,
+        "paired": r.paired,
+        "n": r.n,
+        "scale": c.scale,
+        "basis": r.basis,
+        "headline": head is not None and r is head,
+        **{k: v for k, v in quals.items() if k not in _ROW_KEYS},
+    }
+
+
+_ROW_KEYS = frozenset(
+    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where")
+    + ("paired", "n", "scale", "basis", "headline")
+)
+
+
+def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
+    """The verdict of a repro that declares its comparisons: the harness's side of the contract."""
+    comps = list(repro.comparisons(params))
+    out = outcome(comps, result.variants, repro.headline_rule)
+    metric = repro.metric
+    head = out.headline
+    if head is None:
+        have = {v.name: v for v in result.variants}
+        heads = headline_candidates(comps)
+        names = {n for c in heads for n in (c.num, c.den)}
+        errored = any(have[n].status == "error" for n in names if n in have)
+        explained = repro.explain(params, result, out)
+        why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
+        v = unavailable(metric, why, status="error" if errored else "skipped")
+        # Ratios that were computed (side comparisons) stay in the breakdown.
+        rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
+        return Verdict(**{**_fields(v), "details": explained.details, "breakdown": rows})
+    finding = repro.explain(params, result, out)
+    label = head.comparison.label or head.comparison.name
+    words = f"{lead(head, out.smoke, out.device)}: {label} was {out.fmt(head)}"
+    words += "" if out.smoke else f", {qualifier(head)}"
+    sentence = f"{words}; {finding.sentence.rstrip('.')}." if finding.sentence else f"{words}."
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=head.value,
+        ci_low=head.ci_low,
+        ci_high=head.ci_high,
+        ci_level=head.level,
+        threshold=head.comparison.threshold,
+        status="smoke" if out.smoke else head.status,
+        finding=sentence,
+        breakdown=tuple(breakdown_row(r, out.smoke, head, result.extra.get("row_qualifiers")) for r in out.ratios),
+        variants=(head.comparison.num, head.comparison.den),
+        details=tuple(finding.details),
+        headline=head.comparison.name,
+        paired=head.paired,
+    )
+
+
+def _fields(v: Verdict) -> dict[str, Any]:
+    return {k: getattr(v, k) for k in Verdict.__dataclass_fields__}
+
+
+def as_smoke(v: Verdict, device: str | None) -> Verdict:
+    """An older-API repro's decided verdict from a smoke or CPU run, relabelled: nothing is judged.
+
+    The repro's own wording (which may say "Reproduced") moves to the details.
+    """
+    if v.status not in DECIDED:
+        return v
+    sentence = (
+        f"Smoke run on {device or 'CPU'}, not evidence about any GPU: {v.metric} was "
+        f"{fmt_ratio(v.value, v.ci_low, v.ci_high)}."
+    )
+    rows = tuple({**r, "status": "smoke"} if r.get("status") in DECIDED else r for r in v.breakdown)
+    return Verdict(
+        **{
+            **_fields(v),
+            "status": "smoke",
+            "finding": sentence,
+            "details": (f"The repro's own words: {v.finding}", *v.details),
+            "breakdown": rows,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- older API (kept for plugins)
+
+
+def ratio_verdict(
+    metric: Metric,
+    num: VariantResult,
+    den: VariantResult,
+    *,
+    scale: float = 1.0,
+    finding: Callable[[float, float, float, str, str], str],
+    breakdown: Sequence[Mapping[str, Any]] = (),
+) -> Verdict:
+    """Verdict on t(num)/t(den) * scale; ``finding(value, lo, hi, status, qualifier)``.
+
+    The older API. The CI is paired when the harness timed both variants in the same
+    rounds (it does so for older repros too, see ``repro.run.execute``).
+    """
+    for v in (num, den):
+        if not _ok(v):
+            status = "error" if v.status == "error" else "skipped"
+            return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}", status=status)
+    value, lo, hi, paired, _, _ = variant_ratio(num, den, scale)
+    status, qual = decide(lo, hi, metric.threshold)
+    out = measured(metric, value, lo, hi, status, finding(value, lo, hi, status, qual), breakdown, (num.name, den.name))
+    return Verdict(**{**_fields(out), "paired": paired})
+
+
+def measured(
+    metric: Metric,
+    value: float,
+    lo: float,
+    hi: float,
+    status: str,
+    finding: str,
+    breakdown: Sequence[Mapping[str, Any]] = (),
+    variants: Sequence[str] = (),
+    details: Sequence[str] = (),
+) -> Verdict:
+    """A decided verdict on ``metric`` (older API): its value and CI, the status and the finding."""
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=value,
+        ci_low=lo,
+        ci_high=hi,
+        ci_level=CI_LEVEL,
+        threshold=metric.threshold,
+        status=status,  # type: ignore[arg-type]
+        finding=finding,
+        breakdown=tuple(breakdown),
+        variants=tuple(variants),
+        details=tuple(details),
+    )
+
+
+def unavailable(metric: Metric, reason: str, status: str = "skipped") -> Verdict:
+    """A verdict with no value: the repro was skipped (or errored) and says why."""
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=None,
+        ci_low=None,
+        ci_high=None,
+        ci_level=CI_LEVEL,
+        threshold=metric.threshold,
+        status=status,  # type: ignore[arg-type]
+        finding=f"Not measured: {reason}",
+    )
+
+
+def top_kernel(v: VariantResult) -> str:
+    """The kernel that took most of a variant's device time, for findings."""
+    return v.kernels[0].name if v.kernels else "(no kernels captured)"
+
+
+def short_kernel(name: str, limit: int = 80) -> str:
+    """Kernel names from templates run to hundreds of characters; keep what tells kernels apart
+    (namespaces, parameter lists and scalar template arguments go; see ``repro.core.kernelnames``)."""
+    from repro.core.kernelnames import short_names
+
+    return short_names([name], limit)[name]
+
+
+__all__ = [
+    "CI_LEVEL",
+    "Finding",
+    "Outcome",
+    "Ratio",
+    "breakdown_row",
+    "fmt_ratio",
+    "lead",
+    "short_kernel",
+    "top_kernel",
+    "variant_ratio",
+    "as_smoke",
+    "compute",
+    "decide",
+    "judge",
+    "measured",
+    "outcome",
+    "ratio_verdict",
+    "unavailable",
+]

@@ -1,0 +1,1 @@
+"""The environment: fingerprint, NVML, measured ceilings and doctor."""

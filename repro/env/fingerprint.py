@@ -1,0 +1,440 @@
+"""The environment fingerprint: exact software, hardware and knobs, probed defensively."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import locale
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from repro import __version__
+
+from repro.core import procs
+
+# Redaction lives in repro.core.redact (bottom layer); the names stay importable from here for callers.
+from repro.core.redact import redactor, secret_values  # noqa: F401
+
+FINGERPRINT_SCHEMA_VERSION = "1.0"
+
+# Only these variables are ever recorded: each one changes kernel/backend choice,
+# memory behaviour or measurement. The environment as a whole holds secrets.
+ENV_ALLOWLIST = (
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_LINALG_PREFER_CUSOLVER",
+    "TORCH_BLAS_PREFER_CUBLASLT",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUBLASLT_WORKSPACE_SIZE",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_MODULE_LOADING",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_CACHE_DISABLE",
+    "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT",
+    "TORCH_USE_CUDA_DSA",
+    "TORCH_SHOW_CPP_STACKTRACES",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
+    "NCCL_DEBUG",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NVTE_FUSED_ATTN",
+    "NVTE_FLASH_ATTN",
+    "TORCHINDUCTOR_MAX_AUTOTUNE",
+)
+CONTAINER_ENV = (
+    "NVIDIA_REQUIRE_CUDA",
+    "CUDA_VERSION",
+    "NV_CUDA_CUDART_VERSION",
+    "NV_LIBCUBLAS_VERSION",
+    "NV_CUDNN_VERSION",
+    "NVIDIA_PYTORCH_VERSION",
+    "NVIDIA_BUILD_ID",
+    "PYTORCH_VERSION",
+    "GPU_REPRO_IMAGE",
+    "GPU_REPRO_IMAGE_DIGEST",
+    "GPU_REPRO_LANE",
+)
+
+# (key, soname stem, how to ask the library its version)
+_LIBRARIES = (
+    ("cudart", "libcudart.so", "cudaRuntimeGetVersion"),
+    ("cublas", "libcublas.so", "property:cublasGetProperty"),
+    ("cublasLt", "libcublasLt.so", "size_t:cublasLtGetVersion"),
+    ("cusolver", "libcusolver.so", "property:cusolverGetProperty"),
+    ("cudnn", "libcudnn.so", "size_t:cudnnGetVersion"),
+    ("nccl", "libnccl.so", "ncclGetVersion"),
+)
+
+
+class Probes:
+    """Runs probes, keeping a null and an error string for each that fails."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, str] = {}
+
+    def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # a probe never takes the fingerprint down
+            self.errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+            return None
+
+
+# --------------------------------------------------------------------------- collect_env
+
+
+def collect_env_in_process() -> dict[str, Any]:
+    """``torch.utils.collect_env`` run in this process, once torch is imported.
+
+    No second interpreter that imports torch again (seconds on a GPU machine), and it
+    runs after the measurement, never beside it: concurrent work was one of the
+    harness's own sources of variance on the H200.
+    """
+    try:
+        from torch.utils import collect_env as ce
+    except Exception as exc:  # torch without collect_env: record it, do not crash the run
+        return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
+    # collect_env runs its probes (pip list, nvidia-smi, ...) through its own ``run``; each
+    # goes under a guard here, so a killed harness leaves none of them behind.
+    saved = ce.run
+    ce.run = _guarded_run
+    try:
+        return {"output": ce.get_pretty_env_info(), "error": None}
+    except Exception as exc:  # a probe inside collect_env failed: record it, do not crash the run
+        return {"output": None, "error": f"collect_env failed: {type(exc).__name__}: {exc}".splitlines()[0]}
+    finally:
+        ce.run = saved
+
+
+# collect_env's report is the same for every repro of a run (versions, drivers, libraries), and
+# costs seconds (2.3 s in-process on the H200, where the issue measured 7.6 s as a second
+# interpreter): the first repro of a run writes it here, the rest read it.
+COLLECT_ENV_FILE = ".cache/collect_env.json"  # beside the ceilings (repro.env.ceilings.CEILINGS_FILE)
+
+
+def collect_env_for_run(run_dir: Path) -> dict[str, Any]:
+    """``collect_env_in_process`` once per run folder; a failed one is not kept, so the next repro tries again."""
+    from repro.core.fsio import once_per_run
+
+    return once_per_run(
+        run_dir / COLLECT_ENV_FILE,
+        collect_env_in_process,
+        keep=lambda env: bool(env.get("output")) and env.get("error") is None,
+    )
+
+
+def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:
+    """collect_env's ``run(command)`` (return code, stdout, stderr), each command under a guard."""
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    try:
+        tree = procs.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return 127, "", str(exc)
+    try:
+        out, err = tree.proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        tree.stop()
+        out, err = tree.proc.communicate()
+    finally:
+        tree.finish()
+    enc = locale.getpreferredencoding()
+    return tree.proc.returncode, out.decode(enc, "replace").strip(), err.decode(enc, "replace").strip()
+
+
+# --------------------------------------------------------------------------- loaded libraries
+
+
+def loaded_libraries(maps: str | None = None) -> dict[str, str]:
+    """Paths of the CUDA libraries this process has mapped (from /proc/self/maps)."""
+    if maps is None:
+        maps = Path("/proc/self/maps").read_text()
+    found: dict[str, str] = {}
+    for line in maps.splitlines():
+        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        base = os.path.basename(path)
+        for key, stem, _ in _LIBRARIES:
+            if key not in found and (base == stem or base.startswith(stem + ".")):
+                found[key] = path
+    return found
+
+
+def _library_version(path: str, how: str) -> str:
+    lib = ctypes.CDLL(path)
+    if how.startswith("size_t:"):
+        fn = getattr(lib, how.split(":", 1)[1])
+        fn.restype = ctypes.c_size_t
+        return str(fn())
+    if how.startswith("property:"):
+        fn = getattr(lib, how.split(":", 1)[1])
+        parts = []
+        for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+            v = ctypes.c_int()
+            if fn(prop, ctypes.byref(v)) != 0:
+                raise OSError(f"{how} returned an error")
+            parts.append(str(v.value))
+        return ".".join(parts)
+    v = ctypes.c_int()
+    if getattr(lib, how)(ctypes.byref(v)) != 0:
+        raise OSError(f"{how} returned an error")
+    return str(v.value)
+
+
+def library_versions(probe: Probes) -> dict[str, Any]:
+    paths = probe("libraries.maps", loaded_libraries) or {}
+    out: dict[str, Any] = {}
+    for key, _, how in _LIBRARIES:
+        path = paths.get(key)
+        if path is None:
+            out[key] = {"path": None, "version": None, "loaded": False}
+            continue
+        out[key] = {
+            "path": path,
+            "version": probe(f"libraries.{key}", functools.partial(_library_version, path, how)),
+            "loaded": True,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _torch_section(probe: Probes) -> dict[str, Any]:
+    import torch
+
+    return {
+        "version": torch.__version__,
+        "git_version": probe("torch.git_version", lambda: torch.version.git_version),
+        "cuda_built": torch.version.cuda,
+        "cudnn_reported": probe("torch.cudnn", lambda: torch.backends.cudnn.version()),
+        "nccl_reported": probe(
+            "torch.nccl", lambda: ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
+        ),
+        "has_magma": probe("torch.has_magma", lambda: bool(torch.cuda.has_magma)),
+        "debug_build": probe("torch.debug", lambda: bool(torch.version.debug)),
+        "arch_list": probe("torch.arch_list", lambda: torch.cuda.get_arch_list() if torch.cuda.is_available() else []),
+        "cuda_available": torch.cuda.is_available(),
+    }
+
+
+def knobs() -> dict[str, Any]:
+    """Every switch that changes kernel or backend choice, read before a repro touches them."""
+    probe = Probes()
+    try:
+        import torch
+    except ImportError as exc:
+        return {"error": f"torch not importable: {exc}"}
+    b = torch.backends
+    out = {
+        "cuda_matmul_allow_tf32": probe("knobs.tf32", lambda: b.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": probe("knobs.cudnn_tf32", lambda: b.cudnn.allow_tf32),
+        "float32_matmul_precision": probe("knobs.precision", torch.get_float32_matmul_precision),
+        "fp16_reduced_precision_reduction": probe(
+            "knobs.fp16_rpr", lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "bf16_reduced_precision_reduction": probe(
+            "knobs.bf16_rpr", lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "preferred_linalg_library": probe("knobs.linalg", lambda: str(b.cuda.preferred_linalg_library())),
+        "preferred_blas_library": probe("knobs.blas", lambda: str(b.cuda.preferred_blas_library())),
+        "cudnn_benchmark": probe("knobs.cudnn_benchmark", lambda: b.cudnn.benchmark),
+        "deterministic_algorithms": probe("knobs.deterministic", torch.are_deterministic_algorithms_enabled),
+    }
+    out["errors"] = probe.errors
+    return out
+
+
+def _gpu_section(probe: Probes) -> dict[str, Any] | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    pci = probe(
+        "gpu.pci",
+        lambda: pci_bus_id(props),
+    )
+    out: dict[str, Any] = {
+        "name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "memory_total_bytes": props.total_memory,
+        "l2_cache_bytes": probe("gpu.l2", lambda: props.L2_cache_size),
+        "uuid": probe("gpu.uuid", lambda: str(props.uuid)),
+        "pci_bus_id": pci,
+        "device_count": torch.cuda.device_count(),
+    }
+    handle = probe("nvml.init", lambda: nvml_handle(pci))
+    if handle is not None:
+        from repro.env import nvml
+
+        out["nvml"] = probe("nvml.static", lambda: nvml.static_info(*handle))
+        out["state"] = probe("nvml.state", lambda: nvml.snapshot(*handle))
+    else:
+        out["nvml"] = None
+        out["state"] = None
+    return out
+
+
+def pci_bus_id(props: Any) -> str:
+    """NVML's form of a torch device's PCI address (domain:bus:device.function)."""
+    return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
+def nvml_handle(pci: str | None) -> tuple[Any, Any]:
+    from repro.env import nvml
+
+    return nvml.handle_for(pci)
+
+
+def _host_section(probe: Probes) -> dict[str, Any]:
+    def cpu_model() -> str | None:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+        return platform.processor() or None
+
+    return {
+        "os": platform.platform(),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "cpu": probe("host.cpu", cpu_model),
+        "cpu_count": os.cpu_count(),
+        # Recorded redacted (nothing leaves with the host's name by default); the
+        # redactor also scrubs the real name from free text such as paths.
+        "hostname": "<hostname>",
+    }
+
+
+def _container_section() -> dict[str, Any]:
+    return {
+        "dockerenv": os.path.exists("/.dockerenv"),
+        "containerenv": os.path.exists("/run/.containerenv"),
+        "env": {k: os.environ[k] for k in CONTAINER_ENV if k in os.environ},
+    }
+
+
+# Where a scheduler ran this process: Slurm's job, array task and node; a Kubernetes pod (the
+# GPU_REPRO_POD_* names come from the downward API in the Jobs `repro matrix` builds); the matrix cell.
+SCHEDULER_ENV = {
+    "slurm": (
+        ("job_id", "SLURM_JOB_ID"),
+        ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+        ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+        ("node", "SLURMD_NODENAME"),
+        ("cluster", "SLURM_CLUSTER_NAME"),
+    ),
+    "k8s": (
+        ("pod", "GPU_REPRO_POD_NAME"),
+        ("namespace", "GPU_REPRO_POD_NAMESPACE"),
+        ("node", "GPU_REPRO_NODE_NAME"),
+        ("completion_index", "JOB_COMPLETION_INDEX"),
+    ),
+}
+
+
+def scheduler_section(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The scheduler that placed this process (``kind`` null when none) and the matrix cell, from the environment."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {"kind": None, "matrix_cell": environ.get("GPU_REPRO_MATRIX_CELL")}
+    for kind, names in SCHEDULER_ENV.items():
+        found = {key: environ[var] for key, var in names if environ.get(var)}
+        if found and out["kind"] is None:
+            out["kind"] = kind
+            out.update(found)
+    return out
+
+
+def _harness_section(probe: Probes) -> dict[str, Any]:
+    def git_commit() -> str | None:
+        if os.environ.get("GPU_REPRO_GIT_COMMIT"):
+            return os.environ["GPU_REPRO_GIT_COMMIT"]
+        here = Path(__file__).resolve().parent.parent
+        if not (here / ".git").exists():
+            return None
+        res = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        commit = res.stdout.strip()
+        if res.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise RuntimeError(f"git rev-parse failed: {res.stderr.strip()[:200]}")
+        return commit
+
+    return {"name": "gpu-repro", "version": __version__, "git_commit": probe("harness.git", git_commit)}
+
+
+def _te_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("transformer_engine", "transformer-engine", "transformer_engine_torch"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def collect(
+    *,
+    knobs_at_start: Mapping[str, Any] | None = None,
+    collect_env: Mapping[str, Any] | None = None,
+    ceilings: Mapping[str, Any] | None = None,
+    with_torch: bool = True,
+) -> dict[str, Any]:
+    """The fingerprint of this process and machine. Never raises.
+
+    ``with_torch=False`` is for processes that must not import torch (the batch
+    runner writing an error artifact for a child that died).
+    """
+    probe = Probes()
+    torch_info = probe("torch", lambda: _torch_section(probe)) if with_torch else None
+    fp: dict[str, Any] = {
+        "schema_version": FINGERPRINT_SCHEMA_VERSION,
+        "harness": _harness_section(probe),
+        "software": {
+            "torch": torch_info,
+            "libraries": library_versions(probe),
+            "transformer_engine": probe("te", _te_version),
+        },
+        "gpu": probe("gpu", lambda: _gpu_section(probe)) if torch_info else None,
+        "knobs": dict(knobs_at_start) if knobs_at_start is not None else (knobs() if with_torch else {}),
+        "env": {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ},
+        "container": _container_section(),
+        "scheduler": scheduler_section(),
+        "host": _host_section(probe),
+        "ceilings": dict(ceilings) if ceilings is not None else None,
+        "collect_env": dict(collect_env) if collect_env is not None else {"output": None, "error": "not collected"},
+    }
+    fp["errors"] = probe.errors
+    return fp
+
+
+def essentials(fp: Mapping[str, Any]) -> dict[str, Any]:
+    """The handful of fields a reader wants inline: GPU, driver, torch, CUDA, stack."""
+    gpu = fp.get("gpu") or {}
+    torch_info = (fp.get("software") or {}).get("torch") or {}
+    nvml_info = gpu.get("nvml") or {}
+    container = (fp.get("container") or {}).get("env") or {}
+    libs = (fp.get("software") or {}).get("libraries") or {}
+    return {
+        "gpu": gpu.get("name") or "no CUDA GPU",
+        "cc": gpu.get("compute_capability"),
+        "driver": nvml_info.get("driver_version"),
+        "torch": torch_info.get("version"),
+        "cuda": torch_info.get("cuda_built"),
+        "cublas": (libs.get("cublas") or {}).get("version"),
+        "lane": container.get("GPU_REPRO_LANE") or container.get("GPU_REPRO_IMAGE") or "host",
+    }

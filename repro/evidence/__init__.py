@@ -1,0 +1,1 @@
+"""What leaves the machine: artifacts, reports, comparisons, bundles, plots, scope and scripts."""

@@ -1,0 +1,353 @@
+"""Artifacts: assemble, validate against the JSON Schema, write atomically, never overwrite."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from repro import __version__
+
+from repro.core import fsio
+from repro.core.errors import UsageError
+
+ARTIFACT_SCHEMA_VERSION = "1.2"
+ARTIFACT_KIND = "gpu-repro.evidence.artifact"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")
+# Other document kinds of the same schema family that `validate`, `report` and `compare` accept.
+CLIFF_KIND = "gpu-repro.cliff.search"
+KIND_SCHEMAS = {ARTIFACT_KIND: "artifact.schema.json", CLIFF_KIND: "cliff.schema.json"}
+
+
+FILE_MODE = fsio.FILE_MODE
+# Artifacts nest a handful of levels; anything this deep is hostile or broken, and would
+# exhaust the recursion of the parser, the validator or the renderer.
+MAX_DEPTH = 64
+MAX_BYTES = 256 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@cache
+def _registry_and_schemas() -> tuple[Any, dict[str, dict[str, Any]]]:
+    from referencing import Registry, Resource
+
+    schemas = {name: json.loads((SCHEMA_DIR / name).read_text()) for name in SCHEMA_FILES}
+    registry: Any = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
+    return registry, schemas
+
+
+def schema(name: str = "artifact.schema.json") -> dict[str, Any]:
+    return _registry_and_schemas()[1][name]
+
+
+def validator(name: str = "artifact.schema.json") -> Any:
+    """A draft 2020-12 validator with format checking; $refs resolve from disk, never the network."""
+    from jsonschema import Draft202012Validator
+
+    registry, schemas = _registry_and_schemas()
+    return Draft202012Validator(schemas[name], registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def schema_name(doc: Any) -> str:
+    """The schema a document is checked against: its ``kind``'s, else the repro artifact's."""
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    return KIND_SCHEMAS.get(kind, "artifact.schema.json") if isinstance(kind, str) else "artifact.schema.json"
+
+
+def is_cliff(doc: Mapping[str, Any]) -> bool:
+    return doc.get("kind") == CLIFF_KIND
+
+
+def validation_errors(doc: Any, name: str = "artifact.schema.json") -> list[str]:
+    """Every schema violation as 'path: message', empty when the document is valid."""
+    errors = sorted(validator(name).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
+
+
+# --------------------------------------------------------------------------- building
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """UTC timestamp plus random hex: sortable, and two runs in one second still differ."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def source_sha256(path: str | os.PathLike[str] | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, NaN/inf to null (JSON has neither)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def assemble(
+    *,
+    repro: Mapping[str, Any],
+    run: Mapping[str, Any],
+    variants: Sequence[Any],
+    verdict: Any,
+    validity: Mapping[str, Any],
+    fingerprint: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    warnings: Iterable[str] = (),
+    error: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The artifact document, in schema order."""
+    doc: dict[str, Any] = to_jsonable(
+        {
+            "schema_version": ARTIFACT_SCHEMA_VERSION,
+            "kind": ARTIFACT_KIND,
+            "repro": dict(repro),
+            "run": {"harness_version": __version__, **run},
+            "variants": list(variants),
+            "verdict": verdict,
+            "validity": dict(validity),
+            "fingerprint": dict(fingerprint),
+            "extra": dict(extra or {}),
+            "warnings": list(warnings),
+            "error": dict(error) if error is not None else None,
+        }
+    )
+    return doc
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) or fail with a UsageError naming it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot create directory ({exc.strerror or exc})") from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: expected a writable directory")
+    return path
+
+
+def write_new(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; an existing file is never replaced (see ``repro.core.fsio``)."""
+    return fsio.write_new(path, data)
+
+
+def write_artifact(doc: Mapping[str, Any], path: Path) -> Path:
+    """Validate, then write; an invalid document is a bug and is never written."""
+    errors = validation_errors(doc)
+    if errors:
+        raise ValueError(f"artifact for {path.name} fails its schema: {errors[0]}")
+    data = (json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n").encode()
+    return write_new(path, data)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows to {value}")
+    return value
+
+
+def depth(value: Any) -> int:
+    """How deeply ``value`` nests (a scalar is 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            children: Iterable[Any] = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        deepest = max(deepest, d)
+        if d > MAX_DEPTH:
+            break
+        todo.extend((c, d + 1) for c in children)
+    return deepest
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """Strict JSON: no NaN/Infinity, no overflowing numbers, at most MAX_DEPTH levels; UsageError otherwise."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise UsageError(f"{what}: nests too deeply; expected JSON at most {MAX_DEPTH} levels deep") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        reason = str(exc).splitlines()[0][:200]
+        raise UsageError(f"{what}: not valid JSON ({reason}); expected a gpu-repro artifact") from None
+    if depth(value) > MAX_DEPTH:
+        raise UsageError(f"{what}: nests too deeply; expected JSON at most {MAX_DEPTH} levels deep")
+    return value
+
+
+def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
+    """Read an artifact; a missing, corrupt, hostile or schema-invalid file is a UsageError naming it."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:
+            raise UsageError(f"{path}: {size} bytes; expected an artifact under {MAX_BYTES // 2**20} MiB")
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file; expected a gpu-repro artifact (.json)") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; expected a gpu-repro artifact (.json)") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc}); expected a gpu-repro artifact") from None
+    doc = parse_json(raw, str(path))
+    if validate:
+        name = schema_name(doc)
+        errors = validation_errors(doc, name)
+        if errors:
+            more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise UsageError(f"{path}: fails the {name.split('.')[0]} schema v1 at {errors[0]}{more}")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: a JSON {type(doc).__name__}, not an object; expected a gpu-repro artifact")
+    return doc
+
+
+def expand(paths: Iterable[Path]) -> list[Path]:
+    """Files and run folders to artifact files (a folder contributes its ``*.json``)."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.json") if not f.name.startswith("."))
+            if not found:
+                raise UsageError(f"{p}: folder holds no artifacts; expected a run folder with *.json")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+def not_an_artifact(path: Path) -> str | None:
+    """Why a JSON file met while walking folders is not an artifact, or None when it is (or claims to be).
+
+    A document is taken as an artifact when its ``kind`` says so, or when it has no ``kind`` but
+    carries an artifact's ``repro`` and ``verdict``; anything else (``doctor --json`` output, a
+    ``compare --json`` document, a fingerprint) is some other file. Unreadable or corrupt JSON is
+    not skipped: it may be a damaged artifact, and validation must say so.
+    """
+    try:
+        doc = parse_json(Path(path).read_bytes(), str(path))
+    except (OSError, UsageError):  # unreadable, corrupt or hostile: validation says which
+        return None
+    if not isinstance(doc, dict):
+        return f"a JSON {type(doc).__name__}, not an object"
+    kind = doc.get("kind")
+    if kind in KIND_SCHEMAS:
+        return None
+    if kind is not None:
+        return f"kind {str(kind)[:60]!r}"
+    if "repro" in doc and "verdict" in doc:
+        return None
+    return "no 'kind' field"
+
+
+def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Files as given, and every ``*.json`` under the given folders (nested run folders included).
+
+    Returns (artifact files, [(skipped file, why)]). A file named directly is always returned
+    for validation; only files found inside folders are skipped when they are not artifacts. A
+    folder without a single artifact is a UsageError.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_dir():
+            files.append(p)
+            continue
+        # Hidden files and folders (a run's .cache/ of ceilings and collect_env) are the harness's own, not artifacts.
+        found = sorted(
+            f for f in p.rglob("*.json") if f.is_file() and not any(x.startswith(".") for x in f.relative_to(p).parts)
+        )
+        mine = []
+        for f in found:
+            why = not_an_artifact(f)
+            if why is None:
+                mine.append(f)
+            else:
+                skipped.append((f, why))
+        if not mine:
+            seen = f"{len(found)} JSON file(s), none an artifact" if found else "no JSON files"
+            raise UsageError(f"{p}: holds no gpu-repro artifacts ({seen}); expected artifact files or run folders")
+        files.extend(mine)
+    return files, skipped
+
+
+def time_breakdown(doc: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Where a run's seconds went, from its artifact: the run's phases, with the measurement split
+    into warm-up, sampling (each paired group's rounds counted once) and profiling.
+
+    Empty for artifacts written before the breakdown existed (schema 1.1 and older).
+    """
+    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
+    phases = run.get("phases_s") if isinstance(run, Mapping) else None
+    if not isinstance(phases, Mapping):
+        return []
+    warm = prof = 0.0
+    groups: dict[str, float] = {}
+    for v in doc.get("variants") or []:
+        t = v.get("timing") if isinstance(v, Mapping) else None
+        if not isinstance(t, Mapping):
+            continue
+        warm += float(t.get("warmup_s") or 0.0)
+        prof += float(t.get("profile_s") or 0.0)
+        groups[str(t.get("group") or v.get("name"))] = float(t.get("elapsed_s") or 0.0)
+    out: list[tuple[str, float]] = []
+    for name, seconds in phases.items():
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            continue
+        out.append((str(name), float(seconds)))
+        if name == "measure":
+            out += [("  warm-up", warm), ("  sampling", sum(groups.values())), ("  profiling", prof)]
+    return out
+
+
+def format_breakdown(parts: Sequence[tuple[str, float]], min_s: float = 0.05) -> str:
+    """``measure 5.8 s (warm-up 0.4, sampling 2.1, profiling 3.2), collect_env 3.9 s``; tiny phases left out."""
+    top: list[tuple[str, float, list[str]]] = []
+    for name, seconds in parts:
+        if name.startswith("  "):
+            if top and seconds >= min_s:
+                top[-1][2].append(f"{name.strip()} {seconds:.1f}")
+        else:
+            top.append((name, seconds, []))
+    return ", ".join(
+        f"{name} {seconds:.1f} s" + (f" ({', '.join(subs)})" if subs else "")
+        for name, seconds, subs in top
+        if seconds >= min_s
+    )

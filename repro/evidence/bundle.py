@@ -1,0 +1,227 @@
+"""``repro bundle RUN_DIR``: one .tar.gz with artifacts, report, logs and Chrome traces, under GitHub's limit.
+
+Only what the run wrote goes in, found by name (a manifest, never a directory
+walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
+``traces/<id>/*.trace.json.gz`` and the report's plots ``plots/<id>.<sweep>.png``.
+Each is opened without following links and packed only if it is a regular file; member names are relative
+(``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
+their tail, files too large or sparse are left out and named in MANIFEST.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import re
+import stat
+import tarfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.core import fsio
+from repro.core.errors import UsageError
+from repro.core.redact import text_redactor
+
+# GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
+BUNDLE_LIMIT = 24 * 1000 * 1000
+# What one file may bring: an artifact or report over this is not something the run wrote.
+FILE_LIMIT = 32 * 1024 * 1024
+# A trace is decompressed (to redact it again) only up to this size: a gzip bomb stops here.
+TRACE_LIMIT = 256 * 1024 * 1024
+# Logs keep their end: the error is where the run stopped.
+LOG_TAIL = 512 * 1024
+# <id>.json, or <id>.cliff-<param>.json from `repro cliff` (whose plot, <...>.png, goes in beside it).
+_ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
+_TRACE = re.compile(r"[A-Za-z0-9_.-]+\.trace\.json\.gz")
+_PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
+
+
+@dataclass
+class _Plan:
+    members: list[tuple[str, bytes]] = field(default_factory=list)
+    left_out: list[dict[str, str]] = field(default_factory=list)
+    trimmed: list[str] = field(default_factory=list)
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
+    """An fd for ``path`` if it is a regular file reached without following a link at its last step."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # missing, a link (ELOOP), unreadable
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def _real_dir(path: Path) -> bool:
+    """A directory that is not a link (a linked logs/ or traces/ could point anywhere)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _sparse(st: os.stat_result) -> bool:
+    # Far fewer blocks than bytes: a hole-filled file whose size says nothing about its content.
+    return st.st_size > 1024 * 1024 and st.st_blocks * 512 < st.st_size // 2
+
+
+def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False) -> bytes | None:
+    """The file's bytes (its last ``limit`` bytes when ``tail``), or None with the reason recorded."""
+    opened = _open_regular(path)
+    if opened is None:
+        if os.path.lexists(path):
+            plan.left_out.append({"name": rel, "reason": "not a regular file (a link, a folder or a device)"})
+        return None
+    fd, st = opened
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > limit and not tail:
+            plan.left_out.append({"name": rel, "reason": f"{st.st_size} bytes; over the {limit}-byte limit"})
+            return None
+        if _sparse(st) and not tail:
+            plan.left_out.append({"name": rel, "reason": f"sparse file of {st.st_size} bytes"})
+            return None
+        if tail and st.st_size > limit:
+            fh.seek(st.st_size - limit)
+            data = fh.read(limit)
+            plan.trimmed.append(rel)
+            marker = f"[... repro bundle: the first {st.st_size - limit} bytes of this log were cut; tail follows]\n"
+            return marker.encode() + data
+        return fh.read(limit + 1)[:limit]
+
+
+def _trace(path: Path, rel: str, plan: _Plan, fix: Callable[[str], str]) -> bytes | None:
+    data = _read(path, rel, plan, limit=FILE_LIMIT)
+    if data is None:
+        return None
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+            raw = gz.read(TRACE_LIMIT + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UsageError(
+            f"{path}: not a complete gzip file ({exc}); expected a Chrome trace (.trace.json.gz)"
+        ) from None
+    if len(raw) > TRACE_LIMIT:
+        plan.left_out.append({"name": rel, "reason": f"over {TRACE_LIMIT} bytes once decompressed"})
+        return None
+    redacted = fix(raw.decode(errors="replace"))
+    return gzip.compress(redacted.encode(), mtime=0)
+
+
+def plan(run_dir: Path) -> tuple[str, _Plan]:
+    """The archive's root name and what goes in, redacted once more."""
+    root = Path(run_dir).resolve()
+    name = root.name
+    if not root.is_dir() or not name:
+        raise UsageError(f"{run_dir}: expected a run folder (artifacts/<run-id>)")
+    ids = sorted(p.stem for p in root.glob("*.json") if _ID.fullmatch(p.stem) and stat.S_ISREG(os.lstat(p).st_mode))
+    if not ids:
+        raise UsageError(f"{run_dir}: holds no artifacts (<id>.json); expected a run folder")
+    fix = text_redactor()
+    out = _Plan()
+
+    def text(path: Path, rel: str, *, tail: bool = False) -> None:
+        data = _read(path, rel, out, limit=LOG_TAIL if tail else FILE_LIMIT, tail=tail)
+        if data is not None:
+            out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
+
+    for rid in ids:
+        text(root / f"{rid}.json", f"{rid}.json")
+        png = root / f"{rid}.png"
+        if ".cliff-" in rid and png.is_file():
+            data = _read(png, png.name, out, limit=FILE_LIMIT)  # an image: nothing to redact
+            if data is not None:
+                out.members.append((f"{name}/{png.name}", data))
+    text(root / "report.md", "report.md")
+    if _real_dir(root / "logs"):
+        for rid in ids:
+            text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)
+    if _real_dir(root / "traces"):
+        for rid in ids:
+            folder = root / "traces" / rid
+            if not _real_dir(folder):
+                continue
+            for trace in sorted(folder.iterdir()):
+                if not _TRACE.fullmatch(trace.name):
+                    continue
+                rel = f"traces/{rid}/{trace.name}"
+                data = _trace(trace, rel, out, fix)
+                if data is not None:
+                    out.members.append((f"{name}/{rel}", data))
+    if _real_dir(root / "plots"):
+        for png in sorted((root / "plots").iterdir()):
+            m = _PLOT.fullmatch(png.name)
+            if m and m.group(1) in ids:
+                # Drawn by repro.evidence.plots from the (already redacted) artifacts: binary, packed as is.
+                data = _read(png, f"plots/{png.name}", out, limit=FILE_LIMIT)
+                if data is not None:
+                    out.members.append((f"{name}/plots/{png.name}", data))
+    if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
+        raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
+    return name, out
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def build(run_dir: Path, dest: Path | None = None, limit: int = BUNDLE_LIMIT) -> Path:
+    """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json."""
+    root = Path(run_dir).resolve()
+    name, p = plan(root)
+    dest = Path(dest) if dest is not None else root.parent / f"{name}.bundle.tar.gz"
+    target = dest.parent.resolve() / dest.name
+    if _inside(target, root):
+        raise UsageError(f"--out {dest}: inside the run folder; expected a path outside {root}")
+    if os.path.lexists(target):
+        raise UsageError(f"{dest}: exists; expected a new file name (bundles are never overwritten)")
+    members = list(p.members)
+    dropped: list[str] = []
+    while True:
+        manifest = {
+            "run_id": name,
+            "files": [{"name": n, "bytes": len(d)} for n, d in members],
+            "dropped_to_fit": dropped,
+            "left_out": p.left_out,
+            "logs_cut_to_tail": [f"{name}/{t}" for t in p.trimmed],
+            "limit_bytes": limit,
+        }
+        blob = _tar(members + [(f"{name}/MANIFEST.json", json.dumps(manifest, indent=2).encode())])
+        traces = [m for m in members if "/traces/" in m[0]]
+        if len(blob) <= limit or not traces:
+            break
+        largest = max(traces, key=lambda m: len(m[1]))
+        members.remove(largest)
+        dropped.append(largest[0])
+    if len(blob) > limit:
+        sizes = sorted(((len(d), n) for n, d in members), reverse=True)[:3]
+        biggest = ", ".join(f"{n} ({size} bytes)" for size, n in sizes)
+        raise UsageError(
+            f"{run_dir}: the bundle is {len(blob)} bytes even without traces; expected <= {limit}; largest: {biggest}"
+        )
+    with contextlib.suppress(FileExistsError):
+        return fsio.write_new(target, blob)
+    raise UsageError(f"{dest}: exists; expected a new file name (bundles are never overwritten)")
+
+
+def _tar(members: list[tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            info.type = tarfile.REGTYPE
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

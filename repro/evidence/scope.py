@@ -1,0 +1,176 @@
+"""What a number holds for and what was not tested: qualifiers, impact and scope, from an artifact's fields.
+
+Everything here reads structured fields (the verdict's breakdown rows and their qualifiers,
+variant statuses and reasons, the repro's declared impact and seed GPUs, the fingerprint),
+never the finding's prose, so a summary row can say "cusolver backend, batch 128" and
+"default backend: at most 0.97x" without parsing sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from repro.env.fingerprint import essentials
+
+__all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
+
+# Breakdown-row keys that are the harness's own; every other key is a qualifier.
+_ROW_KEYS = frozenset(
+    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where")
+    + ("paired", "n", "scale", "basis", "headline")
+)
+MAX_CONTRASTS = 3
+
+
+def _qualifiers(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in _ROW_KEYS}
+
+
+def _one(key: str, value: Any) -> str | None:
+    if key == "memory_cap_gib":
+        return "no memory cap" if value in (None, 0) else f"{value:g} GiB memory cap"
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return f"{key} {'on' if value else 'off'}"
+    if isinstance(value, int | float):
+        return f"{key} {value:g}"
+    s = str(value)
+    return f"{s} {key}" if key in ("backend",) and " " not in s else s
+
+
+def qualifier_text(quals: Mapping[str, Any]) -> str:
+    """``{"backend": "cusolver", "batch": 128}`` -> ``cusolver backend, batch 128``."""
+    return ", ".join(p for k, v in quals.items() if (p := _one(k, v)))
+
+
+def _head_row(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    rows = (doc.get("verdict") or {}).get("breakdown") or []
+    return next((r for r in rows if r.get("headline")), None)
+
+
+def conditions(doc: Mapping[str, Any]) -> str:
+    """What the headline number holds for, then how the other settings fared.
+
+    ``cusolver backend, batch 128; default backend: at most 0.97x, not reproduced``. The
+    contrast groups the other rows by their first qualifier that differs from the headline's.
+    """
+    head = _head_row(doc)
+    if head is None:
+        return "-"
+    quals = _qualifiers(head)
+    out = qualifier_text(quals) or str(head.get("label") or "-")
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in (doc.get("verdict") or {}).get("breakdown") or []:
+        if row is head or not isinstance(row.get("ratio"), int | float):
+            continue
+        other = _qualifiers(row)
+        key = next((k for k in quals if other.get(k) != quals.get(k)), None)
+        if key is None:
+            continue
+        name = _one(key, other.get(key)) or f"{key} -"
+        first = next(iter(quals))
+        if key != first and (lead := _one(first, quals[first])):
+            name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
+        groups.setdefault(name, []).append(row)
+    parts = []
+    for name, rows in list(groups.items())[:MAX_CONTRASTS]:
+        top = max(rows, key=lambda r: float(r["ratio"]))
+        statuses = {r.get("status") for r in rows}
+        status = "reproduced" if "reproduced" in statuses else str(top.get("status") or "").replace("_", " ")
+        bound = "at most " if len(rows) > 1 else ""
+        parts.append(f"{name}: {bound}{float(top['ratio']):.2f}x, {status}")
+    if len(groups) > MAX_CONTRASTS:
+        parts.append(f"{len(groups) - MAX_CONTRASTS} more in the breakdown")
+    return out + ("; " + "; ".join(parts) if parts else "")
+
+
+def _declared(doc: Mapping[str, Any], field: str) -> Any:
+    """A field the repro declares: from the artifact (schema 1.2), else from the catalog for its id."""
+    repro = doc.get("repro") or {}
+    if field in repro:
+        return repro[field]
+    from repro.run import catalog
+
+    cls = catalog.load().get(str(repro.get("id")))
+    if cls is None:
+        return None
+    value = getattr(cls, field, None)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def impact(doc: Mapping[str, Any], fmt_time: Any) -> str | None:
+    """The repro's impact sentence, then what the headline pair cost per call in this run."""
+    declared = _declared(doc, "impact")
+    if not declared:
+        return None
+    v = doc.get("verdict") or {}
+    pair = v.get("variants") or []
+    have = {x["name"]: x for x in doc.get("variants") or []}
+    cost = ""
+    if len(pair) == 2 and all((have.get(n) or {}).get("timing") for n in pair):
+        a, b = (have[n] for n in pair)
+        ta, tb = a["timing"]["stats"]["median"], b["timing"]["stats"]["median"]
+        delta = ta - tb
+        sign = "+" if delta >= 0 else "-"
+        cost = (
+            f" In this run {a['label']} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b['label']} "
+            f"({sign}{fmt_time(abs(delta))} per call)."
+        )
+    return f"{declared}{cost}"
+
+
+def seed_gpus(doc: Mapping[str, Any]) -> list[str]:
+    value = _declared(doc, "seed_gpus")
+    return [str(g) for g in value] if isinstance(value, list) else []
+
+
+def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
+    want = seed_gpu.lower().replace("nvidia", "").strip()
+    return any(want in g.lower() for g in run_gpus)
+
+
+def not_tested(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Lines of the report's scope section: what this run skipped, could not measure, or never had."""
+    lines: list[str] = []
+    for doc in docs:
+        rid = doc["repro"]["id"]
+        v = doc.get("verdict") or {}
+        if (doc.get("run") or {}).get("smoke"):
+            device = (doc.get("run") or {}).get("device") or "CPU"
+            lines.append(f"{rid}: a smoke run on {device} (shrunken sizes): it proves the pipeline, not the cliff.")
+        if v.get("status") in ("skipped", "error"):
+            lines.append(f"{rid}: not measured ({v.get('status')}): {v.get('finding')}")
+            continue
+        by_reason: dict[str, list[str]] = {}
+        for var in doc.get("variants") or []:
+            if var.get("status") != "ok":
+                why = f"{var.get('status')}: {var.get('reason') or 'no reason recorded'}"
+                by_reason.setdefault(why, []).append(str(var.get("label") or var.get("name")))
+        for why, labels in by_reason.items():
+            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+            lines.append(f"{rid}: {shown} - {why}")
+    run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
+    missing: dict[str, list[str]] = {}
+    for doc in docs:
+        for g in seed_gpus(doc):
+            if not _covered(g, run_gpus):
+                missing.setdefault(g, []).append(doc["repro"]["id"])
+    if missing:
+        named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
+        lines.append(
+            f"GPUs the seeds reported on that this run did not have: {named}. This run had {', '.join(run_gpus)}."
+        )
+    stacks = sorted(
+        {
+            f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}"
+            for e in (essentials(d["fingerprint"]) for d in docs)
+        }
+    )
+    if len(stacks) == 1:
+        lines.append(
+            f"One software stack only ({stacks[0]}): other torch, CUDA and library versions and the Docker lanes "
+            "(make matrix) were not run here."
+        )
+    return lines

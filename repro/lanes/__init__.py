@@ -1,0 +1,1 @@
+"""Pinned container lanes (images) and the matrix of lanes x repros x GPUs on a scheduler."""

@@ -1,0 +1,89 @@
+"""One matrix cell, run where the scheduler put it: the repro in a guarded child, an artifact whatever happens."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.core.errors import UsageError
+from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan, build
+
+CELLS_DIR = "cells"
+# Set for the repro's process, so its fingerprint names the lane and the cell.
+CELL_ENV = "GPU_REPRO_MATRIX_CELL"
+LANE_ENV = "GPU_REPRO_LANE"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """How one cell ended: its artifact (None when none could be written) and status."""
+
+    cell_id: str
+    status: str
+    artifact: Path | None
+    message: str
+
+
+def read_plan(path: Path) -> Plan:
+    """The plan file written by ``repro matrix run`` (its spec was checked then; the catalog is checked by the run)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{path}: cannot read the matrix plan ({exc}); expected {PLAN_FILE} written by `repro matrix run`"
+        ) from None
+    if not isinstance(doc, dict) or "spec" not in doc:
+        raise UsageError(f"{path}: no 'spec' in it; expected {PLAN_FILE} written by `repro matrix run`")
+    return build(doc["spec"], str(path), check_catalog=False)
+
+
+def index_from(cell: int | None, cells: str | None, index_env: str | None) -> int:
+    """The cell to run: ``--cell N``, or the ``$INDEX_ENV``-th of ``--cells a,b,c`` (a k8s Indexed Job)."""
+    if cell is not None:
+        return cell
+    if not cells or not index_env:
+        raise UsageError("expected --cell N, or --cells LIST with --index-env VAR")
+    raw = os.environ.get(index_env, "")
+    try:
+        picks = [int(x) for x in cells.split(",")]
+        return picks[int(raw)]
+    except (ValueError, IndexError):
+        raise UsageError(f"${index_env}={raw!r} with --cells {cells}: expected an index into the list") from None
+
+
+def cell_dir(root: Path, cell: Cell) -> Path:
+    """Where a cell's run folders go: ``ROOT/cells/<cell-id>/``; every attempt adds a run folder."""
+    return root / CELLS_DIR / cell.id
+
+
+def run(plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None = None) -> CellResult:
+    """Run ``cell`` isolated (timeout from the plan) into a fresh run folder; a crash leaves an error artifact.
+
+    ``repro_paths``: the plugin folders as this process sees them (a container's mounts); default: the plan's.
+    """
+    from repro.run import runner
+    from repro.evidence.artifact import ensure_writable_dir, new_run_id
+    from repro.run.execute import RunRequest
+    from repro.run.measure import SamplingConfig
+
+    folder = ensure_writable_dir(cell_dir(root, cell))
+    run_dir = folder / new_run_id()
+    run_dir.mkdir()
+    # The lane's environment, and its name and the cell's for the fingerprint; the child inherits them.
+    os.environ.update(cell.lane.env)
+    os.environ[LANE_ENV] = cell.lane.name
+    os.environ[CELL_ENV] = cell.id
+    req = RunRequest(
+        repro_id=cell.repro_id,
+        overrides=dict(cell.sets),
+        smoke=plan.smoke,
+        repro_paths=list(repro_paths) if repro_paths is not None else [Path(p) for p in plan.repro_paths],
+        sampling=SamplingConfig(budget_s=plan.budget_s) if plan.budget_s else SamplingConfig(),
+        command=["repro", "matrix", "cell", "--cell", str(cell.index)],
+        collect_env=plan.collect_env,
+    )
+    outcome = runner.run_one_isolated(req, run_dir, plan.timeout_s)
+    return CellResult(cell.id, outcome.status, outcome.path, outcome.message)

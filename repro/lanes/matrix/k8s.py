@@ -1,0 +1,233 @@
+"""The Kubernetes backend: one Indexed Job per lane and GPU selector, built from the ``kubernetes`` client's models.
+
+The plan travels in a ConfigMap; artifacts go to a PersistentVolumeClaim mounted at /artifacts (the
+spec's ``k8s.pvc``), so they outlive the pods. Only image lanes can run here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from repro.core.errors import ReproError, UsageError
+from repro.lanes.matrix.launch import CONTAINER_ROOT
+from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
+
+PLAN_MOUNT = "/etc/gpu-repro"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
+_SLACK_S = 300
+_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def _client() -> Any:
+    try:
+        import kubernetes
+    except ImportError:
+        raise ReproError("the kubernetes package is not installed; expected `pip install 'gpu-repro[k8s]'`") from None
+    return kubernetes
+
+
+def _dns(name: str, limit: int = 63) -> str:
+    return _DNS.sub("-", name.lower()).strip("-")[:limit].rstrip("-")
+
+
+def groups(cells: Sequence[Cell]) -> list[list[Cell]]:
+    """Cells split by (lane, GPU selector): each group is one Indexed Job."""
+    out: dict[tuple[str, int], list[Cell]] = {}
+    for c in cells:
+        if c.lane.image is None:
+            raise UsageError(f"lane {c.lane.name!r} is native (no image); expected image lanes only for --backend k8s")
+        out.setdefault((c.lane.name, c.group), []).append(c)
+    return list(out.values())
+
+
+def job_name(plan: Plan, cells: Sequence[Cell], attempt: str) -> str:
+    """``gpu-repro-<matrix>-<lane>[-g<n>]-<attempt>``, cut to what a Job name (and its pods' labels) allow."""
+    c = cells[0]
+    group = f"-g{c.group}" if c.group else ""
+    return _dns(f"gpu-repro-{plan.name}-{c.lane.name}{group}-{attempt}", 52)
+
+
+def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
+    """The ConfigMap carrying the plan file every pod reads."""
+    k = _client().client
+    return k.V1ConfigMap(
+        api_version="v1",
+        kind="ConfigMap",
+        metadata=k.V1ObjectMeta(
+            name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}
+        ),
+        data={PLAN_FILE: json.dumps(plan_doc, indent=2)},
+    )
+
+
+def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
+    """One Indexed Job: pod ``i`` runs ``cells[i]`` (``JOB_COMPLETION_INDEX``), one retry per index by default."""
+    k = _client().client
+    first = cells[0]
+    gpus = first.gpus
+    root = f"{CONTAINER_ROOT}/{plan.name}"
+    args = [
+        "matrix", "cell", "--plan", f"{PLAN_MOUNT}/{PLAN_FILE}", "--root", root,
+        "--cells", ",".join(str(c.index) for c in cells), "--index-env", "JOB_COMPLETION_INDEX",
+    ]  # fmt: skip
+
+    def field_env(name: str, path: str) -> Any:
+        return k.V1EnvVar(name=name, value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path=path)))
+
+    resources = (
+        k.V1ResourceRequirements(limits={GPU_RESOURCE: str(gpus.count)})
+        if gpus.count > 0
+        else k.V1ResourceRequirements()
+    )
+    container = k.V1Container(
+        name="repro",
+        image=first.lane.ref,
+        image_pull_policy="IfNotPresent",
+        args=args,  # the images' ENTRYPOINT is `repro`
+        env=[
+            # The fingerprint records the pod and its node (fingerprint.SCHEDULER_ENV).
+            field_env("GPU_REPRO_POD_NAME", "metadata.name"),
+            field_env("GPU_REPRO_POD_NAMESPACE", "metadata.namespace"),
+            field_env("GPU_REPRO_NODE_NAME", "spec.nodeName"),
+        ],
+        resources=resources,
+        volume_mounts=[
+            k.V1VolumeMount(name="plan", mount_path=PLAN_MOUNT, read_only=True),
+            k.V1VolumeMount(name="artifacts", mount_path=CONTAINER_ROOT),
+        ],
+        security_context=k.V1SecurityContext(
+            run_as_non_root=True, run_as_user=1000, run_as_group=1000, allow_privilege_escalation=False
+        ),
+    )
+    pvc = plan.k8s.get("pvc")
+    volumes = [
+        k.V1Volume(name="plan", config_map=k.V1ConfigMapVolumeSource(name=plan_map)),
+        k.V1Volume(
+            name="artifacts",
+            persistent_volume_claim=k.V1PersistentVolumeClaimVolumeSource(claim_name=pvc) if pvc else None,
+            # Without a claim the artifacts die with the pod: only good for a dry run's look at the shape.
+            empty_dir=None if pvc else k.V1EmptyDirVolumeSource(),
+        ),
+    ]
+    pod = k.V1PodSpec(
+        restart_policy="Never",  # required by backoffLimitPerIndex
+        containers=[container],
+        volumes=volumes,
+        node_selector={GPU_PRODUCT_LABEL: gpus.sku} if gpus.sku else None,
+        active_deadline_seconds=int(plan.timeout_s + _SLACK_S),
+        security_context=k.V1PodSecurityContext(fs_group=1000),
+    )
+    labels = {"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name, "gpu-repro/lane": first.lane.name}
+    return k.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=k.V1ObjectMeta(name=name, labels=labels),
+        spec=k.V1JobSpec(
+            completion_mode="Indexed",
+            completions=len(cells),
+            parallelism=min(len(cells), int(plan.k8s.get("parallelism") or len(cells))),
+            backoff_limit_per_index=int(plan.k8s.get("backoff_limit_per_index", 1)),
+            # backoffLimitPerIndex needs backoffLimit unset or large; a failed index must not fail the Job.
+            max_failed_indexes=len(cells),
+            template=k.V1PodTemplateSpec(metadata=k.V1ObjectMeta(labels=labels), spec=pod),
+        ),
+    )
+
+
+def manifests(
+    plan: Plan, cells: Sequence[Cell], plan_doc: dict[str, Any], attempt: str
+) -> list[tuple[str, list[Any], list[Cell]]]:
+    """(job name, [ConfigMap, Job], its cells in index order) per lane and GPU selector."""
+    out = []
+    for group in groups(cells):
+        name = job_name(plan, group, attempt)
+        out.append((name, [config_map(plan, name, plan_doc), job(plan, group, name, name)], group))
+    return out
+
+
+def to_yaml(objects: Sequence[Any]) -> str:
+    """YAML documents from the client's models, exactly as the API server would receive them."""
+    import yaml
+
+    api = _client().client.ApiClient()
+    return str(yaml.safe_dump_all([api.sanitize_for_serialization(o) for o in objects], sort_keys=False))
+
+
+def submit_and_wait(
+    plan: Plan,
+    jobs: Sequence[tuple[str, list[Any], list[Cell]]],
+    timeout_s: float,
+    *,
+    log: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """Create the ConfigMaps and Jobs with the local kubeconfig, wait for them, and record each index's pod.
+
+    Untested here (no cluster on the CI machines); the objects it sends are the ones the dry run writes.
+    """
+    kube = _client()
+    try:
+        kube.config.load_kube_config()
+    except Exception as exc:  # the loader raises several unrelated types for a missing or bad file
+        raise ReproError(f"no usable kubeconfig ({exc}); expected ~/.kube/config or $KUBECONFIG") from None
+    ns = plan.k8s.get("namespace", "default")
+    core, batch = kube.client.CoreV1Api(), kube.client.BatchV1Api()
+    cells_by_job = {name: cells for name, _, cells in jobs}
+    for _, (cm, jb), _ in jobs:
+        core.create_namespaced_config_map(ns, cm)
+        batch.create_namespaced_job(ns, jb)
+        log(f"k8s: created job {jb.metadata.name} in {ns}")
+    start = time.monotonic()
+    pending = {name for name, _, _ in jobs}
+    try:
+        while pending:
+            for name in sorted(pending):
+                st = batch.read_namespaced_job_status(name, ns).status
+                done = (st.succeeded or 0) + (st.failed or 0)
+                if done >= len(cells_by_job[name]) or any(
+                    c.type in ("Complete", "Failed") for c in st.conditions or []
+                ):
+                    pending.discard(name)
+            if pending and time.monotonic() - start > timeout_s:
+                for name in pending:
+                    batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+                log(f"k8s: deleted {', '.join(sorted(pending))} after the {timeout_s:g} s timeout")
+                break
+            time.sleep(5)
+    except KeyboardInterrupt:
+        for name in pending:
+            batch.delete_namespaced_job(name, ns, propagation_policy="Foreground")
+        raise
+    records: dict[str, dict[str, Any]] = {}
+    for name, cells in cells_by_job.items():
+        pods = core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
+        for pod in pods:
+            index = int((pod.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index", -1))
+            if not 0 <= index < len(cells):
+                continue
+            term = next(
+                (s.state.terminated for s in pod.status.container_statuses or [] if s.state and s.state.terminated),
+                None,
+            )
+            records[cells[index].id] = {
+                "backend": "k8s",
+                "task": f"{name}/{index}",
+                "pod": pod.metadata.name,
+                "node": pod.spec.node_name or "",
+                "state": pod.status.phase,
+                "reason": (term.reason if term else pod.status.reason) or "",
+                "exit_code": str(term.exit_code) if term else "",
+            }
+    return records
+
+
+def write_manifests(folder: Path, jobs: Sequence[tuple[str, list[Any], list[Cell]]]) -> list[Path]:
+    """One YAML file per Job (ConfigMap first), under ``folder``; never overwrites."""
+    from repro.core import fsio
+
+    return [fsio.write_new(folder / f"{name}.yaml", to_yaml(objs).encode()) for name, objs, _ in jobs]
