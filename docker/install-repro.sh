@@ -60,6 +60,6 @@ if [ "$torch_before" != "$torch_after" ]; then
 fi
 
 # The installed package must carry its JSON schemas (repro/schemas is a symlink in the repo).
-"$PY" -c 'from repro.artifact import SCHEMA_DIR, SCHEMA_FILES; [(SCHEMA_DIR / n).read_text() for n in SCHEMA_FILES]'
+"$PY" -c 'from repro.evidence.artifact import SCHEMA_DIR, SCHEMA_FILES; [(SCHEMA_DIR / n).read_text() for n in SCHEMA_FILES]'
 repro --version
 echo "gpu-repro installed; torch $torch_after"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from repro.artifact import new_run_id
-from repro.measure import SamplingConfig
+from repro.evidence.artifact import new_run_id
+from repro.run.measure import SamplingConfig
 
 # Variables that change what the harness does; tests start without them.
 _ENV = (
@@ -56,8 +56,8 @@ def engine() -> Iterator[Any]:
     """A docker SDK client for a running engine. Without one, docker tests skip and say why;
     with GPU_REPRO_REQUIRE_ENGINE=1 (set by .ci/run) they fail instead, so CI cannot pass with
     its engine tests skipped."""
-    from repro import images
-    from repro.errors import ReproError
+    from repro.core.errors import ReproError
+    from repro.lanes import images
 
     try:
         client = images.client()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from repro.spec import Timing
-from repro.stats import summarize
+from repro.core.spec import Timing
+from repro.core.stats import summarize
 
 
 def timing_for(

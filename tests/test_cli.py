@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from repro.cli import app
+from repro.cli.main import app
 
 FAST = ["--budget", "0.2", "--target-ci", "0.05"]
 

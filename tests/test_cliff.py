@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from repro import artifact, cliff_report
-from repro.cli import app
-from repro.cliff import Point, SearchConfig, coarse_grid, find_steps
-from repro.spec import Repro
+from repro.cli.main import app
+from repro.cliff.search import Point, SearchConfig, coarse_grid, find_steps
+from repro.core.spec import Repro
+from repro.evidence import artifact, cliff_report
 
 ROUNDS = 24
 EPISODE = 4  # 6 episodes of 4 rounds, as measure_paired records them
@@ -433,9 +433,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from repro.catalog import register
-from repro.measure import Arm, Context
-from repro.spec import Metric, Repro, Requirements, Sweep, param
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context
+from repro.core.spec import Metric, Repro, Requirements, Sweep, param
 
 STEP_AT = 13
 
@@ -529,7 +529,7 @@ def test_list_json_shows_the_declared_sweeps(cli: CliRunner) -> None:
 def test_bundle_packs_the_cliff_artifact_and_its_plot(smoke_run: Path, tmp_path: Path) -> None:
     import tarfile
 
-    from repro import bundle
+    from repro.evidence import bundle
 
     path = bundle.build(smoke_run, tmp_path / "b.tar.gz")
     with tarfile.open(path) as tar:
@@ -609,8 +609,8 @@ def test_compare_cannot_tell_when_a_step_was_not_narrowed(smoke_run: Path, cli: 
 
 
 def test_a_schema_failure_at_write_keeps_the_data(smoke_run: Path, tmp_path: Path) -> None:
-    from repro import cliff_run
-    from repro.errors import ReproError
+    from repro.cliff import run as cliff_run
+    from repro.core.errors import ReproError
 
     doc = json.loads((smoke_run / "solve-512-cliff.cliff-n.json").read_text())
     doc["sweep"]["budget_s"] = None
@@ -625,7 +625,7 @@ def test_a_schema_failure_at_write_keeps_the_data(smoke_run: Path, tmp_path: Pat
 def test_rerun_command_is_shell_quoted_and_uses_the_parsed_range() -> None:
     import shlex
 
-    from repro.cliff_run import CliffRequest, rerun_command
+    from repro.cliff.run import CliffRequest, rerun_command
 
     req = CliffRequest("solve-512-cliff", "n", " 0480:560", overrides={"backends": "a b;rm -rf x"})
     argv = shlex.split(rerun_command(req))
@@ -647,7 +647,7 @@ def _work(p: object, v: int) -> float:
     ],
 )
 def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected: str) -> None:
-    from repro.spec import Sweep
+    from repro.core.spec import Sweep
 
     args: dict[str, object] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
     with pytest.raises(ValueError, match=expected):
@@ -663,8 +663,8 @@ def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected:
     ],
 )
 def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, object], expected: str) -> None:
-    from repro import catalog
-    from repro.spec import Metric, Requirements, Sweep
+    from repro.core.spec import Metric, Requirements, Sweep
+    from repro.run import catalog
 
     @dataclass(frozen=True)
     class KParams:
@@ -693,7 +693,7 @@ def test_max_points_3_refines_and_records_the_grid_it_used(cli: CliRunner, tmp_p
 
 
 def test_batch_sweep_at_another_cliff_n_needs_no_n_min_or_n_max() -> None:
-    from repro.cliff_run import CliffRequest, resolve
+    from repro.cliff.run import CliffRequest, resolve
 
     for smoke in (False, True):
         one = {"backends": "default"}

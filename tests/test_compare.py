@@ -16,9 +16,9 @@ import typer
 from helpers import TORCH_BLOCKER
 from typer.testing import CliRunner
 
-from repro import compare
-from repro.cli_docker import compare_cmd
-from repro.errors import UsageError
+from repro.cli.docker import compare_cmd
+from repro.core.errors import UsageError
+from repro.evidence import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05"]
@@ -43,7 +43,7 @@ def lanes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     procs = {}
     for lane, extra in setups.items():
         procs[lane] = subprocess.Popen(
-            [sys.executable, "-m", "repro.cli", *RUN, "--out", str(root / lane)],
+            [sys.executable, "-m", "repro.cli.main", *RUN, "--out", str(root / lane)],
             env={**base, **extra},
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -285,7 +285,7 @@ def test_cli_markdown_json_and_out(app: typer.Typer, lanes: dict[str, Path], tmp
 def test_compare_never_imports_torch(lanes: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(TORCH_BLOCKER)
     code = (
-        "import sys, typer; from repro.cli_docker import compare_cmd; a = typer.Typer(); "
+        "import sys, typer; from repro.cli.docker import compare_cmd; a = typer.Typer(); "
         "a.command('compare')(compare_cmd); a.command('x')(lambda: None); a(['compare', *sys.argv[1:]])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}

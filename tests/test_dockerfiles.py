@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from repro import images
+from repro.lanes import images
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
@@ -234,7 +234,7 @@ def test_wheel_from_the_build_context_carries_the_schemas(tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     (wheel,) = (tmp_path / "whl").glob("gpu_repro-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for required in ("repro/schemas/artifact.schema.json", "repro/schemas/fingerprint.schema.json", "repro/cli.py"):
+    for required in ("repro/schemas/artifact.schema.json", "repro/schemas/fingerprint.schema.json", "repro/cli/main.py"):
         assert required in names
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from repro import doctor
-from repro.cli import app
+from repro.cli.main import app
+from repro.env import doctor
 
 
 def test_doctor_runs_here_and_exits_zero() -> None:

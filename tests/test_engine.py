@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import docker
-from repro import images
+from repro.lanes import images
 
 ROOT = Path(__file__).resolve().parent.parent
 LANES = ("cu126-pt26", "cu128-nightly", "nemo")
@@ -77,7 +77,7 @@ def host_out(tmp_path: Path, uid: int = HOST_UID, gid: int = HOST_GID) -> Path:
 
 def validate_on_host(paths: list[Path]) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "repro.cli", "validate", *map(str, paths)],
+        [sys.executable, "-m", "repro.cli.main", "validate", *map(str, paths)],
         capture_output=True,
         text=True,
         timeout=300,

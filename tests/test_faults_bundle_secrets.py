@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from faults import PLUGINS, kill_marked, start
 
-from repro import redact
+from repro.core import redact
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 OPENAI = "sk-proj-" + "abcDEF123456ghiJKL789012mnoPQR"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from faults import PLUGINS, kill_marked, start, survivors, torn_files
 
-from repro import fsio
+from repro.core import fsio
 
 
 def _mount_tmpfs(where: Path, size: str) -> bool:
@@ -116,7 +116,7 @@ def test_writes_on_a_full_disk_leave_nothing(full_disk: Path) -> None:
 _WRITER = """
 import sys, os
 from pathlib import Path
-from repro import fsio
+from repro.core import fsio
 out = Path(sys.argv[1])
 blob = os.urandom(1 << 20)
 i = 0
@@ -143,7 +143,7 @@ def test_sigkill_mid_write_leaves_only_whole_files(tmp_path: Path, delay: float)
 
 
 def test_once_per_run_keeps_the_first_writer_and_skips_refused_values(tmp_path: Path) -> None:
-    from repro.fsio import once_per_run
+    from repro.core.fsio import once_per_run
 
     path = tmp_path / ".cache" / "x.json"
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from faults import PLUGINS, kill_marked, log_says, running, start, survivors, torn_files, wait_for
 
-from repro import artifact, procs
+from repro.core import procs
+from repro.evidence import artifact
 
 BASE = ["all", "--repro-path", str(PLUGINS), "--budget", "0.2", "--target-ci", "0.2"]
 

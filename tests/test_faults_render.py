@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import artifact, compare, render
+from repro.evidence import artifact, compare, render
 
 ROOT = Path(__file__).resolve().parent.parent
 (REFERENCE,) = (ROOT / "artifacts" / "reference" / "h200" / "run-5090-linear").glob("*/5090-linear.json")

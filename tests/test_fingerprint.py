@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from repro import fingerprint
-from repro.execute import RunRequest, execute
+from repro.env import fingerprint
+from repro.run.execute import RunRequest, execute
 
 MAPS = """\
 7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /opt/venv/site-packages/nvidia/cublas/lib/libcublasLt.so.13
@@ -86,7 +86,7 @@ SECRETS = {
 def test_no_secret_reaches_artifact_report_or_bundle(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast, tmp_path: Path
 ) -> None:
-    from repro import bundle, render
+    from repro.evidence import bundle, render
 
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
@@ -129,7 +129,7 @@ def test_the_fingerprint_command_runs_collect_env_in_this_process(monkeypatch: p
 
     from typer.testing import CliRunner
 
-    from repro.cli import app
+    from repro.cli.main import app
 
     monkeypatch.setattr(fingerprint, "collect_env_in_process", lambda: {"output": "IN-PROCESS", "error": None})
     r = CliRunner().invoke(app, ["fingerprint", "--json"])

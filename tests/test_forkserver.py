@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from faults import PLUGINS
 
-from repro import forkserver, procs, runner
-from repro.execute import RunRequest
-from repro.forkserver import ForkServer
-from repro.measure import SamplingConfig
+from repro.core import procs
+from repro.run import forkserver, runner
+from repro.run.execute import RunRequest
+from repro.run.forkserver import ForkServer
+from repro.run.measure import SamplingConfig
 
 FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
 

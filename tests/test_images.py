@@ -27,9 +27,10 @@ from docker.types import DeviceRequest
 from typer.testing import CliRunner
 
 import docker
-from repro import __version__, images
-from repro.cli_docker import compare_cmd, images_app
-from repro.errors import ReproError, UsageError
+from repro import __version__
+from repro.cli.docker import compare_cmd, images_app
+from repro.core.errors import ReproError, UsageError
+from repro.lanes import images
 
 ROOT = Path(__file__).resolve().parent.parent
 LANES = ("cu126-pt26", "cu128-nightly", "nemo")
@@ -122,7 +123,7 @@ def cli() -> CliRunner:
 
 def make_app() -> typer.Typer:
     """The commands as cli.py registers them (add_typer + command), on an app of our own."""
-    from repro.cli import app as main_app
+    from repro.cli.main import app as main_app
 
     test_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     test_app.registered_commands.extend(main_app.registered_commands)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import catalog
+from repro.run import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")

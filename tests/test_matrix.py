@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from repro.cli import app
-from repro.errors import UsageError
-from repro.fingerprint import scheduler_section
-from repro.matrix import collect, k8s, launch, local, slurm
-from repro.matrix import plan as plan_mod
-from repro.matrix import run as run_mod
+from repro.cli.main import app
+from repro.core.errors import UsageError
+from repro.env.fingerprint import scheduler_section
+from repro.lanes.matrix import collect, k8s, launch, local, slurm
+from repro.lanes.matrix import plan as plan_mod
+from repro.lanes.matrix import run as run_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = Path(__file__).parent / "plugins_matrix"
@@ -488,8 +488,8 @@ def test_cell_command_picks_its_cell_from_an_index_variable(tmp_path: Path, monk
 
 
 def test_report_of_a_large_matrix_fits_one_github_comment() -> None:
-    from repro import artifact
-    from repro.render import REPORT_LIMIT
+    from repro.evidence import artifact
+    from repro.evidence.render import REPORT_LIMIT
 
     # A real H200 artifact stands in for every cell of a 60-cell matrix.
     path = ROOT / "artifacts/reference/h200/paired/all/20261129T233452Z-51a4de/5090-linear.json"

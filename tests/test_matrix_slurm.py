@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from repro import artifact
-from repro.matrix import collect
+from repro.evidence import artifact
+from repro.lanes.matrix import collect
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = Path(__file__).parent / "plugins_matrix"

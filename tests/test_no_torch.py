@@ -24,7 +24,7 @@ def blocked_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def repro(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
+    code = "import sys; from repro.cli.main import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -43,7 +43,7 @@ def test_commands_without_torch(blocked_env: dict[str, str], args: list[str]) ->
 def test_validate_and_report_without_torch(blocked_env: dict[str, str], tmp_path: Path) -> None:
     # Produce a real artifact with torch available, then read it with torch blocked.
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
+    code = "import sys; from repro.cli.main import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
     made = subprocess.run(
         [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path)],
         env=env,

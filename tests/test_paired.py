@@ -12,12 +12,12 @@ import pytest
 from helpers import timing_for
 from typer.testing import CliRunner
 
-from repro import stats
-from repro.cli import app
-from repro.measure import Arm, Context, SamplingConfig, _per_call_device_time, kernel_episode, round_order
-from repro.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
-from repro.spec import Repro, Requirements
-from repro.verdict import as_smoke, judge, outcome, variant_ratio
+from repro.cli.main import app
+from repro.core import stats
+from repro.core.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
+from repro.core.spec import Repro, Requirements
+from repro.core.verdict import as_smoke, judge, outcome, variant_ratio
+from repro.run.measure import Arm, Context, SamplingConfig, _per_call_device_time, kernel_episode, round_order
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = ROOT / "tests" / "plugins_legacy"
@@ -185,6 +185,7 @@ def test_as_smoke_relabels_an_older_repro_verdict() -> None:
     assert as_smoke(dataclasses.replace(v, status="skipped"), "cpu").status == "skipped"
 
 
+@pytest.mark.filterwarnings("ignore:repro.(spec|catalog|measure|verdict) is the first plugin API:DeprecationWarning")
 def test_an_older_api_plugin_gets_a_paired_ci(tmp_path: Path) -> None:
     """A copy of 5090-linear as written before this API (its own verdict via ratio_verdict) gets paired rounds."""
     cli = CliRunner(env={"COLUMNS": "120"})
@@ -219,7 +220,7 @@ def test_the_writing_a_repro_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_shim_rejects_a_re_timing_that_times_something_else() -> None:
-    from repro.execute import shim_disagrees
+    from repro.run.execute import shim_disagrees
 
     blocked = RunResult(variants=(_paired("big", [166e-6] * 20), _paired("small", [8.4e-6] * 20)))
     # A late-bound closure re-timed after run(): both calls now read the last loop's small tensors.
@@ -229,10 +230,11 @@ def test_the_shim_rejects_a_re_timing_that_times_something_else() -> None:
     assert shim_disagrees(["big", "small"], drifted, blocked) == []
 
 
+@pytest.mark.filterwarnings("ignore:repro.(spec|catalog|measure|verdict) is the first plugin API:DeprecationWarning")
 def test_a_run_leaves_the_callers_torch_switches_as_they_were(tmp_path: Path) -> None:
     import torch
 
-    from repro.execute import RunRequest, execute
+    from repro.run.execute import RunRequest, execute
 
     before = (torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
     req = RunRequest("legacy-linear", smoke=True, repro_paths=[LEGACY], sampling=SamplingConfig(budget_s=0.1))
@@ -306,3 +308,19 @@ def test_kernel_rounds_in_episodes_widen_the_kernel_ratio_ci() -> None:
     gap = [*num[:3], 0.0, *num[4:]]
     _, lo2, hi2, _, n2, _ = variant_ratio(_kernel_paired("a", gap, 6), _kernel_paired("b", den, 6), basis="kernel")
     assert n2 == 35 and not (lo2 <= 0.9985 and hi2 >= 1.0015), (lo2, hi2)
+
+
+def test_the_first_plugin_api_warns_and_resolves_to_the_current_names() -> None:
+    import importlib
+    import sys
+
+    for name in ("repro.spec", "repro.catalog", "repro.measure", "repro.verdict"):
+        sys.modules.pop(name, None)
+        with pytest.warns(DeprecationWarning, match=f"{name} is the first plugin API; import from repro.api"):
+            module = importlib.import_module(name)
+        assert module.__name__ == "repro.run.legacy"
+    from repro.core.verdict import ratio_verdict
+    from repro.run.catalog import register
+
+    legacy = importlib.import_module("repro.catalog")
+    assert legacy.register is register and legacy.ratio_verdict is ratio_verdict

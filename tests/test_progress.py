@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.measure import Context, quiet_profiler_stderr
-from repro.progress import Display, describe
+from repro.run.measure import Context, quiet_profiler_stderr
+from repro.run.progress import Display, describe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ def test_measure_reports_progress_through_the_hook(fast: object) -> None:
 
 def test_repro_run_stderr_is_quiet(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    code = "import sys; from repro.cli import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
+    code = "import sys; from repro.cli.main import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
     r = subprocess.run(
         [sys.executable, "-c", code, "run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05"]
         + ["--out", str(tmp_path)],

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from repro import render
-from repro.execute import RunRequest, execute
+from repro.evidence import render
+from repro.run.execute import RunRequest, execute
 
 PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(scope="module")
 def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
-    from repro.artifact import new_run_id
+    from repro.evidence.artifact import new_run_id
 
     run_dir = tmp_path_factory.mktemp("r") / new_run_id()
     run_dir.mkdir()

@@ -13,9 +13,10 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from repro import artifact, bundle, jsonfit, plots, render, standalone
-from repro.cli import app
-from repro.kernelnames import short_names
+from repro.cli.main import app
+from repro.core import jsonfit
+from repro.core.kernelnames import short_names
+from repro.evidence import artifact, bundle, plots, render, standalone
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "artifacts" / "reference" / "h200" / "paired" / "all" / "20261129T233452Z-51a4de"

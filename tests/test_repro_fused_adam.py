@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro.artifact import validation_errors
-from repro.errors import UsageError
-from repro.execute import RunRequest, execute
-from repro.measure import Context, SamplingConfig
+from repro.core.errors import UsageError
+from repro.core.spec import RunResult, VariantResult, build_params
+from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
 from repro.repros.fused_adam import FusedAdamCapturable, Params, optimizer_kernel
-from repro.spec import RunResult, VariantResult, build_params
+from repro.run.execute import RunRequest, execute
+from repro.run.measure import Context, SamplingConfig
 
 RID = "fused-adam-capturable"
 
@@ -411,7 +411,7 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
 ) -> None:
     import repro.repros.fused_adam as fa
-    from repro.measure import Context
+    from repro.run.measure import Context
 
     monkeypatch.setattr(fa, "_free_gpu_bytes", lambda: 8 * 2**30)
     ctx = Context(device="cuda", smoke=False, sampling=fast)

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro import artifact
-from repro.execute import RunRequest, execute
-from repro.measure import Context, SamplingConfig
+from repro.core.spec import RunResult, VariantResult, build_params
+from repro.core.stats import summarize
+from repro.core.verdict import variant_ratio
+from repro.evidence import artifact
 from repro.repros import graph_memset as gm
 from repro.repros.graph_memset import GraphMemset, Params, build_twin, parse_twin_output, twin_variants
-from repro.spec import RunResult, VariantResult, build_params
-from repro.stats import summarize
-from repro.verdict import variant_ratio
+from repro.run.execute import RunRequest, execute
+from repro.run.measure import Context, SamplingConfig
 
 RID = "graph-memset"
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro.artifact import validation_errors
-from repro.errors import UsageError
-from repro.execute import RunRequest, execute
-from repro.measure import Context, SamplingConfig
+from repro.core.errors import UsageError
+from repro.core.spec import RunResult, VariantResult, build_params
+from repro.evidence.artifact import validation_errors
 from repro.repros import lora_batch as lb
 from repro.repros.lora_batch import LoraBatchScaling, Params, step_flops
-from repro.spec import RunResult, VariantResult, build_params
+from repro.run.execute import RunRequest, execute
+from repro.run.measure import Context, SamplingConfig
 
 RID = "lora-batch-scaling"
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro.artifact import validation_errors
-from repro.errors import UsageError
-from repro.execute import RunRequest, execute
-from repro.measure import Context, SamplingConfig
+from repro.core.errors import UsageError
+from repro.core.spec import Kernel, RunResult, Timing, VariantResult, build_params
+from repro.evidence.artifact import validation_errors
 from repro.repros import solve_cliff as sc
 from repro.repros.solve_cliff import BACKENDS, Params, Solve512Cliff, classify_path, lu_kernels
-from repro.spec import Kernel, RunResult, Timing, VariantResult, build_params
+from repro.run.execute import RunRequest, execute
+from repro.run.measure import Context, SamplingConfig
 
 RID = "solve-512-cliff"
 

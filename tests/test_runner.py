@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro import runner
-from repro.cli import app
+from repro.cli.main import app
+from repro.run import runner
 
 PLUGINS = Path(__file__).parent / "plugins"
 
@@ -117,6 +117,6 @@ def test_fail_on_reproduced_ignores_a_cpu_run(tmp_path: Path) -> None:
 def test_fail_on_reproduced_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The gate itself: with the smoke relabelling switched off (as on a GPU), a reproduced
     # verdict makes `run --fail-on reproduced` exit 3.
-    monkeypatch.setattr("repro.execute.as_smoke", lambda verdict, device: verdict)
+    monkeypatch.setattr("repro.run.execute.as_smoke", lambda verdict, device: verdict)
     code, status, output = _fail_on_run(tmp_path)
     assert status == "reproduced" and code == 3, output

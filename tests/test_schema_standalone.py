@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from repro import artifact, schemagen
+from repro.evidence import artifact, schemagen
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "schemas" / "artifact.schema.json"
@@ -54,12 +54,12 @@ def _check_jsonschema(tmp_path: Path, schema: Path, doc: Path) -> subprocess.Com
 @pytest.mark.parametrize("target", schemagen.TARGETS)
 def test_every_schema_is_generated_fresh_and_refers_only_inside_itself(target: str) -> None:
     path = ROOT / "schemas" / target
-    assert path.read_text() == schemagen.expected(ROOT / "schemas", target), "run: python -m repro.schemagen"
+    assert path.read_text() == schemagen.expected(ROOT / "schemas", target), "run: python -m repro.evidence.schemagen"
     assert all(r.startswith("#/") for r in _refs(json.loads(path.read_text())))
 
 
 def test_the_inlined_fingerprint_is_generated_from_its_one_source() -> None:
-    assert SCHEMA.read_text() == schemagen.expected(), "run: python -m repro.schemagen"
+    assert SCHEMA.read_text() == schemagen.expected(), "run: python -m repro.evidence.schemagen"
     art = json.loads(SCHEMA.read_text())
     fp = json.loads((ROOT / "schemas" / "fingerprint.schema.json").read_text())
     inlined = art["$defs"]["fingerprint"]

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from repro import stats
-from repro.measure import SamplingConfig, sample_adaptively
+from repro.core import stats
+from repro.run.measure import SamplingConfig, sample_adaptively
 
 
 def test_median_ci_ranks_match_exact_binomial() -> None:

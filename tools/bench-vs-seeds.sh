@@ -27,7 +27,7 @@ import json
 import os
 import sys
 
-from repro import artifact
+from repro.evidence import artifact
 
 out, t0, t1, t2 = sys.argv[1], *map(float, sys.argv[2:])
 seeds, repro = t1 - t0, t2 - t1

@@ -6,7 +6,7 @@
 # Measured on one H200 (2026-11-30) with a 45 s search budget: 62 s for the cuSOLVER sweep
 # (its 9-point grid alone took 49 s, so that budget stopped it before refining), 26 s for the
 # default backend, 31 s for 5090-linear. The commands run with the default budget
-# (repro.cliff.DEFAULT_BUDGET_S) unless CLIFF_BUDGET is set.
+# (repro.cliff.search.DEFAULT_BUDGET_S) unless CLIFF_BUDGET is set.
 # Usage: OUT=/some/dir tools/gpu-cliff.sh   (or tools/gpu-cliff.sh OUT_DIR)
 set -uo pipefail
 out=${1:-${OUT:?usage: tools/gpu-cliff.sh OUT_DIR (or set OUT)}}

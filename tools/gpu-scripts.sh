@@ -36,7 +36,7 @@ import json
 import sys
 from pathlib import Path
 
-from repro.standalone import parse_output
+from repro.evidence.standalone import parse_output
 
 out = Path(sys.argv[1])
 rows = []

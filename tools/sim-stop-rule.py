@@ -5,13 +5,17 @@ Under the null (true per-round ratio == threshold), how often does the final ver
 
 Uses the real Context.measure_paired loop, with _setup_arm/_profile stubbed so each arm's
 samples are synthetic lognormal draws (no torch work), and the real verdict.compute."""
-import math, random, sys, time
+import math
+import random
+import sys
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
-from repro import measure, verdict
-from repro.measure import Arm, Context, SamplingConfig
-from repro.results import Comparison
 import functools
-from repro import stats
+
+from repro.core import stats, verdict
+from repro.core.results import Comparison
+from repro.run.measure import Arm, Context, SamplingConfig
+
 stats.median_ci_ranks = functools.lru_cache(None)(stats.median_ci_ranks)
 
 THR = 1.5

@@ -116,9 +116,9 @@ def list_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable list on stdout.")] = False,
 ) -> None:
     """List the repros: id, title, upstream links, requirements."""
-    from repro.run import catalog
-    from repro.evidence.render import table
     from repro.core.spec import params_help
+    from repro.evidence.render import table
+    from repro.run import catalog
 
     repros = catalog.load(repro_path or [])
     rows: list[dict[str, Any]] = []
@@ -187,9 +187,9 @@ def run_cmd(
     no_collect_env: NoCollectEnvOpt = False,
 ) -> None:
     """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
+    from repro.core.spec import parse_assignments
     from repro.run.execute import RunRequest, execute, resolve
     from repro.run.progress import Display
-    from repro.core.spec import parse_assignments
 
     req = RunRequest(
         repro_id=repro_id,
@@ -279,10 +279,10 @@ def cliff_cmd(
     no_collect_env: NoCollectEnvOpt = False,
 ) -> None:
     """Find where a cliff starts: coarse grid over an integer param, then bisection to adjacent values."""
-    from repro.evidence import artifact, cliff_report, render
-    from repro.cliff.search import run as cliff_run
-    from repro.run.progress import Display
+    from repro.cliff import run as cliff_run
     from repro.core.spec import parse_assignments
+    from repro.evidence import artifact, cliff_report, render
+    from repro.run.progress import Display
 
     req = cliff_run.CliffRequest(
         repro_id=repro_id,
@@ -414,8 +414,8 @@ def fingerprint_cmd(
     ] = False,
 ) -> None:
     """Print this machine's environment fingerprint (imports torch when present)."""
-    from repro.env import fingerprint
     from repro.core.redact import redactor
+    from repro.env import fingerprint
     from repro.evidence.render import fingerprint_text
 
     # In this process, after torch is imported once (a second interpreter would import it again).

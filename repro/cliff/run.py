@@ -13,14 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__
-
-from repro.evidence import artifact
-
-from repro.run import catalog
-
-from repro.env import fingerprint
-
-from repro.core import redact
 from repro.cliff.search import (
     DEFAULT_BUDGET_S,
     DEFAULT_GRID,
@@ -31,10 +23,14 @@ from repro.cliff.search import (
     SearchConfig,
     find_steps,
 )
+from repro.core import redact
 from repro.core.errors import ReproError, UsageError
+from repro.core.spec import Comparison, Repro, Sweep, VariantResult, build_params
+from repro.env import fingerprint
+from repro.evidence import artifact
+from repro.run import catalog
 from repro.run.measure import SamplingConfig
 from repro.run.progress import Progress, no_progress
-from repro.core.spec import Comparison, Repro, Sweep, VariantResult, build_params
 
 CLIFF_KIND = artifact.CLIFF_KIND
 CLIFF_SCHEMA_VERSION = "1.0"

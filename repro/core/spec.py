@@ -40,8 +40,8 @@ from repro.core.results import (
 )
 
 if TYPE_CHECKING:
-    from repro.run.measure import Arm, Context
     from repro.core.verdict import Outcome
+    from repro.run.measure import Arm, Context
 
 __all__ = [
     "DECIDED",

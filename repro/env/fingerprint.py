@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__
-
 from repro.core import procs
 
 # Redaction lives in repro.core.redact (bottom layer); the names stay importable from here for callers.
@@ -362,7 +361,7 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
     def git_commit() -> str | None:
         if os.environ.get("GPU_REPRO_GIT_COMMIT"):
             return os.environ["GPU_REPRO_GIT_COMMIT"]
-        here = Path(__file__).resolve().parent.parent
+        here = Path(__file__).resolve().parents[2]
         if not (here / ".git").exists():
             return None
         res = subprocess.run(

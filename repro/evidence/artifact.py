@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__
-
 from repro.core import fsio
 from repro.core.errors import UsageError
 
 ARTIFACT_SCHEMA_VERSION = "1.2"
-ARTIFACT_KIND = "gpu-repro.evidence.artifact"
-SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+ARTIFACT_KIND = "gpu-repro.artifact"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")
 # Other document kinds of the same schema family that `validate`, `report` and `compare` accept.
-CLIFF_KIND = "gpu-repro.cliff.search"
+CLIFF_KIND = "gpu-repro.cliff"
 KIND_SCHEMAS = {ARTIFACT_KIND: "artifact.schema.json", CLIFF_KIND: "cliff.schema.json"}
 
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from repro.core.verdict import fmt_ratio
 from repro.env.fingerprint import essentials
 from repro.evidence.render import code, essentials_line, fmt_time, table, text
-from repro.core.verdict import fmt_ratio
 
 # Points tabled in the report; the artifact and the plot hold every one.
 MAX_POINT_ROWS = 40

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.evidence import artifact, cliff_report
 from repro.core.errors import UsageError
 from repro.env.fingerprint import essentials
+from repro.evidence import artifact, cliff_report
 from repro.evidence.render import REPORT_LIMIT, code, per_call_us, table, text, verdict_cell
 
-COMPARE_KIND = "gpu-repro.evidence.compare"
+COMPARE_KIND = "gpu-repro.compare"
 COMPARE_SCHEMA_VERSION = "1.1"  # 1.1: "cliffs", the boundaries of `repro cliff` artifacts
 # Kernels shown per compared variant: the heaviest one is what a cuBLAS/cuDNN heuristic picked;
 # the JSON carries a few more for a reader who wants the runners-up.

@@ -206,7 +206,7 @@ def describe(docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE) -
     """The figures the report refers to, without drawing anything (``figures`` draws them)."""
     out = []
     for doc in docs:
-        if doc.get("kind") == "gpu-repro.cliff.search":  # a cliff search draws its own plot (repro.evidence.cliff_report)
+        if doc.get("kind") == "gpu-repro.cliff":  # a cliff search draws its own plot (repro.evidence.cliff_report)
             continue
         rid = str(doc["repro"]["id"])
         for sw in plots_of(doc):

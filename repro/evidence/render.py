@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from repro.evidence import artifact, scope
-
 from repro.core import jsonfit
-from repro.env.fingerprint import essentials
 from repro.core.kernelnames import short_names
 from repro.core.verdict import fmt_ratio
+from repro.env.fingerprint import essentials
+from repro.evidence import artifact, scope
 
 if TYPE_CHECKING:
     from repro.evidence.plots import Figure
@@ -751,8 +750,8 @@ def report(
     from repro.evidence import cliff_report
 
     run_ids = sorted({d["run"]["run_id"] for d in docs})
-    cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff.search"]
-    docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff.search"]
+    cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
+    docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
     if figures is None:
         from repro.evidence.plots import describe
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 # The schemas kept self-contained, and the copy that inlines the fingerprint in each.
 TARGETS = ("artifact.schema.json", "cliff.schema.json")
 DEF_NAME = "fingerprint"

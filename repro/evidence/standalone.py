@@ -145,8 +145,8 @@ def script_for(
 
     A repro that declares no script is a UsageError (exit 2) naming it.
     """
-    from repro.run import catalog
     from repro.core.spec import build_params
+    from repro.run import catalog
 
     cls = catalog.get(repro_id, repro_paths)
     params = build_params(cls.id, cls.Params, overrides, smoke=smoke)
@@ -163,9 +163,9 @@ def from_artifact(doc: Mapping[str, Any]) -> str | None:
     recorded its own script (schema 1.2) and the repro's source has changed since; None when
     neither exists (a plugin not installed here, or a repro without a script).
     """
+    from repro.core.spec import build_params
     from repro.evidence import artifact
     from repro.run import catalog
-    from repro.core.spec import build_params
 
     repro = doc.get("repro") or {}
     recorded = repro.get("script") if isinstance(repro.get("script"), str) else None

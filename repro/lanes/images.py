@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from repro import __version__
-
+from repro.core.errors import ReproError, UsageError
 from repro.evidence import artifact
 from repro.evidence.artifact import FILE_MODE
-from repro.core.errors import ReproError, UsageError
 
 LOCK_FILE = Path("docker") / "images.lock.json"
 LOCK_ENV = "GPU_REPRO_LOCK"  # another lock file (e.g. docker/standins/images.lock.json) for every command
@@ -108,7 +107,7 @@ def tag_problem(ref: str) -> str | None:
 
 def repo_root() -> Path:
     """The checkout holding docker/images.lock.json: this package's parent, else the working folder."""
-    for candidate in (Path(__file__).resolve().parent.parent, Path.cwd()):
+    for candidate in (Path(__file__).resolve().parents[2], Path.cwd()):
         if (candidate / LOCK_FILE).is_file():
             return candidate
     raise ReproError(

@@ -33,12 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context, kernel_episode
 from repro.core.results import Ratio
 from repro.core.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
 from repro.core.verdict import Outcome
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context, kernel_episode
 
 BACKENDS: dict[str, str] = {
     "te": "TE FusedAdam",

@@ -27,14 +27,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.evidence import standalone
-
 from repro.core import stats
-from repro.run.catalog import register
 from repro.core.errors import UsageError
-from repro.run.measure import Arm, Context, achieved
-from repro.core.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, Timing, VariantResult, Work, param
+from repro.core.spec import (
+    Comparison,
+    Finding,
+    Metric,
+    Repro,
+    Requirements,
+    RunResult,
+    Timing,
+    VariantResult,
+    Work,
+    param,
+)
 from repro.core.verdict import Outcome
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context, achieved
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
 # Where nvcc usually lives when it is not on PATH (CUDA images put it there).

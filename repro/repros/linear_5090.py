@@ -14,9 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context
 from repro.core.spec import (
     Comparison,
     Finding,
@@ -30,6 +27,9 @@ from repro.core.spec import (
     param,
 )
 from repro.core.verdict import Outcome, short_kernel, top_kernel
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context
 
 # Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
 # clears it is the seed's cliff, not noise.

@@ -30,10 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro.evidence import standalone
-from repro.run.catalog import register
 from repro.core.errors import UsageError
-from repro.run.measure import Arm, Context
 from repro.core.spec import (
     Comparison,
     Finding,
@@ -47,6 +44,9 @@ from repro.core.spec import (
     param,
 )
 from repro.core.verdict import Outcome
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context
 
 GIB = 2**30
 # The projections that carry an adapter: name -> (in, out) in units of hidden, MLP ratio 4.

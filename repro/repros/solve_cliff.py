@@ -29,10 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro.evidence import standalone
-from repro.run.catalog import register
 from repro.core.errors import UsageError
-from repro.run.measure import Arm, Context, SamplingConfig
 from repro.core.spec import (
     Comparison,
     Finding,
@@ -48,6 +45,9 @@ from repro.core.spec import (
     param,
 )
 from repro.core.verdict import Outcome
+from repro.evidence import standalone
+from repro.run.catalog import register
+from repro.run.measure import Arm, Context, SamplingConfig
 
 BACKENDS = ("default", "cusolver", "magma")
 # Smooth scaling reads 1.0 and run-to-run noise is a few percent; a real cliff is

@@ -73,7 +73,11 @@ def load_path(folder: Path) -> None:
             raise UsageError(f"--repro-path {file}: cannot be imported as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]  # a later load tries again instead of finding a half-run module
+            raise
 
 
 def load(extra_paths: Iterable[Path] = ()) -> dict[str, type[Repro[Any]]]:

@@ -13,17 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.evidence import artifact
-
-from repro.run import catalog
-
-from repro.env import fingerprint
-
 from repro.core import redact
-from repro.run.measure import Context, SamplingConfig, achieved
-from repro.run.progress import Progress, no_progress
 from repro.core.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
 from repro.core.verdict import as_smoke, unavailable
+from repro.env import fingerprint
+from repro.evidence import artifact
+from repro.run import catalog
+from repro.run.measure import Context, SamplingConfig, achieved
+from repro.run.progress import Progress, no_progress
 
 # A variant whose SM clock, while it ran, sat below this share of the card's
 # maximum was not measured at full speed.
@@ -213,7 +210,7 @@ def execute(
             with _cpu_threads(device), _knobs_kept():
                 with _timed(phases, "measure"):
                     result = repro.run(params, ctx)
-                    verdict = repro.core.verdict(params, result)
+                    verdict = repro.verdict(params, result)
                 if legacy:
                     with _timed(phases, "legacy_pairing"):
                         result, verdict = _pair_legacy(repro, params, result, verdict, ctx)
@@ -420,7 +417,7 @@ def _pair_legacy(
         return dataclasses.replace(result, notes=(*result.notes, note)), verdict
     variants = tuple(_merge_paired(v, paired[v.name]) if v.name in paired else v for v in result.variants)
     result = dataclasses.replace(result, variants=variants)
-    return result, repro.core.verdict(params, result)
+    return result, repro.verdict(params, result)
 
 
 # How far a paired re-timing may sit from the repro's own blocked median and still be taken as

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core import stats
-from repro.run.progress import Progress, no_progress
 from repro.core.results import Achieved, Comparison, Kernel, Timing, VariantResult, Work
+from repro.run.progress import Progress, no_progress
 
 # CUDA events resolve ~0.5 us and a launch costs a few us, so a sample shorter
 # than this would measure the harness. Calls are batched until a sample reaches it.

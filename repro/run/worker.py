@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import ReproError
-from repro.run.execute import RunRequest, execute, stderr_log
 from repro.core.fsio import NoSpace
+from repro.run.execute import RunRequest, execute, stderr_log
 from repro.run.measure import SamplingConfig
 from repro.run.progress import Display
 

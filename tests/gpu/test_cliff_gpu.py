@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from repro import artifact
-from repro.cliff_run import CliffRequest, run
+from repro.cliff.run import CliffRequest, run
+from repro.evidence import artifact
 from repro.repros import solve_cliff as sc
 
 pytestmark = pytest.mark.gpu

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from repro import artifact, fingerprint
-from repro.execute import RunRequest, _nvml_or_none, execute
-from repro.measure import Context, SamplingConfig
+from repro.env import fingerprint
+from repro.evidence import artifact
+from repro.run.execute import RunRequest, _nvml_or_none, execute
+from repro.run.measure import Context, SamplingConfig
 
 pytestmark = pytest.mark.gpu
 

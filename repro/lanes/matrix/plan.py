@@ -123,8 +123,8 @@ def _sets(raw: Mapping[str, Any]) -> dict[str, str]:
 
 def _check_repros(plan_repros: Sequence[tuple[str, dict[str, str]]], paths: Sequence[str], smoke: bool) -> None:
     """Every repro id and --set checked against this machine's catalog, so a typo fails before submission."""
-    from repro.run import catalog
     from repro.core.spec import build_params
+    from repro.run import catalog
 
     known = catalog.load([Path(p) for p in paths])
     for i, (rid, sets) in enumerate(plan_repros):
