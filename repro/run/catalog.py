@@ -48,7 +48,8 @@ def register(cls: type[Repro[Any]]) -> type[Repro[Any]]:
 
 
 def _load_builtins() -> None:
-    import repro.repros as pkg
+    # By name: the catalog sits below the repros it loads (they import repro.api, which imports this).
+    pkg = importlib.import_module("repro.repros")
 
     for info in pkgutil.iter_modules(pkg.__path__):
         if not info.name.startswith("_"):
