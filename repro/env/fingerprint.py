@@ -7,7 +7,6 @@ import functools
 import locale
 import os
 import platform
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -358,21 +357,17 @@ def scheduler_section(environ: Mapping[str, str] | None = None) -> dict[str, Any
 
 
 def _harness_section(probe: Probes) -> dict[str, Any]:
-    def git_commit() -> str | None:
-        if os.environ.get("GPU_REPRO_GIT_COMMIT"):
-            return os.environ["GPU_REPRO_GIT_COMMIT"]
-        here = Path(__file__).resolve().parents[2]
-        if not (here / ".git").exists():
-            return None
-        res = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        commit = res.stdout.strip()
-        if res.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", commit):
-            raise RuntimeError(f"git rev-parse failed: {res.stderr.strip()[:200]}")
-        return commit
+    from repro.env import harness
 
-    return {"name": "gpu-repro", "version": __version__, "git_commit": probe("harness.git", git_commit)}
+    identity = probe("harness.git", harness.git_identity)
+    commit, state = identity if identity is not None else (None, None)
+    return {
+        "name": "gpu-repro",
+        "version": __version__,
+        "git_commit": commit,
+        "git_state": state,
+        "source_sha256": probe("harness.source", harness.source_sha256),
+    }
 
 
 def _te_version() -> str | None:

@@ -2,7 +2,8 @@
 
 Only what the run wrote goes in, found by name (a manifest, never a directory
 walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
-``traces/<id>/*.trace.json.gz`` and the report's plots ``plots/<id>.<sweep>.png``.
+``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png`` and, when it is the
+harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
 Each is opened without following links and packed only if it is a regular file; member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
 their tail, files too large or sparse are left out and named in MANIFEST.json.
@@ -26,6 +27,7 @@ from pathlib import Path
 from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
+from repro.evidence import wheel
 
 # GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
 BUNDLE_LIMIT = 24 * 1000 * 1000
@@ -46,6 +48,7 @@ class _Plan:
     members: list[tuple[str, bytes]] = field(default_factory=list)
     left_out: list[dict[str, str]] = field(default_factory=list)
     trimmed: list[str] = field(default_factory=list)
+    harness: dict[str, str | None] = field(default_factory=dict)
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
@@ -166,7 +169,30 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
                     out.members.append((f"{name}/plots/{png.name}", data))
     if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
+    _add_harness(name, [root / f"{rid}.json" for rid in ids], out)
     return name, out
+
+
+def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:
+    """The running harness as a wheel, when it is the one whose source digest every artifact records."""
+    recorded: set[str | None] = set()
+    for path in artifacts:
+        try:
+            doc = json.loads(path.read_text())
+            recorded.add(((doc.get("fingerprint") or {}).get("harness") or {}).get("source_sha256"))
+        except (OSError, ValueError, AttributeError):
+            recorded.add(None)
+    wheel_name, data, digest = wheel.build()
+    out.harness = {"source_sha256": digest, "wheel": None, "reason": None}
+    if recorded != {digest}:
+        ran = ", ".join(sorted(d[:12] if d else "none recorded" for d in recorded))
+        out.harness["reason"] = (
+            f"the artifacts record source digest(s) {ran}; this harness is {digest[:12]}: "
+            "bundle with the harness that ran to include it"
+        )
+        return
+    out.harness["wheel"] = f"harness/{wheel_name}"
+    out.members.append((f"{name}/harness/{wheel_name}", data))
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -197,6 +223,7 @@ def build(run_dir: Path, dest: Path | None = None, limit: int = BUNDLE_LIMIT) ->
             "left_out": p.left_out,
             "logs_cut_to_tail": [f"{name}/{t}" for t in p.trimmed],
             "limit_bytes": limit,
+            "harness": p.harness,
         }
         blob = _tar(members + [(f"{name}/MANIFEST.json", json.dumps(manifest, indent=2).encode())])
         traces = [m for m in members if "/traces/" in m[0]]
