@@ -62,7 +62,23 @@ def write_new(path: Path, data: bytes) -> Path:
     name exists, so two writers cannot clobber each other, and a reader never
     sees a half-written file.
     """
-    path = Path(path)
+
+    def link(tmp: str, path: Path) -> None:
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise FileExistsError(f"{path} exists; artifacts are never overwritten") from None
+
+    return _publish(Path(path), data, link)
+
+
+def write_replace(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically, replacing the file there (for data the harness owns)."""
+    return _publish(Path(path), data, lambda tmp, path: os.replace(tmp, path))
+
+
+def _publish(path: Path, data: bytes, publish: Callable[[str, Path], None]) -> Path:
+    """Write an fsynced temp file beside ``path``, then give it its name with ``publish``."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = _temp(path)
@@ -75,10 +91,7 @@ def write_new(path: Path, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise FileExistsError(f"{path} exists; artifacts are never overwritten") from None
+        publish(tmp, path)
     except OSError as exc:
         if is_full(exc):
             raise NoSpace(path, exc) from None

@@ -1,0 +1,188 @@
+"""The re-run band: how far a headline moved between GPUs of one model, from runs on distinct GPU uuids.
+
+A CI covers what one process sampled on one GPU. Re-runs of the same repro on other GPUs of the
+same model land outside it by up to a few percent, so a reader comparing two machines needs the
+between-GPU spread too. The band is built from real artifacts (the committed reference runs, and a
+fleet's runs through ``repro matrix collect --band``) and shipped as data with its provenance.
+
+    python -m repro.evidence.band artifacts/reference     # rewrites the shipped data file
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from repro.core import fsio
+
+DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
+BAND_VERSION = 1
+# Fewer GPUs than this say nothing about a spread between GPUs.
+MIN_GPUS = 2
+
+
+@dataclass(frozen=True)
+class Point:
+    """One GPU's headline for one repro: the median of its runs, and where they came from."""
+
+    uuid: str
+    value: float
+    runs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Band:
+    repro: str
+    gpu: str
+    params: str  # canonical JSON of the params the runs used: a band holds for those only
+    points: tuple[Point, ...]
+
+    @property
+    def center(self) -> float:
+        return statistics.median(p.value for p in self.points)
+
+    @property
+    def half_width(self) -> float:
+        """The largest relative distance of a GPU's value from the median of all GPUs."""
+        c = self.center
+        return max(abs(p.value / c - 1) for p in self.points)
+
+    def sentence(self) -> str:
+        values = [p.value for p in self.points]
+        return (
+            f"on {len(values)} {self.gpu} GPUs this headline read {min(values):.4g}-{max(values):.4g}: "
+            f"a re-run on another {self.gpu} is expected within ±{self.half_width * 100:.1f}% of {self.center:.4g}"
+        )
+
+
+def key_of(doc: Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
+    """(repro, GPU model, params) of a measured GPU artifact, else None.
+
+    To join a band (``joining``) a verdict must also come from paired comparisons: runs of the
+    unpaired method moved more between processes and say nothing about the spread between GPUs.
+    """
+    verdict = doc.get("verdict") or {}
+    gpu = (doc.get("fingerprint") or {}).get("gpu") or {}
+    if doc.get("kind") != "gpu-repro.artifact" or (doc.get("run") or {}).get("smoke"):
+        return None
+    if verdict.get("status") not in ("reproduced", "not_reproduced") or (joining and verdict.get("paired") is not True):
+        return None
+    if not isinstance(verdict.get("value"), (int, float)) or not gpu.get("uuid") or not gpu.get("name"):
+        return None
+    params = json.dumps((doc.get("repro") or {}).get("params") or {}, sort_keys=True)
+    return str(doc["repro"]["id"]), str(gpu["name"]), params
+
+
+def compute(docs: Iterable[Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
+    """Bands of every (repro, GPU model, params) seen on at least MIN_GPUS distinct GPUs.
+
+    ``base`` adds earlier bands' points: a GPU already there keeps its value unless ``docs``
+    brings runs on it, which then replace it.
+    """
+    runs: dict[tuple[str, str, str], dict[str, list[tuple[float, str]]]] = {}
+    for doc in docs:
+        key = key_of(doc)
+        if key is None:
+            continue
+        uuid = str(doc["fingerprint"]["gpu"]["uuid"])
+        run_id = str((doc.get("run") or {}).get("run_id") or "")
+        runs.setdefault(key, {}).setdefault(uuid, []).append((float(doc["verdict"]["value"]), run_id))
+    points: dict[tuple[str, str, str], dict[str, Point]] = {}
+    for band in base:
+        points.setdefault((band.repro, band.gpu, band.params), {}).update({p.uuid: p for p in band.points})
+    for key, by_gpu in runs.items():
+        for uuid, vals in by_gpu.items():
+            ids = tuple(sorted({r for _, r in vals if r}))
+            points.setdefault(key, {})[uuid] = Point(uuid, statistics.median(v for v, _ in vals), ids)
+    return [
+        Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)))
+        for (repro, gpu, params), by_gpu in sorted(points.items())
+        if len(by_gpu) >= MIN_GPUS
+    ]
+
+
+def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
+    doc = {
+        "kind": "gpu-repro.rerun-band",
+        "version": BAND_VERSION,
+        "sources": list(sources),
+        "bands": [
+            {
+                "repro": b.repro,
+                "gpu": b.gpu,
+                "params": json.loads(b.params),
+                "center": b.center,
+                "half_width": b.half_width,
+                "points": [{"uuid": p.uuid, "value": p.value, "runs": list(p.runs)} for p in b.points],
+            }
+            for b in bands
+        ],
+    }
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def load(path: Path = DATA_FILE) -> list[Band]:
+    """The bands in a data file; a missing or unreadable file is no band, never an error."""
+    try:
+        doc = json.loads(path.read_text())
+        return [
+            Band(
+                str(b["repro"]),
+                str(b["gpu"]),
+                json.dumps(b["params"], sort_keys=True),
+                tuple(Point(str(p["uuid"]), float(p["value"]), tuple(map(str, p["runs"]))) for p in b["points"]),
+            )
+            for b in doc["bands"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def lookup(doc: Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
+    """The band for this artifact's repro, GPU model and params, if one was measured."""
+    key = key_of(doc, joining=False)
+    if key is None:
+        return None
+    return next((b for b in (load() if bands is None else bands) if (b.repro, b.gpu, b.params) == key), None)
+
+
+Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]
+
+
+def agree(a: float, b: float, band: Band | None) -> Agreement:
+    """Whether two headlines of one repro on one GPU model differ by more than GPUs of that model do."""
+    if band is None:
+        return "no cross-GPU data"
+    return "consistent" if abs(b / a - 1) <= 2 * band.half_width else "differs beyond the band"
+
+
+def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
+    for root in roots:
+        for path in sorted(root.rglob("*.json")) if root.is_dir() else [root]:
+            if any("attempt" in part for part in path.parts) or path.name.startswith("."):
+                continue  # the superseded paired-CI method of artifacts/reference/h200/paired/attempt*
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict):
+                yield path, doc
+
+
+def main(argv: Sequence[str]) -> int:
+    roots = [Path(a) for a in argv] or [Path("artifacts/reference")]
+    docs = list(_walk(roots))
+    bands = compute(d for _, d in docs)
+    fsio.write_replace(DATA_FILE, to_json(bands, [str(r) for r in roots]).encode())
+    for b in bands:
+        print(f"{b.repro} on {b.gpu}: {b.center:.4g}, ±{b.half_width * 100:.2f}% over {len(b.points)} GPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
