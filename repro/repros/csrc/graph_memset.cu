@@ -6,8 +6,16 @@
 //   work_only    ops x work_kernel                        -> the stand-in for the matmul alone
 //   memset_work  ops x {cudaMemsetAsync, work_kernel}
 //   fill_work    ops x {fill_kernel, work_kernel}
+//   seed_memset  ops x cudaMemsetAsync(4 bytes), one replay timed at a time (the seed's program)
+//   seed_fill    ops x fill_kernel<<<1, 1>>>, one replay timed at a time (the seed's program)
 // work_kernel is a few microseconds of FMA work over a 4 MiB buffer. It stands in for the
 // Python side's interleaved matmul so that the twin builds with nvcc alone (no cuBLAS).
+//
+// The seed_* variants re-implement the program posted with the claim: 1000 one-thread kernels
+// or 4-byte memsets captured into a graph, replayed on a second stream, and timed with a host
+// clock around one launch and cudaDeviceSynchronize (launch cost and the idle GPU's wake-up
+// included). Each of their samples is one such measurement; the other variants time replays
+// back to back with events, which measures the nodes' execution alone.
 //
 // Each replay is bracketed by CUDA events recorded on the same stream; all replays of a
 // block are queued before the host waits, so the GPU never idles between them. Variants
@@ -21,6 +29,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +70,8 @@ struct Variant {
   const char* name;
   Op op;
   bool work;
+  int threads;  // of each fill_kernel launch
+  bool seed;    // timed as the seed's program times it: one replay, host clock, device synchronize
   cudaGraphExec_t exec;
   std::vector<double> samples;
 };
@@ -130,7 +141,7 @@ static cudaGraphExec_t capture(cudaStream_t s, const Variant& v, const Options& 
     if (v.op == Op::kMemset) {
       CHECK(cudaMemsetAsync(flag, 0, sizeof(int), s));
     } else if (v.op == Op::kFill) {
-      fill_kernel<<<1, 32, 0, s>>>(flag, 0);
+      fill_kernel<<<1, v.threads, 0, s>>>(flag, 0);
       CHECK(cudaGetLastError());
     }
     if (v.work) {
@@ -164,6 +175,19 @@ static void time_block(cudaStream_t s, Variant& v, int count, int ops,
     float ms = 0.0f;
     CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
     v.samples.push_back(static_cast<double>(ms) / 1e3 / ops);
+  }
+}
+
+// The seed's timing: each replay alone, from an idle device, a host clock around launch and
+// cudaDeviceSynchronize; appends seconds per op for each.
+static void time_seed(cudaStream_t s, Variant& v, int count, int ops) {
+  for (int i = 0; i < count; ++i) {
+    CHECK(cudaDeviceSynchronize());
+    auto tic = std::chrono::steady_clock::now();
+    CHECK(cudaGraphLaunch(v.exec, s));
+    CHECK(cudaDeviceSynchronize());
+    auto toc = std::chrono::steady_clock::now();
+    v.samples.push_back(std::chrono::duration<double>(toc - tic).count() / ops);
   }
 }
 
@@ -201,12 +225,17 @@ int main(int argc, char** argv) {
   int grid = 2 * prop.multiProcessorCount;
 
   std::vector<Variant> variants = {
-      {"memset", Op::kMemset, false, nullptr, {}},
-      {"fill", Op::kFill, false, nullptr, {}},
-      {"work_only", Op::kNone, true, nullptr, {}},
-      {"memset_work", Op::kMemset, true, nullptr, {}},
-      {"fill_work", Op::kFill, true, nullptr, {}},
+      {"memset", Op::kMemset, false, 32, false, nullptr, {}},
+      {"fill", Op::kFill, false, 32, false, nullptr, {}},
+      {"work_only", Op::kNone, true, 32, false, nullptr, {}},
+      {"memset_work", Op::kMemset, true, 32, false, nullptr, {}},
+      {"fill_work", Op::kFill, true, 32, false, nullptr, {}},
+      {"seed_memset", Op::kMemset, false, 1, true, nullptr, {}},
+      {"seed_fill", Op::kFill, false, 1, true, nullptr, {}},
   };
+  // The seed replays on a stream other than the one it captured on.
+  cudaStream_t replay_stream;
+  CHECK(cudaStreamCreateWithFlags(&replay_stream, cudaStreamNonBlocking));
   for (auto& v : variants) {
     v.exec = capture(s, v, o, flag, buf, grid);
     for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
@@ -247,7 +276,8 @@ int main(int argc, char** argv) {
       auto& v = variants[(r % 2) ? variants.size() - 1 - k : k];
       int remaining = o.replays - static_cast<int>(v.samples.size());
       int count = remaining < per_round ? remaining : per_round;
-      if (count > 0) time_block(s, v, count, o.ops, events);
+      if (count > 0 && v.seed) time_seed(replay_stream, v, count, o.ops);
+      else if (count > 0) time_block(s, v, count, o.ops, events);
     }
   }
 
@@ -273,6 +303,7 @@ int main(int argc, char** argv) {
   for (auto& v : variants) CHECK(cudaGraphExecDestroy(v.exec));
   CHECK(cudaFree(buf));
   CHECK(cudaFree(flag));
+  CHECK(cudaStreamDestroy(replay_stream));
   CHECK(cudaStreamDestroy(s));
   return 0;
 }
