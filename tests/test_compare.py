@@ -137,7 +137,7 @@ def test_verdict_named_variants_win_over_the_guess(lanes: dict[str, Path], tmp_p
     art = json.loads(artifact_of(lanes["nemo"]).read_text())
     art["verdict"]["variants"] = ["manual_fp32", "linear_fp32"]
     path = write_doc(tmp_path / "named.json", art)
-    res = compare.compare([path])["repros"][0]["results"]["nemo"]
+    res = compare.build(compare.load_environments([path]))["repros"][0]["results"]["nemo"]
     assert [k["variant"] for k in res["key_kernels"]] == ["manual_fp32", "linear_fp32"]
     assert res["variants_named_by_verdict"] is True
 
@@ -305,4 +305,17 @@ def test_compare_never_imports_torch(lanes: dict[str, Path], tmp_path: Path) -> 
 def test_lane_dirs_copy_cleanly(lanes: dict[str, Path], tmp_path: Path) -> None:
     # A user may move lane folders around (e.g. attach them to an issue); compare reads them anywhere.
     moved = shutil.copytree(lanes["nemo"], tmp_path / "moved")
-    assert compare.compare([moved])["environments"][0]["label"] == "nemo"
+    assert compare.build(compare.load_environments([moved]))["environments"][0]["label"] == "nemo"
+
+
+def test_one_input_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from repro.cli.main import app
+
+    src = next((ROOT / "artifacts" / "reference" / "h200" / "bench" / "all").iterdir())
+    res = CliRunner().invoke(app, ["compare", str(src), "--out", str(tmp_path / "c.md")])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "compare needs two or more environments" in lines[0] and str(src) in lines[0]
+    assert not (tmp_path / "c.md").exists()

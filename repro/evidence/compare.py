@@ -450,5 +450,9 @@ def markdown(doc: Mapping[str, Any], limit: int = REPORT_LIMIT) -> str:
 
 
 def compare(paths: Iterable[Path]) -> dict[str, Any]:
-    """Load the inputs and build the comparison document."""
-    return build(load_environments(list(paths)))
+    """Load the inputs (two or more environments) and build the comparison document."""
+    given = list(paths)
+    envs = load_environments(given)  # a missing or empty input is named first
+    if len(given) == 1:
+        raise UsageError(f"compare needs two or more environments to set side by side; got only {given[0]}")
+    return build(envs)
