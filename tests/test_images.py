@@ -30,7 +30,18 @@ import docker
 from repro import __version__
 from repro.cli.docker import compare_cmd, images_app
 from repro.core.errors import ReproError, UsageError
-from repro.lanes import images
+from repro.lanes.images import container, engine
+from repro.lanes.images.build import (
+    CA_IN_CONTEXT,
+    Built,
+    build,
+    build_args,
+    ca_bundle_from,
+    parse_pairs,
+    write_context,
+)
+from repro.lanes.images.digests import resolve_digests
+from repro.lanes.images.lock import LOCK_FILE, Lane, Lock, load_lock, select, tag_problem, write_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 LANES = ("cu126-pt26", "cu128-nightly", "nemo")
@@ -142,18 +153,18 @@ def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A checkout whose lock file a test may rewrite: the real docker/ and sources, a copied lock."""
     root = tmp_path / "checkout"
     (root / "docker").mkdir(parents=True)
-    shutil.copy(ROOT / images.LOCK_FILE, root / images.LOCK_FILE)
+    shutil.copy(ROOT / LOCK_FILE, root / LOCK_FILE)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.whl")
     for rel in ("repro", "schemas", "docker/ca", *[f"docker/{lane}" for lane in LANES]):
         shutil.copytree(ROOT / rel, root / rel, symlinks=True, ignore=skip)
     for rel in ("pyproject.toml", "docker/requirements.txt", "docker/install-repro.sh"):
         shutil.copy(ROOT / rel, root / rel)
-    monkeypatch.setattr(images, "repo_root", lambda: root)
-    monkeypatch.setattr(images, "git_commit", lambda root: "0123abc")
+    monkeypatch.setattr("repro.lanes.images.lock.repo_root", lambda: root)
+    monkeypatch.setattr("repro.lanes.images.build.git_commit", lambda root: "0123abc")
     return root
 
 
-def with_digest(lock: images.Lock, lane: str, digest: str = DIGEST) -> images.Lane:
+def with_digest(lock: Lock, lane: str, digest: str = DIGEST) -> Lane:
     import dataclasses
 
     return dataclasses.replace(lock.lanes[lane], digest=digest)
@@ -163,14 +174,14 @@ def with_digest(lock: images.Lock, lane: str, digest: str = DIGEST) -> images.La
 
 
 def test_lock_pins_each_lane_to_an_exact_tag() -> None:
-    lock = images.load_lock()
+    lock = load_lock()
     assert list(lock.lanes) == list(LANES)
     assert lock.lanes["cu126-pt26"].base == "pytorch/pytorch:2.6.0-cuda12.6-cudnn9-devel"
     assert lock.lanes["cu128-nightly"].base == "nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04"
     assert lock.lanes["nemo"].base == "nvcr.io/nvidia/nemo:26.08.01"
     assert lock.lanes["cu128-nightly"].build_args["TORCH_NIGHTLY"] == "2.12.0.dev20260407+cu128"
     for lane in lock.lanes.values():
-        assert images.tag_problem(lane.base) is None
+        assert tag_problem(lane.base) is None
         assert lane.image == f"gpu-repro:{lane.name}"
         # A digest is only ever what `repro images lock` got from a registry, never typed in.
         assert lane.digest is None or (lane.digest.startswith("sha256:") and lane.resolved_utc)
@@ -188,7 +199,7 @@ def test_lock_pins_each_lane_to_an_exact_tag() -> None:
     ],
 )
 def test_tag_problem(ref: str, problem: str | None) -> None:
-    got = images.tag_problem(ref)
+    got = tag_problem(ref)
     assert (got is None) if problem is None else (problem in (got or ""))
 
 
@@ -203,25 +214,25 @@ def test_tag_problem(ref: str, problem: str | None) -> None:
     ],
 )
 def test_bad_lock_is_an_error_naming_file_and_field(tmp_path: Path, edit: Callable[[Any], None], message: str) -> None:
-    raw = json.loads((ROOT / images.LOCK_FILE).read_text())
+    raw = json.loads((ROOT / LOCK_FILE).read_text())
     edit(raw)
     path = tmp_path / "images.lock.json"
     path.write_text(json.dumps(raw))
     with pytest.raises(ReproError, match=message) as info:
-        images.load_lock(path)
+        load_lock(path)
     assert str(path) in str(info.value)
 
 
 def test_unknown_lane_names_it_and_the_known_ones() -> None:
     with pytest.raises(UsageError) as info:
-        images.select(images.load_lock(), ["cu118"])
+        select(load_lock(), ["cu118"])
     assert str(info.value) == "unknown lane 'cu118'; known: cu126-pt26, cu128-nightly, nemo"
-    assert [ln.name for ln in images.select(images.load_lock(), [])] == list(LANES)
+    assert [ln.name for ln in select(load_lock(), [])] == list(LANES)
 
 
 def test_write_lock_keeps_other_fields(tmp_root: Path) -> None:
-    lock = images.load_lock()
-    new = images.write_lock(lock, {"nemo": {"digest": DIGEST, "resolved_utc": "2026-01-01T00:00:00Z"}})
+    lock = load_lock()
+    new = write_lock(lock, {"nemo": {"digest": DIGEST, "resolved_utc": "2026-01-01T00:00:00Z"}})
     assert new.lanes["nemo"].digest == DIGEST and new.lanes["cu126-pt26"] == lock.lanes["cu126-pt26"]
     assert new.raw["about"] == lock.raw["about"]
     assert not list((tmp_root / "docker").glob(".images.lock.json.*"))
@@ -231,11 +242,11 @@ def test_write_lock_keeps_other_fields(tmp_root: Path) -> None:
 
 
 def test_build_uses_digest_when_locked_and_passes_pins_and_provenance(tmp_root: Path) -> None:
-    lock = images.load_lock()
+    lock = load_lock()
     fake = FakeClient()
     lines: list[str] = []
     lane = with_digest(lock, "cu128-nightly")
-    built = images.build([lane], root=tmp_root, docker_client=fake, log=lines.append)
+    built = build([lane], root=tmp_root, docker_client=fake, log=lines.append)
     (call,) = fake.called("build")
     assert call["buildargs"] == {
         "BASE_IMAGE": f"nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04@{DIGEST}",
@@ -251,13 +262,13 @@ def test_build_uses_digest_when_locked_and_passes_pins_and_provenance(tmp_root: 
     assert call["labels"]["org.opencontainers.image.created"].endswith("Z")
     assert "docker/cu128-nightly/Dockerfile" in call["context"]
     assert not any("no digest" in line for line in lines)
-    assert built == [images.Built("cu128-nightly", "gpu-repro:cu128-nightly", "sha256:" + "1" * 64)]
+    assert built == [Built("cu128-nightly", "gpu-repro:cu128-nightly", "sha256:" + "1" * 64)]
 
 
 def test_build_from_tag_without_digest_says_so(tmp_root: Path) -> None:
     fake = FakeClient()
     lines: list[str] = []
-    images.build([images.load_lock().lanes["nemo"]], root=tmp_root, docker_client=fake, log=lines.append)
+    build([load_lock().lanes["nemo"]], root=tmp_root, docker_client=fake, log=lines.append)
     (call,) = fake.called("build")
     assert call["buildargs"]["BASE_IMAGE"] == "nvcr.io/nvidia/nemo:26.08.01"
     assert call["buildargs"]["BASE_DIGEST"] == ""
@@ -265,10 +276,10 @@ def test_build_from_tag_without_digest_says_so(tmp_root: Path) -> None:
 
 
 def test_build_context_is_only_what_the_image_needs() -> None:
-    lock = images.load_lock()
+    lock = load_lock()
     for lane in lock.lanes.values():
         buf = io.BytesIO()
-        names = images.write_context(ROOT, lane, buf)
+        names = write_context(ROOT, lane, buf)
         tops = {n.split("/")[0] for n in names}
         assert tops == {"pyproject.toml", "repro", "schemas", "docker"}, tops
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
@@ -296,34 +307,34 @@ def test_build_failure_is_one_error_line(tmp_root: Path) -> None:
         ]
     )
     lines: list[str] = []
-    lane = images.load_lock().lanes["cu128-nightly"]
+    lane = load_lock().lanes["cu128-nightly"]
     with pytest.raises(ReproError) as info:
-        images.build([lane], root=tmp_root, docker_client=fake, log=lines.append)
+        build([lane], root=tmp_root, docker_client=fake, log=lines.append)
     assert str(info.value).startswith("building gpu-repro:cu128-nightly failed: The command")
     assert "\n" not in str(info.value)
     assert any("is not available" in line for line in lines)  # the build log reached the user
 
 
 def test_build_args_override_and_bad_pairs() -> None:
-    lane = images.load_lock().lanes["cu128-nightly"]
-    args = images.build_args(
+    lane = load_lock().lanes["cu128-nightly"]
+    args = build_args(
         lane,
         "c",
-        images.parse_pairs(["TORCH_WHEEL=https://x/t.whl", "TORCH_NIGHTLY=2.8.0.dev20250419+cu128"], "--build-arg"),
+        parse_pairs(["TORCH_WHEEL=https://x/t.whl", "TORCH_NIGHTLY=2.8.0.dev20250419+cu128"], "--build-arg"),
     )
     assert args["TORCH_WHEEL"] == "https://x/t.whl" and args["TORCH_NIGHTLY"] == "2.8.0.dev20250419+cu128"
     with pytest.raises(UsageError, match="--build-arg 'NOPE': expected KEY=VALUE"):
-        images.parse_pairs(["NOPE"], "--build-arg")
+        parse_pairs(["NOPE"], "--build-arg")
 
 
 # --------------------------------------------------------------------------- run
 
 
 def test_run_passes_gpus_mount_caller_user_and_no_network(tmp_path: Path) -> None:
-    lane = images.load_lock().lanes["nemo"]
+    lane = load_lock().lanes["nemo"]
     fake = FakeClient(present=[lane.image], exit_code=3)
     out, err = io.BytesIO(), io.BytesIO()
-    code = images.run(
+    code = container.run(
         lane,
         out=tmp_path / "out",
         args=["run", "5090-linear", "--smoke"],
@@ -338,7 +349,7 @@ def test_run_passes_gpus_mount_caller_user_and_no_network(tmp_path: Path) -> Non
     assert call["command"] == ["run", "5090-linear", "--smoke"]
     assert call["device_requests"] == [ALL_GPUS]
     assert call["volumes"] == {str((tmp_path / "out").resolve()): {"bind": "/artifacts", "mode": "rw"}}
-    assert call["user"] == images.caller_user()
+    assert call["user"] == container.caller_user()
     assert call["network_mode"] == "none"
     assert call["environment"] == {"TORCH_LINALG_PREFER_CUSOLVER": "1"}
     assert call["detach"] is True
@@ -348,9 +359,9 @@ def test_run_passes_gpus_mount_caller_user_and_no_network(tmp_path: Path) -> Non
 
 
 def test_run_without_args_leaves_the_image_cmd(tmp_path: Path) -> None:
-    lane = images.load_lock().lanes["cu126-pt26"]
+    lane = load_lock().lanes["cu126-pt26"]
     fake = FakeClient(present=[lane.image])
-    assert images.run(lane, out=tmp_path, args=[], docker_client=fake, stdout=io.BytesIO(), stderr=io.BytesIO()) == 0
+    assert container.run(lane, out=tmp_path, args=[], docker_client=fake, stdout=io.BytesIO(), stderr=io.BytesIO()) == 0
     assert fake.called("run")[0]["command"] is None
 
 
@@ -359,18 +370,18 @@ def test_run_without_args_leaves_the_image_cmd(tmp_path: Path) -> None:
     [("all", [ALL_GPUS]), ("none", []), ("0,1", [DeviceRequest(device_ids=["0", "1"], capabilities=[["gpu"]])])],
 )
 def test_gpu_device_requests(gpus: str, want: list[Any]) -> None:
-    assert images.device_requests(gpus) == want
+    assert container.device_requests(gpus) == want
 
 
 def test_bad_gpus_is_usage_error() -> None:
     with pytest.raises(UsageError, match="--gpus '0,': expected all, none, or device ids"):
-        images.device_requests("0,")
+        container.device_requests("0,")
 
 
 def test_run_missing_image_says_how_to_build(tmp_path: Path) -> None:
-    lane = images.load_lock().lanes["nemo"]
+    lane = load_lock().lanes["nemo"]
     with pytest.raises(ReproError, match=r"image gpu-repro:nemo not found; build it with `make image-nemo`"):
-        images.run(lane, out=tmp_path / "o", args=[], docker_client=FakeClient())
+        container.run(lane, out=tmp_path / "o", args=[], docker_client=FakeClient())
     assert not (tmp_path / "o").exists()
 
 
@@ -378,7 +389,7 @@ def test_run_missing_image_says_how_to_build(tmp_path: Path) -> None:
 
 
 def test_lock_writes_only_digests_the_registry_returned(tmp_root: Path) -> None:
-    lock = images.load_lock()
+    lock = load_lock()
     fake = FakeClient(
         registry={
             "pytorch/pytorch:2.6.0-cuda12.6-cudnn9-devel": DIGEST,
@@ -387,18 +398,18 @@ def test_lock_writes_only_digests_the_registry_returned(tmp_root: Path) -> None:
         }
     )
     lines: list[str] = []
-    outcome = images.resolve_digests(lock, list(lock.lanes.values()), docker_client=fake, log=lines.append)
+    outcome = resolve_digests(lock, list(lock.lanes.values()), docker_client=fake, log=lines.append)
     assert outcome.updated == {"cu126-pt26": DIGEST}
     assert set(outcome.failed) == {"cu128-nightly", "nemo"}
-    after = images.load_lock()
+    after = load_lock()
     assert after.lanes["cu126-pt26"].digest == DIGEST and after.lanes["cu126-pt26"].resolved_utc
     assert after.lanes["cu128-nightly"] == lock.lanes["cu128-nightly"]
     assert after.lanes["nemo"] == lock.lanes["nemo"]
     assert any(line.startswith("nemo: could not resolve") and "kept the old entry" in line for line in lines)
     # Resolving again changes nothing and rewrites nothing.
-    before = (tmp_root / images.LOCK_FILE).read_text()
-    again = images.resolve_digests(after, [after.lanes["cu126-pt26"]], docker_client=fake, log=lines.append)
-    assert again.unchanged == ["cu126-pt26"] and (tmp_root / images.LOCK_FILE).read_text() == before
+    before = (tmp_root / LOCK_FILE).read_text()
+    again = resolve_digests(after, [after.lanes["cu126-pt26"]], docker_client=fake, log=lines.append)
+    assert again.unchanged == ["cu126-pt26"] and (tmp_root / LOCK_FILE).read_text() == before
 
 
 # --------------------------------------------------------------------------- CLI
@@ -468,7 +479,7 @@ def test_client_speaks_the_engine_api_version(tmp_path: Path, monkeypatch: pytes
     thread.start()
     monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
     try:
-        c = images.client()
+        c = engine.client()
         assert c.api.api_version == "1.44"
         c.close()
     finally:
@@ -489,7 +500,7 @@ def test_cli_run_makes_the_right_docker_call(
     cli: CliRunner, app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeClient(present=["gpu-repro:cu128-nightly"], exit_code=3)
-    monkeypatch.setattr(images, "client", lambda: fake)
+    monkeypatch.setattr("repro.lanes.images.engine.client", lambda: fake)
     out = tmp_path / "lanes" / "cu128-nightly"
     r = cli.invoke(
         app,
@@ -516,12 +527,12 @@ def test_cli_run_makes_the_right_docker_call(
     assert call["device_requests"] == [ALL_GPUS]
     assert call["volumes"] == {str(out.resolve()): {"bind": "/artifacts", "mode": "rw"}}
     assert call["environment"] == {"CUDA_LAUNCH_BLOCKING": "1"}
-    assert call["network_mode"] == "none" and call["user"] == images.caller_user()
+    assert call["network_mode"] == "none" and call["user"] == container.caller_user()
 
 
 def test_cli_build_and_lock(cli: CliRunner, app: typer.Typer, tmp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeClient(registry={"nvcr.io/nvidia/nemo:26.08.01": DIGEST})
-    monkeypatch.setattr(images, "client", lambda: fake)
+    monkeypatch.setattr("repro.lanes.images.engine.client", lambda: fake)
     r = cli.invoke(app, ["images", "build", "cu128-nightly", "--build-arg", "TORCH_WHEEL=https://example.org/t.whl"])
     assert r.exit_code == 0, r.output
     assert fake.called("build")[0]["buildargs"]["TORCH_WHEEL"] == "https://example.org/t.whl"
@@ -530,7 +541,7 @@ def test_cli_build_and_lock(cli: CliRunner, app: typer.Typer, tmp_root: Path, mo
     r = cli.invoke(app, ["images", "lock"])
     assert r.exit_code == 1  # two lanes could not be resolved
     assert "could not resolve cu126-pt26, cu128-nightly; their entries in images.lock.json are unchanged" in r.output
-    assert images.load_lock().lanes["nemo"].digest == DIGEST
+    assert load_lock().lanes["nemo"].digest == DIGEST
     r = cli.invoke(app, ["images", "build", "nemo"])
     assert fake.called("build")[-1]["buildargs"]["BASE_IMAGE"] == f"nvcr.io/nvidia/nemo:26.08.01@{DIGEST}"
     r = cli.invoke(app, ["images", "list", "--json"])
@@ -615,12 +626,12 @@ def test_make_targets_wrap_the_cli() -> None:
 
 
 def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images.os, "getuid", lambda: 0)
-    monkeypatch.setattr(images.os, "getgid", lambda: 0)
-    assert images.caller_user() == images.IMAGE_USER == "1000:1000"
-    monkeypatch.setattr(images.os, "getuid", lambda: 1234)
-    monkeypatch.setattr(images.os, "getgid", lambda: 99)
-    assert images.caller_user() == "1234:99"
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    assert container.caller_user() == container.IMAGE_USER == "1000:1000"
+    monkeypatch.setattr(os, "getuid", lambda: 1234)
+    monkeypatch.setattr(os, "getgid", lambda: 99)
+    assert container.caller_user() == "1234:99"
 
 
 # --------------------------------------------------------------------------- CA bundle, network, --lock
@@ -633,20 +644,20 @@ def test_ca_bundle_option_then_pip_cert_then_ssl_cert_file(tmp_path: Path) -> No
     a.write_bytes(PEM)
     b.write_bytes(PEM)
     env = {"PIP_CERT": str(a), "SSL_CERT_FILE": str(b)}
-    assert images.ca_bundle_from(str(b), env) == (b, "--ca-bundle")
-    assert images.ca_bundle_from(None, env) == (a, "PIP_CERT")
-    assert images.ca_bundle_from(None, {"SSL_CERT_FILE": str(b)}) == (b, "SSL_CERT_FILE")
-    assert images.ca_bundle_from("", env) == (None, "--ca-bundle")  # '' turns it off
-    assert images.ca_bundle_from(None, {}) == (None, "none")
+    assert ca_bundle_from(str(b), env) == (b, "--ca-bundle")
+    assert ca_bundle_from(None, env) == (a, "PIP_CERT")
+    assert ca_bundle_from(None, {"SSL_CERT_FILE": str(b)}) == (b, "SSL_CERT_FILE")
+    assert ca_bundle_from("", env) == (None, "--ca-bundle")  # '' turns it off
+    assert ca_bundle_from(None, {}) == (None, "none")
 
 
 def test_bad_ca_bundle_is_usage_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--ca-bundle '/nope.crt': cannot read it .*expected a PEM CA bundle"):
-        images.ca_bundle_from("/nope.crt", {})
+        ca_bundle_from("/nope.crt", {})
     junk = tmp_path / "junk.crt"
     junk.write_text("not a certificate")
     with pytest.raises(UsageError, match=r"SSL_CERT_FILE '.*junk.crt': no PEM certificate in it"):
-        images.ca_bundle_from(None, {"SSL_CERT_FILE": str(junk)})
+        ca_bundle_from(None, {"SSL_CERT_FILE": str(junk)})
 
 
 def test_build_sends_the_ca_bundle_and_network_mode(tmp_root: Path, tmp_path: Path) -> None:
@@ -654,21 +665,21 @@ def test_build_sends_the_ca_bundle_and_network_mode(tmp_root: Path, tmp_path: Pa
     bundle.write_bytes(PEM)
     (tmp_root / "docker" / "ca").mkdir(exist_ok=True)
     (tmp_root / "docker" / "ca" / "ca-bundle.crt").write_bytes(b"stale")  # the option's file wins
-    lane = images.load_lock().lanes["nemo"]
+    lane = load_lock().lanes["nemo"]
     buf = io.BytesIO()
-    names = images.write_context(tmp_root, lane, buf, bundle)
-    assert names.count(images.CA_IN_CONTEXT) == 1
+    names = write_context(tmp_root, lane, buf, bundle)
+    assert names.count(CA_IN_CONTEXT) == 1
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
-        member = tar.extractfile(images.CA_IN_CONTEXT)
+        member = tar.extractfile(CA_IN_CONTEXT)
         assert member is not None and member.read() == PEM
     fake = FakeClient()
     lines: list[str] = []
-    images.build([lane], root=tmp_root, docker_client=fake, ca_bundle=bundle, network="host", log=lines.append)
+    build([lane], root=tmp_root, docker_client=fake, ca_bundle=bundle, network="host", log=lines.append)
     (call,) = fake.called("build")
-    assert call["network_mode"] == "host" and images.CA_IN_CONTEXT in call["context"]
+    assert call["network_mode"] == "host" and CA_IN_CONTEXT in call["context"]
     assert any(str(bundle) in line for line in lines)
-    images.build([lane], root=tmp_root, docker_client=fake, log=lines.append)
+    build([lane], root=tmp_root, docker_client=fake, log=lines.append)
     assert "network_mode" not in fake.called("build")[1]  # the engine's default
 
 
@@ -683,11 +694,11 @@ def test_cli_build_takes_ca_bundle_from_env_and_lock_from_option(
     cli: CliRunner, app: typer.Typer, tmp_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeClient()
-    monkeypatch.setattr(images, "client", lambda: fake)
+    monkeypatch.setattr("repro.lanes.images.engine.client", lambda: fake)
     bundle = tmp_path / "corp.pem"
     bundle.write_bytes(PEM)
     other = tmp_path / "other.lock.json"
-    raw = json.loads((tmp_root / images.LOCK_FILE).read_text())
+    raw = json.loads((tmp_root / LOCK_FILE).read_text())
     raw["lanes"]["nemo"]["base"] = "localhost:5000/standin/nemo:1"
     other.write_text(json.dumps(raw))
     r = cli.invoke(
@@ -698,7 +709,7 @@ def test_cli_build_takes_ca_bundle_from_env_and_lock_from_option(
     assert r.exit_code == 0, r.output
     (call,) = fake.called("build")
     assert call["buildargs"]["BASE_IMAGE"] == "localhost:5000/standin/nemo:1"
-    assert call["network_mode"] == "host" and images.CA_IN_CONTEXT in call["context"]
+    assert call["network_mode"] == "host" and CA_IN_CONTEXT in call["context"]
     assert f"using the CA bundle {bundle} from $PIP_CERT" in r.output
     r = cli.invoke(app, ["images", "list", "--json"], env={"GPU_REPRO_LOCK": str(other)})
     assert json.loads(r.output)["nemo"]["base"] == "localhost:5000/standin/nemo:1"
@@ -711,16 +722,16 @@ def test_cli_build_takes_ca_bundle_from_env_and_lock_from_option(
 def test_root_caller_lends_the_folder_and_gets_the_files_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As root the container runs as the image's user; the folder is lent to it and everything comes back to root."""
     calls: list[tuple[str, int, int]] = []
-    monkeypatch.setattr(images.os, "getuid", lambda: 0)
-    monkeypatch.setattr(images.os, "getgid", lambda: 0)
-    monkeypatch.setattr(images.os, "chown", lambda p, u, g: calls.append((str(p), u, g)))
-    monkeypatch.setattr(images.os, "lchown", lambda p, u, g: calls.append((str(p), u, g)))
-    monkeypatch.setattr(images, "IMAGE_USER", "4321:4321")  # not the uid that owns tmp_path
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    monkeypatch.setattr(os, "chown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(os, "lchown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(container, "IMAGE_USER", "4321:4321")  # not the uid that owns tmp_path
     out = tmp_path / "out"
     out.mkdir(mode=0o755)
     (out / "old-run").mkdir()
     owner = (out.stat().st_uid, out.stat().st_gid)
-    with images._writable_for_container(out):
+    with container._writable_for_container(out):
         assert calls == [(str(out), 4321, 4321)]
         (out / "new-run").mkdir()
         (out / "new-run" / "a.json").write_text("{}")
