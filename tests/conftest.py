@@ -57,10 +57,10 @@ def engine() -> Iterator[Any]:
     with GPU_REPRO_REQUIRE_ENGINE=1 (set by .ci/run) they fail instead, so CI cannot pass with
     its engine tests skipped."""
     from repro.core.errors import ReproError
-    from repro.lanes import images
+    from repro.lanes.images.engine import client as engine_client
 
     try:
-        client = images.client()
+        client = engine_client()
     except ReproError as exc:
         if os.environ.get("GPU_REPRO_REQUIRE_ENGINE") == "1":
             pytest.fail(f"GPU_REPRO_REQUIRE_ENGINE=1 and no Docker engine: {exc}")

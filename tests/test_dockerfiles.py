@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from repro.lanes import images
+from repro.lanes.images.build import context_paths, write_context
+from repro.lanes.images.lock import LOCK_FILE, load_lock, tag_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
-LOCK = images.load_lock(ROOT / images.LOCK_FILE)
+LOCK = load_lock(ROOT / LOCK_FILE)
 LANES = sorted(LOCK.lanes)
 OCI_LABELS = (
     "org.opencontainers.image.title",
@@ -112,7 +113,7 @@ def test_base_is_an_exact_tag_that_agrees_with_the_lock(lane: str) -> None:
     assert froms == ["${BASE_IMAGE}"], "one stage, its base from the BASE_IMAGE build arg"
     default = args_of(instrs)["BASE_IMAGE"]
     assert default == LOCK.lanes[lane].base, f"ARG BASE_IMAGE default {default} != lock {LOCK.lanes[lane].base}"
-    assert images.tag_problem(default) is None
+    assert tag_problem(default) is None
     first_from = next(i for i, (kind, _) in enumerate(instrs) if kind == "FROM")
     assert ("ARG", f"BASE_IMAGE={default}") in instrs[:first_from], "the default must be declared before FROM"
 
@@ -163,7 +164,7 @@ def test_runtime_contract(lane: str) -> None:
 @pytest.mark.parametrize("lane", LANES)
 def test_every_copy_source_is_in_the_build_context(lane: str) -> None:
     buf = io.BytesIO()
-    names = set(images.write_context(ROOT, LOCK.lanes[lane], buf))
+    names = set(write_context(ROOT, LOCK.lanes[lane], buf))
     assert LOCK.lanes[lane].dockerfile in names
     for kind, rest in instructions(DOCKER / lane / "Dockerfile"):
         if kind in ("COPY", "ADD"):
@@ -179,7 +180,7 @@ def test_every_copy_source_is_in_the_build_context(lane: str) -> None:
 def test_dockerignore_sends_what_repro_images_build_sends(lane: str) -> None:
     lines = (DOCKER / lane / "Dockerfile.dockerignore").read_text().splitlines()
     included = sorted(ln[1:] for ln in lines if ln.startswith("!"))
-    expected = [p for p in images.context_paths(LOCK.lanes[lane]) if p != f"docker/{lane}"]
+    expected = [p for p in context_paths(LOCK.lanes[lane]) if p != f"docker/{lane}"]
     if lane == "cu128-nightly":
         expected.append("docker/cu128-nightly")  # its install script and wheels folder
     assert included == sorted(expected)
@@ -208,7 +209,7 @@ def test_image_requirements_pin_every_runtime_dependency() -> None:
 def test_wheel_from_the_build_context_carries_the_schemas(tmp_path: Path) -> None:
     """The image runs `pip install --no-deps .` on the context; repro/schemas is a symlink there."""
     buf = io.BytesIO()
-    images.write_context(ROOT, LOCK.lanes["cu126-pt26"], buf)
+    write_context(ROOT, LOCK.lanes["cu126-pt26"], buf)
     buf.seek(0)
     ctx = tmp_path / "ctx"
     with tarfile.open(fileobj=buf) as tar:

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 import docker
-from repro.lanes import images
+from repro.lanes.images import container
+from repro.lanes.images.lock import Lock, load_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 LANES = ("cu126-pt26", "cu128-nightly", "nemo")
@@ -41,12 +42,12 @@ def docker_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[
 
 
 @pytest.fixture(scope="module")
-def lock() -> images.Lock:
-    return images.load_lock(LOCK_PATH)
+def lock() -> Lock:
+    return load_lock(LOCK_PATH)
 
 
 @pytest.fixture(scope="module")
-def built(engine: Any, lock: images.Lock) -> dict[str, Any]:
+def built(engine: Any, lock: Lock) -> dict[str, Any]:
     """Each lane's image as the engine has it; a missing one fails in CI and skips elsewhere."""
     found: dict[str, Any] = {}
     for lane in LANES:
@@ -90,10 +91,10 @@ def validate_on_host(paths: list[Path]) -> None:
 
 
 @pytest.mark.parametrize("lane", LANES)
-def test_image_carries_the_run_time_contract(built: dict[str, Any], lock: images.Lock, lane: str) -> None:
+def test_image_carries_the_run_time_contract(built: dict[str, Any], lock: Lock, lane: str) -> None:
     config = built[lane].attrs["Config"]
     assert config["Entrypoint"] == ["repro"] and config["Cmd"] == ["all"]
-    assert config["User"] == images.IMAGE_USER
+    assert config["User"] == container.IMAGE_USER
     labels = config["Labels"]
     assert labels["dev.gpu-repro.lane"] == lane
     assert labels["org.opencontainers.image.base.name"] == lock.lanes[lane].base_ref
@@ -109,7 +110,7 @@ def test_image_carries_the_run_time_contract(built: dict[str, Any], lock: images
 
 
 @pytest.mark.parametrize("lane", LANES)
-def test_no_network_and_no_root_at_run_time(built: dict[str, Any], lock: images.Lock, lane: str) -> None:
+def test_no_network_and_no_root_at_run_time(built: dict[str, Any], lock: Lock, lane: str) -> None:
     probe = (
         "import os, socket\n"
         "print('uid', os.getuid())\n"
@@ -129,7 +130,7 @@ def test_no_network_and_no_root_at_run_time(built: dict[str, Any], lock: images.
 
 @pytest.mark.parametrize("lane", LANES)
 def test_smoke_all_as_the_host_user_without_network(
-    built: dict[str, Any], lock: images.Lock, lane: str, tmp_path: Path
+    built: dict[str, Any], lock: Lock, lane: str, tmp_path: Path
 ) -> None:
     """`docker run --rm --network none --user UID:GID -v OUT:/artifacts IMAGE all --smoke`, as typed."""
     out = host_out(tmp_path)
@@ -160,7 +161,7 @@ def test_smoke_all_as_the_host_user_without_network(
     assert (run_dir / "report.md").is_file()
 
 
-def test_nemo_transformer_engine_import_fails_cleanly(built: dict[str, Any], lock: images.Lock) -> None:
+def test_nemo_transformer_engine_import_fails_cleanly(built: dict[str, Any], lock: Lock) -> None:
     """The harness's own TE lookup in the nemo image: the stand-in's TE fails to import, and that is one line."""
     code = "from repro.repros.fused_adam import _te_fused_adam; cls, why = _te_fused_adam(); print(cls, why)"
     r = docker_cli("run", "--rm", "--network", "none", "--entrypoint", "python", lock.lanes["nemo"].image, "-c", code)
@@ -171,7 +172,7 @@ def test_nemo_transformer_engine_import_fails_cleanly(built: dict[str, Any], loc
 
 @pytest.mark.parametrize("lane", LANES)
 def test_plain_docker_run_without_gpu_records_why_it_skipped(
-    built: dict[str, Any], lock: images.Lock, lane: str, tmp_path: Path
+    built: dict[str, Any], lock: Lock, lane: str, tmp_path: Path
 ) -> None:
     """`docker run -v OUT:/artifacts IMAGE`: no GPU, so every repro is recorded as skipped, with why.
 
@@ -196,14 +197,14 @@ def test_plain_docker_run_without_gpu_records_why_it_skipped(
 
 
 def test_repro_images_run_hands_the_files_to_the_caller(
-    built: dict[str, Any], lock: images.Lock, engine: Any, tmp_path: Path
+    built: dict[str, Any], lock: Lock, engine: Any, tmp_path: Path
 ) -> None:
     """The SDK path (`repro images run`): no GPUs asked here, the caller owns what was written."""
     import io
 
     out = tmp_path / "lanes"
     err = io.BytesIO()
-    code = images.run(
+    code = container.run(
         lock.lanes["cu126-pt26"],
         out=out,
         args=["run", "5090-linear", "--smoke", "--budget", "0.2"],

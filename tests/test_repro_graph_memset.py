@@ -19,8 +19,10 @@ from repro.core.spec import RunResult, VariantResult, build_params
 from repro.core.stats import summarize
 from repro.core.verdict import variant_ratio
 from repro.evidence import artifact
+from repro.repros import _twin
 from repro.repros import graph_memset as gm
-from repro.repros.graph_memset import GraphMemset, Params, build_twin, parse_twin_output, twin_variants
+from repro.repros._twin import build_twin
+from repro.repros.graph_memset import GraphMemset, Params, parse_twin_output, twin_variants
 from repro.run.execute import RunRequest, execute
 from repro.run.measure import Context, SamplingConfig
 
@@ -57,15 +59,15 @@ def test_params_defaults_and_smoke() -> None:
 # --------------------------------------------------------------------------- building the twin
 
 
-@pytest.mark.skipif(gm.find_nvcc() is None, reason="nvcc is not installed here")
+@pytest.mark.skipif(_twin.find_nvcc() is None, reason="nvcc is not installed here")
 def test_twin_compiles_with_nvcc_and_the_cache_reuses_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    first = build_twin(cache=cache)
+    first = build_twin(gm.TWIN_SOURCE, cache=cache)
     assert not first.cached and first.arch in ("native", "sm_90")
     assert first.binary.parent == cache and os.access(first.binary, os.X_OK)
     assert first.binary.name.startswith(f"graph_memset-{first.arch}-")
     mtime = first.binary.stat().st_mtime_ns
-    second = build_twin(cache=cache)
+    second = build_twin(gm.TWIN_SOURCE, cache=cache)
     assert second.cached and second.binary == first.binary and second.binary.stat().st_mtime_ns == mtime
     assert [p.name for p in cache.iterdir()] == [first.binary.name]  # no temp files left behind
     # The binary is real: its argument parser answers before it touches any GPU.
@@ -102,8 +104,8 @@ class _FakeNvcc:
 @pytest.fixture
 def fake_nvcc(monkeypatch: pytest.MonkeyPatch) -> _FakeNvcc:
     fake = _FakeNvcc()
-    monkeypatch.setattr(gm, "_compile", fake)
-    monkeypatch.setattr(gm, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0, V13.0.88")
+    monkeypatch.setattr(_twin, "_compile", fake)
+    monkeypatch.setattr(_twin, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0, V13.0.88")
     return fake
 
 
@@ -120,7 +122,7 @@ def test_cache_key_covers_source_and_compiler(
     src.write_text("int main() { return 1; }\n")  # a changed source is a new binary
     c = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))
     assert not c.cached and c.binary != a.binary and len(fake_nvcc.calls) == 2
-    monkeypatch.setattr(gm, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.1, V13.1.0")
+    monkeypatch.setattr(_twin, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.1, V13.1.0")
     d = build_twin(src, cache, nvcc="/opt/nvcc", archs=("sm_90",))  # so is a new compiler
     assert not d.cached and d.binary != c.binary
 
@@ -135,17 +137,24 @@ def test_native_without_a_gpu_falls_back_to_sm90(tmp_path: Path, fake_nvcc: _Fak
 
 def test_compile_failure_names_the_compiler_error(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
     fake_nvcc.fail_archs = ("native", "sm_90")
-    with pytest.raises(gm.TwinBuildError, match=r"-arch=sm_90: exit 1: nvcc fatal   : Unsupported gpu architecture"):
+    with pytest.raises(_twin.TwinBuildError, match=r"-arch=sm_90: exit 1: nvcc fatal   : Unsupported gpu architecture"):
         build_twin(gm.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
     assert list(tmp_path.iterdir()) == []
 
 
+def test_unreadable_source_is_a_build_error(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
+    """Every build failure is a TwinBuildError, the one exception the repro turns into skipped variants."""
+    with pytest.raises(_twin.TwinBuildError, match=r"missing\.cu"):
+        build_twin(tmp_path / "missing.cu", tmp_path / "cache", nvcc="/opt/nvcc")
+    assert fake_nvcc.calls == []
+
+
 def test_cache_dir_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert gm.cache_dir() == tmp_path / "gpu-repro"
+    assert _twin.cache_dir() == tmp_path / "gpu-repro"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert gm.cache_dir() == tmp_path / "home" / ".cache" / "gpu-repro"
+    assert _twin.cache_dir() == tmp_path / "home" / ".cache" / "gpu-repro"
 
 
 def test_twin_source_is_packaged_next_to_the_module() -> None:
@@ -169,7 +178,7 @@ def test_twin_source_is_packaged_next_to_the_module() -> None:
 def test_parse_captured_output_into_external_variants(run_dir: Path, fast: SamplingConfig) -> None:
     doc = parse_twin_output(CAPTURED)
     assert doc["ops"] == 1000 and doc["device"] == "NVIDIA H200"
-    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     variants = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)
     assert [v.name for v in variants] == [f"twin_{n}" for n, _ in gm.TWIN_VARIANTS]
     memset = variants[0]
@@ -205,7 +214,7 @@ def with_per_round(text: str) -> str:
 
 def test_twin_rounds_become_paired_timings(run_dir: Path, fast: SamplingConfig) -> None:
     doc = parse_twin_output(with_per_round(CAPTURED))
-    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     variants = {v.name: v for v in twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)}
     memset = variants["twin_memset"].timing
     assert memset is not None and memset.group == "twin" and memset.samples == tuple(doc["variants"]["memset"])
@@ -233,11 +242,11 @@ def test_parse_rejects_malformed_output(text: str, message: str) -> None:
         parse_twin_output(text)
 
 
-def _fake_binary(tmp_path: Path, body: str) -> gm.TwinBuild:
+def _fake_binary(tmp_path: Path, body: str) -> _twin.TwinBuild:
     script = tmp_path / "fake_twin"
     script.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return gm.TwinBuild(script, True, "sm_90", "Cuda compilation tools\nV13.0.88", "0" * 64)
+    return _twin.TwinBuild(script, True, "sm_90", "Cuda compilation tools\nV13.0.88", "0" * 64)
 
 
 def test_twin_run_turns_its_output_into_variants(
@@ -246,7 +255,7 @@ def test_twin_run_turns_its_output_into_variants(
     argv_file = tmp_path / "argv.json"
     out = with_per_round(CAPTURED)
     body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({out!r})"
-    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
     p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
     variants, info = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 3)
     assert [v.status for v in variants] == ["ok"] * 5
@@ -263,7 +272,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
-    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["error"] * 5
     assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
@@ -273,14 +282,14 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
 def test_twin_timeout_is_an_error_variant(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, "import time; time.sleep(30)"))
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, "import time; time.sleep(30)"))
     p = build_params(RID, Params, {"twin_timeout_s": "1"})
     variants, _ = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 0)
     assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason
 
 
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gm, "find_nvcc", lambda: None)
+    monkeypatch.setattr(_twin, "find_nvcc", lambda: None)
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["skipped"] * 5
     assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
@@ -402,7 +411,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
 
 
 def test_unpaired_variants_still_give_a_verdict() -> None:
-    # Older twin output (no per_round) and older artifacts: plain samples, the two-sample CI.
+    # Variants without rounds (twin output with no per_round, artifacts without them): plain samples, the two-sample CI.
     v = GraphMemset().verdict(Params(), _result(FULL, paired=False))
     assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.44, rel=1e-3)
     assert all(r["paired"] is False and r["n"] == 30 for r in v.breakdown)
@@ -469,7 +478,7 @@ def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
         "episode_rounds": 5,
         "variants": {n: (memset if n.startswith("memset") else fill) for n, _ in gm.TWIN_VARIANTS},
     }
-    build = gm.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     have = {v.name: v for v in twin_variants(parse_twin_output(json.dumps(doc)), build, 0.01, 300.0)}
     assert have["twin_memset"].timing is not None and have["twin_memset"].timing.episode_rounds == 5
     value, lo, hi, paired, _, _ = variant_ratio(have["twin_memset"], have["twin_fill"])

@@ -1,7 +1,8 @@
 """CLI wiring for the Docker lanes (``repro images build|run|lock|list``) and ``repro compare``.
 
-Registered in ``repro/cli.py`` with ``app.add_typer(images_app, name="images")`` and
-``app.command("compare")(compare_cmd)``; the work lives in ``repro.lanes.images`` and ``repro.evidence.compare``.
+Registered in ``repro/cli/main.py`` with ``app.add_typer(images_app, name="images")`` and
+``app.command("compare")(compare_cmd)``; the work lives in the ``repro.lanes.images`` package and
+``repro.evidence.compare``.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def list_cmd(
 ) -> None:
     """Show each lane's pinned base image, digest and image tag (needs no engine)."""
     from repro.evidence.render import table
-    from repro.lanes import images
+    from repro.lanes.images.lock import describe, load_lock
 
-    lock = images.load_lock(lock_file)
+    lock = load_lock(lock_file)
     if as_json:
         typer.echo(json.dumps(lock.raw["lanes"], indent=2))
         return
-    typer.echo(table(images.describe(lock.lanes.values()), ["lane", "base", "digest", "image"]))
+    typer.echo(table(describe(lock.lanes.values()), ["lane", "base", "digest", "image"]))
 
 
 @images_app.command("build")
@@ -88,18 +89,20 @@ def build_cmd(
     lock_file: LockOpt = None,
 ) -> None:
     """Build the lanes' images from docker/<lane>/Dockerfile (the base by digest once locked)."""
-    from repro.lanes import images
+    from repro.lanes.images import engine
+    from repro.lanes.images.build import build, ca_bundle_from, parse_pairs
+    from repro.lanes.images.lock import load_lock, repo_root, select
 
-    lock = images.load_lock(lock_file)
-    chosen = images.select(lock, lanes or [])
-    overrides = images.parse_pairs(build_arg or [], "--build-arg")
-    bundle, source = images.ca_bundle_from(ca_bundle)
-    docker_client = images.client()
+    lock = load_lock(lock_file)
+    chosen = select(lock, lanes or [])
+    overrides = parse_pairs(build_arg or [], "--build-arg")
+    bundle, source = ca_bundle_from(ca_bundle)
+    docker_client = engine.client()
     if bundle is not None and source != "--ca-bundle":
         _log(f"using the CA bundle {bundle} from ${source} for the build (--ca-bundle '' for none)")
-    built = images.build(
+    built = build(
         chosen,
-        root=images.repo_root(),
+        root=repo_root(),
         docker_client=docker_client,
         overrides=overrides,
         pull=pull,
@@ -150,17 +153,19 @@ def run_cmd(
 
     Example: repro images run nemo --out artifacts/lanes/nemo -- run fused-adam-capturable
     """
-    from repro.lanes import images
+    from repro.lanes.images import container, engine
+    from repro.lanes.images.build import parse_pairs
+    from repro.lanes.images.lock import load_lock, select
 
-    lock = images.load_lock(lock_file)
-    (chosen,) = images.select(lock, [lane])
-    environment = images.parse_pairs(env or [], "--env")
-    images.device_requests(gpus)  # bad --gpus is a usage error before the engine is asked
-    code = images.run(
+    lock = load_lock(lock_file)
+    (chosen,) = select(lock, [lane])
+    environment = parse_pairs(env or [], "--env")
+    container.device_requests(gpus)  # bad --gpus is a usage error before the engine is asked
+    code = container.run(
         chosen,
         out=out if out is not None else Path("artifacts") / "lanes" / chosen.name,
         args=repro_args or [],
-        docker_client=images.client(),
+        docker_client=engine.client(),
         gpus=gpus,
         env=environment,
     )
@@ -175,11 +180,13 @@ def lock_cmd(lanes: LanesArg = None, lock_file: LockOpt = None) -> None:
 
     A base the registry does not answer for is reported with the reason, and its entry is kept.
     """
-    from repro.lanes import images
+    from repro.lanes.images import engine
+    from repro.lanes.images.digests import resolve_digests
+    from repro.lanes.images.lock import load_lock, select
 
-    lock = images.load_lock(lock_file)
-    chosen = images.select(lock, lanes or [])
-    outcome = images.resolve_digests(lock, chosen, docker_client=images.client(), log=_log)
+    lock = load_lock(lock_file)
+    chosen = select(lock, lanes or [])
+    outcome = resolve_digests(lock, chosen, docker_client=engine.client(), log=_log)
     if outcome.failed:
         raise ReproError(
             f"could not resolve {', '.join(outcome.failed)}; their entries in {lock.path.name} are unchanged"

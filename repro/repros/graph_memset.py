@@ -18,11 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
-import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,17 +39,11 @@ from repro.core.spec import (
 )
 from repro.core.verdict import Outcome
 from repro.evidence import standalone
+from repro.repros._twin import TwinBuild, TwinBuildError, TwinRunError, build_twin, run_twin, twin_archs
 from repro.run.catalog import register
 from repro.run.measure import Arm, Context, achieved
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
-# Where nvcc usually lives when it is not on PATH (CUDA images put it there).
-NVCC_FALLBACK = Path("/usr/local/cuda/bin/nvcc")
-# nvcc -arch=native on a host without a visible GPU warns with this and builds for its
-# default arch instead; such a binary is not what "native" promises, so the sm_90 fallback
-# is used (Hopper SASS plus compute_90 PTX, which newer GPUs JIT-compile).
-_NO_NATIVE_GPU = "Cannot find valid GPU for '-arch=native'"
-COMPILE_TIMEOUT_S = 300.0
 
 # (twin variant, label); the twin prints samples under these names.
 TWIN_VARIANTS: tuple[tuple[str, str], ...] = (
@@ -112,102 +102,7 @@ class MemsetParams:
     twin_timeout_s: float = param(300.0, help="wall-clock limit for the twin's run", min=1.0, max=3600.0)
 
 
-# --------------------------------------------------------------------------- the pure CUDA twin
-
-
-class TwinBuildError(RuntimeError):
-    """nvcc is missing or the twin did not compile; the message says which."""
-
-
-@dataclass(frozen=True)
-class TwinBuild:
-    binary: Path
-    cached: bool
-    arch: str
-    nvcc_version: str
-    source_sha256: str
-
-
-def find_nvcc() -> str | None:
-    """nvcc on PATH, else the usual CUDA install location, else None."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    if NVCC_FALLBACK.is_file() and os.access(NVCC_FALLBACK, os.X_OK):
-        return str(NVCC_FALLBACK)
-    return None
-
-
-def cache_dir() -> Path:
-    """$XDG_CACHE_HOME/gpu-repro, else ~/.cache/gpu-repro."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "gpu-repro"
-
-
-def nvcc_version(nvcc: str) -> str:
-    proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode != 0:
-        raise TwinBuildError(f"{nvcc} --version exited {proc.returncode}: {_tail(proc.stderr)}")
-    return proc.stdout.strip()
-
-
-def _compile(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """Run one nvcc command (a seam for tests)."""
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
-
-
-def twin_archs(device_index: int) -> tuple[str, ...]:
-    """This GPU's exact architecture first, so a shared cache never hands one GPU a binary
-    built for another (the arch is part of the cache key); -arch=native and sm_90 after."""
-    try:
-        import torch
-
-        major, minor = torch.cuda.get_device_capability(device_index)
-    except Exception:  # no CUDA torch to ask: let nvcc find the GPU itself
-        return ("native", "sm_90")
-    return (f"sm_{major}{minor}", "native")
-
-
-def build_twin(
-    source: Path = TWIN_SOURCE,
-    cache: Path | None = None,
-    nvcc: str | None = None,
-    archs: Sequence[str] = ("native", "sm_90"),
-) -> TwinBuild:
-    """Compile the twin once per (source, nvcc version, arch) into the cache and reuse it.
-
-    ``archs`` are tried in order; -arch=native that finds no GPU counts as a failure,
-    so the sm_90 fallback is what a GPU-less build host gets. The binary is written
-    under a temporary name and renamed, so a half-written binary is never reused.
-    """
-    nvcc = nvcc or find_nvcc()
-    if nvcc is None:
-        raise TwinBuildError(f"nvcc not found on PATH or at {NVCC_FALLBACK}")
-    cache = cache or cache_dir()
-    src = source.read_bytes()
-    src_sha = hashlib.sha256(src).hexdigest()
-    version = nvcc_version(nvcc)
-    failures: list[str] = []
-    for arch in archs:
-        key = hashlib.sha256(b"\0".join([src, version.encode(), arch.encode()])).hexdigest()[:16]
-        binary = cache / f"{source.stem}-{arch}-{key}"
-        if binary.is_file() and os.access(binary, os.X_OK):
-            return TwinBuild(binary, True, arch, version, src_sha)
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
-        try:
-            proc = _compile([nvcc, "-O3", f"-arch={arch}", "-o", str(tmp), str(source)])
-        except subprocess.TimeoutExpired:
-            failures.append(f"-arch={arch}: nvcc ran past {COMPILE_TIMEOUT_S:g} s")
-            tmp.unlink(missing_ok=True)
-            continue
-        if proc.returncode != 0 or _NO_NATIVE_GPU in proc.stderr or not tmp.is_file():
-            failures.append(f"-arch={arch}: exit {proc.returncode}: {_tail(proc.stderr) or 'no output'}")
-            tmp.unlink(missing_ok=True)
-            continue
-        os.replace(tmp, binary)
-        return TwinBuild(binary, False, arch, version, src_sha)
-    raise TwinBuildError("; ".join(failures))
+# --------------------------------------------------------------------------- the pure CUDA twin's output
 
 
 def parse_twin_output(text: str) -> dict[str, Any]:
@@ -317,11 +212,6 @@ def twin_variants(
     return out
 
 
-def _tail(text: str, limit: int = 400) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
 # --------------------------------------------------------------------------- the repro
 
 
@@ -356,7 +246,7 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     return memset, None
 
 
-# The name tests and older code import.
+# The short name the tests import.
 Params = MemsetParams
 
 
@@ -550,8 +440,8 @@ class GraphMemset(Repro[MemsetParams]):
 
         ctx.log("  twin: building graph_memset.cu with nvcc (cached after the first build)")
         try:
-            build = build_twin(archs=twin_archs(device_index))
-        except (TwinBuildError, OSError, subprocess.SubprocessError) as exc:
+            build = build_twin(TWIN_SOURCE, archs=twin_archs(device_index))
+        except TwinBuildError as exc:
             return all_as("skipped", f"the pure CUDA twin was not built: {exc}")
         info.update(arch=build.arch, nvcc=build.nvcc_version.splitlines()[-1], binary_cached=build.cached)
         cmd = [
@@ -566,22 +456,13 @@ class GraphMemset(Repro[MemsetParams]):
             "--gap-ms", str(round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0),
         ]  # fmt: skip
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant")
-        t0 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=p.twin_timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            return all_as("error", f"the twin ran past its {p.twin_timeout_s:g} s limit")
-        except OSError as exc:
-            return all_as("error", f"the twin could not start: {exc}")
-        elapsed = time.monotonic() - t0
-        if proc.returncode != 0:
-            return all_as("error", f"the twin exited {proc.returncode}: {_tail(proc.stderr) or 'no stderr'}")
-        try:
-            doc = parse_twin_output(proc.stdout)
-        except ValueError as exc:
+            ran = run_twin(cmd, p.twin_timeout_s)
+            doc = parse_twin_output(ran.stdout)
+        except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))
         info.update(
-            status="ok", reason=None, wall_s=elapsed, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
+            status="ok", reason=None, wall_s=ran.wall_s, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
         )
         return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
 

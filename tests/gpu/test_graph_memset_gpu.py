@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from repro.evidence import artifact
+from repro.repros import _twin
 from repro.repros import graph_memset as gm
 from repro.run.execute import RunRequest, execute
 from repro.run.measure import SamplingConfig
@@ -52,7 +53,7 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
     for name in ("fill_mm", "mm_only"):
         assert v[name]["status"] == "ok" and v[name]["achieved"]["tflops"] > 0
         assert any("gemm" in k["name"].lower() or "xmma" in k["name"].lower() for k in v[name]["kernels"])
-    if gm.find_nvcc() is not None:
+    if _twin.find_nvcc() is not None:
         for n, _ in gm.TWIN_VARIANTS:
             twin = v[f"twin_{n}"]
             assert twin["status"] == "ok", twin["reason"]
@@ -66,6 +67,6 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
     comparisons = [r["comparison"] for r in verdict["breakdown"]]
     if _has_bindings():
         assert gm._TORCH_PLAIN in comparisons and gm._TORCH_MM in comparisons
-    if gm.find_nvcc() is not None:
+    if _twin.find_nvcc() is not None:
         assert gm._TWIN_PLAIN in comparisons and "pure CUDA twin" in verdict["finding"]
         assert verdict["headline"] == gm._TWIN_PLAIN and verdict["paired"] is True
