@@ -180,7 +180,9 @@ def test_parse_captured_output_into_external_variants(run_dir: Path, fast: Sampl
     assert doc["ops"] == 1000 and doc["device"] == "NVIDIA H200"
     build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     variants = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)
-    assert [v.name for v in variants] == [f"twin_{n}" for n, _ in gm.TWIN_VARIANTS]
+    # This output comes from a binary without the seed's program: its seed_* variants are left out.
+    printed = [n for n, _ in gm.TWIN_VARIANTS if n not in gm.OPTIONAL_TWIN_VARIANTS]
+    assert [v.name for v in variants] == [f"twin_{n}" for n in printed]
     memset = variants[0]
     assert memset.status == "ok" and memset.timing is not None
     assert memset.timing.method == "external" and memset.timing.stop_reason == "external"
@@ -274,7 +276,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
-    assert [v.status for v in variants] == ["error"] * 5
+    assert [v.status for v in variants] == ["error"] * len(gm.TWIN_VARIANTS)
     assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
     assert info["status"] == "error"
 
@@ -291,7 +293,7 @@ def test_twin_timeout_is_an_error_variant(
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_twin, "find_nvcc", lambda: None)
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
-    assert [v.status for v in variants] == ["skipped"] * 5
+    assert [v.status for v in variants] == ["skipped"] * len(gm.TWIN_VARIANTS)
     assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
     assert info["status"] == "skipped"
 
@@ -351,9 +353,11 @@ def test_comparisons_twin_first_then_torch() -> None:
         (gm._TORCH_PLAIN, "memset", "fill", True),
         (gm._TORCH_MM, "memset_mm", "fill_mm", False),
         (gm._TWIN_WORK, "twin_memset_work", "twin_fill_work", False),
+        (gm._SEED, "twin_seed_memset", "twin_seed_fill", False),
     ]
     assert [c.qualifiers["source"] for c in comps] == [
         "pure CUDA twin", "torch graph", "torch graph, with matmul", "pure CUDA twin, with work kernel",
+        "the seed's program",
     ]  # fmt: skip
     assert all(c.threshold == 1.2 for c in comps) and GraphMemset.headline_rule == "first"
     no_twin = GraphMemset().comparisons(build_params(RID, Params, {"twin": "false"}))
