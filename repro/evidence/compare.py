@@ -12,7 +12,8 @@ from typing import Any
 from repro.core.errors import UsageError
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, cliff_report
-from repro.evidence.render import REPORT_LIMIT, code, per_call_us, table, text, verdict_cell
+from repro.evidence.markdown import REPORT_LIMIT, code, table, text, verdict_cell
+from repro.evidence.variants import per_call_us
 
 COMPARE_KIND = "gpu-repro.compare"
 COMPARE_SCHEMA_VERSION = "1.1"  # 1.1: "cliffs", the boundaries of `repro cliff` artifacts
