@@ -114,7 +114,7 @@ def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_do
 def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
     grid = _grid_doc(smoke_doc, smoke=True)
     text = report([smoke_doc, grid])
-    assert len(text) < 15_000, len(text)  # was at the 60,000-character cap with details
+    assert len(text) < 15_000, len(text)  # far under the 60,000-character cap: no details blocks
     assert "<details>" not in text and "To fit GitHub's size limit" not in text
     assert "_Smoke run: shrunken sizes" in text
     assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled

@@ -68,7 +68,7 @@ def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[d
 def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict]) -> None:
     text = _report(docs)
     impacts = [ln for ln in text.splitlines() if ln.startswith("Impact: ")]
-    assert len(impacts) == 5  # 1.1 artifacts: taken from the catalog's declaration
+    assert len(impacts) == 5  # 1.1 artifacts: from the catalog lookup the caller passes in
     solve = next(ln for ln in impacts if "solve\\_ex 128x512x512" in ln or "solve_ex 128x512x512" in ln)
     assert "108 ms per call against 11.2 ms" in solve
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))

@@ -142,9 +142,9 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
 def compared_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
     """The variants the verdict's ratio compares, and whether the artifact said so.
 
-    An artifact whose verdict names them (``verdict.variants``) is taken at its word; older
-    ones do not, and then the first two measured variants stand in (numerator, denominator
-    by the repros' convention).
+    An artifact whose verdict names them (``verdict.variants``) is taken at its word; for one
+    that does not, the first two measured variants stand in (numerator, denominator by the
+    repros' convention).
     """
     by_name = {v["name"]: v for v in doc["variants"]}
     named = doc["verdict"].get("variants")
