@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.evidence import artifact, compare, render
+from repro.evidence import artifact, compare, markdown
+from repro.evidence.report import report
+from repro.run import scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 (REFERENCE,) = (ROOT / "artifacts" / "reference" / "h200" / "run-5090-linear").glob("*/5090-linear.json")
@@ -107,8 +109,8 @@ def reference() -> dict:
 
 @needs_cmark
 def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict) -> None:
-    hostile = render.report([_set_fields(reference, PAYLOAD, FENCE_BREAKER, "")])
-    plain = render.report([_set_fields(reference, "plain words", "plain\ncode", "")])
+    hostile = report([_set_fields(reference, PAYLOAD, FENCE_BREAKER, "")])
+    plain = report([_set_fields(reference, "plain words", "plain\ncode", "")])
     assert skeleton(hostile) == skeleton(plain)
     html = _html_nodes(hostile)
     assert not [h for h in html if "<script" in h or "<img" in h or "<b>" in h]
@@ -116,6 +118,29 @@ def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict
     headings = [n for n in _cmark_xml(hostile).iter() if n.tag == f"{NS}heading"]
     # The title, "Not tested here", the repro, "Environment": no heading injected by the artifact.
     assert [h.get("level") for h in headings] == ["1", "2", "2", "2"]
+
+
+@needs_cmark
+def test_hostile_artifact_with_the_catalogs_lookup_keeps_the_plain_structure(reference: dict) -> None:
+    # The lookup's notes name the artifact's repro id; a hostile id stays text in them too.
+    def doc(s: str, code: str) -> dict:
+        d = _set_fields(reference, s, code, "")
+        d["repro"]["params"] = {}  # params the catalog accepts: the script is regenerated and shown
+        return d
+
+    def hostile_id(d: dict) -> dict:
+        d = copy.deepcopy(d)
+        d["repro"]["id"] = "x-" + PAYLOAD  # not in the catalog: the note says so
+        return d
+
+    for make, says in ((lambda d: d, "standalone script (plain torch"), (hostile_id, "No standalone script could")):
+        bad = [make(doc(PAYLOAD, FENCE_BREAKER))]
+        good = [make(doc("plain words", "plain\ncode"))]
+        hostile = report(bad, declared=scripts.declared(bad))
+        plain = report(good, declared=scripts.declared(good))
+        assert says in hostile and says in plain
+        assert skeleton(hostile) == skeleton(plain)
+        assert not [h for h in _html_nodes(hostile) if "<script" in h or "<img" in h or "<b>" in h]
 
 
 @needs_cmark
@@ -143,7 +168,7 @@ def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict, lim
     doc = _set_fields(reference, PAYLOAD, FENCE_BREAKER * 300, "")
     docs = [doc, copy.deepcopy(doc)]
     docs[1]["repro"]["id"] = "5090-linear-b"
-    out = render.report(docs, limit=limit)
+    out = report(docs, limit=limit)
     assert len(out) <= limit
     root = _cmark_xml(out)
     html = [n.text or "" for n in root.iter() if n.tag.removeprefix(NS) == "html_block"]
@@ -155,16 +180,16 @@ def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict, lim
 
 def test_fences_outrun_their_content() -> None:
     body = "a\n" + "`" * 7 + "\nb"
-    block = render.fence(body)
+    block = markdown.fence(body)
     assert block.startswith("`" * 8) and block.endswith("`" * 8)
 
 
 def test_text_escapes_html_markdown_and_newlines() -> None:
-    out = render.text("<img src=x> & *b* [l](u) `c`\n# h")
+    out = markdown.text("<img src=x> & *b* [l](u) `c`\n# h")
     assert "<" not in out and "\n" not in out
     assert out == "&lt;img src=x&gt; &amp; \\*b\\* \\[l\\](u) \\`c\\` # h"
-    assert render.text("# h") == "\\# h" and render.text("1. x") == "1\\. x" and render.text("a|b") == "a\\|b"
-    assert render.md_cell(render.text("a|b", cell=True)) == "a\\|b"
+    assert markdown.text("# h") == "\\# h" and markdown.text("1. x") == "1\\. x" and markdown.text("a|b") == "a\\|b"
+    assert markdown.md_cell(markdown.text("a|b", cell=True)) == "a\\|b"
 
 
 # --------------------------------------------------------------------------- hostile JSON

@@ -86,7 +86,8 @@ SECRETS = {
 def test_no_secret_reaches_artifact_report_or_bundle(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast, tmp_path: Path
 ) -> None:
-    from repro.evidence import bundle, render
+    from repro.evidence import bundle
+    from repro.evidence.report import report as render_report
 
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
@@ -101,7 +102,7 @@ def test_no_secret_reaches_artifact_report_or_bundle(
         ),
         run_dir,
     )
-    report = render.report([doc])
+    report = render_report([doc])
     (run_dir / "report.md").write_text(report)
     tar = bundle.build(run_dir, tmp_path / "b.tar.gz")
     blobs = [path.read_text(), report]

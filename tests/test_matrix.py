@@ -489,7 +489,7 @@ def test_cell_command_picks_its_cell_from_an_index_variable(tmp_path: Path, monk
 
 def test_report_of_a_large_matrix_fits_one_github_comment() -> None:
     from repro.evidence import artifact
-    from repro.evidence.render import REPORT_LIMIT
+    from repro.evidence.markdown import REPORT_LIMIT
 
     # A real H200 artifact stands in for every cell of a 60-cell matrix.
     path = ROOT / "artifacts/reference/h200/paired/all/20261129T233452Z-51a4de/5090-linear.json"

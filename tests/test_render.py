@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.evidence import render
+from repro.evidence import markdown, variants
+from repro.evidence.report import REPORT_LIMIT, report
 from repro.run.execute import RunRequest, execute
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -36,7 +37,7 @@ def full_doc(smoke_doc: dict) -> dict:
 
 def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict) -> None:
     smoke_doc = full_doc
-    text = render.report([full_doc])
+    text = report([full_doc])
     assert text.startswith("# gpu-repro report: run ")
     assert "| repro " in text and "| 5090-linear " in text
     assert "| variant " in text and "linear_fp32" in text
@@ -44,14 +45,14 @@ def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict)
     assert "Kernel diff (the verdict's pair first)" in text
     assert ": full fingerprint (used by 5090-linear)</summary>\n\n" in text  # each machine's fingerprint once
     assert "Rerun: `repro run 5090-linear --smoke`" in text
-    assert len(text) <= render.REPORT_LIMIT
+    assert len(text) <= REPORT_LIMIT
     assert "_Smoke run:" not in text
 
 
 def test_report_shrinks_largest_details_first_and_says_so(full_doc: dict) -> None:
     big = json.loads(json.dumps(full_doc))
     big["fingerprint"]["collect_env"]["output"] = "x" * 200_000
-    text = render.report([big], limit=60_000)
+    text = report([big], limit=60_000)
     assert len(text) <= 60_000
     assert "To fit GitHub's size limit this report shortened" in text
     assert "| 5090-linear " in text  # the summary is never what goes
@@ -70,7 +71,7 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
             {"name": "gemm_epilogue", "count": 1, "total_us": 5.0, "per_call": 1.0},
         ]
     }
-    lines = render.kernel_diff(a, b)
+    lines = variants.kernel_diff(a, b)
     assert any(ln.startswith("+ `gemm_epilogue` appears") for ln in lines)
     assert any(ln.startswith("- `bias_add` disappears") for ln in lines)
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
@@ -98,38 +99,38 @@ def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
 
 def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict) -> None:
     doc = _grid_doc(smoke_doc, smoke=False)
-    pairs = [(a["name"], b["name"]) for a, b in render.diff_pairs(doc)]
+    pairs = [(a["name"], b["name"]) for a, b in variants.diff_pairs(doc)]
     assert pairs[0] == ("default_b4_n31", "default_b4_n32")
     # Besides the verdict's pair, only n=31 -> n=32 at another setting (the same contrast).
     assert pairs[1:] == [("default_b2_n31", "default_b2_n32")]
-    section = render.diff_section(doc)
+    section = variants.diff_section(doc)
     assert "default_b2_n30 -> default_b4_n34" not in section and "n30 ->" not in section
     # Without a named pair only variants one config value apart are paired, never b2_n30 -> b4_n34.
     doc["verdict"]["variants"] = None
-    for a, b in render.diff_pairs(doc):
-        assert len(render._contrast(a, b)) == 1, (a["name"], b["name"])
+    for a, b in variants.diff_pairs(doc):
+        assert len(variants._contrast(a, b)) == 1, (a["name"], b["name"])
 
 
 def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
     grid = _grid_doc(smoke_doc, smoke=True)
-    text = render.report([smoke_doc, grid])
-    assert len(text) < 15_000, len(text)  # was at the 60,000-character cap with details
+    text = report([smoke_doc, grid])
+    assert len(text) < 15_000, len(text)  # far under the 60,000-character cap: no details blocks
     assert "<details>" not in text and "To fit GitHub's size limit" not in text
     assert "_Smoke run: shrunken sizes" in text
     assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled
     assert "- **default_b4_n31 -> default_b4_n32**" in text
     assert "more warnings in the artifact" in text
-    full = render.report([_grid_doc(smoke_doc, smoke=False)])
+    full = report([_grid_doc(smoke_doc, smoke=False)])
     assert "<details>" in full and "| default_b2_n30 " in full  # full runs keep their detail
 
 
 def test_table_cells_escape_pipes() -> None:
-    assert render.md_cell("a|b\nc") == "a\\|b c"
+    assert markdown.md_cell("a|b\nc") == "a\\|b c"
 
 
 @pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
 def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
-    text = render.report([full_doc])
+    text = report([full_doc])
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
     ).stdout
@@ -147,7 +148,7 @@ REFERENCE_REPORTS = sorted((Path(__file__).resolve().parent.parent / "artifacts"
 @pytest.mark.parametrize("path", REFERENCE_REPORTS, ids=[p.parent.parent.name for p in REFERENCE_REPORTS])
 def test_committed_reports_fit_and_render_on_github(path: Path) -> None:
     text = path.read_text()
-    assert len(text) <= render.REPORT_LIMIT
+    assert len(text) <= REPORT_LIMIT
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
     ).stdout

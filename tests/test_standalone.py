@@ -14,7 +14,7 @@ from repro.cli.main import app
 from repro.core.errors import UsageError
 from repro.core.spec import build_params
 from repro.evidence import standalone
-from repro.run import catalog
+from repro.run import catalog, scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins_legacy"
@@ -27,7 +27,7 @@ def _cli(*args: str) -> object:
 
 @pytest.mark.parametrize("rid", IDS)
 def test_every_builtin_repro_declares_a_script_that_parses(rid: str) -> None:
-    text = standalone.script_for(rid, {})
+    text = scripts.script_for(rid, {})
     tree = ast.parse(text)
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -41,7 +41,7 @@ def test_every_builtin_repro_declares_a_script_that_parses(rid: str) -> None:
 @pytest.mark.parametrize("rid", [r for r in IDS if catalog.get(r).requires.cpu_smoke])
 def test_scripts_run_on_cpu_and_print_both_times_and_the_ratio(rid: str, tmp_path: Path) -> None:
     path = tmp_path / f"{rid}.py"
-    path.write_text(standalone.script_for(rid, {}, smoke=True))
+    path.write_text(scripts.script_for(rid, {}, smoke=True))
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = standalone.parse_output(proc.stdout)
@@ -58,18 +58,18 @@ def test_scripts_run_on_cpu_and_print_both_times_and_the_ratio(rid: str, tmp_pat
 
 
 def test_script_carries_the_exact_params_and_knobs() -> None:
-    text = standalone.script_for(
+    text = scripts.script_for(
         "solve-512-cliff", {"backends": "cusolver", "batches": "128", "cliff_n": "256", "n_min": "255", "n_max": "256"}
     )
     assert "[('cusolver/b128', 'cusolver', 128)]" in text
     assert "N, SEED, RHS = 256, 0, 1" in text
     assert "preferred_linalg_library(backend)" in text
-    lin = standalone.script_for("5090-linear", {"batch": "8"})
+    lin = scripts.script_for("5090-linear", {"batch": "8"})
     assert "torch.randn(8, 196, 768" in lin and "allow_tf32 = on" in lin and 'with_tf32(False, "fp32")' in lin
 
 
 def test_comparison_narrows_the_script_and_a_wrong_name_is_exit_2() -> None:
-    text = standalone.script_for("solve-512-cliff", {}, only="default/b16")
+    text = scripts.script_for("solve-512-cliff", {}, only="default/b16")
     assert "[('default/b16', 'default', 16)]" in text
     res = _cli("script", "solve-512-cliff", "--comparison", "nope")
     assert res.exit_code == 2  # type: ignore[attr-defined]
@@ -98,7 +98,7 @@ def test_a_plugin_without_a_script_is_a_clear_exit_2() -> None:
 
 def test_graph_memset_twin_only_is_refused_with_the_reason() -> None:
     with pytest.raises(UsageError, match="pure CUDA twin is C\\+\\+"):
-        standalone.script_for("graph-memset", {}, only="memset/fill (pure CUDA twin)")
+        scripts.script_for("graph-memset", {}, only="memset/fill (pure CUDA twin)")
 
 
 def test_parse_output_reads_times_in_seconds() -> None:

@@ -45,7 +45,7 @@ def list_cmd(
     lock_file: LockOpt = None,
 ) -> None:
     """Show each lane's pinned base image, digest and image tag (needs no engine)."""
-    from repro.evidence.render import table
+    from repro.evidence.markdown import table
     from repro.lanes.images.lock import describe, load_lock
 
     lock = load_lock(lock_file)

@@ -117,7 +117,7 @@ def list_cmd(
 ) -> None:
     """List the repros: id, title, upstream links, requirements."""
     from repro.core.spec import params_help
-    from repro.evidence.render import table
+    from repro.evidence.markdown import table
     from repro.run import catalog
 
     repros = catalog.load(repro_path or [])
@@ -165,11 +165,14 @@ def _new_run_dir(out: Path) -> Path:
 
 
 def _write_report(run_dir: Path) -> Path:
-    from repro.evidence import artifact, plots, render
+    from repro.evidence import artifact, plots
+    from repro.evidence.report import report
+    from repro.run.scripts import declared
 
     docs = [artifact.load(p) for p in artifact.expand([run_dir])]
-    figures = plots.figures(docs, run_dir)  # plots/<id>.<plot>.png, or why not (no matplotlib)
-    return artifact.write_new(run_dir / "report.md", render.report(docs, figures=figures).encode())
+    known = declared(docs)  # what the catalog declares per artifact, the regenerated scripts among it
+    figures = plots.figures(docs, run_dir, declared=known)  # plots/<id>.<plot>.png, or why not (no matplotlib)
+    return artifact.write_new(run_dir / "report.md", report(docs, figures=figures, declared=known).encode())
 
 
 @app.command("run")
@@ -232,7 +235,7 @@ def script_cmd(
 ) -> None:
     """Print a standalone torch script of the repro's headline comparison with the exact params."""
     from repro.core.spec import parse_assignments
-    from repro.evidence.standalone import script_for
+    from repro.run.scripts import script_for
 
     text = script_for(
         repro_id, parse_assignments(set_ or []), smoke=smoke, only=comparison, repro_paths=repro_path or []
@@ -281,7 +284,8 @@ def cliff_cmd(
     """Find where a cliff starts: coarse grid over an integer param, then bisection to adjacent values."""
     from repro.cliff import run as cliff_run
     from repro.core.spec import parse_assignments
-    from repro.evidence import artifact, cliff_report, render
+    from repro.evidence import artifact, cliff_report
+    from repro.evidence.report import report as render_report
     from repro.run.progress import Display
 
     req = cliff_run.CliffRequest(
@@ -308,7 +312,7 @@ def cliff_cmd(
         display.close()
     png = cliff_report.write_plot(doc, path.with_suffix(".png"))
     plots = {cliff_report.key(doc): png.name} if png else {}
-    report = artifact.write_new(run_dir / "report.md", render.report([doc], plots=plots).encode())
+    report = artifact.write_new(run_dir / "report.md", render_report([doc], plots=plots).encode())
     typer.echo(f"{repro_id} {param}: {doc['status']} - {doc['finding']}", err=True)
     shown = png or "(none: no points timed, or no matplotlib here)"
     typer.echo(f"artifact: {path}\nreport:   {report}\nplot:     {shown}", err=True)
@@ -416,7 +420,7 @@ def fingerprint_cmd(
     """Print this machine's environment fingerprint (imports torch when present)."""
     from repro.core.redact import redactor
     from repro.env import fingerprint
-    from repro.evidence.render import fingerprint_text
+    from repro.evidence.machines import fingerprint_text
 
     # In this process, after torch is imported once (a second interpreter would import it again).
     fp = fingerprint.collect(collect_env=None if no_collect_env else fingerprint.collect_env_in_process())
@@ -484,16 +488,20 @@ def report_cmd(
     With --out, the declared plots are drawn beside FILE (plots/<id>.<plot>.png) where
     matplotlib is installed; existing plot files are kept, never overwritten.
     """
-    from repro.evidence import artifact, cliff_report, plots, render
+    from repro.evidence import artifact, cliff_report, plots
+    from repro.evidence.report import report
+    from repro.run.scripts import declared
 
     docs = [artifact.load(p) for p in artifact.expand(files)]
     if out is not None:
         check_new_file(out, "reports")  # before any plot is drawn beside it
     runs = [f for f in files if f.is_dir()]
     folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
-    figures = plots.figures(docs, folder, draw=out is not None)
+    # The report reads no registry: what the catalog declares, the scripts regenerated from its code among it.
+    known = declared(docs)
+    figures = plots.figures(docs, folder, draw=out is not None, declared=known)
     if out is None:
-        typer.echo(render.report(docs, figures=figures))
+        typer.echo(report(docs, figures=figures, declared=known))
         return
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
     links: dict[str, str] = {}
@@ -503,7 +511,7 @@ def report_cmd(
             png = out.with_name(name) if name else None
             if png and not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
                 links[cliff_report.key(d)] = png.name
-    write_new_file(out, render.report(docs, plots=links, figures=figures), "reports")
+    write_new_file(out, report(docs, plots=links, figures=figures, declared=known), "reports")
     typer.echo(f"report: {out}", err=True)
 
 
@@ -531,7 +539,7 @@ def doctor_cmd(
 ) -> None:
     """Check this machine for the usual causes of cliffs and of bad measurements."""
     from repro.env import doctor
-    from repro.evidence.render import table
+    from repro.evidence.markdown import table
 
     result = doctor.diagnose()
     if as_json:

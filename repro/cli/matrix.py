@@ -34,7 +34,7 @@ def plan_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="The plan file's JSON on stdout.")] = False,
 ) -> None:
     """Check a spec and print its numbered cells (lane x repro x GPU selector)."""
-    from repro.evidence.render import table
+    from repro.evidence.markdown import table
     from repro.lanes.matrix import plan
 
     p = plan.load(spec)

@@ -12,7 +12,8 @@ from typing import Any
 
 from repro.core.verdict import fmt_ratio
 from repro.env.fingerprint import essentials
-from repro.evidence.render import code, essentials_line, fmt_time, table, text
+from repro.evidence.machines import essentials_line
+from repro.evidence.markdown import code, fmt_time, table, text
 
 # Points tabled in the report; the artifact and the plot hold every one.
 MAX_POINT_ROWS = 40

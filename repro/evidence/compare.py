@@ -12,7 +12,8 @@ from typing import Any
 from repro.core.errors import UsageError
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, cliff_report
-from repro.evidence.render import REPORT_LIMIT, code, per_call_us, table, text, verdict_cell
+from repro.evidence.markdown import REPORT_LIMIT, code, table, text, verdict_cell
+from repro.evidence.variants import per_call_us
 
 COMPARE_KIND = "gpu-repro.compare"
 COMPARE_SCHEMA_VERSION = "1.1"  # 1.1: "cliffs", the boundaries of `repro cliff` artifacts
@@ -141,9 +142,9 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
 def compared_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
     """The variants the verdict's ratio compares, and whether the artifact said so.
 
-    An artifact whose verdict names them (``verdict.variants``) is taken at its word; older
-    ones do not, and then the first two measured variants stand in (numerator, denominator
-    by the repros' convention).
+    An artifact whose verdict names them (``verdict.variants``) is taken at its word; for one
+    that does not, the first two measured variants stand in (numerator, denominator by the
+    repros' convention).
     """
     by_name = {v["name"]: v for v in doc["variants"]}
     named = doc["verdict"].get("variants")

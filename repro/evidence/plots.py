@@ -18,6 +18,7 @@ from typing import Any
 
 from repro.core.fsio import write_new
 from repro.core.results import Plot
+from repro.evidence.declared import Declarations, Declared, of
 
 __all__ = ["Figure", "Series", "available", "band_plot", "band_png", "describe", "figures", "plots_of", "series_of"]
 
@@ -124,15 +125,12 @@ def band_plot(path: Path, series: Sequence[Series], **kw: Any) -> Path:
 # --------------------------------------------------------------------------- sweeps of an artifact
 
 
-def plots_of(doc: Mapping[str, Any]) -> list[Plot]:
-    """The plots an artifact declares (schema 1.2), else those its repro declares in the catalog."""
-    declared = (doc.get("repro") or {}).get("plots")
-    if declared is None:
-        from repro.run import catalog
-
-        cls = catalog.load().get(str((doc.get("repro") or {}).get("id")))
-        return list(cls.plots) if cls is not None else []
-    return [Plot(**{**d, "group_by": tuple(d.get("group_by") or ())}) for d in declared]
+def plots_of(doc: Mapping[str, Any], declared: Declared | None = None) -> list[Plot]:
+    """The plots an artifact declares (schema 1.2), else those the caller looked up for its repro."""
+    recorded = (doc.get("repro") or {}).get("plots")
+    if recorded is None:
+        return list((declared.plots if declared is not None else None) or ())
+    return [Plot(**{**d, "group_by": tuple(d.get("group_by") or ())}) for d in recorded]
 
 
 def _label(sweep: Plot, key: Sequence[Any]) -> str:
@@ -202,21 +200,32 @@ def file_name(repro_id: str, sweep: Plot) -> str:
     return f"{PLOTS_DIR}/{repro_id}.{sweep.name}.png"
 
 
-def describe(docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE) -> list[Figure]:
-    """The figures the report refers to, without drawing anything (``figures`` draws them)."""
+def describe(
+    docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE, *, declared: Declarations | None = None
+) -> list[Figure]:
+    """The figures the report refers to, without drawing anything (``figures`` draws them).
+
+    ``declared``: the plots the catalog declares, for artifacts that do not record their own.
+    """
     out = []
     for doc in docs:
         if doc.get("kind") == "gpu-repro.cliff":  # a cliff search draws its own plot (repro.evidence.cliff_report)
             continue
         rid = str(doc["repro"]["id"])
-        for sw in plots_of(doc):
+        for sw in plots_of(doc, of(doc, declared)):
             series = series_of(doc, sw)
             if series:
                 out.append(Figure(rid, sw.name, file_name(rid, sw), finding(sw, series), False, why_not))
     return out
 
 
-def figures(docs: Sequence[Mapping[str, Any]], folder: Path | None, draw: bool = True) -> list[Figure]:
+def figures(
+    docs: Sequence[Mapping[str, Any]],
+    folder: Path | None,
+    draw: bool = True,
+    *,
+    declared: Declarations | None = None,
+) -> list[Figure]:
     """Each sweep's figure under ``folder``/plots: drawn now (when ``draw`` and matplotlib is here),
     kept when the file already exists, else described with the reason it is missing.
 
@@ -224,7 +233,7 @@ def figures(docs: Sequence[Mapping[str, Any]], folder: Path | None, draw: bool =
     """
     missing = available()
     out = []
-    for fig in describe(docs):
+    for fig in describe(docs, declared=declared):
         path = folder / fig.file if folder is not None else None
         if path is not None and path.is_file():
             out.append(Figure(fig.repro_id, fig.sweep, fig.file, fig.alt, True))
@@ -236,7 +245,7 @@ def figures(docs: Sequence[Mapping[str, Any]], folder: Path | None, draw: bool =
             out.append(Figure(fig.repro_id, fig.sweep, fig.file, fig.alt, False, missing))
             continue
         doc = next(d for d in docs if d["repro"]["id"] == fig.repro_id)
-        sw = next(s for s in plots_of(doc) if s.name == fig.sweep)
+        sw = next(s for s in plots_of(doc, of(doc, declared)) if s.name == fig.sweep)
         try:
             band_plot(
                 path,

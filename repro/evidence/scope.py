@@ -3,7 +3,8 @@
 Everything here reads structured fields (the verdict's breakdown rows and their qualifiers,
 variant statuses and reasons, the repro's declared impact and seed GPUs, the fingerprint),
 never the finding's prose, so a summary row can say "cusolver backend, batch 128" and
-"default backend: at most 0.97x" without parsing sentences.
+"default backend: at most 0.97x" without parsing sentences. What an artifact does not record
+comes from the caller as ``Declared`` data; nothing here reads the plugin registry.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.env.fingerprint import essentials
+from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.markdown import fmt_time
 
 __all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
 
@@ -86,24 +89,19 @@ def conditions(doc: Mapping[str, Any]) -> str:
     return out + ("; " + "; ".join(parts) if parts else "")
 
 
-def _declared(doc: Mapping[str, Any], field: str) -> Any:
-    """A field the repro declares: from the artifact (schema 1.2), else from the catalog for its id."""
+def _declared(doc: Mapping[str, Any], field: str, declared: Declared | None) -> Any:
+    """A field the repro declares: from the artifact (schema 1.2), else from what the caller looked up."""
     repro = doc.get("repro") or {}
     if field in repro:
         return repro[field]
-    from repro.run import catalog
-
-    cls = catalog.load().get(str(repro.get("id")))
-    if cls is None:
-        return None
-    value = getattr(cls, field, None)
+    value = getattr(declared, field, None)
     return list(value) if isinstance(value, tuple) else value
 
 
-def impact(doc: Mapping[str, Any], fmt_time: Any) -> str | None:
+def impact(doc: Mapping[str, Any], declared: Declared | None = None) -> str | None:
     """The repro's impact sentence, then what the headline pair cost per call in this run."""
-    declared = _declared(doc, "impact")
-    if not declared:
+    sentence = _declared(doc, "impact", declared)
+    if not sentence:
         return None
     v = doc.get("verdict") or {}
     pair = v.get("variants") or []
@@ -118,11 +116,12 @@ def impact(doc: Mapping[str, Any], fmt_time: Any) -> str | None:
             f" In this run {a['label']} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b['label']} "
             f"({sign}{fmt_time(abs(delta))} per call)."
         )
-    return f"{declared}{cost}"
+    return f"{sentence}{cost}"
 
 
-def seed_gpus(doc: Mapping[str, Any]) -> list[str]:
-    value = _declared(doc, "seed_gpus")
+def seed_gpus(doc: Mapping[str, Any], declared: Declared | None = None) -> list[str]:
+    """The GPUs the seed reported the cliff on."""
+    value = _declared(doc, "seed_gpus", declared)
     return [str(g) for g in value] if isinstance(value, list) else []
 
 
@@ -131,7 +130,7 @@ def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
     return any(want in g.lower() for g in run_gpus)
 
 
-def not_tested(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+def not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None = None) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had."""
     lines: list[str] = []
     for doc in docs:
@@ -154,7 +153,7 @@ def not_tested(docs: Sequence[Mapping[str, Any]]) -> list[str]:
     run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
     missing: dict[str, list[str]] = {}
     for doc in docs:
-        for g in seed_gpus(doc):
+        for g in seed_gpus(doc, of(doc, declared)):
             if not _covered(g, run_gpus):
                 missing.setdefault(g, []).append(doc["repro"]["id"])
     if missing:

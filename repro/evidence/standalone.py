@@ -5,6 +5,7 @@ builds its inputs and calls ``compare(...)`` once per ratio; ``build`` wraps tha
 the same prelude every script shares: the timing helper (CUDA events on a GPU,
 perf_counter on CPU), interleaved rounds so drift hits both sides alike, and the lines it
 prints (both medians and their ratio). Nothing here imports torch: the text is generated.
+Finding a repro's script by id reads the plugin registry, so it lives in ``repro.run.scripts``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from repro.core.errors import UsageError
 from repro.core.results import Comparison
 from repro.core.verdict import headline_candidates
 
-__all__ = ["PRELUDE", "build", "comparison_filter", "from_artifact", "harness_lines", "parse_output", "script_for"]
+__all__ = ["PRELUDE", "build", "comparison_filter", "harness_lines", "parse_output"]
 
 # Rounds of (A, B) then (B, A); each sample is a batch of calls lasting about SAMPLE_S, so
 # the event overhead (a few us) is noise even for microsecond ops.
@@ -131,56 +132,3 @@ def comparison_filter(comparisons: Sequence[Comparison], only: str | None, repro
     if only not in names:
         raise UsageError(f"--comparison {only!r} for {repro_id}: expected one of {', '.join(names)}")
     return [c for c in comparisons if c.name == only]
-
-
-def script_for(
-    repro_id: str,
-    overrides: Mapping[str, str],
-    *,
-    smoke: bool = False,
-    only: str | None = None,
-    repro_paths: Sequence[Any] = (),
-) -> str:
-    """The standalone script of ``repro_id`` with its params (defaults, smoke preset, overrides).
-
-    A repro that declares no script is a UsageError (exit 2) naming it.
-    """
-    from repro.core.spec import build_params
-    from repro.run import catalog
-
-    cls = catalog.get(repro_id, repro_paths)
-    params = build_params(cls.id, cls.Params, overrides, smoke=smoke)
-    text = cls().script(params, only)
-    if text is None:
-        raise UsageError(f"{repro_id} declares no standalone script; expected a repro whose class defines script()")
-    return text
-
-
-def from_artifact(doc: Mapping[str, Any]) -> str | None:
-    """The script for an artifact's headline comparison with its params.
-
-    From the current catalog, narrowed to the headline the verdict chose, unless the artifact
-    recorded its own script (schema 1.2) and the repro's source has changed since; None when
-    neither exists (a plugin not installed here, or a repro without a script).
-    """
-    from repro.core.spec import build_params
-    from repro.evidence import artifact
-    from repro.run import catalog
-
-    repro = doc.get("repro") or {}
-    recorded = repro.get("script") if isinstance(repro.get("script"), str) else None
-    cls = catalog.load().get(str(repro.get("id")))
-    same = cls is not None and artifact.source_sha256(catalog.source_file(cls.id)) == repro.get("source_sha256")
-    if cls is None or (recorded and not same):
-        return recorded
-    recorded_params = (repro.get("params") or {}).items()
-    raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in recorded_params}
-    head = (doc.get("verdict") or {}).get("headline")
-    try:
-        params = build_params(cls.id, cls.Params, raw)
-        try:
-            return cls().script(params, head)
-        except UsageError:  # the headline has no torch script (graph-memset's CUDA twin): the torch side
-            return cls().script(params)
-    except Exception:  # params the current catalog no longer accepts: no script beats a wrong one
-        return recorded

@@ -116,7 +116,7 @@ def _where(r: Row) -> str:
 
 def table_rows(rows: Sequence[Row]) -> list[list[str]]:
     """The comparison table, cell by cell; every value rendered inert."""
-    from repro.evidence.render import text, verdict_cell
+    from repro.evidence.markdown import text, verdict_cell
 
     out = []
     for r in rows:
@@ -148,7 +148,9 @@ HEADERS = ["#", "lane", "repro", "--set", "status", "ratio (95% CI)", "GPU", "wh
 
 def markdown(plan: Plan, rows: Sequence[Row]) -> str:
     """The issue-ready report: the matrix table first, then the per-repro report of every artifact."""
-    from repro.evidence.render import REPORT_LIMIT, report, table, text
+    from repro.evidence.markdown import REPORT_LIMIT, table, text
+    from repro.evidence.report import report
+    from repro.run.scripts import declared
 
     bad = [r for r in rows if not r.done]
     head = [
@@ -166,7 +168,9 @@ def markdown(plan: Plan, rows: Sequence[Row]) -> str:
     text_head = "\n".join(head) + "\n"
     # The whole report fits one GitHub comment: the per-cell details get what the table leaves.
     room = max(REPORT_LIMIT - len(text_head), 8_000)
-    body = report(docs, limit=room, title=f"matrix {plan.name}: per-cell details") if docs else ""
+    body = (
+        report(docs, limit=room, title=f"matrix {plan.name}: per-cell details", declared=declared(docs)) if docs else ""
+    )
     return text_head + body
 
 

@@ -1,0 +1,49 @@
+"""What a report takes from the plugin registry, handed in as plain data: rendering itself reads no registry.
+
+The caller (the CLI, or ``repro.run.scripts.declared``) looks each artifact's repro up in the
+catalog and passes the result to ``report.report``, ``plots.figures`` and ``scope``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from repro.core.results import Plot
+
+__all__ = ["NONE", "Declarations", "Declared", "key", "of"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the catalog declares for one artifact's repro.
+
+    An artifact's own fields (schema 1.2) come first for ``impact``, ``seed_gpus`` and ``plots``;
+    these fill in for an artifact that lacks them. ``script`` is the only script a report shows:
+    regenerated from the catalog's code for the artifact's repro id and params, never read from the
+    artifact (a crafted artifact could put any program in its ``repro.script``).
+    """
+
+    impact: str | None = None
+    seed_gpus: tuple[str, ...] | None = None
+    plots: tuple[Plot, ...] | None = None
+    script: str | None = None
+    # With a script: what a reader should know about it (its source differs from the artifact's).
+    # Without one: why none could be regenerated.
+    script_note: str | None = None
+
+
+NONE = Declared()
+
+Declarations = Mapping[tuple[str, str], Declared]
+
+
+def key(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """Which artifact a ``Declared`` belongs to: its run id and repro id."""
+    return str((doc.get("run") or {}).get("run_id")), str((doc.get("repro") or {}).get("id"))
+
+
+def of(doc: Mapping[str, Any], declared: Declarations | None) -> Declared:
+    """The declarations for ``doc``, or ``NONE`` when the caller passed none for it."""
+    return (declared or {}).get(key(doc), NONE)

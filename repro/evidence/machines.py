@@ -1,0 +1,169 @@
+"""The machines behind a run: an essentials line, the terminal fingerprint, each machine's summary, GPU state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from repro.env.fingerprint import essentials
+from repro.evidence.markdown import fmt_num, md_table, text
+
+
+def essentials_line(fp: Mapping[str, Any]) -> str:
+    """GPU, driver, torch with its CUDA and cuBLAS, and the stack, as one markdown line."""
+    e = {k: text(v or "-") for k, v in essentials(fp).items()}
+    return (
+        f"GPU **{e['gpu']}** (cc {e['cc']}), driver {e['driver']}, "
+        f"torch {e['torch']} (CUDA {e['cuda']}, cuBLAS {e['cublas']}), stack: {e['lane']}"
+    )
+
+
+def fingerprint_text(fp: Mapping[str, Any], python: str) -> list[str]:
+    """The fingerprint's essentials as plain lines for a terminal (no markdown), then what could not be read.
+
+    ``python`` is the interpreter that took the fingerprint: when torch is missing there, that
+    is the fact the reader needs, not a probe's traceback.
+    """
+    e = essentials(fp)
+    gpu = fp.get("gpu") or {}
+    torch_info = (fp.get("software") or {}).get("torch") or {}
+    lines = [
+        f"GPU:     {e['gpu']}" + (f" (compute capability {e['cc']}, {gpu.get('sm_count')} SMs)" if e["cc"] else ""),
+        f"driver:  {e['driver'] or '-'}",
+        f"torch:   {e['torch'] or 'not installed'}"
+        + (f" (built with CUDA {e['cuda']})" if e["cuda"] else " (CPU-only build)" if e["torch"] else ""),
+        f"stack:   {e['lane']}",
+        "libraries loaded by this process:",
+    ]
+    for k, v in sorted(((fp.get("software") or {}).get("libraries") or {}).items()):
+        lines.append(f"  {k}: {v['version'] if v.get('loaded') else 'not loaded'}")
+    errors = dict(fp.get("errors") or {})
+    torch_error = errors.pop("torch", None)
+    if torch_error and torch_error.startswith("ModuleNotFoundError"):
+        lines.append(
+            f"torch is not installed in {python}, so the torch, GPU and knob fields are empty. "
+            "Install the PyTorch build you want to test where this Python sees it, or try `make smoke` "
+            "(README, 'Your first run')."
+        )
+    elif torch_error:
+        lines.append(f"torch is installed but failed to import ({torch_error}); the torch and GPU fields are empty.")
+    elif torch_info and not torch_info.get("cuda_available"):
+        lines.append("torch sees no CUDA GPU: GPU repros will skip here (`repro doctor` says why).")
+    for name, error in sorted(errors.items()):
+        lines.append(f"could not read {name}: {error}")
+    return lines
+
+
+def _identity(fp: Mapping[str, Any]) -> str:
+    """A fingerprint without what changes from process to process (GPU state, collect_env's text)."""
+    gpu = {k: v for k, v in (fp.get("gpu") or {}).items() if k != "state"}
+    rest = {k: v for k, v in fp.items() if k not in ("gpu", "collect_env")}
+    return json.dumps({**rest, "gpu": gpu}, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One distinct fingerprint of the run and the repros that share it."""
+
+    label: str  # "A", "B", ...
+    fingerprint: Mapping[str, Any]
+    repros: tuple[str, ...]
+
+
+def machines(docs: Sequence[Mapping[str, Any]]) -> tuple[list[Machine], dict[int, str]]:
+    """The distinct fingerprints (first seen first) and, per doc (by id()), its machine's label."""
+    found: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    of: dict[int, str] = {}
+    for d in docs:
+        key = _identity(d["fingerprint"])
+        fp, ids = found.setdefault(key, (d["fingerprint"], []))
+        ids.append(str(d["repro"]["id"]))
+        of[id(d)] = chr(ord("A") + list(found).index(key)) if len(found) <= 26 else str(list(found).index(key) + 1)
+    out = [
+        Machine(chr(ord("A") + i) if len(found) <= 26 else str(i + 1), fp, tuple(ids))
+        for i, (fp, ids) in enumerate(found.values())
+    ]
+    return out, of
+
+
+def _gib(n: Any) -> str:
+    return f"{n / 2**30:.0f} GiB" if isinstance(n, int | float) else "-"
+
+
+def machine_summary(m: Machine) -> str:
+    """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
+    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
+    fp = m.fingerprint
+    gpu, sw = fp.get("gpu") or {}, fp.get("software") or {}
+    nv = gpu.get("nvml") or {}
+    torch_info = sw.get("torch") or {}
+    onoff = {True: "on", False: "off", None: "-"}
+    parts = [
+        f"**Machine {m.label}** (used by {text(', '.join(m.repros))}):",
+        "",
+        f"- GPU: {gpu.get('name') or '-'}, board {nv.get('board_part_number') or '-'}, compute capability "
+        f"{gpu.get('compute_capability') or '-'}, {gpu.get('sm_count') or '-'} SMs, "
+        f"{_gib(gpu.get('memory_total_bytes'))}; "
+        f"driver {nv.get('driver_version') or '-'}; power limit {nv.get('power_limit_w') or '-'} W "
+        f"(default {nv.get('power_default_limit_w') or '-'} W); max clocks SM {nv.get('sm_clock_max_mhz') or '-'} MHz, "
+        f"memory {nv.get('mem_clock_max_mhz') or '-'} MHz; persistence {onoff.get(nv.get('persistence_mode'), '-')}, "
+        f"ECC {onoff.get(nv.get('ecc_mode'), '-')}, MIG {onoff.get(nv.get('mig_mode'), '-')}, "
+        f"PCIe gen {nv.get('pcie_gen') or '-'} x{nv.get('pcie_width') or '-'}",
+    ]
+    ceil = fp.get("ceilings") or {}
+    if ceil:
+        shown = [f"{k} {c['value']:.4g} {c['unit']}" for k, c in ceil.items() if isinstance(c, dict) and c.get("value")]
+        parts.append(f"- Measured ceilings: {', '.join(shown) or '-'}")
+    libs = sw.get("libraries") or {}
+    loaded = [f"{k} {v.get('version')}" for k, v in libs.items() if isinstance(v, dict) and v.get("loaded")]
+    parts.append(
+        f"- Libraries this process loaded (read from /proc/self/maps, versions from each library): "
+        f"{', '.join(loaded) or 'none read'}; torch {torch_info.get('version') or '-'} (git "
+        f"{str(torch_info.get('git_version') or '-')[:12]}, built with CUDA {torch_info.get('cuda_built') or '-'}, "
+        f"has_magma {torch_info.get('has_magma')}); "
+        f"Transformer Engine {sw.get('transformer_engine') or 'not installed'}"
+    )
+    knobs = {k: v for k, v in (fp.get("knobs") or {}).items() if k != "errors"}
+    parts.append("- Knobs at process start: " + (", ".join(f"{k}={v}" for k, v in knobs.items()) or "-"))
+    env = fp.get("env") or {}
+    parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none"))
+    host = fp.get("host") or {}
+    harness = fp.get("harness") or {}
+    parts.append(
+        f"- Host: {host.get('os') or '-'}, Python {host.get('python') or '-'}, {host.get('cpu') or '-'} "
+        f"({host.get('cpu_count') or '-'} CPUs); harness gpu-repro {harness.get('version') or '-'} at commit "
+        f"{harness.get('git_commit') or 'unknown'}"
+    )
+    # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
+    return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
+
+
+def state_table(docs: Sequence[Mapping[str, Any]], of: Mapping[int, str]) -> str:
+    """What differs between processes on one machine: the GPU's state when each repro started."""
+    rows = []
+    for d in docs:
+        st = ((d["fingerprint"].get("gpu") or {}).get("state")) or {}
+        pids = st.get("compute_pids")
+        rows.append(
+            [
+                text(d["repro"]["id"], cell=True),
+                of[id(d)],
+                fmt_num(st.get("power_w")) if st.get("power_w") is not None else "-",
+                str(st.get("temperature_c")) if st.get("temperature_c") is not None else "-",
+                str(len(pids)) if isinstance(pids, list) else "-",
+                str(st.get("sm_clock_mhz") or "-"),
+                text(", ".join(st.get("clocks_event_reasons") or []) or "none", cell=True),
+            ]
+        )
+    headers = [
+        "repro",
+        "machine",
+        "power (W)",
+        "temperature (C)",
+        "compute processes",
+        "SM clock (MHz)",
+        "clock events",
+    ]
+    return "GPU state when each repro started:\n\n" + md_table(rows, headers)

@@ -1,0 +1,139 @@
+"""Inert GitHub markdown from untrusted text: escaping, code spans and fences, tables, details blocks, number formats.
+
+Every string an artifact carries passes through ``text``, ``html_text``, ``code`` or ``fence``
+before it reaches a report, so it renders literally in its context.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from repro.core.verdict import fmt_ratio
+
+# GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
+REPORT_LIMIT = 60_000
+# Kernel names and other long identifiers in a code span are cut at this many characters.
+NAME_CHARS = 90
+
+
+def md_cell(text: Any) -> str:
+    """Make already-safe markdown safe inside a GFM table cell: no pipe splits it, no newline ends the row."""
+    s = "" if text is None else str(text)
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+# Inline markdown that could turn text into structure: emphasis, links/images, code spans, strikethrough,
+# escapes. (<, > and & become entities first.)
+_INLINE = re.compile(r"([\\`*\[\]~])")
+# An underscore between two letters or digits can neither open nor close emphasis (GFM), so
+# snake_case names stay readable; any other underscore is escaped.
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# What may open a block when it starts a line (a heading, a quote, a list, a rule, a setext underline).
+_BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")
+
+
+def text(value: Any, *, cell: bool = False) -> str:
+    """Untrusted text (anything from an artifact) as inert inline markdown on one line.
+
+    HTML is escaped (&, <, >), markdown punctuation is backslash-escaped, newlines become
+    spaces and a leading block marker is escaped, so the text renders literally wherever
+    inline content goes: a paragraph, a list item, a quote, a heading, a table cell. Pipes
+    are escaped here unless ``cell`` (then ``md_cell``, which every table cell passes, does it).
+    """
+    s = "" if value is None else str(value)
+    s = " ".join(s.replace("\r", "\n").split("\n")).strip()
+    s = html.escape(s, quote=False)
+    s = _INLINE.sub(r"\\\1", s)
+    s = _UNDERSCORE.sub(r"\\_", s)
+    if not cell:
+        s = s.replace("|", "\\|")
+    if m := _BLOCK_START.match(s):
+        end = m.end()
+        s = (s[:end] + "\\" + s[end:]) if s[:end].isdigit() else "\\" + s
+    return s
+
+
+def html_text(value: Any) -> str:
+    """Untrusted text inside an HTML element (a details summary): entities only, one line."""
+    s = "" if value is None else str(value)
+    return html.escape(" ".join(s.replace("\r", "\n").split("\n")), quote=True)
+
+
+def fence(body: str, lang: str = "") -> str:
+    """A fenced code block that nothing in ``body`` can close: the fence outruns every backtick run."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{body}\n{ticks}"
+
+
+def code(value: Any, limit: int = NAME_CHARS) -> str:
+    """An inline code span (safe in a table cell too); backticks inside become quotes."""
+    s = " ".join(str(value).replace("\r", "\n").split("\n"))
+    s = s if len(s) <= limit else s[: limit - 3] + "..."
+    s = s.replace("`", "'").strip() or "-"
+    return f"`{md_cell(s)}`"
+
+
+def fmt_time(seconds: float | None) -> str:
+    """``1.5 ms``, ``820 ns``: three significant digits in the largest unit that keeps the value at least 1."""
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_pct(value: float) -> str:
+    """``96%``, ``4.2%``, ``0.21%``: two significant digits below 10%, so a small share never reads 0%."""
+    if value == 0:
+        return "0%"
+    if value >= 10:
+        return f"{value:.0f}%"
+    return f"{value:.2g}%"
+
+
+def verdict_cell(doc: Mapping[str, Any]) -> str:
+    """The verdict's ratio with its 95% CI, as a table cell shows it."""
+    v = doc["verdict"]
+    return fmt_ratio(v.get("value"), v.get("ci_low"), v.get("ci_high"))
+
+
+def fmt_num(value: Any) -> Any:
+    """Floats at four significant digits; everything else as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A GFM table; cells and headers must be safe markdown already (``text(..., cell=True)`` for raw strings).
+
+    disable_numparse: cells are shown as given; tabulate would otherwise read "13.0" (a CUDA
+    version) as a number and print it as 13.
+    """
+    return str(
+        tabulate(
+            [[md_cell(c) for c in r] for r in rows],
+            headers=[md_cell(h) for h in headers],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
+
+
+def md_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A GFM table without column padding: the same table to a renderer, a third smaller in a
+    report that must fit GitHub's size limit (cells must be safe markdown, as for ``table``)."""
+    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md_cell(c) or " " for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def details(summary: str, body: str, lang: str = "") -> str:
+    """A collapsed block: ``summary`` is plain text (escaped here), ``body`` goes verbatim into a code fence."""
+    # The blank line after </summary> is what makes GitHub render the body as markdown.
+    return f"<details><summary>{html_text(summary)}</summary>\n\n{fence(body, lang)}\n\n</details>\n"
