@@ -142,8 +142,12 @@ def pip_attempts(venv: Path) -> list[list[str]]:
 
 
 def missing_requirement(log_text: str) -> str | None:
+    """The requirement pip gave up on, with what asked for it when that is not gpu-repro itself."""
     found = re.findall(r"No matching distribution found for (\S+)", log_text)
-    return found[-1] if found else None
+    if not found:
+        return None
+    by = re.findall(rf"satisfies the requirement {re.escape(found[-1])} \(from ([^)=]+)", log_text)
+    return f"{found[-1]} (for {by[-1]})" if by and by[-1] != "gpu-repro" else found[-1]
 
 
 def install(venv: Path) -> str:
@@ -169,7 +173,7 @@ def install(venv: Path) -> str:
         what = "gpu-repro's build needs" if need.startswith(("setuptools", "wheel")) else "gpu-repro needs"
         raise SetupError(
             f"{what} {need}, which pip could not find: put its wheel in a folder and set PIP_FIND_LINKS=<folder> "
-            f"(PIP_NO_INDEX=1 offline), or PIP_INDEX_URL=<a mirror> (README, 'Offline'); pip's log: {log}"
+            f"(PIP_NO_INDEX=1 offline), or PIP_INDEX_URL=<a mirror> (README, 'Offline, or only a mirror'); pip's log: {log}"
         )
     errors = [ln for ln in text.splitlines() if ln.startswith("ERROR:")]
     last = errors[-1] if errors else f"exit {r.returncode}"
