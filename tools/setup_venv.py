@@ -63,7 +63,10 @@ def outer_site_dirs() -> list[str]:
 
 
 def probe_torch(python: str) -> dict[str, str]:
-    r = subprocess.run([python, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=600)
+    try:
+        r = subprocess.run([python, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "`import torch` took over 600 s"}
     lines = r.stdout.strip().splitlines()
     if r.returncode != 0 or not lines:
         tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
@@ -126,8 +129,8 @@ def check_torch(outer: dict[str, str], venv: Path) -> dict[str, str]:
     where = Path(outer["file"]).parent.parent
     raise SetupError(
         f"{venv}/bin/python cannot import torch ({inner['error']}), which {sys.executable} imports from {where}; "
-        f"put torch where .venv sees it (`{venv}/bin/pip install torch`, see the README's 'On a GPU machine') "
-        "or run `make setup PYTHON=<a python with torch in its own site-packages>`"
+        f"build it from a Python whose torch it can import: `rm -rf {venv} && make setup PYTHON=/path/to/python` "
+        "(README, 'On a GPU machine')"
     )
 
 
@@ -155,27 +158,29 @@ def install(venv: Path) -> str:
     log = venv / LOG_NAME
     log.write_text("")
     say(f"installing gpu-repro and its missing dependencies into {venv} (pip's log: {log})")
-    text = ""
+    attempt = ""
     for cmd in pip_attempts(venv):
+        start = len(log.read_text())  # characters, as sliced below (pip's output is not all ASCII)
         with log.open("a") as f:
             f.write(f"$ {' '.join(cmd)}\n")
             f.flush()
             r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
-        text = log.read_text()
+        attempt = log.read_text()[start:]
         if r.returncode == 0:
-            done = re.findall(r"^Successfully installed (.+)$", text, re.M)
+            done = re.findall(r"^Successfully installed (.+)$", attempt, re.M)
             return done[-1] if done else ""
-        need = missing_requirement(text.rsplit("$ ", 1)[-1])
+        need = missing_requirement(attempt)
         if need and not need.startswith(("setuptools", "wheel")):
             break  # a runtime dependency is missing: another build mode finds it no better
-    need = missing_requirement(text.rsplit("$ ", 1)[-1])
+    need = missing_requirement(attempt)
     if need:
         what = "gpu-repro's build needs" if need.startswith(("setuptools", "wheel")) else "gpu-repro needs"
         raise SetupError(
             f"{what} {need}, which pip could not find: put its wheel in a folder and set PIP_FIND_LINKS=<folder> "
-            f"(PIP_NO_INDEX=1 offline), or PIP_INDEX_URL=<a mirror> (README, 'Offline, or only a mirror'); pip's log: {log}"
+            "(PIP_NO_INDEX=1 offline), or PIP_INDEX_URL=<a mirror> (README, 'Offline, or only a mirror'); "
+            f"pip's log: {log}"
         )
-    errors = [ln for ln in text.splitlines() if ln.startswith("ERROR:")]
+    errors = [ln for ln in attempt.splitlines() if ln.startswith("ERROR:")]
     last = errors[-1] if errors else f"exit {r.returncode}"
     raise SetupError(f"pip install -e . failed: {last}; pip's log: {log}")
 
