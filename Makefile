@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 
 PYTHON ?= python3
-# Runtime env: sees the system's torch (your CUDA build), adds only our small deps.
+# Runtime env: sees PYTHON's torch (your CUDA build), adds only our small deps (see setup below).
 VENV ?= .venv
 # Test env: isolated, with the pinned CPU torch from requirements-test.txt.
 TEST_VENV ?= .venv-test
@@ -25,13 +25,15 @@ help: ## List the targets
 	@echo "variables                 OUT=$(OUT) (output folder), ARGS='...' (extra CLI arguments), LANE=$(LANE)"
 	@echo "docker-repro-<id>         run one repro in LANE=<lane> ($(LANES))"
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv --system-site-packages $(VENV)
-	# Build isolation fetches setuptools; a machine without a registry uses its own.
-	$(VENV)/bin/pip install -e . || $(VENV)/bin/pip install --no-build-isolation -e .
+# tools/setup_venv.py, run by PYTHON: .venv sees PYTHON's packages (a venv's own through a .pth file, since
+# --system-site-packages would show its base interpreter's), pip adds only the missing small dependencies
+# (PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX pass through from the environment; log in .venv/pip-install.log),
+# and .venv must import torch wherever PYTHON does, or setup stops with one line. It never installs torch.
+$(VENV)/.installed: pyproject.toml tools/setup_venv.py
+	$(PYTHON) tools/setup_venv.py $(VENV)
 	touch $@
 
-setup: $(VENV)/.installed ## Create .venv (uses the system torch if any) with gpu-repro installed
+setup: $(VENV)/.installed ## Create .venv (uses PYTHON's torch, venv or not) with gpu-repro installed
 
 # torch's CPU build (+cpu) is only on PyTorch's CPU index or in a local wheel folder. pip's own
 # configuration goes first, so an offline machine with the wheel never waits on that index (an
