@@ -71,8 +71,13 @@ def load_path(folder: Path) -> None:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+            _check_unchecked()
         except BaseException:
-            del sys.modules[name]  # a later load tries again instead of finding a half-run module
+            # A later load tries again instead of finding a half-run module or half its repros.
+            del sys.modules[name]
+            for rid in [rid for rid, cls in _REGISTRY.items() if cls.__module__ == name]:
+                del _REGISTRY[rid]
+                _SOURCES.pop(rid, None)
             raise
 
 
@@ -100,6 +105,7 @@ def _check_unchecked() -> None:
             if _REGISTRY.get(cls.id) is cls:
                 del _REGISTRY[cls.id]
                 _SOURCES.pop(cls.id, None)
+            _UNCHECKED.clear()  # the rest came from the same failed load
             raise
 
 
