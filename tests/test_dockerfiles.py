@@ -234,7 +234,11 @@ def test_wheel_from_the_build_context_carries_the_schemas(tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     (wheel,) = (tmp_path / "whl").glob("gpu_repro-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for required in ("repro/schemas/artifact.schema.json", "repro/schemas/fingerprint.schema.json", "repro/cli/main.py"):
+    for required in (
+        "repro/schemas/artifact.schema.json",
+        "repro/schemas/fingerprint.schema.json",
+        "repro/cli/main.py",
+    ):
         assert required in names
 
 

@@ -389,7 +389,7 @@ def _cpu_threads(device: str) -> Iterator[None]:
 def _pair_legacy(
     repro: Repro[Any], params: Any, result: RunResult, verdict: Verdict, ctx: RunContext
 ) -> tuple[RunResult, Verdict]:
-    """The shim that gives an older-API repro a paired CI.
+    """The shim that gives a repro that judges itself (its own ``verdict``) a paired CI.
 
     Such a repro times each variant in its own block and judges t(a)/t(b) in its own
     ``verdict``. The harness learns the pair from that first verdict, times the two

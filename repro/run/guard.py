@@ -1,4 +1,4 @@
-"""``python -m repro.run.guard LIFELINE_FD PARENT_PID -- CMD...``: run CMD so that nothing of it outlives us or our parent.
+"""``python -m repro.run.guard LIFELINE_FD PARENT_PID -- CMD...``: run CMD so nothing of it outlives us or our parent.
 
 Started by ``repro.core.procs.spawn``; see that module for the whole scheme. Standard
 library only, so it starts in milliseconds.
