@@ -1,11 +1,64 @@
-"""The one module a repro author imports: declare params, comparisons, sweeps and plots, time arms."""
+"""The one module a repro author imports: declare params, variants, comparisons, sweeps and plots;
+time arms through the ``Context``; explain the ``Outcome``; write a standalone script.
+
+Everything a catalog repro uses is here, so a plugin written against these names keeps working
+however the harness below them is arranged.
+"""
 
 from __future__ import annotations
 
+from repro.core import stats
+from repro.core.context import Arm, Context, SamplingConfig
 from repro.core.errors import UsageError
-from repro.core.results import Comparison, Plot
-from repro.core.spec import Repro, Sweep, param
+from repro.core.results import (
+    Comparison,
+    Finding,
+    Kernel,
+    Metric,
+    Plot,
+    Ratio,
+    RunResult,
+    Timing,
+    VariantResult,
+    Work,
+    achieved,
+)
+from repro.core.spec import Repro, Requirements, Sweep, param
+from repro.core.verdict import Outcome, short_kernel, top_kernel
+from repro.evidence import standalone
 from repro.run.catalog import register
-from repro.run.measure import Arm, Context
+from repro.run.sampling import kernel_episode
 
-__all__ = ["Arm", "Comparison", "Context", "Plot", "Repro", "Sweep", "UsageError", "param", "register"]
+__all__ = [
+    # declaring a repro
+    "Comparison",
+    "Metric",
+    "Plot",
+    "Repro",
+    "Requirements",
+    "Sweep",
+    "UsageError",
+    "param",
+    "register",
+    # measuring
+    "Arm",
+    "Context",
+    "SamplingConfig",
+    "Work",
+    "kernel_episode",
+    # results and their explanation
+    "Finding",
+    "Kernel",
+    "Outcome",
+    "Ratio",
+    "RunResult",
+    "VariantResult",
+    "short_kernel",
+    "top_kernel",
+    # a variant timed by a program of its own (graph-memset's CUDA twin)
+    "Timing",
+    "achieved",
+    "stats",
+    # the standalone script (``standalone.build``, ``standalone.comparison_filter``)
+    "standalone",
+]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.evidence.artifact import new_run_id
-from repro.run.measure import SamplingConfig
 
 # Variables that change what the harness does; tests start without them.
 _ENV = (

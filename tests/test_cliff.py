@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from repro.cli.main import app
 from repro.cliff.search import Point, SearchConfig, coarse_grid, find_steps
+from repro.core.errors import UsageError
 from repro.core.spec import Repro
 from repro.evidence import artifact, cliff_report
 
@@ -433,9 +434,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context
-from repro.core.spec import Metric, Repro, Requirements, Sweep, param
+from repro.api import Arm, Context, Metric, Repro, Requirements, Sweep, param, register
 
 STEP_AT = 13
 
@@ -451,7 +450,6 @@ class SleepStep(Repro[SleepParams]):
     title = "a sleep that triples from k = 13"
     upstream = ()
     seed_claim = "synthetic"
-    Params = SleepParams
     requires = Requirements(cuda=False)
     metric = Metric(name="t", description="t", threshold=1.5)
     sweeps = (Sweep("k", "the knob", min=1, max=100, default=13, work=lambda p, k: 1.0),)
@@ -650,7 +648,7 @@ def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected:
     from repro.core.spec import Sweep
 
     args: dict[str, object] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(UsageError, match=expected):
         Sweep(**args)  # type: ignore[arg-type]
 
 
@@ -681,7 +679,7 @@ def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict
         metric = Metric(name="t", description="t", threshold=1.5)
         sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)  # type: ignore[arg-type]
 
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(UsageError, match=expected):
         catalog.register(Bad)
     assert "bad-sweep-decl" not in catalog.load()
 

@@ -14,10 +14,10 @@ import pytest
 from faults import PLUGINS
 
 from repro.core import procs
+from repro.core.context import SamplingConfig
 from repro.run import forkserver, runner
 from repro.run.execute import RunRequest
 from repro.run.forkserver import ForkServer
-from repro.run.measure import SamplingConfig
 
 FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
 

@@ -14,10 +14,13 @@ from typer.testing import CliRunner
 
 from repro.cli.main import app
 from repro.core import stats
+from repro.core.context import Arm, SamplingConfig
 from repro.core.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
 from repro.core.spec import Repro, Requirements
-from repro.core.verdict import as_smoke, judge, outcome, variant_ratio
-from repro.run.measure import Arm, Context, SamplingConfig, _per_call_device_time, kernel_episode, round_order
+from repro.core.verdict import as_smoke, outcome, variant_ratio
+from repro.run.context import RunContext
+from repro.run.kernels import per_call_device_time
+from repro.run.sampling import kernel_episode, round_order
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = ROOT / "tests" / "plugins_legacy"
@@ -110,7 +113,7 @@ def test_measure_paired_interleaves_and_records_rounds(fast: SamplingConfig) -> 
 
     cfg = dataclasses.replace(fast, min_rounds=12, min_episodes=3, episode_s=0.0, samples_per_round=2)
     comp = Comparison("ab", "a", "b", 1.5)
-    ctx = Context(device="cpu", smoke=True, sampling=cfg, comparisons=(comp,))
+    ctx = RunContext(device="cpu", smoke=True, sampling=cfg, comparisons=(comp,))
     a, b = ctx.measure_paired([arm("a", 4000), arm("b", 1000)], group="ab")
     assert a.timing is not None and b.timing is not None
     assert a.timing.group == b.timing.group == "ab"
@@ -156,7 +159,7 @@ def test_judge_computes_the_ratio_the_status_and_the_lead() -> None:
     rng = random.Random(1)
     den = [1.0 + rng.gauss(0, 0.01) for _ in range(40)]
     num = [2.0 * d * (1 + rng.gauss(0, 0.002)) for d in den]
-    v = judge(_Judged(), None, RunResult(variants=(_paired("a", num), _paired("b", den))))
+    v = _Judged().verdict(None, RunResult(variants=(_paired("a", num), _paired("b", den))))
     assert v.status == "reproduced" and v.paired is True and v.headline == "first"
     assert v.finding.startswith("Reproduced: t(a)/t(b) was 2.00x (95% CI ")
     assert "the whole CI is above the 1.5 threshold; because of the test." in v.finding
@@ -168,18 +171,18 @@ def test_judge_computes_the_ratio_the_status_and_the_lead() -> None:
 def test_judge_falls_to_the_next_headline_and_never_judges_a_cpu_run() -> None:
     den = [1.0] * 20
     cpu = RunResult(variants=(_paired("c", [3.0] * 20, "cpu"), _paired("d", den, "cpu")))
-    v = judge(_Judged(), None, cpu)
+    v = _Judged().verdict(None, cpu)
     assert v.headline == "second" and v.status == "smoke"
     assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU: t(c)/t(d) was 3.00x")
     assert all(r["status"] == "smoke" for r in v.breakdown)
-    none = judge(_Judged(), None, RunResult(variants=()))
+    none = _Judged().verdict(None, RunResult(variants=()))
     assert none.status == "skipped" and "variant a was not measured" in none.finding
 
 
 def test_as_smoke_relabels_an_older_repro_verdict() -> None:
     out = outcome([Comparison("x", "a", "b", 1.5)], [_paired("a", [2.0] * 10), _paired("b", [1.0] * 10)])
     assert out.headline is not None and out.headline.value == 2.0 and not out.smoke
-    v = judge(_Judged(), None, RunResult(variants=(_paired("a", [2.0] * 10), _paired("b", [1.0] * 10))))
+    v = _Judged().verdict(None, RunResult(variants=(_paired("a", [2.0] * 10), _paired("b", [1.0] * 10))))
     s = as_smoke(v, "cuda")
     assert s.status == "smoke" and s.finding.startswith("Smoke run on cuda") and v.finding in s.details[0]
     assert as_smoke(dataclasses.replace(v, status="skipped"), "cpu").status == "skipped"
@@ -283,7 +286,7 @@ def test_warm_up_calls_end_the_previous_range_and_count_for_nothing() -> None:
             ev("other", 206, "kernel", 50.0),
         ]
     }
-    assert _per_call_device_time(trace, 2, lambda n: "adam" in n) == pytest.approx([10e-6, 20e-6])
+    assert per_call_device_time(trace, 2, lambda n: "adam" in n) == pytest.approx([10e-6, 20e-6])
 
 
 def _kernel_paired(name: str, per_call: list[float], episode: int | None) -> VariantResult:

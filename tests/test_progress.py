@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.run.measure import Context, quiet_profiler_stderr
+from repro.run.context import RunContext
+from repro.run.kernels import quiet_profiler_stderr
 from repro.run.progress import Display, describe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +86,7 @@ def test_measure_reports_progress_through_the_hook(fast: object) -> None:
     pytest.importorskip("torch")
     events: list[tuple[str, str, int, float | None]] = []
     logs: list[str] = []
-    ctx = Context(device="cpu", smoke=True, sampling=fast, log=logs.append)  # type: ignore[arg-type]
+    ctx = RunContext(device="cpu", smoke=True, sampling=fast, log=logs.append)  # type: ignore[arg-type]
     ctx.progress = lambda phase, name, n, ci: events.append((phase, name, n, ci))
     ctx.measure("v", lambda: sum(range(100)))
     phases = [e[0] for e in events]

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
+from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import RunResult, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
-from repro.repros.fused_adam import FusedAdamCapturable, Params, optimizer_kernel
+from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, optimizer_kernel
+from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import Context, SamplingConfig
 
 RID = "fused-adam-capturable"
 
@@ -60,19 +61,19 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
 
 
 def test_params_parse_and_reject() -> None:
-    p = build_params(RID, Params, {"backends": "torch_fused,te", "numel": "1048576", "graph": "false"})
+    p = build_params(RID, AdamParams, {"backends": "torch_fused,te", "numel": "1048576", "graph": "false"})
     assert p.backends == ("torch_fused", "te") and p.numel == 1 << 20 and p.graph is False
-    smoke = build_params(RID, Params, {}, smoke=True)
+    smoke = build_params(RID, AdamParams, {}, smoke=True)
     assert (smoke.n_tensors, smoke.numel) == (4, 4096)
-    assert Params().n_tensors == 201 and Params().numel == 320 * 65536
+    assert AdamParams().n_tensors == 201 and AdamParams().numel == 320 * 65536
     with pytest.raises(UsageError, match="unknown parameter 'tensors'"):
-        build_params(RID, Params, {"tensors": "3"})
+        build_params(RID, AdamParams, {"tensors": "3"})
     with pytest.raises(UsageError, match="expected >= 1"):
-        build_params(RID, Params, {"n_tensors": "0"})
+        build_params(RID, AdamParams, {"n_tensors": "0"})
     with pytest.raises(UsageError, match="expected one of te, torch_fused, torch_foreach"):
-        build_params(RID, Params, {"backends": "apex"})
+        build_params(RID, AdamParams, {"backends": "apex"})
     with pytest.raises(UsageError, match="expected >= 7"):
-        build_params(RID, Params, {"kernel_iters": "3"})
+        build_params(RID, AdamParams, {"kernel_iters": "3"})
 
 
 def test_kernel_matcher_keeps_optimizer_kernels_only() -> None:
@@ -151,7 +152,7 @@ def _result(paired: bool = True, **ratios: Any) -> RunResult:
 
 
 def test_comparisons_per_backend_on_kernel_time_in_headline_order() -> None:
-    comps = FusedAdamCapturable().comparisons(build_params(RID, Params, {"backends": "torch_foreach,te"}))
+    comps = FusedAdamCapturable().comparisons(build_params(RID, AdamParams, {"backends": "torch_foreach,te"}))
     assert [(c.name, c.num, c.den) for c in comps] == [
         ("te", "te_capturable", "te_regular"),
         ("torch_foreach", "torch_foreach_capturable", "torch_foreach_regular"),
@@ -161,7 +162,7 @@ def test_comparisons_per_backend_on_kernel_time_in_headline_order() -> None:
 
 
 def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
-    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.9, torch_foreach=1.0))
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.9, torch_foreach=1.0))
     assert v.status == "reproduced" and v.headline == "torch_fused" and v.paired is True
     assert v.value == pytest.approx(1.9, rel=1e-2) and v.ci_low is not None and v.ci_low >= 1.3
     assert v.finding.startswith(
@@ -178,7 +179,7 @@ def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
 
 
 def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
-    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0, torch_foreach=1.05))
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0, torch_foreach=1.05))
     assert v.status == "not_reproduced" and v.value == pytest.approx(1.0, rel=1e-2)
     assert v.ci_high is not None and v.ci_high < 1.3
     assert v.finding.startswith("Not reproduced: torch AdamW(fused=True): optimizer-kernel time per step")
@@ -194,7 +195,7 @@ def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
 def test_verdict_uses_kernel_rounds_not_step_times() -> None:
     # Whole steps equal, optimizer kernels 1.9x: the per-kernel number is the metric.
     res = _result(torch_fused=(1.0, 1.9))
-    v = FusedAdamCapturable().verdict(Params(), res)
+    v = FusedAdamCapturable().verdict(AdamParams(), res)
     assert v.value == pytest.approx(1.9, rel=1e-2) and v.status == "reproduced" and v.paired is True
     assert res.variant("torch_fused_capturable").median == pytest.approx(res.variant("torch_fused_regular").median)
     assert "per-kernel samples were missing" not in full_text(v)
@@ -202,7 +203,7 @@ def test_verdict_uses_kernel_rounds_not_step_times() -> None:
 
 def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     paired = _result(torch_fused=(1.0, 1.45))
-    v = FusedAdamCapturable().verdict(Params(), paired)
+    v = FusedAdamCapturable().verdict(AdamParams(), paired)
     assert v.status == "reproduced" and v.ci_low is not None and v.ci_low >= 1.3
     # The same kernel times as unpaired samples: the drift widens the two-sample CI past the threshold.
     loose = RunResult(
@@ -213,7 +214,7 @@ def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> 
             for x in paired.variants
         )
     )
-    u = FusedAdamCapturable().verdict(Params(), loose)
+    u = FusedAdamCapturable().verdict(AdamParams(), loose)
     assert u.paired is False and u.ci_low is not None and u.ci_high is not None
     assert u.ci_low < 1.3 <= u.ci_high and u.status == "not_reproduced"
     assert u.finding.startswith("Not reproduced (inconclusive): ")
@@ -222,7 +223,7 @@ def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> 
 
 def test_unpaired_samples_still_give_a_verdict() -> None:
     # Older artifacts and older-API timing: plain samples and kernel_samples_s, no rounds.
-    v = FusedAdamCapturable().verdict(Params(), _result(paired=False, torch_fused=(1.0, 1.9)))
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(paired=False, torch_fused=(1.0, 1.9)))
     assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.9)
     assert v.breakdown[0]["paired"] is False and v.breakdown[0]["n"] == 30
 
@@ -235,7 +236,7 @@ def _regroup_kernels(res: RunResult, name: str, group: str) -> RunResult:
 
 def test_kernel_rounds_of_another_group_are_not_paired() -> None:
     res = _regroup_kernels(_result(torch_fused=(1.0, 1.9)), "torch_fused_capturable", "elsewhere")
-    v = FusedAdamCapturable().verdict(Params(), res)
+    v = FusedAdamCapturable().verdict(AdamParams(), res)
     # No kernel pairing and no kernel samples: the paired step times (equal) are what is left.
     assert v.value == pytest.approx(1.0, rel=1e-2) and v.paired is True and v.status == "not_reproduced"
 
@@ -250,7 +251,7 @@ def test_a_step_time_fallback_is_reported_as_such() -> None:
         else x
         for x in res.variants
     ]
-    v = FusedAdamCapturable().verdict(Params(), RunResult(variants=tuple(zeroed)))
+    v = FusedAdamCapturable().verdict(AdamParams(), RunResult(variants=tuple(zeroed)))
     assert v.value == pytest.approx(1.0, rel=1e-2)  # the step times were compared
     assert "whole-step times were compared" in v.finding
     assert v.breakdown[0]["basis"] == "time"
@@ -259,18 +260,18 @@ def test_a_step_time_fallback_is_reported_as_such() -> None:
 def test_missing_kernel_rounds_fall_back_to_step_time_and_say_so() -> None:
     res = _result(torch_fused=(1.0, 1.9))
     bare = RunResult(variants=tuple(dataclasses.replace(x, extra={}) for x in res.variants))
-    v = FusedAdamCapturable().verdict(Params(), bare)
+    v = FusedAdamCapturable().verdict(AdamParams(), bare)
     assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "not_reproduced"
     assert "per-kernel samples were missing, so whole-step times were compared" in v.finding
 
 
 def test_headline_is_te_whenever_te_ran() -> None:
-    worse = FusedAdamCapturable().verdict(Params(), _result(te=1.9, torch_fused=1.0))
+    worse = FusedAdamCapturable().verdict(AdamParams(), _result(te=1.9, torch_fused=1.0))
     assert worse.value == pytest.approx(1.9, rel=1e-2) and worse.headline == "te"
     assert worse.finding.startswith("Reproduced: TE FusedAdam: optimizer-kernel time per step")
     assert "TE FusedAdam's capturable kernels are slower, as the seed saw (~1.9x on a GB300)" in worse.finding
     assert "torch AdamW(fused=True) 1.00x" in full_text(worse)
-    better = FusedAdamCapturable().verdict(Params(), _result(te=0.8, torch_fused=1.5))
+    better = FusedAdamCapturable().verdict(AdamParams(), _result(te=0.8, torch_fused=1.5))
     # TE speaks even when another backend looks worse: the rule is fixed before any number.
     assert better.value == pytest.approx(0.8, rel=1e-2) and better.headline == "te"
     assert better.status == "not_reproduced"
@@ -278,14 +279,14 @@ def test_headline_is_te_whenever_te_ran() -> None:
 
 
 def test_without_te_the_finding_does_not_judge_the_seed() -> None:
-    v = FusedAdamCapturable().verdict(Params(), _result(torch_fused=1.0))
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0))
     assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "not_reproduced"
     assert "TE FusedAdam was not measured here" in full_text(v)
     assert "does not hold" not in full_text(v)
 
 
 def test_verdict_without_any_pair_is_not_measured() -> None:
-    v = FusedAdamCapturable().verdict(Params(), _result())
+    v = FusedAdamCapturable().verdict(AdamParams(), _result())
     assert v.status == "skipped" and v.value is None and v.breakdown == ()
     assert v.finding.startswith("Not measured: variant te_capturable was skipped: not here")
     assert "torch_fused_capturable was skipped" in v.finding
@@ -298,7 +299,7 @@ def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
             _variant("torch_fused_capturable", 0.001, device="cpu"),
         )
     )
-    v = FusedAdamCapturable().verdict(Params(), res)
+    v = FusedAdamCapturable().verdict(AdamParams(), res)
     assert v.status == "smoke" and v.value == pytest.approx(1.0, rel=1e-2)
     assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU")
     assert "whole-step times were compared (no per-kernel timing on CPU)" in v.finding
@@ -309,7 +310,7 @@ def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
 
 
 @dataclass
-class _FakeCudaContext(Context):
+class _FakeCudaContext(RunContext):
     """Takes the CUDA branch of run() on CPU tensors: paired timing, kernel rounds and graph
     timing are stand-ins that really call the steps and report known times."""
 
@@ -368,7 +369,7 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     why = "transformer_engine.pytorch is not importable: ModuleNotFoundError: No module named 'transformer_engine'"
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, why))
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
-    p = build_params(RID, Params, {}, smoke=True)
+    p = build_params(RID, AdamParams, {}, smoke=True)
     res = FusedAdamCapturable().run(p, ctx)
     v = {x.name: x for x in res.variants}
     assert [v[f"te_{m}"].reason for m in ("regular", "capturable", "capturable_graph")] == [why] * 3
@@ -397,7 +398,7 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
     ctx.kernel_rounds_error = RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
-    p = build_params(RID, Params, {"backends": "torch_fused"}, smoke=True)
+    p = build_params(RID, AdamParams, {"backends": "torch_fused"}, smoke=True)
     res = FusedAdamCapturable().run(p, ctx)
     eager = [res.variant(f"torch_fused_{m}") for m in ("regular", "capturable")]
     assert all(x.status == "ok" and "kernel_rounds_s" not in x.extra for x in eager)
@@ -411,10 +412,10 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
 ) -> None:
     import repro.repros.fused_adam as fa
-    from repro.run.measure import Context
+    from repro.run.context import RunContext
 
     monkeypatch.setattr(fa, "_free_gpu_bytes", lambda: 8 * 2**30)
-    ctx = Context(device="cuda", smoke=False, sampling=fast)
-    result = FusedAdamCapturable().run(Params(), ctx)  # the seed's size: ~84 GB needed
+    ctx = RunContext(device="cuda", smoke=False, sampling=fast)
+    result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
     assert "GiB of GPU memory, 8 GiB free; try --set numel=" in result.variants[0].reason

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
+from repro.core.context import SamplingConfig
 from repro.core.spec import RunResult, VariantResult, build_params
 from repro.core.stats import summarize
 from repro.core.verdict import variant_ratio
@@ -22,9 +23,9 @@ from repro.evidence import artifact
 from repro.repros import _twin
 from repro.repros import graph_memset as gm
 from repro.repros._twin import build_twin
-from repro.repros.graph_memset import GraphMemset, Params, parse_twin_output, twin_variants
+from repro.repros.graph_memset import GraphMemset, MemsetParams, parse_twin_output, twin_variants
+from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import Context, SamplingConfig
 
 RID = "graph-memset"
 
@@ -46,12 +47,12 @@ def test_cpu_run_is_a_valid_skipped_artifact(run_dir: Path, fast: SamplingConfig
 
 
 def test_params_defaults_and_smoke() -> None:
-    p = Params()
+    p = MemsetParams()
     assert (p.ops, p.matmul_dtype, p.mm_m, p.mm_k, p.mm_n, p.twin) == (1000, "fp32", 512, 1024, 1024, True)
     assert p.twin_replays == 500 and p.twin_rounds == 50
-    smoke = build_params(RID, Params, {}, smoke=True)
+    smoke = build_params(RID, MemsetParams, {}, smoke=True)
     assert (smoke.ops, smoke.twin_replays, smoke.twin_rounds) == (100, 50, 10)
-    assert build_params(RID, Params, {"matmul_dtype": "bf16"}).matmul_dtype == "bf16"
+    assert build_params(RID, MemsetParams, {"matmul_dtype": "bf16"}).matmul_dtype == "bf16"
     assert GraphMemset.requires.cuda and not GraphMemset.requires.cpu_smoke
     assert GraphMemset.requires.python_modules == () and GraphMemset.requires.tools == ("nvcc",)
 
@@ -258,8 +259,8 @@ def test_twin_run_turns_its_output_into_variants(
     out = with_per_round(CAPTURED)
     body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({out!r})"
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
-    p = build_params(RID, Params, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
-    variants, info = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 3)
+    p = build_params(RID, MemsetParams, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
+    variants, info = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 3)
     assert [v.status for v in variants] == ["ok"] * 5
     assert json.loads(argv_file.read_text()) == [
         "--device", "3", "--ops", "1000", "--replays", "4", "--rounds", "2", "--warmup", "2", "--work-iters", "128",
@@ -275,7 +276,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
 ) -> None:
     body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
-    variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
+    variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["error"] * len(gm.TWIN_VARIANTS)
     assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
     assert info["status"] == "error"
@@ -285,14 +286,14 @@ def test_twin_timeout_is_an_error_variant(
     tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, "import time; time.sleep(30)"))
-    p = build_params(RID, Params, {"twin_timeout_s": "1"})
-    variants, _ = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 0)
+    p = build_params(RID, MemsetParams, {"twin_timeout_s": "1"})
+    variants, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason
 
 
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_twin, "find_nvcc", lambda: None)
-    variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
+    variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["skipped"] * len(gm.TWIN_VARIANTS)
     assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
     assert info["status"] == "skipped"
@@ -347,7 +348,7 @@ FULL: dict[str, Any] = {
 
 
 def test_comparisons_twin_first_then_torch() -> None:
-    comps = GraphMemset().comparisons(Params())
+    comps = GraphMemset().comparisons(MemsetParams())
     assert [(c.name, c.num, c.den, c.headline) for c in comps] == [
         (gm._TWIN_PLAIN, "twin_memset", "twin_fill", True),
         (gm._TORCH_PLAIN, "memset", "fill", True),
@@ -360,12 +361,12 @@ def test_comparisons_twin_first_then_torch() -> None:
         "the seed's program",
     ]  # fmt: skip
     assert all(c.threshold == 1.2 for c in comps) and GraphMemset.headline_rule == "first"
-    no_twin = GraphMemset().comparisons(build_params(RID, Params, {"twin": "false"}))
+    no_twin = GraphMemset().comparisons(build_params(RID, MemsetParams, {"twin": "false"}))
     assert [c.name for c in no_twin] == [gm._TORCH_PLAIN, gm._TORCH_MM]
 
 
 def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
-    v = GraphMemset().verdict(Params(), _result(FULL))
+    v = GraphMemset().verdict(MemsetParams(), _result(FULL))
     assert v.status == "reproduced" and v.headline == gm._TWIN_PLAIN and v.paired is True
     assert v.value == pytest.approx(1.44, rel=1e-2) and v.ci_low >= 1.2  # the twin speaks when it ran
     rows = {r["comparison"]: r for r in v.breakdown}
@@ -398,7 +399,7 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
 
 def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     times = dict(FULL, twin_memset=2.6e-6)  # 1.3x per op in the twin
-    v = GraphMemset().verdict(Params(), _result(times))
+    v = GraphMemset().verdict(MemsetParams(), _result(times))
     assert v.status == "reproduced" and v.paired is True and v.ci_low >= 1.2
     # The same drift in plain samples (no rounds): the two-sample CI cannot clear the threshold.
     drifting = RunResult(
@@ -408,7 +409,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
             if x.timing is not None
         )
     )
-    u = GraphMemset().verdict(Params(), drifting)
+    u = GraphMemset().verdict(MemsetParams(), drifting)
     assert u.paired is False and u.ci_low < 1.2 <= u.ci_high and u.status == "not_reproduced"
     assert u.finding.startswith(f"Not reproduced (inconclusive): {gm._TWIN_PLAIN} was ")
     assert all(r["paired"] is False for r in u.breakdown)
@@ -416,14 +417,14 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
 
 def test_unpaired_variants_still_give_a_verdict() -> None:
     # Variants without rounds (twin output with no per_round, artifacts without them): plain samples, the two-sample CI.
-    v = GraphMemset().verdict(Params(), _result(FULL, paired=False))
+    v = GraphMemset().verdict(MemsetParams(), _result(FULL, paired=False))
     assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.44, rel=1e-3)
     assert all(r["paired"] is False and r["n"] == 30 for r in v.breakdown)
 
 
 def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
     times = dict(FULL, memset=2.02e-6, twin_memset=2.01e-6)
-    v = GraphMemset().verdict(Params(), _result(times))
+    v = GraphMemset().verdict(MemsetParams(), _result(times))
     twin_fill = FULL["twin_fill"]
     assert v.status == "not_reproduced" and v.value == pytest.approx(2.01e-6 / twin_fill, rel=1e-2)
     assert v.finding.startswith(f"Not reproduced: {gm._TWIN_PLAIN} was ")
@@ -433,7 +434,7 @@ def test_verdict_not_reproduced_when_memset_costs_what_a_kernel_costs() -> None:
 def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
     times = {k: t for k, t in FULL.items() if not k.startswith("memset")}
     reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
-    v = GraphMemset().verdict(Params(), _result(times, {"memset": reason, "memset_mm": reason}))
+    v = GraphMemset().verdict(MemsetParams(), _result(times, {"memset": reason, "memset_mm": reason}))
     assert v.status == "reproduced" and v.value == pytest.approx(1.44, rel=1e-2)
     assert "(pure CUDA twin, 1000 ops per graph)" in v.finding
     assert f"The torch-graph memset variant was skipped: {reason}." in v.details
@@ -443,7 +444,7 @@ def test_verdict_falls_back_to_the_twin_without_cuda_bindings() -> None:
 def test_without_the_twin_the_torch_graph_speaks() -> None:
     twin_reason = "the pure CUDA twin was not built: nvcc not found on PATH or at /usr/local/cuda/bin/nvcc"
     times = {k: t for k, t in FULL.items() if not k.startswith("twin_")}
-    v = GraphMemset().verdict(Params(), _result(times, {n: twin_reason for n in GROUPS if n.startswith("twin_")}))
+    v = GraphMemset().verdict(MemsetParams(), _result(times, {n: twin_reason for n in GROUPS if n.startswith("twin_")}))
     assert v.status == "reproduced" and v.headline == gm._TORCH_PLAIN and v.value == pytest.approx(1.45, rel=1e-2)
     assert v.finding.startswith(f"Reproduced: {gm._TORCH_PLAIN} was ")
     assert v.finding.endswith("(torch graph, 1000 ops per graph).")
@@ -458,7 +459,7 @@ def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
         {"fill": 2e-6, "fill_mm": 27e-6, "mm_only": 26e-6},
         {"memset": reason, "memset_mm": reason, "twin_memset": twin_reason, "twin_fill": twin_reason},
     )
-    v = GraphMemset().verdict(Params(), res)
+    v = GraphMemset().verdict(MemsetParams(), res)
     assert v.status == "skipped" and v.value is None and v.breakdown == ()
     assert v.finding == (
         f"Not measured: variant twin_memset was skipped: {twin_reason}; variant memset was skipped: {reason}"

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
+from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import RunResult, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import lora_batch as lb
-from repro.repros.lora_batch import LoraBatchScaling, Params, step_flops
+from repro.repros.lora_batch import LoraBatchScaling, LoraParams, step_flops
+from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import Context, SamplingConfig
 
 RID = "lora-batch-scaling"
 
@@ -31,7 +32,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
         assert v["status"] == "ok" and v["kernel_source"] == "cpu"
         names = {k["name"] for k in v["kernels"]}
         assert "aten::mm" in names or "aten::addmm" in names
-        assert v["work"]["flops"] == step_flops(build_params(RID, Params, {}, smoke=True), v["config"]["batch"])
+        assert v["work"]["flops"] == step_flops(build_params(RID, LoraParams, {}, smoke=True), v["config"]["batch"])
         assert v["work"]["ceiling"] == "fp32" and v["achieved"]["tflops"] > 0
         assert v["extra"]["per_sample_s"] == pytest.approx(v["timing"]["stats"]["median"] / v["config"]["batch"])
         assert v["extra"]["peak_allocated_bytes"] is None and v["extra"]["num_alloc_retries"] is None
@@ -60,8 +61,8 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
 
 
 def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {"memory_gb": "32"}, smoke=True)
-    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    p = build_params(RID, LoraParams, {"memory_gb": "32"}, smoke=True)
+    res = LoraBatchScaling().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     assert [v.status for v in res.variants] == ["ok", "ok"]
     assert res.extra["memory_cap_gib"] is None
     assert any("memory_gb=32 ignored" in n for n in res.notes)
@@ -70,42 +71,42 @@ def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
 
 
 def test_a_cap_that_was_not_applied_is_not_in_the_breakdown(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {"memory_gb": "32"}, smoke=True)
-    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    p = build_params(RID, LoraParams, {"memory_gb": "32"}, smoke=True)
+    res = LoraBatchScaling().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     v = LoraBatchScaling().verdict(p, res)
     assert [r["memory_cap_gib"] for r in v.breakdown] == [None]  # what run() applied: res.extra["memory_cap_gib"]
 
 
 def test_params_parse_and_reject() -> None:
-    p = build_params(RID, Params, {"batches": "1,2", "memory_gb": "32", "dtype": "float32"})
+    p = build_params(RID, LoraParams, {"batches": "1,2", "memory_gb": "32", "dtype": "float32"})
     assert p.batches == (1, 2) and p.memory_gb == 32.0 and p.dtype == "float32"
-    smoke = build_params(RID, Params, {}, smoke=True)
+    smoke = build_params(RID, LoraParams, {}, smoke=True)
     assert (smoke.hidden, smoke.heads, smoke.tokens, smoke.depth, smoke.rank) == (64, 4, 32, 1, 4)
     assert smoke.batches == (1, 2) and smoke.dtype == "float32"
-    assert Params().batches == (1, 2, 4) and Params().tokens == 4608
+    assert LoraParams().batches == (1, 2, 4) and LoraParams().tokens == 4608
     with pytest.raises(UsageError, match="unknown parameter 'batch'"):
-        build_params(RID, Params, {"batch": "2"})
+        build_params(RID, LoraParams, {"batch": "2"})
     with pytest.raises(UsageError, match="expected >= 1"):
-        build_params(RID, Params, {"rank": "0"})
+        build_params(RID, LoraParams, {"rank": "0"})
     with pytest.raises(UsageError, match="expected one of bfloat16, float32"):
-        build_params(RID, Params, {"dtype": "float16"})
+        build_params(RID, LoraParams, {"dtype": "float16"})
     with pytest.raises(UsageError, match="expected comma-separated integers"):
-        build_params(RID, Params, {"batches": "1,two"})
+        build_params(RID, LoraParams, {"batches": "1,two"})
     with pytest.raises(UsageError, match="include 1 and 2"):
-        build_params(RID, Params, {"batches": "4,8"})
+        build_params(RID, LoraParams, {"batches": "4,8"})
     with pytest.raises(UsageError, match="divisible by heads"):
-        build_params(RID, Params, {"hidden": "100", "heads": "3"})
+        build_params(RID, LoraParams, {"hidden": "100", "heads": "3"})
 
 
 def test_step_flops_by_hand() -> None:
-    p = build_params(RID, Params, {}, smoke=True)  # hidden 64, rank 4, tokens 32, depth 1
+    p = build_params(RID, LoraParams, {}, smoke=True)  # hidden 64, rank 4, tokens 32, depth 1
     base = 2 * 32 * 12 * 64 * 64  # q, k, v, out (4 d^2) + up, down (2 * 4 d^2)
     lora = 2 * 32 * 4 * (4 * (64 + 64) + 2 * (64 + 256))
     attn = 4 * 32 * 32 * 64
     first_qkv = 3 * 2 * 32 * 64 * 64  # block 0's q/k/v get no input gradient
     assert step_flops(p, 1) == 2 * base + 3 * lora + 3 * attn - first_qkv
     assert step_flops(p, 4) == 4 * step_flops(p, 1)
-    deeper = build_params(RID, Params, {"depth": "3"}, smoke=True)
+    deeper = build_params(RID, LoraParams, {"depth": "3"}, smoke=True)
     assert step_flops(deeper, 1) == 3 * (2 * base + 3 * lora + 3 * attn) - first_qkv
 
 
@@ -144,12 +145,12 @@ def _variant(
 
 
 def _verdict(*variants: VariantResult, cap: float | None = None) -> Any:
-    p = Params(memory_gb=cap or 0.0)
+    p = LoraParams(memory_gb=cap or 0.0)
     return LoraBatchScaling().verdict(p, RunResult(variants=variants, extra={"memory_cap_gib": cap}))
 
 
 def test_comparisons_are_per_sample_ratios_against_batch_one() -> None:
-    comps = LoraBatchScaling().comparisons(Params(memory_gb=32.0))
+    comps = LoraBatchScaling().comparisons(LoraParams(memory_gb=32.0))
     assert [(c.name, c.num, c.den, c.scale, c.headline) for c in comps] == [
         ("bs2/bs1", "bs2", "bs1", 0.5, True),
         ("bs4/bs1", "bs4", "bs1", 0.25, False),
@@ -238,8 +239,8 @@ def test_out_of_memory_at_one_batch_is_an_error_variant_and_the_run_goes_on(
         return out
 
     monkeypatch.setattr(lb, "_forward", forward)
-    p = build_params(RID, Params, {"batches": "1,2,4"}, smoke=True)
-    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    p = build_params(RID, LoraParams, {"batches": "1,2,4"}, smoke=True)
+    res = LoraBatchScaling().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     assert [(v.name, v.status) for v in res.variants] == [("bs1", "ok"), ("bs2", "error"), ("bs4", "ok")]
     assert res.variants[1].reason == "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     assert res.variants[1].extra["per_sample_s"] is None
@@ -254,7 +255,7 @@ def test_out_of_memory_at_one_batch_is_an_error_variant_and_the_run_goes_on(
     assert v.finding.startswith("Not measured: variant bs2 was error: OutOfMemoryError")
 
 
-class _TimingFails(Context):
+class _TimingFails(RunContext):
     """A CPU context whose paired timing fails, as an OOM once the batches share the allocator would."""
 
     def measure_paired(self, arms: Any, *, group: str | None = None, sampling: Any = None) -> list[VariantResult]:
@@ -262,7 +263,7 @@ class _TimingFails(Context):
 
 
 def test_a_failure_while_timing_the_batches_together_is_every_batch_s_error(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {}, smoke=True)
+    p = build_params(RID, LoraParams, {}, smoke=True)
     res = LoraBatchScaling().run(p, _TimingFails(device="cpu", smoke=True, sampling=fast))
     assert [(v.name, v.status) for v in res.variants] == [("bs1", "error"), ("bs2", "error")]
     assert all("while timing" in (v.reason or "") and v.extra["per_sample_s"] is None for v in res.variants)

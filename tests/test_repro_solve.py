@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
+from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import Kernel, RunResult, Timing, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import solve_cliff as sc
-from repro.repros.solve_cliff import BACKENDS, Params, Solve512Cliff, classify_path, lu_kernels
+from repro.repros.solve_cliff import BACKENDS, Solve512Cliff, SolveParams, classify_path, lu_kernels
+from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import Context, SamplingConfig
 
 RID = "solve-512-cliff"
 
@@ -74,8 +75,8 @@ def verdict_obj(doc_verdict: dict[str, Any]) -> Any:
 
 
 def test_non_default_backends_are_skipped_on_cpu(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {"backends": "default,cusolver,magma", "batches": "2"}, smoke=True)
-    res = Solve512Cliff().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    p = build_params(RID, SolveParams, {"backends": "default,cusolver,magma", "batches": "2"}, smoke=True)
+    res = Solve512Cliff().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     skipped = {v.name: v for v in res.variants if v.status == "skipped"}
     assert set(skipped) == {"cusolver", "magma"}
     assert all("CUDA ops only" in v.reason for v in skipped.values())
@@ -99,8 +100,8 @@ def test_one_failing_point_is_an_error_variant_and_the_rest_still_count(
         return real(a, b, **kw)
 
     monkeypatch.setattr(torch.linalg, "solve_ex", solve_ex)
-    p = build_params(RID, Params, {}, smoke=True)
-    res = Solve512Cliff().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    p = build_params(RID, SolveParams, {}, smoke=True)
+    res = Solve512Cliff().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     bad = res.variant("default_b2_n32")
     assert bad.status == "error" and "out of memory" in bad.reason
     assert res.extra["time_grid"]["default"]["2"]["32"] == {"median_s": None, "path": None, "status": "error"}
@@ -113,7 +114,7 @@ def test_one_failing_point_is_an_error_variant_and_the_rest_still_count(
     assert verdict.headline == "default/b4" and verdict.status == "smoke"
 
 
-class _SweepFails(Context):
+class _SweepFails(RunContext):
     """A CPU context whose paired timing of one (backend, batch) fails, as an OOM mid-sweep would."""
 
     fail_group: str = ""
@@ -125,7 +126,7 @@ class _SweepFails(Context):
 
 
 def test_a_failing_sweep_costs_that_sweep_not_the_grid(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {}, smoke=True)
+    p = build_params(RID, SolveParams, {}, smoke=True)
     ctx = _SweepFails(device="cpu", smoke=True, sampling=fast)
     ctx.fail_group = "default_b4"
     res = Solve512Cliff().run(p, ctx)
@@ -137,10 +138,10 @@ def test_a_failing_sweep_costs_that_sweep_not_the_grid(fast: SamplingConfig) -> 
 
 
 def test_params_defaults_smoke_and_rejects() -> None:
-    p = Params()
+    p = SolveParams()
     assert (p.n_min, p.n_max, p.cliff_n, p.batches, p.rhs_cols) == (510, 513, 512, (16, 64, 128), 1)
     assert p.backends == ("default", "cusolver") and p.point_budget_s == 0.5
-    smoke = build_params(RID, Params, {}, smoke=True)
+    smoke = build_params(RID, SolveParams, {}, smoke=True)
     assert (smoke.n_min, smoke.n_max, smoke.cliff_n, smoke.batches, smoke.backends) == (
         30,
         33,
@@ -148,19 +149,19 @@ def test_params_defaults_smoke_and_rejects() -> None:
         (2, 4),
         ("default",),
     )
-    assert build_params(RID, Params, {"backends": "default,cusolver,magma"}).backends == BACKENDS
-    gpu_small = build_params(RID, Params, {"n_min": "126", "n_max": "130", "cliff_n": "128", "rhs_cols": "4"})
+    assert build_params(RID, SolveParams, {"backends": "default,cusolver,magma"}).backends == BACKENDS
+    gpu_small = build_params(RID, SolveParams, {"n_min": "126", "n_max": "130", "cliff_n": "128", "rhs_cols": "4"})
     assert gpu_small.cliff_n == 128 and gpu_small.rhs_cols == 4
     with pytest.raises(UsageError, match="expected n_min <= cliff_n - 1 and cliff_n <= n_max"):
-        build_params(RID, Params, {"cliff_n": "128"})
+        build_params(RID, SolveParams, {"cliff_n": "128"})
     with pytest.raises(UsageError, match="expected one of default, cusolver, magma"):
-        build_params(RID, Params, {"backends": "default,lapack"})
+        build_params(RID, SolveParams, {"backends": "default,lapack"})
     with pytest.raises(UsageError, match="at most once"):
-        build_params(RID, Params, {"batches": "16,16"})
+        build_params(RID, SolveParams, {"batches": "16,16"})
 
 
 def test_comparisons_one_per_backend_and_batch() -> None:
-    p = Params(batches=(16, 128), backends=("default", "cusolver"))
+    p = SolveParams(batches=(16, 128), backends=("default", "cusolver"))
     comps = Solve512Cliff().comparisons(p)
     assert [c.name for c in comps] == ["default/b16", "default/b128", "cusolver/b16", "cusolver/b128"]
     c = comps[3]
@@ -190,7 +191,7 @@ NATIVE_POINT = [
     "void at::native::(anonymous namespace)::laswp_rowparallel_kernel<float>(float*, long, int, int const*, int, int, "
     "int, int, int, int)",
     "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(cutlass_80_simt_sgemm_128x128_8x4_nn_align1::"
-    "Params)",
+    "SolveParams)",
 ]
 # cuBLAS and cuSOLVER are closed source: these are the names the H200 reference run
 # (torch 2.11.0+cu130, cuBLAS 13.1.0, cuSOLVER 12.0.4) recorded at batch 16, n=511 and
@@ -319,7 +320,7 @@ ROW_KEYS = {
 
 
 def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
-    p = Params(batches=(16, 128), backends=("default", "cusolver"))
+    p = SolveParams(batches=(16, 128), backends=("default", "cusolver"))
     res = _grid(
         {
             ("default", 16): (1.0e-3, 1.0e-3),
@@ -358,7 +359,7 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
 
 
 def test_worst_rule_heads_with_the_largest_row_that_cleared_the_threshold() -> None:
-    p = Params(batches=(64, 128), backends=("default", "cusolver"))
+    p = SolveParams(batches=(64, 128), backends=("default", "cusolver"))
     res = RunResult(
         variants=(
             # default/b64: a large point estimate, but its CI straddles 1.5 (unpaired, wide spread).
@@ -383,7 +384,7 @@ def test_worst_rule_heads_with_the_largest_row_that_cleared_the_threshold() -> N
 
 
 def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
-    p = Params(batches=(64,), backends=("cusolver",))
+    p = SolveParams(batches=(64,), backends=("cusolver",))
     paired = RunResult(
         variants=(
             _point("cusolver", 64, 511, 1.0e-3, path=sc.PATH_CUBLAS, drift=DRIFT),
@@ -413,7 +414,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
 
 def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
     # Unpaired samples (no rounds): the two-sample CI stands in.
-    p = Params(batches=(16, 128), backends=("default", "cusolver"))
+    p = SolveParams(batches=(16, 128), backends=("default", "cusolver"))
     res = _grid(
         {
             ("default", 16): (1.0e-3, 1.01e-3),
@@ -435,7 +436,7 @@ def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
 
 
 def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff() -> None:
-    p = Params(batches=(64,), backends=("cusolver",))
+    p = SolveParams(batches=(64,), backends=("cusolver",))
     res = RunResult(
         variants=(
             _point("cusolver", 64, 511, 1.0e-3, spread=0.6, path=sc.PATH_CUBLAS),
@@ -452,7 +453,7 @@ def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff
 
 
 def test_verdict_without_any_measured_pair_says_why() -> None:
-    p = Params(batches=(16,), backends=("cusolver",))
+    p = SolveParams(batches=(16,), backends=("cusolver",))
     failed = VariantResult(
         name="cusolver_b16_n512",
         label="",

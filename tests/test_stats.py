@@ -7,7 +7,8 @@ import random
 import pytest
 
 from repro.core import stats
-from repro.run.measure import SamplingConfig, sample_adaptively
+from repro.core.context import SamplingConfig
+from repro.run.sampling import sample_adaptively
 
 
 def test_median_ci_ranks_match_exact_binomial() -> None:

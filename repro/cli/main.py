@@ -75,7 +75,7 @@ def _fail_on(value: str | None) -> str | None:
 
 
 def _sampling(budget: float | None, target: float | None) -> Any:
-    from repro.run.measure import SamplingConfig
+    from repro.core.context import SamplingConfig
 
     base = SamplingConfig()
     if budget is not None and not budget > 0:

@@ -1,4 +1,4 @@
-"""Run ``repro cliff``: check the request, time a repro's sweep with ``Context.measure_paired``, write the artifact."""
+"""Run ``repro cliff``: check the request, time a repro's sweep in paired rounds, write the artifact."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from repro.cliff.search import (
     find_steps,
 )
 from repro.core import redact
+from repro.core.context import SamplingConfig
 from repro.core.errors import ReproError, UsageError
 from repro.core.spec import Comparison, Repro, Sweep, VariantResult, build_params
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.run import catalog
-from repro.run.measure import SamplingConfig
 from repro.run.progress import Progress, no_progress
 
 CLIFF_KIND = artifact.CLIFF_KIND
@@ -230,8 +230,8 @@ def run(
     A repro that cannot run here gives a ``skipped`` artifact; one that fails mid-search an
     ``error`` artifact with the points and steps found before the failure.
     """
+    from repro.run.context import RunContext
     from repro.run.execute import _cpu_threads, _knobs_kept, _nvml_or_none, _torch_state, validity
-    from repro.run.measure import Context
 
     r = resolve(req)
     t0 = time.monotonic()
@@ -249,7 +249,7 @@ def run(
     else:
         repro = r.cls()
         sampling = SMOKE_SAMPLING if device == "cpu" or req.smoke else SWEEP_SAMPLING
-        ctx = Context(
+        ctx = RunContext(
             device=device, smoke=req.smoke, sampling=sampling, nvml=_nvml_or_none() if device == "cuda" else None
         )
         ctx.log, ctx.progress = log, progress

@@ -19,6 +19,11 @@ Status = Literal["reproduced", "not_reproduced", "smoke", "skipped", "error"]
 STATUSES: tuple[str, ...] = ("reproduced", "not_reproduced", "smoke", "skipped", "error")
 DECIDED: tuple[str, ...] = ("reproduced", "not_reproduced")
 StopReason = Literal["ci_target", "decided", "time_budget", "max_samples", "max_rounds", "external"]
+# How a verdict picks its headline among several headline comparisons (see Repro.headline_rule).
+HeadlineRule = Literal["first", "worst"]
+HEADLINE_RULES: tuple[str, ...] = typing.get_args(HeadlineRule)
+# What a ratio compares: time per call, or the device time of matched kernels.
+Basis = Literal["time", "kernel"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,23 @@ class Achieved:
     pct_of_ceiling: float | None
 
 
+def achieved(work: Work | None, seconds: float, ceilings: Mapping[str, Any]) -> Achieved | None:
+    """Achieved TFLOP/s and GB/s at ``seconds`` per call, and the share of the applicable ceiling."""
+    if work is None or seconds <= 0:
+        return None
+    tflops = work.flops / seconds / 1e12 if work.flops else None
+    gbps = work.bytes / seconds / 1e9 if work.bytes else None
+    ceiling = ceilings.get(work.ceiling) if work.ceiling else None
+    value = unit = pct = None
+    if isinstance(ceiling, Mapping) and ceiling.get("value"):
+        value, unit = float(ceiling["value"]), str(ceiling["unit"])
+        rate = tflops if unit == "TFLOP/s" else gbps
+        pct = 100.0 * rate / value if rate is not None else None
+    return Achieved(
+        tflops=tflops, gbps=gbps, ceiling=work.ceiling, ceiling_value=value, ceiling_unit=unit, pct_of_ceiling=pct
+    )
+
+
 @dataclass(frozen=True)
 class VariantResult:
     """One measured (or skipped) variant of a repro."""
@@ -172,7 +194,7 @@ class Comparison:
     label: str = ""
     scale: float = 1.0
     headline: bool = False
-    basis: Literal["time", "kernel"] = "time"
+    basis: Basis = "time"
     qualifiers: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -188,7 +210,7 @@ class Ratio:
     where: Literal["above", "below", "straddles"]
     paired: bool
     n: int  # paired rounds, or the smaller sample count of an unpaired ratio
-    basis: str = "time"  # what was compared: "time" per call, or "kernel" device time (may fall back to time)
+    basis: Basis = "time"  # what was compared: "time" per call, or "kernel" device time (may fall back to time)
     level: float = 0.95  # the CI's confidence level (higher when several comparisons share one verdict)
 
     @property

@@ -1,10 +1,11 @@
 """The typed contract a repro implements: params, requirements, declared comparisons, run and explain.
 
-A repro subclasses ``Repro[Params]``, declares the comparisons it judges (``comparisons``),
-measures its variants in ``run`` (compared variants in paired rounds via
-``ctx.measure_paired``) and explains the outcome in ``explain``. The harness computes every
-ratio, its CI, the status and the lead of the finding (``repro.core.verdict.judge``). Repros
-written against the older API (a ``verdict`` method of their own) keep working.
+A repro subclasses ``Repro[Params]``, declares the comparisons it judges (``comparisons``) and the
+variants they name (``variants``), measures its variants in ``run`` (compared variants in paired
+rounds via ``ctx.measure_paired``) and explains the outcome in ``explain``. The harness computes
+every ratio, its CI, the status and the lead of the finding (``repro.core.verdict.judge``). A
+repro that judges itself overrides ``verdict`` instead of declaring comparisons.
+``check_declarations`` refuses a declaration mistake when the repro is registered.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from repro.core.context import Arm, Context
 from repro.core.errors import UsageError
 
-# Re-exported: repro modules (and plugins) import these from repro.core.spec.
+# Re-exported: the harness and plugins that judge themselves import these from repro.core.spec.
 from repro.core.results import (
     DECIDED,
+    HEADLINE_RULES,
     STATUSES,
     Achieved,
     Comparison,
     Finding,
+    HeadlineRule,
     Kernel,
     Metric,
     Plot,
@@ -38,17 +42,16 @@ from repro.core.results import (
     Work,
     from_jsonable,
 )
-
-if TYPE_CHECKING:
-    from repro.core.verdict import Outcome
-    from repro.run.measure import Arm, Context
+from repro.core.verdict import Outcome, judge
 
 __all__ = [
     "DECIDED",
+    "HEADLINE_RULES",
     "STATUSES",
     "Achieved",
     "Comparison",
     "Finding",
+    "HeadlineRule",
     "Kernel",
     "Metric",
     "Ratio",
@@ -64,6 +67,9 @@ __all__ = [
     "Verdict",
     "Work",
     "build_params",
+    "check_comparisons",
+    "check_declarations",
+    "check_presets",
     "from_jsonable",
     "param",
     "params_help",
@@ -140,9 +146,9 @@ class Sweep:
     def __post_init__(self) -> None:
         # The name goes into file names (<id>.cliff-<name>.json) and reports: an identifier only.
         if not isinstance(self.name, str) or not SWEEP_NAME.fullmatch(self.name):
-            raise ValueError(f"Sweep name {self.name!r}: expected an identifier ({SWEEP_NAME.pattern})")
+            raise UsageError(f"Sweep name {self.name!r}: expected an identifier ({SWEEP_NAME.pattern})")
         if not self.min <= self.default <= self.max or self.min == self.max:
-            raise ValueError(
+            raise UsageError(
                 f"Sweep {self.name}: expected min < max and min <= default <= max, got "
                 f"min={self.min} default={self.default} max={self.max}"
             )
@@ -152,17 +158,18 @@ class Sweep:
         hints = _hints(params_cls)
         for name in (*self.single, *self.replaces):
             if name not in hints:
-                raise ValueError(f"Sweep {self.name}: {name!r} is not a param of {params_cls.__name__}")
+                raise UsageError(f"Sweep {self.name}: {name!r} is not a param of {params_cls.__name__}")
         for name in self.single:
             if typing.get_origin(hints[name]) is not tuple:
-                raise ValueError(f"Sweep {self.name}: single={name!r} names a param that is not a tuple")
+                raise UsageError(f"Sweep {self.name}: single={name!r} names a param that is not a tuple")
 
 
 class Repro(Generic[P]):
-    """Base class of every repro; subclasses are registered with ``@catalog.register``.
+    """Base class of every repro; subclasses are registered with ``@register``.
 
-    ``class MyRepro(Repro[MyParams])`` lets mypy check ``run`` and ``explain`` against the
-    params type. A plain ``class MyRepro(Repro)`` (the older API) still works.
+    ``class MyRepro(Repro[MyParams])`` names the params class once: the harness reads it from
+    there (``Params``), and mypy checks ``run`` and ``explain`` against it. A plain
+    ``class MyRepro(Repro)`` sets ``Params`` itself.
     """
 
     id: ClassVar[str]
@@ -176,7 +183,7 @@ class Repro(Generic[P]):
     # order: "first" takes the first whose both variants were measured (a preference
     # fixed before any number is seen); "worst" reproduces when any of them does and
     # shows the largest ratio among those that did, else the largest overall.
-    headline_rule: ClassVar[str] = "first"
+    headline_rule: ClassVar[HeadlineRule] = "first"
     # One sentence for the report: where this shape or setting occurs in real workloads and
     # what it costs there (the report adds what it cost in this run, from the headline pair).
     impact: ClassVar[str] = ""
@@ -184,12 +191,30 @@ class Repro(Generic[P]):
     seed_gpus: ClassVar[tuple[str, ...]] = ()
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
+    # The keys of the variants' ``config`` (``Arm.config``, ``ctx.skipped(..., **config)``)
+    # that a plot may use as its x or group_by.
+    config_keys: ClassVar[tuple[str, ...]] = ()
     # Integer knobs ``repro cliff`` may sweep; a repro that declares any implements ``sweep_arm``.
     sweeps: ClassVar[tuple[Sweep, ...]] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Params" not in cls.__dict__:
+            inferred = _params_of(cls)
+            if inferred is not None:
+                cls.Params = inferred
+
     def comparisons(self, params: P) -> Sequence[Comparison]:
-        """The ratios this repro judges for ``params``; none means an older-API repro."""
+        """The ratios this repro judges for ``params``; none for a repro that judges itself."""
         return ()
+
+    def variants(self, params: P) -> Sequence[str] | None:
+        """The names of the variants ``run`` may return for ``params`` (measured, skipped or errored).
+
+        Registration refuses a comparison that names any other. None: not declared, and then
+        comparisons are not checked against it.
+        """
+        return None
 
     def run(self, params: P, ctx: Context) -> RunResult:
         raise NotImplementedError
@@ -215,10 +240,106 @@ class Repro(Generic[P]):
         return None
 
     def verdict(self, params: P, result: RunResult) -> Verdict:
-        """The verdict from the declared comparisons (older repros override this)."""
-        from repro.core.verdict import judge
+        """The verdict from the declared comparisons; a repro that judges itself overrides this."""
+        return judge(
+            self.comparisons(params),
+            self.headline_rule,
+            self.metric,
+            result,
+            lambda out: self.explain(params, result, out),
+        )
 
-        return judge(self, params, result)
+
+def _params_of(cls: type) -> type | None:
+    """``X`` of ``class C(Repro[X])`` (or of a generic Repro subclass), if ``X`` is a class."""
+    for base in cls.__dict__.get("__orig_bases__", ()):
+        origin = typing.get_origin(base)
+        if isinstance(origin, type) and issubclass(origin, Repro):
+            args = typing.get_args(base)
+            if args and isinstance(args[0], type):
+                return args[0]
+    return None
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+def _listed(names: Sequence[str], limit: int = 12) -> str:
+    """``a, b, c`` (the first ``limit``, then how many in all); ``(none)`` when empty."""
+    shown = ", ".join(names[:limit]) or "(none)"
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
+
+
+def check_comparisons(repro: Repro[Any], params: Any) -> None:
+    """The comparisons for ``params`` have distinct names and name declared, distinct variants."""
+    rid = repro.id
+    comps = list(repro.comparisons(params))
+    declared = repro.variants(params)
+    seen: set[str] = set()
+    for c in comps:
+        if c.name in seen:
+            raise UsageError(f"repro {rid!r}: comparison name {c.name!r} is declared twice; expected distinct names")
+        seen.add(c.name)
+        if c.num == c.den:
+            raise UsageError(f"repro {rid!r}: comparison {c.name!r} divides variant {c.num!r} by itself")
+        if declared is None:
+            continue
+        for variant in (c.num, c.den):
+            if variant not in declared:
+                raise UsageError(
+                    f"repro {rid!r}: comparison {c.name!r} names variant {variant!r}; "
+                    f"expected one of its variants: {_listed(list(declared))}"
+                )
+
+
+def check_declarations(cls: type[Repro[Any]]) -> None:
+    """Refuse a declaration mistake as one UsageError naming the value and what was expected.
+
+    Checked: the required attributes, ``headline_rule``, each sweep against the params and
+    each plot's keys against ``config_keys``. ``check_presets`` checks the comparisons.
+    """
+    rid = getattr(cls, "id", None)
+    if not isinstance(rid, str) or not rid:
+        raise UsageError(f"{cls.__name__}: id {rid!r}; expected a non-empty string")
+    for attr in ("title", "upstream", "seed_claim", "requires", "metric"):
+        if not hasattr(cls, attr):
+            raise UsageError(f"repro {rid!r} ({cls.__name__}) lacks {attr!r}")
+    params_cls = getattr(cls, "Params", None)
+    if not (isinstance(params_cls, type) and dataclasses.is_dataclass(params_cls)):
+        raise UsageError(
+            f"repro {rid!r}: Params {params_cls!r}; expected a params dataclass, "
+            f"named in the class line: class {cls.__name__}(Repro[MyParams])"
+        )
+    if cls.headline_rule not in HEADLINE_RULES:
+        raise UsageError(
+            f"repro {rid!r}: headline_rule {cls.headline_rule!r}; expected one of {', '.join(HEADLINE_RULES)}"
+        )
+    names = [s.name for s in cls.sweeps]
+    if len(set(names)) != len(names):
+        raise UsageError(f"repro {rid!r}: sweeps {names} declare a name twice; expected distinct names")
+    for sweep in cls.sweeps:
+        if not isinstance(sweep, Sweep):
+            raise UsageError(f"repro {rid!r}: sweep {sweep!r}; expected a Sweep")
+        try:
+            sweep.check_params(params_cls)
+        except UsageError as exc:
+            raise UsageError(f"repro {rid!r}: {exc}") from None
+    if cls.sweeps and cls.sweep_arm is Repro.sweep_arm:
+        raise UsageError(f"repro {rid!r}: declares sweeps {', '.join(names)}; expected a sweep_arm method too")
+    for plot in cls.plots:
+        for key in (plot.x, *plot.group_by):
+            if key not in cls.config_keys:
+                raise UsageError(
+                    f"repro {rid!r}: plot {plot.name!r} uses config key {key!r}; "
+                    f"expected one of its config_keys: {_listed(list(cls.config_keys))}"
+                )
+
+
+def check_presets(cls: type[Repro[Any]]) -> None:
+    """``check_comparisons`` at the default params and at the ``--smoke`` preset."""
+    repro = cls()
+    for smoke in (False, True):
+        check_comparisons(repro, build_params(cls.id, cls.Params, {}, smoke=smoke))
 
 
 # --------------------------------------------------------------------------- params

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Literal
 
 from repro.core.results import Stats
 
@@ -138,7 +139,7 @@ def paired_ratio_ci(
     return st.median, lo, hi
 
 
-def classify(value: float, lo: float, hi: float, threshold: float) -> str:
+def classify(value: float, lo: float, hi: float, threshold: float) -> Literal["above", "below", "straddles"]:
     """Where the CI sits against the threshold, for the finding's wording."""
     if lo >= threshold:
         return "above"

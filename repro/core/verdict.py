@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from repro.core import stats
-from repro.core.results import DECIDED, Comparison, Finding, Metric, Ratio, RunResult, VariantResult, Verdict
+from repro.core.results import (
+    DECIDED,
+    Basis,
+    Comparison,
+    Finding,
+    HeadlineRule,
+    Metric,
+    Ratio,
+    RunResult,
+    Status,
+    VariantResult,
+    Verdict,
+)
 
-if TYPE_CHECKING:
-    from repro.core.spec import Repro
+Decided = Literal["reproduced", "not_reproduced"]
 
 CI_LEVEL = 0.95
 # A per-kernel ratio from fewer paired rounds than this cannot bound a median at 95%
@@ -28,7 +39,7 @@ def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = N
     return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
 
 
-def decide(lo: float, hi: float, threshold: float) -> tuple[str, str]:
+def decide(lo: float, hi: float, threshold: float) -> tuple[Decided, str]:
     """(status, qualifier). Reproduced only when the whole CI clears the threshold.
 
     A point estimate over the threshold with a CI that straddles it is one lucky
@@ -50,13 +61,13 @@ def _ok(v: VariantResult | None) -> bool:
 
 
 def variant_ratio(
-    num: VariantResult, den: VariantResult, scale: float = 1.0, basis: str = "time", level: float = CI_LEVEL
-) -> tuple[float, float, float, bool, int, str]:
+    num: VariantResult, den: VariantResult, scale: float = 1.0, basis: Basis = "time", level: float = CI_LEVEL
+) -> tuple[float, float, float, bool, int, Basis]:
     """(value, lo, hi, paired, n, basis used) of t(num)/t(den) x scale.
 
     Paired when both were timed in the same interleaved rounds (or their kernels were
     profiled in the same rounds): the CI then comes from the per-round ratios. Otherwise
-    the older two-sample interval (each median at sqrt(level)) stands in.
+    the two-sample interval (each median at sqrt(level)) stands in.
     """
     assert num.timing is not None and den.timing is not None
     if basis == "kernel":
@@ -101,8 +112,8 @@ def compute(c: Comparison, have: Mapping[str, VariantResult], level: float = CI_
         value=value,
         ci_low=lo,
         ci_high=hi,
-        status=status,  # type: ignore[arg-type]
-        where=where,  # type: ignore[arg-type]
+        status=status,
+        where=where,
         paired=paired,
         n=n,
         basis=basis,
@@ -145,7 +156,7 @@ def headline_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
 def outcome(
     comparisons: Sequence[Comparison],
     variants: Sequence[VariantResult],
-    rule: str = "first",
+    rule: HeadlineRule = "first",
 ) -> Outcome:
     """Compute each comparison and pick the headline by ``rule`` (see ``Repro.headline_rule``)."""
     have = {v.name: v for v in variants}
@@ -239,24 +250,32 @@ _ROW_KEYS = frozenset(
 )
 
 
-def judge(repro: Repro[Any], params: Any, result: RunResult) -> Verdict:
-    """The verdict of a repro that declares its comparisons: the harness's side of the contract."""
-    comps = list(repro.comparisons(params))
-    out = outcome(comps, result.variants, repro.headline_rule)
-    metric = repro.metric
+def judge(
+    comparisons: Sequence[Comparison],
+    rule: HeadlineRule,
+    metric: Metric,
+    result: RunResult,
+    explain: Callable[[Outcome], Finding],
+) -> Verdict:
+    """The verdict of a repro that declares its comparisons: the harness's side of the contract.
+
+    ``explain`` is the repro's own words on the outcome (``Repro.explain`` with its params and result).
+    """
+    comps = list(comparisons)
+    out = outcome(comps, result.variants, rule)
     head = out.headline
     if head is None:
         have = {v.name: v for v in result.variants}
         heads = headline_candidates(comps)
         names = {n for c in heads for n in (c.num, c.den)}
         errored = any(have[n].status == "error" for n in names if n in have)
-        explained = repro.explain(params, result, out)
+        explained = explain(out)
         why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
         rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
         return Verdict(**{**_fields(v), "details": explained.details, "breakdown": rows})
-    finding = repro.explain(params, result, out)
+    finding = explain(out)
     label = head.comparison.label or head.comparison.name
     words = f"{lead(head, out.smoke, out.device)}: {label} was {out.fmt(head)}"
     words += "" if out.smoke else f", {qualifier(head)}"
@@ -284,7 +303,7 @@ def _fields(v: Verdict) -> dict[str, Any]:
 
 
 def as_smoke(v: Verdict, device: str | None) -> Verdict:
-    """An older-API repro's decided verdict from a smoke or CPU run, relabelled: nothing is judged.
+    """A self-judged repro's decided verdict from a smoke or CPU run, relabelled: nothing is judged.
 
     The repro's own wording (which may say "Reproduced") moves to the details.
     """
@@ -306,7 +325,7 @@ def as_smoke(v: Verdict, device: str | None) -> Verdict:
     )
 
 
-# --------------------------------------------------------------------------- older API (kept for plugins)
+# --------------------------------------------------------------------------- repros that judge themselves
 
 
 def ratio_verdict(
@@ -320,16 +339,18 @@ def ratio_verdict(
 ) -> Verdict:
     """Verdict on t(num)/t(den) * scale; ``finding(value, lo, hi, status, qualifier)``.
 
-    The older API. The CI is paired when the harness timed both variants in the same
-    rounds (it does so for older repros too, see ``repro.run.execute``).
+    For a repro with a ``verdict`` method of its own. The CI is paired when the harness timed
+    both variants in the same rounds (it re-times such a repro's pair so, see ``repro.run.execute``).
     """
     for v in (num, den):
         if not _ok(v):
-            status = "error" if v.status == "error" else "skipped"
-            return unavailable(metric, f"variant {v.name} was {v.status}: {v.reason}", status=status)
+            why = f"variant {v.name} was {v.status}: {v.reason}"
+            return unavailable(metric, why, status="error" if v.status == "error" else "skipped")
     value, lo, hi, paired, _, _ = variant_ratio(num, den, scale)
-    status, qual = decide(lo, hi, metric.threshold)
-    out = measured(metric, value, lo, hi, status, finding(value, lo, hi, status, qual), breakdown, (num.name, den.name))
+    decided, qual = decide(lo, hi, metric.threshold)
+    out = measured(
+        metric, value, lo, hi, decided, finding(value, lo, hi, decided, qual), breakdown, (num.name, den.name)
+    )
     return Verdict(**{**_fields(out), "paired": paired})
 
 
@@ -338,13 +359,13 @@ def measured(
     value: float,
     lo: float,
     hi: float,
-    status: str,
+    status: Status,
     finding: str,
     breakdown: Sequence[Mapping[str, Any]] = (),
     variants: Sequence[str] = (),
     details: Sequence[str] = (),
 ) -> Verdict:
-    """A decided verdict on ``metric`` (older API): its value and CI, the status and the finding."""
+    """A verdict on ``metric`` from a repro that judges itself: its value and CI, the status and the finding."""
     return Verdict(
         metric=metric.name,
         description=metric.description,
@@ -353,7 +374,7 @@ def measured(
         ci_high=hi,
         ci_level=CI_LEVEL,
         threshold=metric.threshold,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         finding=finding,
         breakdown=tuple(breakdown),
         variants=tuple(variants),
@@ -361,7 +382,7 @@ def measured(
     )
 
 
-def unavailable(metric: Metric, reason: str, status: str = "skipped") -> Verdict:
+def unavailable(metric: Metric, reason: str, status: Literal["skipped", "error"] = "skipped") -> Verdict:
     """A verdict with no value: the repro was skipped (or errored) and says why."""
     return Verdict(
         metric=metric.name,
@@ -371,7 +392,7 @@ def unavailable(metric: Metric, reason: str, status: str = "skipped") -> Verdict
         ci_high=None,
         ci_level=CI_LEVEL,
         threshold=metric.threshold,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         finding=f"Not measured: {reason}",
     )
 

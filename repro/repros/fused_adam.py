@@ -33,12 +33,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from repro.core.results import Ratio
-from repro.core.spec import Comparison, Finding, Metric, Repro, Requirements, RunResult, VariantResult, Work, param
-from repro.core.verdict import Outcome
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context, kernel_episode
+from repro.api import (
+    Arm,
+    Comparison,
+    Context,
+    Finding,
+    Metric,
+    Outcome,
+    Ratio,
+    Repro,
+    Requirements,
+    RunResult,
+    VariantResult,
+    Work,
+    kernel_episode,
+    param,
+    register,
+    standalone,
+)
 
 BACKENDS: dict[str, str] = {
     "te": "TE FusedAdam",
@@ -145,10 +157,6 @@ def _first_step(opt: Any) -> None:
         opt.step()
 
 
-# The name tests and older code import.
-Params = AdamParams
-
-
 @register
 class FusedAdamCapturable(Repro[AdamParams]):
     id = "fused-adam-capturable"
@@ -158,7 +166,6 @@ class FusedAdamCapturable(Repro[AdamParams]):
         "On a GB300, Transformer Engine's FusedAdam with capturable=True took ~1.9x the time per "
         "kernel of capturable=False (201 fp32 tensors of 320*65536 elements, AdamW, fp32 moments)."
     )
-    Params = AdamParams
     requires = Requirements(cuda=True, cpu_smoke=True)  # torch's fused AdamW also runs on CPU
     impact = (
         "capturable=True is what lets an optimizer step live inside a CUDA graph (Megatron/NeMo and other "
@@ -174,6 +181,9 @@ class FusedAdamCapturable(Repro[AdamParams]):
         ),
         threshold=THRESHOLD,
     )
+
+    def variants(self, p: AdamParams) -> list[str]:
+        return [f"{b}_{m}" for b in BACKENDS if b in p.backends for m in MODES]
 
     def comparisons(self, p: AdamParams) -> list[Comparison]:
         # Headline rule, fixed before looking at any number: TE FusedAdam is the seed's own

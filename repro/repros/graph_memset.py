@@ -25,25 +25,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.core import stats
-from repro.core.errors import UsageError
-from repro.core.spec import (
+from repro.api import (
+    Arm,
     Comparison,
+    Context,
     Finding,
     Metric,
+    Outcome,
     Repro,
     Requirements,
     RunResult,
     Timing,
+    UsageError,
     VariantResult,
     Work,
+    achieved,
     param,
+    register,
+    standalone,
+    stats,
 )
-from repro.core.verdict import Outcome
-from repro.evidence import standalone
 from repro.repros._twin import TwinBuild, TwinBuildError, TwinRunError, build_twin, run_twin, twin_archs
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context, achieved
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
 
@@ -256,10 +258,6 @@ def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     return memset, None
 
 
-# The short name the tests import.
-Params = MemsetParams
-
-
 @register
 class GraphMemset(Repro[MemsetParams]):
     id = "graph-memset"
@@ -273,7 +271,6 @@ class GraphMemset(Repro[MemsetParams]):
         "kernel)': in a CUDA graph, many small cudaMemsetAsync nodes replayed slower than the same "
         "graph with a tiny fill kernel in place of each memset."
     )
-    Params = MemsetParams
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
@@ -290,6 +287,10 @@ class GraphMemset(Repro[MemsetParams]):
         ),
         threshold=THRESHOLD,
     )
+
+    def variants(self, p: MemsetParams) -> list[str]:
+        twin = [f"twin_{n}" for n, _ in TWIN_VARIANTS] if p.twin else []
+        return [n for n, _, _ in TORCH_VARIANTS] + twin
 
     def comparisons(self, p: MemsetParams) -> list[Comparison]:
         # Headline rule, fixed before looking at any number: the seed's claim is about the

@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from repro.core.spec import (
+from repro.api import (
+    Arm,
     Comparison,
+    Context,
     Finding,
     Metric,
+    Outcome,
     Repro,
     Requirements,
     RunResult,
@@ -25,11 +28,11 @@ from repro.core.spec import (
     VariantResult,
     Work,
     param,
+    register,
+    short_kernel,
+    standalone,
+    top_kernel,
 )
-from repro.core.verdict import Outcome, short_kernel, top_kernel
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context
 
 # Halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7: a ratio whose whole CI
 # clears it is the seed's cliff, not noise.
@@ -77,10 +80,6 @@ def linear_flops(p: LinearParams, features: int, tokens: int) -> float:
     return 2.0 * m * features * features + m * features
 
 
-# The name tests and older code import.
-Params = LinearParams
-
-
 @register
 class Linear5090(Repro[LinearParams]):
     id = "5090-linear"
@@ -90,7 +89,6 @@ class Linear5090(Repro[LinearParams]):
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of "
         "x @ w.t() + b; on an RTX 4090 the two were equal (~1.0x)."
     )
-    Params = LinearParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     impact = (
         "nn.Linear on fp32 activations is the projection in every transformer block of a model trained or "
@@ -156,6 +154,10 @@ class Linear5090(Repro[LinearParams]):
             ),
             prepare=fp32_only,
         )
+
+    def variants(self, p: LinearParams) -> list[str]:
+        precisions = ("fp32", "tf32") if p.tf32_variants else ("fp32",)
+        return [f"{form}_{precision}" for precision in precisions for form in ("linear", "manual")]
 
     def comparisons(self, p: LinearParams) -> list[Comparison]:
         out = [

@@ -30,23 +30,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro.core.errors import UsageError
-from repro.core.spec import (
+from repro.api import (
+    Arm,
     Comparison,
+    Context,
     Finding,
     Metric,
+    Outcome,
     Plot,
     Repro,
     Requirements,
     RunResult,
+    UsageError,
     VariantResult,
     Work,
     param,
+    register,
+    standalone,
 )
-from repro.core.verdict import Outcome
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context
 
 GIB = 2**30
 # The projections that carry an adapter: name -> (in, out) in units of hidden, MLP ratio 4.
@@ -175,10 +176,6 @@ def _forward(x: Any, blocks: Sequence[Mapping[str, tuple[Any, ...]]], heads: int
     return x
 
 
-# The name tests and older code import.
-Params = LoraParams
-
-
 @register
 class LoraBatchScaling(Repro[LoraParams]):
     id = "lora-batch-scaling"
@@ -189,7 +186,6 @@ class LoraBatchScaling(Repro[LoraParams]):
         "An article on FLUX LoRA fine-tuning on an RTX 5090 found batch size 2 about 2x slower than "
         "batch size 1 (it also calls the 5090's memory HBM2e; the card has 32 GB of GDDR7)."
     )
-    Params = LoraParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     impact = (
         "LoRA fine-tuning of diffusion transformers such as FLUX on a single 24-32 GB card is where batch "
@@ -206,11 +202,15 @@ class LoraBatchScaling(Repro[LoraParams]):
             y_label="median step time per sample",
         ),
     )
+    config_keys = ("batch", "tokens", "hidden", "heads", "depth", "rank", "dtype")
     metric = Metric(
         name="per-sample t(bs2)/t(bs1)",
         description="median step time at batch 2 over batch 1, halved: 1.0 is linear scaling, not a cliff",
         threshold=THRESHOLD,
     )
+
+    def variants(self, p: LoraParams) -> list[str]:
+        return [f"bs{b}" for b in sorted(set(p.batches))]
 
     def comparisons(self, p: LoraParams) -> list[Comparison]:
         out = []

@@ -29,25 +29,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro.core.errors import UsageError
-from repro.core.spec import (
+from repro.api import (
+    Arm,
     Comparison,
+    Context,
     Finding,
     Kernel,
     Metric,
+    Outcome,
     Plot,
     Repro,
     Requirements,
     RunResult,
+    SamplingConfig,
     Sweep,
+    UsageError,
     VariantResult,
     Work,
     param,
+    register,
+    standalone,
 )
-from repro.core.verdict import Outcome
-from repro.evidence import standalone
-from repro.run.catalog import register
-from repro.run.measure import Arm, Context, SamplingConfig
 
 BACKENDS = ("default", "cusolver", "magma")
 # Smooth scaling reads 1.0 and run-to-run noise is a few percent; a real cliff is
@@ -150,10 +152,6 @@ def lu_solve_flops(batch: int, n: int, k: int) -> float:
     return batch * (2.0 / 3.0 * n**3 + 2.0 * n * n * k)
 
 
-# The name tests and older code import.
-Params = SolveParams
-
-
 def _bracket_cliff_n(overrides: Mapping[str, str]) -> dict[str, str]:
     """n_min and n_max around a --set cliff_n, for the batch sweep (which times cliff_n alone)."""
     if "cliff_n" not in overrides:
@@ -171,7 +169,6 @@ class Solve512Cliff(Repro[SolveParams]):
         "torch.linalg.solve_ex on batches of 512x512 float32 systems ran far slower than on 511x511 "
         "(~10x at batch 128 on an RTX 6000 Ada): PyTorch switched from cuBLAS batched LU to looped cuSOLVER at n=512."
     )
-    Params = SolveParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     metric = Metric(
         name="t(cliff_n)/t(cliff_n-1) x ((cliff_n-1)/cliff_n)^3, worst backend and batch",
@@ -200,6 +197,7 @@ class Solve512Cliff(Repro[SolveParams]):
             y_label="median time per solve_ex call",
         ),
     )
+    config_keys = ("backend", "batch", "n", "rhs_cols", "dtype")
     # `repro cliff solve-512-cliff --param n --range 480:560 --set backends=cusolver --set batches=64`
     # times one backend and one batch at each n; LU work grows as n^3 per matrix, times the batch.
     sweeps = (
@@ -228,6 +226,16 @@ class Solve512Cliff(Repro[SolveParams]):
             derive=_bracket_cliff_n,
         ),
     )
+
+    def variants(self, p: SolveParams) -> list[str]:
+        # A backend that cannot run here is one skipped variant named after it.
+        points = [
+            point_name(backend, batch, n)
+            for backend in p.backends
+            for batch in p.batches
+            for n in range(p.n_min, p.n_max + 1)
+        ]
+        return [*p.backends, *points]
 
     def comparisons(self, p: SolveParams) -> list[Comparison]:
         scale = ((p.cliff_n - 1) / p.cliff_n) ** 3

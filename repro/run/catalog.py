@@ -12,36 +12,31 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
-from repro.core.spec import Repro
+from repro.core.spec import Repro, check_declarations, check_presets
 
 ENTRY_POINT_GROUP = "repro.repros"
 _REGISTRY: dict[str, type[Repro[Any]]] = {}
 _SOURCES: dict[str, str] = {}  # id -> file the class was defined in (for the source hash)
+_UNCHECKED: list[type[Repro[Any]]] = []  # registered; comparisons not yet checked (see load)
 _loaded = False
 
 
 def register(cls: type[Repro[Any]]) -> type[Repro[Any]]:
-    """Class decorator: add a repro to the catalog; a second class with the same id is refused."""
-    rid = getattr(cls, "id", None)
-    if not isinstance(rid, str) or not rid:
-        raise TypeError(f"{cls.__name__} has no string 'id'")
+    """Class decorator: add a repro to the catalog.
+
+    A declaration mistake (``check_declarations``) or a second class with the same id is
+    refused here with one UsageError. The comparisons are checked by ``load``, once the
+    repro's module has finished loading: they may call helpers defined below the class.
+    """
+    check_declarations(cls)
+    rid = cls.id
     if rid in _REGISTRY and _REGISTRY[rid] is not cls:
         other = _REGISTRY[rid]
-        raise ValueError(
+        raise UsageError(
             f"duplicate repro id {rid!r}: {other.__module__}.{other.__name__} and {cls.__module__}.{cls.__name__}"
         )
-    for attr in ("title", "upstream", "seed_claim", "Params", "requires", "metric"):
-        if not hasattr(cls, attr):
-            raise TypeError(f"repro {rid!r} ({cls.__name__}) lacks {attr!r}")
-    names = [s.name for s in getattr(cls, "sweeps", ())]
-    if len(set(names)) != len(names):
-        raise ValueError(f"repro {rid!r}: sweeps {names} declare a name twice")
-    for sweep in getattr(cls, "sweeps", ()):
-        try:
-            sweep.check_params(cls.Params)
-        except ValueError as exc:  # a declaration error surfaces at import, not mid-run
-            raise ValueError(f"repro {rid!r}: {exc}") from None
     _REGISTRY[rid] = cls
+    _UNCHECKED.append(cls)
     module = sys.modules.get(cls.__module__)
     _SOURCES[rid] = getattr(module, "__file__", "") or ""
     return cls
@@ -76,8 +71,13 @@ def load_path(folder: Path) -> None:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+            _check_unchecked()
         except BaseException:
-            del sys.modules[name]  # a later load tries again instead of finding a half-run module
+            # A later load tries again instead of finding a half-run module or half its repros.
+            del sys.modules[name]
+            for rid in [rid for rid, cls in _REGISTRY.items() if cls.__module__ == name]:
+                del _REGISTRY[rid]
+                _SOURCES.pop(rid, None)
             raise
 
 
@@ -90,7 +90,23 @@ def load(extra_paths: Iterable[Path] = ()) -> dict[str, type[Repro[Any]]]:
         _loaded = True
     for folder in extra_paths:
         load_path(Path(folder))
+    _check_unchecked()
     return dict(_REGISTRY)
+
+
+def _check_unchecked() -> None:
+    """Check the comparisons of every repro registered since the last load; a repro that fails
+    leaves the catalog, and its UsageError is raised before any command uses it."""
+    while _UNCHECKED:
+        cls = _UNCHECKED.pop(0)
+        try:
+            check_presets(cls)
+        except UsageError:
+            if _REGISTRY.get(cls.id) is cls:
+                del _REGISTRY[cls.id]
+                _SOURCES.pop(cls.id, None)
+            _UNCHECKED.clear()  # the rest came from the same failed load
+            raise
 
 
 def get(repro_id: str, extra_paths: Iterable[Path] = ()) -> type[Repro[Any]]:

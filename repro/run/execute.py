@@ -14,12 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from repro.core import redact
-from repro.core.spec import Comparison, Repro, RunResult, VariantResult, Verdict, build_params, params_to_dict
+from repro.core.context import SamplingConfig
+from repro.core.results import achieved
+from repro.core.spec import (
+    Comparison,
+    Repro,
+    RunResult,
+    VariantResult,
+    Verdict,
+    build_params,
+    check_comparisons,
+    params_to_dict,
+)
 from repro.core.verdict import as_smoke, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.run import catalog
-from repro.run.measure import Context, SamplingConfig, achieved
+from repro.run.context import RunContext
 from repro.run.progress import Progress, no_progress
 
 # A variant whose SM clock, while it ran, sat below this share of the card's
@@ -54,7 +65,9 @@ class RunRequest:
 def resolve(req: RunRequest) -> tuple[type[Repro[Any]], Any]:
     """The repro class and its params; every bad input surfaces here as a UsageError."""
     cls = catalog.get(req.repro_id, req.repro_paths)
-    return cls, build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
+    params = build_params(cls.id, cls.Params, req.overrides, smoke=req.smoke)
+    check_comparisons(cls(), params)  # --set may change which variants are compared
+    return cls, params
 
 
 def _importable(module: str) -> bool:
@@ -348,7 +361,7 @@ def error_document(
 def _knobs_kept() -> Iterator[None]:
     """Whatever a repro (or the shim) sets globally (TF32, precision, grad mode, linalg
     backend) is put back as it was before the run, so nothing leaks into the caller's process."""
-    from repro.run.measure import apply_knobs, knob_state
+    from repro.run.knobs import apply_knobs, knob_state
 
     saved = knob_state()
     try:
@@ -374,9 +387,9 @@ def _cpu_threads(device: str) -> Iterator[None]:
 
 
 def _pair_legacy(
-    repro: Repro[Any], params: Any, result: RunResult, verdict: Verdict, ctx: Context
+    repro: Repro[Any], params: Any, result: RunResult, verdict: Verdict, ctx: RunContext
 ) -> tuple[RunResult, Verdict]:
-    """The shim that gives an older-API repro a paired CI.
+    """The shim that gives a repro that judges itself (its own ``verdict``) a paired CI.
 
     Such a repro times each variant in its own block and judges t(a)/t(b) in its own
     ``verdict``. The harness learns the pair from that first verdict, times the two
@@ -448,9 +461,9 @@ def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResul
 
 def _context(
     req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None], progress: Progress = no_progress
-) -> Context:
+) -> RunContext:
     nv = _nvml_or_none() if device == "cuda" else None
-    return Context(
+    return RunContext(
         device=device,
         smoke=req.smoke,
         sampling=req.sampling,

@@ -1,6 +1,6 @@
-"""The first plugin API, for third-party repros that still import ``repro.spec``, ``repro.catalog``,
-``repro.measure`` or ``repro.verdict``: every name those modules offered, looked up in the modules that
-hold it now. New repros import ``repro.api``.
+"""The first plugin API, for third-party repros that import ``repro.spec``, ``repro.catalog``,
+``repro.measure`` or ``repro.verdict``: every name those modules offered, looked up in the modules
+that hold it. Repros import ``repro.api``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_HOMES = ("repro.core.spec", "repro.core.results", "repro.core.verdict", "repro.run.measure", "repro.run.catalog")
+_HOMES = (
+    "repro.core.spec",
+    "repro.core.results",
+    "repro.core.verdict",
+    "repro.core.context",
+    "repro.run.sampling",
+    "repro.run.kernels",
+    "repro.run.knobs",
+    "repro.run.context",
+    "repro.run.catalog",
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -9,25 +9,28 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Protocol, TextIO
+from typing import Literal, Protocol, TextIO
 
 # Plain (non-terminal) output, e.g. ``repro all``'s per-repro log, gets at most one sampling line
 # per this many seconds: enough for the batch's status line to move, few enough to keep logs short.
 PLAIN_INTERVAL_S = 2.0
 _CLEAR = "\r\x1b[2K"  # carriage return, then erase the whole line (ANSI EL2)
 
+# The steps of timing one variant (or one paired group), in order.
+Phase = Literal["warm-up", "sampling", "paired rounds", "profiling", "done"]
+
 
 class Progress(Protocol):
-    """The hook's shape: ``phase`` is e.g. "warm-up", "sampling", "profiling", "done"."""
+    """The hook's shape: ``phase`` says which step of timing ``name`` is at."""
 
-    def __call__(self, phase: str, name: str, samples: int, rel_ci: float | None) -> None: ...
+    def __call__(self, phase: Phase, name: str, samples: int, rel_ci: float | None) -> None: ...
 
 
-def no_progress(phase: str, name: str, samples: int, rel_ci: float | None) -> None:
+def no_progress(phase: Phase, name: str, samples: int, rel_ci: float | None) -> None:
     """The default hook: report nothing (library use, tests)."""
 
 
-def describe(phase: str, name: str, samples: int, rel_ci: float | None) -> str:
+def describe(phase: Phase, name: str, samples: int, rel_ci: float | None) -> str:
     """``  linear_fp32: sampling, 120 samples, CI +-0.84%``: one event as words."""
     parts = [f"  {name}: {phase}"]
     if samples:
@@ -56,7 +59,7 @@ class Display:
         self.live = self.stream.isatty() if live is None else live
         self.clock = clock
         self._line = ""  # the live line now shown (terminal only)
-        self._last: tuple[str, str] | None = None  # (name, phase) of the last event
+        self._last: tuple[str, Phase] | None = None  # (name, phase) of the last event
         self._last_plain = float("-inf")
 
     def log(self, message: str) -> None:
@@ -67,7 +70,7 @@ class Display:
             self.stream.write(message + "\n")
         self.stream.flush()
 
-    def progress(self, phase: str, name: str, samples: int, rel_ci: float | None) -> None:
+    def progress(self, phase: Phase, name: str, samples: int, rel_ci: float | None) -> None:
         """The :class:`Progress` hook."""
         text = describe(phase, name, samples, rel_ci)
         key = (name, phase)

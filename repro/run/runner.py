@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from repro.core import fsio, procs
+from repro.core.context import SamplingConfig
 from repro.core.errors import ReproError
 from repro.core.redact import LineRedactor
 from repro.evidence import artifact
 from repro.run import catalog
 from repro.run.execute import RunRequest, error_document, error_info, resolve
 from repro.run.forkserver import ForkedChild, ForkServer, ForkServerError
-from repro.run.measure import SamplingConfig
 
 DEFAULT_TIMEOUT_S = 900.0
 _POLL_S = 0.1

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from repro.core.context import SamplingConfig
 from repro.core.errors import ReproError
 from repro.core.fsio import NoSpace
 from repro.run.execute import RunRequest, execute, stderr_log
-from repro.run.measure import SamplingConfig
 from repro.run.progress import Display
 
 # Must match runner.NO_SPACE_EXIT (not imported: the runner pulls in more than a worker needs).

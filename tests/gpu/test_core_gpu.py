@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.env import fingerprint
 from repro.evidence import artifact
+from repro.run.context import RunContext
 from repro.run.execute import RunRequest, _nvml_or_none, execute
-from repro.run.measure import Context, SamplingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -19,7 +20,7 @@ QUICK = SamplingConfig(target_rel_ci=0.02, budget_s=0.5, warmup_s=0.05)
 def test_event_and_graph_timing_agree_and_capture_kernels() -> None:
     import torch
 
-    ctx = Context(device="cuda", smoke=False, sampling=QUICK, nvml=_nvml_or_none())
+    ctx = RunContext(device="cuda", smoke=False, sampling=QUICK, nvml=_nvml_or_none())
     a = torch.randn(2048, 2048, device="cuda")
     eager = ctx.measure("mm_eager", lambda: a @ a)
     graph = ctx.measure("mm_graph", lambda: a @ a, graph=True, calls_per_sample=20)
@@ -35,7 +36,7 @@ def test_event_and_graph_timing_agree_and_capture_kernels() -> None:
 def test_kernel_samples_one_per_call() -> None:
     import torch
 
-    ctx = Context(device="cuda", smoke=False, sampling=QUICK)
+    ctx = RunContext(device="cuda", smoke=False, sampling=QUICK)
     a = torch.randn(1024, 1024, device="cuda")
     samples = ctx.kernel_samples(lambda: (a @ a, a + 1), 8, match=lambda n: "gemm" in n.lower())
     assert len(samples) == 8 and all(s > 0 for s in samples)

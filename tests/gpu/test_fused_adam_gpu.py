@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.evidence.artifact import validation_errors
 from repro.repros.fused_adam import optimizer_kernel
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import SamplingConfig
 
 pytestmark = pytest.mark.gpu
 

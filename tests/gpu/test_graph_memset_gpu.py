@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.evidence import artifact
 from repro.repros import _twin
 from repro.repros import graph_memset as gm
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import SamplingConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.evidence import artifact
 from repro.repros import solve_cliff as sc
 from repro.run.execute import RunRequest, execute
-from repro.run.measure import SamplingConfig
 
 pytestmark = pytest.mark.gpu
 

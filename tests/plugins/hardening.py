@@ -9,10 +9,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+from repro.api import Context
 from repro.core.spec import Metric, Repro, Requirements, RunResult, Verdict, param
 from repro.core.verdict import ratio_verdict
 from repro.run.catalog import register
-from repro.run.measure import Context
 
 # A python that sleeps; it detaches (new session, double fork) so only a subreaper or a /proc sweep finds it.
 _DAEMON = (

@@ -7,10 +7,10 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.api import Context
 from repro.core.spec import Metric, Repro, Requirements, RunResult, Verdict, param
 from repro.core.verdict import ratio_verdict
 from repro.run.catalog import register
-from repro.run.measure import Context
 
 
 @dataclass(frozen=True)

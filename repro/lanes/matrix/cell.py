@@ -64,10 +64,10 @@ def run(plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None =
 
     ``repro_paths``: the plugin folders as this process sees them (a container's mounts); default: the plan's.
     """
+    from repro.core.context import SamplingConfig
     from repro.evidence.artifact import ensure_writable_dir, new_run_id
     from repro.run import runner
     from repro.run.execute import RunRequest
-    from repro.run.measure import SamplingConfig
 
     folder = ensure_writable_dir(cell_dir(root, cell))
     run_dir = folder / new_run_id()

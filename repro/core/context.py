@@ -1,0 +1,140 @@
+"""What a repro's ``run`` gets: the ``Context`` it measures through, the ``Arm`` it hands over, and
+the sampling rules. The harness's implementation is ``repro.run.context.RunContext``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from repro.core.results import VariantResult, Work
+
+# A distribution-free 95% CI on the median exists from n = 6; 20 keeps it a few
+# order statistics wide, so one outlier cannot end sampling early.
+MIN_SAMPLES = 20
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """When to stop sampling: CI target reached, time budget spent, or sample cap."""
+
+    target_rel_ci: float = 0.01
+    budget_s: float = 5.0
+    warmup_s: float = 0.2
+    min_samples: int = MIN_SAMPLES
+    max_samples: int = 2000
+    profile_iters: int = 3
+    # Paired rounds: a distribution-free 95% CI of a median needs n >= 6 rounds; 20 keep
+    # one odd round from deciding anything, and let the CI reflect between-round spread.
+    min_rounds: int = 20
+    max_rounds: int = 1000
+    samples_per_round: int = 3
+    # A comparison whose whole CI is on one side of its threshold may stop before the
+    # target, once its CI is at most this wide (half-width over value): the verdict can no
+    # longer change and the number is good to two digits.
+    decided_rel_ci: float = 0.02
+    # ... and the CI at this stricter level must already be on one side: the stop rule looks
+    # after every episode, and stopping at the first look where a 95% CI happens to clear the
+    # threshold would make a false "reproduced" about twice as likely as 2.5% (simulated with
+    # the true ratio at the threshold: 5.1% of 700 runs).
+    decided_level: float = 0.995
+    # Paired rounds come in episodes separated by an idle gap: on the H200 the ratio of two
+    # variants followed the GPU's power state, which held for a whole process (1.5 s of
+    # rounds) but differed between processes; an idle gap lets the GPU pick its state
+    # again, so the episodes sample states the way separate processes would, and the CI
+    # (over episodes) covers them. At least min_episodes of at least episode_s each.
+    min_episodes: int = 6
+    episode_s: float = 0.3
+    episode_gap_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One variant of a paired measurement: what to call and how to describe it.
+
+    ``prepare`` runs untimed before the arm's warm-up, before each of its blocks and
+    before profiling: it puts back whatever global state the arm needs (a TF32 flag, the
+    preferred linalg library) when arms that need different states are interleaved.
+    ``config`` keys are the ones a repro declares in ``Repro.config_keys`` (its plots use them).
+    """
+
+    name: str
+    fn: Callable[[], Any]
+    label: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    work: Work | None = None
+    graph: bool = False
+    calls_per_sample: int | None = None
+    before_sample: Callable[[], None] | None = None
+    prepare: Callable[[], None] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Context(Protocol):
+    """What a repro may use of the harness while it runs: the device, the sampling rules and the
+    ways to time calls. Nothing else; the harness keeps the rest to itself."""
+
+    @property
+    def device(self) -> str:
+        """``"cuda"`` or ``"cpu"``."""
+
+    @property
+    def cuda(self) -> bool:
+        """Whether the device is a CUDA GPU."""
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        """The run's sampling rules (a repro may pass a narrowed copy to ``measure_paired``)."""
+
+    @property
+    def ceilings(self) -> Mapping[str, Any]:
+        """The device's measured ceilings by name (fp32, tf32, bf16, copy): ``{"value": ..., "unit": ...}``."""
+
+    @property
+    def log(self) -> Callable[[str], None]:
+        """Where a repro reports a slow step it takes besides timing (a build, a download)."""
+
+    def skipped(
+        self, name: str, label: str, reason: str, *, extra: Mapping[str, Any] | None = None, **config: Any
+    ) -> VariantResult:
+        """A variant that could not run here, with the reason (e.g. an optional backend is absent)."""
+
+    def errored(
+        self, name: str, label: str, exc: BaseException, *, extra: Mapping[str, Any] | None = None, **config: Any
+    ) -> VariantResult:
+        """A variant that failed (e.g. ran out of memory) while the repro carries on."""
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (a no-op on CPU)."""
+
+    def measure(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        label: str = "",
+        config: Mapping[str, Any] | None = None,
+        work: Work | None = None,
+        graph: bool = False,
+        calls_per_sample: int | None = None,
+        before_sample: Callable[[], None] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        sampling: SamplingConfig | None = None,
+    ) -> VariantResult:
+        """Time ``fn`` on its own until the CI target or the budget, and capture its kernels."""
+
+    def measure_paired(
+        self, arms: Sequence[Arm], *, group: str | None = None, sampling: SamplingConfig | None = None
+    ) -> list[VariantResult]:
+        """Time ``arms`` in interleaved rounds, so drift hits every arm alike; one result per arm."""
+
+    def kernel_rounds(
+        self,
+        fns: Mapping[str, Callable[[], Any]],
+        iters: int,
+        match: Callable[[str], bool],
+        prepare: Mapping[str, Callable[[], None]] | None = None,
+        episodes: int = 1,
+    ) -> dict[str, list[float]]:
+        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in
+        ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``."""
