@@ -13,6 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from repro.core import stats
+from repro.core.results import DECIDED
 from repro.core.spec import Kernel, RunResult, Timing, VariantResult, Verdict, Work, from_jsonable
 from repro.evidence import artifact
 from repro.run import catalog
@@ -187,7 +188,10 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     result = RunResult(variants=tuple(from_jsonable(VariantResult, v) for v in doc["variants"]), extra=doc["extra"])
     again = artifact.to_jsonable(cls().verdict(params, result))
     stored = doc["verdict"]
-    assert again["status"] == stored["status"]
+    # Since schema 1.3 a verdict resting on a stand-in for the seed's subject (torch's AdamW where
+    # the seed is about TE's FusedAdam) is "inconclusive": the claim itself was not tested.
+    untested = again["claim"] is not None and again["claim"]["tested"] is False
+    assert again["status"] == ("inconclusive" if untested and stored["status"] in DECIDED else stored["status"])
     assert again["value"] == pytest.approx(stored["value"])
     if again["ci_level"] > stored["ci_level"]:
         # Since schema 1.1 a "worst of k" verdict holds each of its k CIs at 1 - 0.05/k
@@ -195,7 +199,8 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
         assert again["ci_low"] <= stored["ci_low"] + 1e-12 and again["ci_high"] >= stored["ci_high"] - 1e-12
     else:
         assert (again["ci_low"], again["ci_high"]) == pytest.approx((stored["ci_low"], stored["ci_high"]))
-    assert again["finding"].split(":")[0] == stored["finding"].split(":")[0]
+    if not untested:
+        assert again["finding"].split(":")[0] == stored["finding"].split(":")[0]
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])

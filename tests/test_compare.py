@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from repro.cli.docker import compare_cmd
 from repro.core.errors import UsageError
-from repro.evidence import compare
+from repro.evidence import band, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05"]
@@ -319,3 +319,18 @@ def test_one_input_is_a_usage_error_naming_it(tmp_path: Path) -> None:
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and "compare needs two or more environments" in lines[0] and str(src) in lines[0]
     assert not (tmp_path / "c.md").exists()
+
+
+def test_headlines_are_judged_by_the_rerun_band_between_gpus(tmp_path: Path) -> None:
+    ref = ROOT / "artifacts" / "reference" / "h200"
+    a = next((ref / "bench" / "all").iterdir()) / "solve-512-cliff.json"
+    b = next((ref / "paired" / "final" / "all1").iterdir()) / "solve-512-cliff.json"
+    md = compare.markdown(compare.compare([a, b]))
+    found = band.lookup(json.loads(a.read_text()))
+    assert found is not None and len(found.points) >= 3
+    assert f"consistent (±{found.half_width * 100:.1f}% over {len(found.points)} GPUs)" in md
+    far = json.loads(b.read_text())
+    far["verdict"]["value"] *= 1.2
+    (tmp_path / "far.json").write_text(json.dumps(far))
+    md = compare.markdown(compare.compare([a, tmp_path / "far.json"]))
+    assert "differs beyond the band" in md

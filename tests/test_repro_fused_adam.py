@@ -13,7 +13,7 @@ from helpers import full_text, timing_for
 
 from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
-from repro.core.spec import RunResult, VariantResult, build_params
+from repro.core.spec import RunResult, VariantResult, Verdict, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
 from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, optimizer_kernel
@@ -161,12 +161,22 @@ def test_comparisons_per_backend_on_kernel_time_in_headline_order() -> None:
     assert FusedAdamCapturable.headline_rule == "first"
 
 
+def _head_row_status(v: Verdict) -> str:
+    """The headline comparison's own status (the repro's status answers the seed's claim)."""
+    return str(next(r for r in v.breakdown if r["headline"])["status"])
+
+
 def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
     v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.9, torch_foreach=1.0))
-    assert v.status == "reproduced" and v.headline == "torch_fused" and v.paired is True
+    # torch's fused AdamW reproduces, but it only stands in for TE's FusedAdam: the claim is untested.
+    assert v.status == "inconclusive" and _head_row_status(v) == "reproduced"
+    assert v.headline == "torch_fused" and v.paired is True
+    assert v.claim is not None and v.claim["tested"] is False and "TE FusedAdam" in v.claim["reason"]
     assert v.value == pytest.approx(1.9, rel=1e-2) and v.ci_low is not None and v.ci_low >= 1.3
     assert v.finding.startswith(
-        "Reproduced: torch AdamW(fused=True): optimizer-kernel time per step, capturable/regular was "
+        "Inconclusive, the seed's claim was not tested (TE FusedAdam: optimizer-kernel time per step, "
+        "capturable/regular: variant te_capturable was skipped: not here); instead: "
+        "torch AdamW(fused=True): optimizer-kernel time per step, capturable/regular was "
         f"{v.value:.2f}x (95% CI {v.ci_low:.2f}-{v.ci_high:.2f}), the whole CI is above the 1.3 threshold; "
     )
     # A torch optimizer's number says nothing about TE's: the seed is named, not judged.
@@ -180,9 +190,12 @@ def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
 
 def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
     v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0, torch_foreach=1.05))
-    assert v.status == "not_reproduced" and v.value == pytest.approx(1.0, rel=1e-2)
+    assert v.status == "inconclusive" and _head_row_status(v) == "not_reproduced"
+    assert v.value == pytest.approx(1.0, rel=1e-2)
     assert v.ci_high is not None and v.ci_high < 1.3
-    assert v.finding.startswith("Not reproduced: torch AdamW(fused=True): optimizer-kernel time per step")
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (TE FusedAdam")
+    assert "instead: torch AdamW(fused=True): optimizer-kernel time per step" in v.finding
+    assert [r["comparison"] for r in v.not_run] == ["te"]
     assert "the whole CI is below the 1.3 threshold" in v.finding
     assert "TE FusedAdam was not measured here" in v.finding
     assert "Graph replay of the capturable step took 0.97x the eager regular step." in v.details
@@ -196,7 +209,7 @@ def test_verdict_uses_kernel_rounds_not_step_times() -> None:
     # Whole steps equal, optimizer kernels 1.9x: the per-kernel number is the metric.
     res = _result(torch_fused=(1.0, 1.9))
     v = FusedAdamCapturable().verdict(AdamParams(), res)
-    assert v.value == pytest.approx(1.9, rel=1e-2) and v.status == "reproduced" and v.paired is True
+    assert v.value == pytest.approx(1.9, rel=1e-2) and _head_row_status(v) == "reproduced" and v.paired is True
     assert res.variant("torch_fused_capturable").median == pytest.approx(res.variant("torch_fused_regular").median)
     assert "per-kernel samples were missing" not in full_text(v)
 
@@ -204,7 +217,7 @@ def test_verdict_uses_kernel_rounds_not_step_times() -> None:
 def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     paired = _result(torch_fused=(1.0, 1.45))
     v = FusedAdamCapturable().verdict(AdamParams(), paired)
-    assert v.status == "reproduced" and v.ci_low is not None and v.ci_low >= 1.3
+    assert _head_row_status(v) == "reproduced" and v.ci_low is not None and v.ci_low >= 1.3
     # The same kernel times as unpaired samples: the drift widens the two-sample CI past the threshold.
     loose = RunResult(
         variants=tuple(
@@ -216,15 +229,15 @@ def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> 
     )
     u = FusedAdamCapturable().verdict(AdamParams(), loose)
     assert u.paired is False and u.ci_low is not None and u.ci_high is not None
-    assert u.ci_low < 1.3 <= u.ci_high and u.status == "not_reproduced"
-    assert u.finding.startswith("Not reproduced (inconclusive): ")
+    assert u.ci_low < 1.3 <= u.ci_high and _head_row_status(u) == "not_reproduced" and u.status == "inconclusive"
+    assert "instead: torch AdamW(fused=True)" in u.finding
     assert "so this run can neither confirm nor rule out" not in u.finding  # that wording is TE's alone
 
 
 def test_unpaired_samples_still_give_a_verdict() -> None:
     # Older artifacts and older-API timing: plain samples and kernel_samples_s, no rounds.
     v = FusedAdamCapturable().verdict(AdamParams(), _result(paired=False, torch_fused=(1.0, 1.9)))
-    assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.9)
+    assert _head_row_status(v) == "reproduced" and v.paired is False and v.value == pytest.approx(1.9)
     assert v.breakdown[0]["paired"] is False and v.breakdown[0]["n"] == 30
 
 
@@ -238,7 +251,7 @@ def test_kernel_rounds_of_another_group_are_not_paired() -> None:
     res = _regroup_kernels(_result(torch_fused=(1.0, 1.9)), "torch_fused_capturable", "elsewhere")
     v = FusedAdamCapturable().verdict(AdamParams(), res)
     # No kernel pairing and no kernel samples: the paired step times (equal) are what is left.
-    assert v.value == pytest.approx(1.0, rel=1e-2) and v.paired is True and v.status == "not_reproduced"
+    assert v.value == pytest.approx(1.0, rel=1e-2) and v.paired is True and _head_row_status(v) == "not_reproduced"
 
 
 def test_a_step_time_fallback_is_reported_as_such() -> None:
@@ -261,7 +274,7 @@ def test_missing_kernel_rounds_fall_back_to_step_time_and_say_so() -> None:
     res = _result(torch_fused=(1.0, 1.9))
     bare = RunResult(variants=tuple(dataclasses.replace(x, extra={}) for x in res.variants))
     v = FusedAdamCapturable().verdict(AdamParams(), bare)
-    assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "not_reproduced"
+    assert v.value == pytest.approx(1.0, rel=1e-2) and _head_row_status(v) == "not_reproduced"
     assert "per-kernel samples were missing, so whole-step times were compared" in v.finding
 
 
@@ -274,13 +287,14 @@ def test_headline_is_te_whenever_te_ran() -> None:
     better = FusedAdamCapturable().verdict(AdamParams(), _result(te=0.8, torch_fused=1.5))
     # TE speaks even when another backend looks worse: the rule is fixed before any number.
     assert better.value == pytest.approx(0.8, rel=1e-2) and better.headline == "te"
-    assert better.status == "not_reproduced"
+    assert better.status == "not_reproduced" and better.claim == {"tested": True, "reason": None}
     assert "so the seed's ~1.9x (TE FusedAdam, GB300) does not hold here" in better.finding
 
 
 def test_without_te_the_finding_does_not_judge_the_seed() -> None:
     v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0))
-    assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "not_reproduced"
+    # Never "not_reproduced": what ran is not what the seed is about.
+    assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "inconclusive"
     assert "TE FusedAdam was not measured here" in full_text(v)
     assert "does not hold" not in full_text(v)
 
@@ -386,7 +400,7 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     # variants are errors (regular and capturable live at once), and the run goes on.
     assert {v[f"torch_foreach_{m}"].status for m in ("regular", "capturable", "capturable_graph")} == {"error"}
     verdict = FusedAdamCapturable().verdict(p, res)
-    assert verdict.status == "reproduced" and verdict.value == pytest.approx(1.9, rel=1e-2)
+    assert _head_row_status(verdict) == "reproduced" and verdict.value == pytest.approx(1.9, rel=1e-2)
     assert verdict.paired is True and verdict.headline == "torch_fused"
     assert "per-kernel samples were missing" not in verdict.finding
     assert "Graph replay of the capturable step took 0.95x the eager regular step." in verdict.details
@@ -404,7 +418,7 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     assert all(x.status == "ok" and "kernel_rounds_s" not in x.extra for x in eager)
     assert all(x.warnings == ("per-kernel rounds failed (RuntimeError: CUPTI_ERROR_NOT_INITIALIZED)",) for x in eager)
     verdict = FusedAdamCapturable().verdict(p, res)
-    assert verdict.value == pytest.approx(1.0, rel=1e-2) and verdict.status == "not_reproduced"
+    assert verdict.value == pytest.approx(1.0, rel=1e-2) and _head_row_status(verdict) == "not_reproduced"
     assert "per-kernel samples were missing, so whole-step times were compared" in verdict.finding
 
 

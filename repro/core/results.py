@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # "smoke": the pipeline ran (a --smoke or CPU run) and proves nothing about any GPU, so it
-# never says reproduced or not_reproduced.
-Status = Literal["reproduced", "not_reproduced", "smoke", "skipped", "error"]
-STATUSES: tuple[str, ...] = ("reproduced", "not_reproduced", "smoke", "skipped", "error")
+# never says reproduced or not_reproduced. "inconclusive": something was measured, but not the
+# seed's subject (its library or GPU was absent), so the seed's claim was not tested.
+Status = Literal["reproduced", "not_reproduced", "inconclusive", "smoke", "skipped", "error"]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
 DECIDED: tuple[str, ...] = ("reproduced", "not_reproduced")
 StopReason = Literal["ci_target", "decided", "time_budget", "max_samples", "max_rounds", "external"]
 # How a verdict picks its headline among several headline comparisons (see Repro.headline_rule).
@@ -174,6 +175,11 @@ class Verdict:
     details: tuple[str, ...] = ()  # further sentences: other backends, side measurements, caveats
     headline: str | None = None  # the name of the comparison the status rests on
     paired: bool | None = None  # the headline CI came from paired per-round ratios
+    # Whether the seed's own subject ran ({"tested": bool, "reason": str | None}); None when the
+    # repro has nothing to say (a skipped or errored run).
+    claim: Mapping[str, Any] | None = None
+    # Declared comparisons that got no ratio, each with why: {"comparison", "label", "reason"}.
+    not_run: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,9 @@ class Comparison:
     smooth scaling reads 1.0. ``basis="kernel"`` compares per-call device time of the
     variants' matched kernels (``extra["kernel_rounds_s"]``) instead of whole-call time.
     ``qualifiers`` are the facts a reader needs beside the number (backend, batch, source)
-    and reach the breakdown row and the report's summary.
+    and reach the breakdown row and the report's summary. ``tests_claim=False`` marks a
+    stand-in for the seed's subject (torch's AdamW where the seed is about TE's FusedAdam): a
+    verdict resting on it is ``inconclusive``, since the claim itself was not tested.
     """
 
     name: str
@@ -196,6 +204,7 @@ class Comparison:
     headline: bool = False
     basis: Basis = "time"
     qualifiers: Mapping[str, Any] = field(default_factory=dict)
+    tests_claim: bool = True
 
 
 @dataclass(frozen=True)

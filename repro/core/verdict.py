@@ -274,10 +274,24 @@ def judge(
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
         rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
-        return Verdict(**{**_fields(v), "details": explained.details, "breakdown": rows})
+        return Verdict(
+            **{**_fields(v), "details": explained.details, "breakdown": rows, "not_run": _not_run(comps, out)}
+        )
     finding = explain(out)
     label = head.comparison.label or head.comparison.name
-    words = f"{lead(head, out.smoke, out.device)}: {label} was {out.fmt(head)}"
+    claim = _claim(comps, out)
+    if out.smoke:
+        status: Status = "smoke"
+    elif not claim["tested"]:
+        status = "inconclusive"
+    else:
+        status = head.status
+    lead_words = (
+        f"Inconclusive, the seed's claim was not tested ({claim['reason']}); instead"
+        if status == "inconclusive"
+        else lead(head, out.smoke, out.device)
+    )
+    words = f"{lead_words}: {label} was {out.fmt(head)}"
     words += "" if out.smoke else f", {qualifier(head)}"
     sentence = f"{words}; {finding.sentence.rstrip('.')}." if finding.sentence else f"{words}."
     return Verdict(
@@ -288,13 +302,40 @@ def judge(
         ci_high=head.ci_high,
         ci_level=head.level,
         threshold=head.comparison.threshold,
-        status="smoke" if out.smoke else head.status,
+        status=status,
         finding=sentence,
         breakdown=tuple(breakdown_row(r, out.smoke, head, result.extra.get("row_qualifiers")) for r in out.ratios),
         variants=(head.comparison.num, head.comparison.den),
         details=tuple(finding.details),
         headline=head.comparison.name,
         paired=head.paired,
+        claim=claim,
+        not_run=_not_run(comps, out),
+    )
+
+
+def _claim(comparisons: Sequence[Comparison], out: Outcome) -> dict[str, Any]:
+    """Whether the headline tests the seed's subject, and if not, why the subject did not run."""
+    head = out.headline
+    if head is None or head.comparison.tests_claim:
+        return {"tested": True, "reason": None}
+    subject = [c for c in comparisons if c.tests_claim]
+    why = [f"{c.label or c.name}: {reason}" for c in subject for name, reason in out.missing if name == c.name]
+    if why:
+        reason = "; ".join(why)
+    elif subject:
+        reason = "its comparisons gave no ratio"
+    else:
+        reason = "no comparison of this run measures the seed's subject"
+    return {"tested": False, "reason": reason}
+
+
+def _not_run(comparisons: Sequence[Comparison], out: Outcome) -> tuple[dict[str, Any], ...]:
+    by_name = {c.name: c for c in comparisons}
+    return tuple(
+        {"comparison": name, "label": by_name[name].label or name, "reason": reason}
+        for name, reason in out.missing
+        if name in by_name
     )
 
 

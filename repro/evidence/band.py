@@ -22,6 +22,8 @@ from repro.core import fsio
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 BAND_VERSION = 1
+# Statuses whose headline is a measured ratio.
+MEASURED = ("reproduced", "not_reproduced", "inconclusive")
 # Fewer GPUs than this say nothing about a spread between GPUs.
 MIN_GPUS = 2
 
@@ -70,7 +72,7 @@ def key_of(doc: Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, s
     gpu = (doc.get("fingerprint") or {}).get("gpu") or {}
     if doc.get("kind") != "gpu-repro.artifact" or (doc.get("run") or {}).get("smoke"):
         return None
-    if verdict.get("status") not in ("reproduced", "not_reproduced") or (joining and verdict.get("paired") is not True):
+    if verdict.get("status") not in MEASURED or (joining and verdict.get("paired") is not True):
         return None
     if not isinstance(verdict.get("value"), (int, float)) or not gpu.get("uuid") or not gpu.get("name"):
         return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from repro.core.errors import UsageError
 from repro.env.fingerprint import essentials
-from repro.evidence import artifact, cliff_report
+from repro.evidence import artifact, band, cliff_report
 from repro.evidence.markdown import REPORT_LIMIT, code, table, text, verdict_cell
 from repro.evidence.variants import per_call_us
 
@@ -218,7 +218,31 @@ def repro_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequ
     smoke = [lab for lab, d in zip(labels, docs, strict=True) if d and d["run"]["smoke"]]
     if smoke and len(smoke) < sum(1 for d in docs if d):
         notes.append(f"`{rid}`: smoke run (shrunken sizes) in {', '.join(text(s) for s in smoke)} only")
+    notes += _band_notes(rid, docs, labels)
     return notes
+
+
+def _band_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequence[str]) -> list[str]:
+    """Each measured headline against the first, judged by the spread between GPUs of their model."""
+    measured = []
+    for lab, d in zip(labels, docs, strict=True):
+        key = band.key_of(d, joining=False) if d else None
+        if d and key is not None:
+            measured.append((lab, d, key))
+    if len(measured) < 2:
+        return []
+    (base_label, base, base_key), rest = measured[0], measured[1:]
+    found = band.lookup(base)
+    out = []
+    for lab, d, key in rest:
+        a, b = float(base["verdict"]["value"]), float(d["verdict"]["value"])
+        change = f"{text(lab)} reads {b:.4g} against {a:.4g} in {text(base_label)} ({(b / a - 1) * 100:+.1f}%)"
+        if key != base_key:
+            out.append(f"`{rid}`: {change}; other GPU models or params, so no re-run band applies")
+            continue
+        extent = f" (±{found.half_width * 100:.1f}% over {len(found.points)} GPUs)" if found else ""
+        out.append(f"`{rid}`: {change}: {band.agree(a, b, found)}{extent}")
+    return out
 
 
 # --------------------------------------------------------------------------- fingerprints
