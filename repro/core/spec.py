@@ -189,6 +189,11 @@ class Repro(Generic[P]):
     impact: ClassVar[str] = ""
     # The GPUs the seed reported numbers on; the report names those this run did not have.
     seed_gpus: ClassVar[tuple[str, ...]] = ()
+    # Where the seed was posted when ``upstream`` has no link (a forum thread's title, an article).
+    seed_source: ClassVar[str] = ""
+    # The seed's experiment as posted (sizes, dtype, launch shape, timing method, or that it gave
+    # no program) against what this repro measures, and why the two numbers may differ.
+    seed_experiment: ClassVar[str] = ""
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
     # The keys of the variants' ``config`` (``Arm.config``, ``ctx.skipped(..., **config)``)

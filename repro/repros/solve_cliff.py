@@ -165,6 +165,12 @@ class Solve512Cliff(Repro[SolveParams]):
     id = "solve-512-cliff"
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
+    seed_experiment = (
+        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512 (about 10x at batch 128 "
+        "on an RTX 6000 Ada); its timing code is not reproduced here. Ours: n from 510 to 513 at batches "
+        "16, 64 and 128 under the default backend and cuSOLVER, CUDA events in paired rounds, each ratio "
+        "scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
+    )
     seed_claim = (
         "torch.linalg.solve_ex on batches of 512x512 float32 systems ran far slower than on 511x511 "
         "(~10x at batch 128 on an RTX 6000 Ada): PyTorch switched from cuBLAS batched LU to looped cuSOLVER at n=512."
@@ -492,6 +498,9 @@ class Solve512Cliff(Repro[SolveParams]):
         clear = [b for b in rest if b not in unsure]
         if clear:
             details.append(f"Below the threshold at every batch: the {', '.join(clear)} backend(s).")
+        if "default" in p.backends and result.extra.get("has_magma") is not None:
+            picks = "MAGMA" if result.extra["has_magma"] else "cuSOLVER (this torch has no MAGMA)"
+            details.append(f"The default backend here is {picks}: torch.cuda.has_magma is {result.extra['has_magma']}.")
         if unsure:
             details.append(f"Inconclusive (a CI straddles the threshold): the {', '.join(unsure)} backend(s).")
         if not hits:

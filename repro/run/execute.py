@@ -150,7 +150,7 @@ def repro_section(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
 
 
 def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
-    """What a repro declares for the report (schema 1.2): impact, seed GPUs, plots, its standalone script."""
+    """What a repro declares for the report: impact, seed GPUs, the seed's source and experiment, plots, script."""
     try:
         script = cls().script(params)
     except Exception:  # a broken script generator costs the script, never the run
@@ -158,6 +158,8 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
     return {
         "impact": cls.impact or None,
         "seed_gpus": list(cls.seed_gpus),
+        "seed_source": cls.seed_source or None,
+        "seed_experiment": cls.seed_experiment or None,
         "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }
