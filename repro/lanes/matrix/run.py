@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,8 +147,9 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
                 argv, env = local.argv(
                     c, root, launchers[c.index], "<gpu>" if gpu_slots[0] is not None else None, plan.repro_paths
                 )
-                prefix = " ".join(f"{k}={v!r}" for k, v in env.items())
-                out.append(f"{prefix} {' '.join(argv)}".strip())
+                # Lines a user may paste into a shell: every word quoted, nothing in them expands.
+                prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                out.append(f"{prefix} {shlex.join(argv)}".strip())
             continue
         _open_cells_dir(root, launchers)
         log(
