@@ -228,3 +228,47 @@ def test_sys_executable_native_line_still_runs(tmp_path: Path) -> None:
     text = slurm.script(p, list(p.cells), tmp_path / "m", {0: "native"}, None)
     (call,) = _run_script(tmp_path, text, 0)
     assert call[:4] == ["srun", "--ntasks=1", sys.executable, "-m"]
+
+
+# --------------------------------------------------------------------------- C: k8s Job names
+
+
+@pytest.mark.parametrize(
+    "lanes",
+    [
+        ["cu126.pt26", "cu126-pt26"],
+        ["a" * 39 + "x", "a" * 39 + "y"],  # the same first 52 characters once prefixed
+        ["nemo", "n.emo", "n-emo"],
+    ],
+)
+def test_k8s_job_names_are_unique_valid_and_keep_the_attempt(tmp_path: Path, lanes: list[str]) -> None:
+    import re
+
+    from repro.lanes.matrix import k8s
+
+    doc = spec(
+        name="m" * 40,
+        lanes=[{"name": n, "image": "gpu-repro:cu126-pt26"} for n in lanes],
+        gpus=[{"count": 1}, {"count": 2}],
+    )
+    p = plan_mod.build(doc, check_catalog=False)
+    jobs = k8s.manifests(p, list(p.cells), plan_mod.to_doc(p), "abc123")
+    names = [name for name, _, _ in jobs]
+    assert len(set(names)) == len(names) == 2 * len(lanes), names
+    for name, (cm, job), _ in jobs:
+        assert len(name) <= 52 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+        assert name.endswith("-abc123") and cm.metadata.name == job.metadata.name == name
+    # --backend k8s writes one manifest per Job before submitting: no FileExistsError any more.
+    paths = k8s.write_manifests(tmp_path / "k8s", jobs)
+    assert len({p.name for p in paths}) == len(jobs)
+    with pytest.raises(UsageError, match="exists; expected a new k8s attempt"):
+        k8s.write_manifests(tmp_path / "k8s", jobs)
+
+
+def test_a_k8s_name_clash_is_one_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from repro.lanes.matrix import k8s
+
+    monkeypatch.setattr(k8s, "job_name", lambda plan, cells, attempt: f"gpu-repro-same-{attempt}")
+    p = plan_mod.build(spec(lanes=[{"name": n, "image": "x"} for n in ("a", "b")]), check_catalog=False)
+    with pytest.raises(UsageError, match="is the same for lane 'a'"):
+        k8s.manifests(p, list(p.cells), plan_mod.to_doc(p), "abc123")

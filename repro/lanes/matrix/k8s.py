@@ -6,6 +6,7 @@ spec's ``k8s.pvc``), so they outlive the pods. Only image lanes can run here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -46,11 +47,28 @@ def groups(cells: Sequence[Cell]) -> list[list[Cell]]:
     return list(out.values())
 
 
+# A Job's name is also its pods' ``job-name`` label and their names' prefix: 63 characters, less
+# what the Job controller appends to pod names (``-<index>-<5 random>``).
+JOB_NAME_MAX = 52
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
 def job_name(plan: Plan, cells: Sequence[Cell], attempt: str) -> str:
-    """``gpu-repro-<matrix>-<lane>[-g<n>]-<attempt>``, cut to what a Job name (and its pods' labels) allow."""
+    """``gpu-repro-<matrix>-<lane>[-g<n>]-<hash>-<attempt>``: a DNS-1123 label of at most 52 characters.
+
+    Lane names may hold dots and reach 40 characters, so the readable part is lossy (``cu126.pt26``
+    and ``cu126-pt26`` read alike; long names are cut); the hash of the exact matrix, lane and group
+    keeps the names apart, and the attempt suffix is never cut.
+    """
     c = cells[0]
     group = f"-g{c.group}" if c.group else ""
-    return _dns(f"gpu-repro-{plan.name}-{c.lane.name}{group}-{attempt}", 52)
+    tag = hashlib.sha256(f"{plan.name}\0{c.lane.name}\0{c.group}".encode()).hexdigest()[:8]
+    tail = f"-{tag}-{_dns(attempt, 12)}".rstrip("-")
+    head = _dns(f"gpu-repro-{plan.name}-{c.lane.name}{group}", JOB_NAME_MAX - len(tail))
+    name = f"{head}{tail}"
+    if not _DNS_LABEL.fullmatch(name) or len(name) > JOB_NAME_MAX:  # cannot happen; a clear error if it does
+        raise UsageError(f"k8s Job name {name!r}: expected a DNS-1123 label of at most {JOB_NAME_MAX} characters")
+    return name
 
 
 def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
@@ -145,8 +163,13 @@ def manifests(
 ) -> list[tuple[str, list[Any], list[Cell]]]:
     """(job name, [ConfigMap, Job], its cells in index order) per lane and GPU selector."""
     out = []
+    seen: dict[str, str] = {}
     for group in groups(cells):
         name = job_name(plan, group, attempt)
+        lane = f"lane {group[0].lane.name!r} (GPU selector {group[0].group})"
+        if name in seen:  # a hash collision of 32 bits: refuse rather than overwrite one Job with another
+            raise UsageError(f"k8s Job name {name} is the same for {seen[name]} and {lane}; expected distinct names")
+        seen[name] = lane
         out.append((name, [config_map(plan, name, plan_doc), job(plan, group, name, name)], group))
     return out
 
@@ -230,4 +253,12 @@ def write_manifests(folder: Path, jobs: Sequence[tuple[str, list[Any], list[Cell
     """One YAML file per Job (ConfigMap first), under ``folder``; never overwrites."""
     from repro.core import fsio
 
-    return [fsio.write_new(folder / f"{name}.yaml", to_yaml(objs).encode()) for name, objs, _ in jobs]
+    paths = []
+    for name, objs, _ in jobs:
+        try:
+            paths.append(fsio.write_new(folder / f"{name}.yaml", to_yaml(objs).encode()))
+        except FileExistsError:
+            raise UsageError(
+                f"{folder / name}.yaml exists; expected a new k8s attempt (rerun `repro matrix run`)"
+            ) from None
+    return paths
