@@ -272,3 +272,140 @@ def test_a_k8s_name_clash_is_one_usage_error(monkeypatch: pytest.MonkeyPatch) ->
     p = plan_mod.build(spec(lanes=[{"name": n, "image": "x"} for n in ("a", "b")]), check_catalog=False)
     with pytest.raises(UsageError, match="is the same for lane 'a'"):
         k8s.manifests(p, list(p.cells), plan_mod.to_doc(p), "abc123")
+
+
+# --------------------------------------------------------------------------- D: secrets stay off disk
+
+HF = "hf_" + "Zx9" * 8  # a Hugging Face token's shape
+SECRETS = {"HF_TOKEN": HF, "DB_URL": "postgres://alice:pw-in-url-77@db.example/x", "MINE": "only-marked-secret-42"}
+
+
+def _secret_spec(**over: Any) -> dict[str, Any]:
+    env = {**SECRETS, "PLAIN": "visible-value"}
+    lanes = [
+        {"name": "img", "image": "gpu-repro:cu126-pt26", "env": env, "secret_env": ["MINE"]},
+        {"name": "other", "image": "gpu-repro:cu126-pt26", "env": {"HF_TOKEN": "hf_" + "Q" * 24}},
+    ]
+    return spec(**{"lanes": lanes, **over})
+
+
+def _leaks(text: str) -> list[str]:
+    return [v for v in (*SECRETS.values(), "pw-in-url-77", "hf_" + "Q" * 24) if v in text]
+
+
+def test_secret_env_values_stay_out_of_plan_json_and_the_k8s_manifests(tmp_path: Path) -> None:
+    import yaml
+
+    from repro.lanes.matrix import k8s
+
+    p = plan_mod.build(_secret_spec(k8s={"pvc": "arts"}), check_catalog=False)
+    assert p.cells[0].lane.secret_names == ("DB_URL", "HF_TOKEN", "MINE")
+    root = tmp_path / "m"
+    run_mod.prepare(p, root, dry_run=False)
+    text = (root / "plan.json").read_text()
+    assert _leaks(text) == [] and "visible-value" in text and "<redacted>" in text
+    # A resumed run with the real spec is the same matrix (the digest is over the redacted spec).
+    assert len(run_mod.prepare(p, root, dry_run=False)) == len(p.cells)
+
+    jobs = k8s.manifests(p, list(p.cells), plan_mod.to_doc(p), "abc123")
+    written = k8s.write_manifests(tmp_path / "k8s", jobs)
+    for path in written:
+        docs = list(yaml.safe_load_all(path.read_text()))
+        assert _leaks(path.read_text()) == []
+        assert [d["kind"] for d in docs] == ["ConfigMap", "Secret", "Job"]
+        (container,) = docs[2]["spec"]["template"]["spec"]["containers"]
+        refs = [e for e in container["env"] if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]]
+        assert {e["valueFrom"]["secretKeyRef"]["key"] for e in refs} == set(docs[1]["stringData"])
+    # Only the object sent to the API server holds the values.
+    name, _, cells = jobs[0]
+    sent = k8s.secret(p, cells, name, values=True)
+    assert set(sent.string_data.values()) == set(SECRETS.values())
+
+
+def test_secret_env_values_stay_out_of_the_sbatch_script_and_reach_sbatch_by_environment(tmp_path: Path) -> None:
+    p = plan_mod.build(_secret_spec(), check_catalog=False)
+    cells = list(p.cells)
+    text = slurm.script(p, cells, tmp_path, {c.index: "docker" for c in cells}, None)
+    assert _leaks(text) == [] and "-e GPU_REPRO_SECRET_" in text
+    seen: list[Any] = []
+
+    def fake(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        seen.append(env)
+        return subprocess.CompletedProcess(argv, 0, "41\n", "")
+
+    assert slurm.submit(tmp_path / "x.sbatch", fake, env=slurm.secrets(cells)) == "41"
+    assert set(SECRETS.values()) <= set(seen[0].values())
+
+
+_PROBE = """
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from repro.core.spec import Metric, Repro, Requirements, RunResult, Verdict, param
+from repro.core.verdict import ratio_verdict
+from repro.run.catalog import register
+
+
+@dataclass(frozen=True)
+class Params:
+    out: str = param("", help="where to write what the repro sees")
+
+
+@register
+class EnvProbe(Repro):
+    id = "test-env-probe"
+    title = "records the secret env it sees"
+    upstream = ()
+    seed_claim = "test fixture"
+    Params = Params
+    requires = Requirements(cuda=False)
+    metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
+
+    def run(self, p, ctx):
+        seen = {k: v for k, v in os.environ.items() if k in ("HF_TOKEN", "DB_URL", "MINE", "PLAIN")}
+        carriers = sorted(k for k in os.environ if k.startswith("GPU_REPRO_SECRET_"))
+        Path(p.out).write_text(repr((seen, carriers)))
+        a = ctx.measure("a", lambda: sum(range(200)))
+        b = ctx.measure("b", lambda: sum(range(100)))
+        return RunResult(variants=(a, b))
+
+    def verdict(self, p, result):
+        return ratio_verdict(self.metric, result.variant("a"), result.variant("b"),
+                             finding=lambda v, lo, hi, status, q: f"ratio {v:.2f}")
+"""
+
+
+def test_a_native_cell_gets_its_secrets_through_the_environment(tmp_path: Path) -> None:
+    import ast
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "probe.py").write_text(_PROBE)
+    seen = tmp_path / "seen"
+    doc = _secret_spec(
+        lanes=[{"name": "host", "env": {**SECRETS, "PLAIN": "visible-value"}, "secret_env": ["MINE"]}],
+        repros=[{"id": "test-env-probe", "set": {"out": str(seen)}}],
+        repro_paths=[str(plugins)],
+        gpus=[{"count": 0}],
+        budget_s=0.1,
+    )
+    p = plan_mod.build(doc)
+    root = tmp_path / "m"
+    run_mod.run(p, root, run_mod.Options(backend="local", devices=[]), log=lambda s: None)
+    env, carriers = ast.literal_eval(seen.read_text())
+    assert env == {**SECRETS, "PLAIN": "visible-value"} and carriers == []
+    on_disk = "".join(f.read_text(errors="replace") for f in root.rglob("*") if f.is_file())
+    assert _leaks(on_disk) == []
+
+
+def test_scheme_less_credentials_are_redacted_but_image_digests_are_not() -> None:
+    from repro.core import redact
+
+    fix = redact.redactor(hostname="nohost", home="/nonexistent", secrets=[])
+    command = ["repro", "run", "--out", "alice:hunter2@nas.example:/data", "--out=bob:pw2@h"]
+    assert "hunter2" not in str(fix(command)) and "pw2" not in str(fix(command))
+    assert fix(command)[3] == "<redacted>@nas.example:/data"
+    digest = "gpu-repro:cu126-pt26@sha256:" + "a" * 64
+    for keep in (digest, "nvcr.io/nvidia/nemo:26.08@sha256:" + "b" * 64, "git@github.com:o/r.git", "/a/b:c@d"):
+        assert fix(keep) == keep
+    assert redact.is_secret("HF_TOKEN", "x") and redact.is_secret("URL", "u:p@h") and not redact.is_secret("N", "1")

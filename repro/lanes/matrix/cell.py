@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.core.errors import UsageError
-from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan, build
+from repro.core.redact import REDACTED
+from repro.lanes.matrix.plan import PLAN_FILE, SECRET_PREFIX, Cell, Plan, build, secret_var
 
 CELLS_DIR = "cells"
 # Set for the repro's process, so its fingerprint names the lane and the cell.
@@ -54,6 +56,35 @@ def index_from(cell: int | None, cells: str | None, index_env: str | None) -> in
         raise UsageError(f"${index_env}={raw!r} with --cells {cells}: expected an index into the list") from None
 
 
+def apply_env(cell: Cell, environ: MutableMapping[str, str] = os.environ) -> list[str]:
+    """Set the lane's environment in ``environ``; returns the secrets that did not reach this cell.
+
+    A secret's value is ``<redacted>`` in the plan file; the launcher put it in this process's
+    environment as ``secret_var(lane, name)``. Every such carrier variable is removed, so the
+    repro's process sees the lane's own secrets under their own names and nobody else's.
+    """
+    secrets = set(cell.lane.secret_names)
+    environ.update({k: v for k, v in cell.lane.env.items() if k not in secrets})
+    missing = []
+    for name in sorted(secrets):
+        value = environ.get(secret_var(cell.lane.name, name))
+        if value is None and cell.lane.env[name] != REDACTED:
+            value = cell.lane.env[name]  # a plan built from the spec itself, in this process
+        if value is None:
+            missing.append(name)
+        else:
+            environ[name] = value
+    for key in [k for k in environ if k.startswith(SECRET_PREFIX)]:
+        del environ[key]
+    if missing:
+        print(
+            f"cell {cell.id}: secret env {', '.join(missing)} of lane {cell.lane.name} did not reach this cell "
+            "(a Slurm --export that drops the job's environment?); it runs with what its environment holds",
+            file=sys.stderr,
+        )
+    return missing
+
+
 def cell_dir(root: Path, cell: Cell) -> Path:
     """Where a cell's run folders go: ``ROOT/cells/<cell-id>/``; every attempt adds a run folder."""
     return root / CELLS_DIR / cell.id
@@ -73,7 +104,7 @@ def run(plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None =
     run_dir = folder / new_run_id()
     run_dir.mkdir()
     # The lane's environment, and its name and the cell's for the fingerprint; the child inherits them.
-    os.environ.update(cell.lane.env)
+    apply_env(cell)
     os.environ[LANE_ENV] = cell.lane.name
     os.environ[CELL_ENV] = cell.id
     req = RunRequest(

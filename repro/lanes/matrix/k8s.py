@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import ReproError, UsageError
+from repro.core.redact import REDACTED
 from repro.lanes.matrix.launch import CONTAINER_ROOT
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
 
@@ -84,6 +85,27 @@ def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
     )
 
 
+def secret(plan: Plan, cells: Sequence[Cell], name: str, values: bool = False) -> Any | None:
+    """The Secret carrying the lane's secret env (None when it has none).
+
+    Its values are ``<redacted>`` unless ``values``: the manifests written to disk and the dry run
+    show the Secret's shape; only the object sent to the API server holds the values.
+    """
+    carried = cells[0].lane.secret_values()
+    if not carried:
+        return None
+    k = _client().client
+    return k.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        type="Opaque",
+        metadata=k.V1ObjectMeta(
+            name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}
+        ),
+        string_data=carried if values else dict.fromkeys(carried, REDACTED),
+    )
+
+
 def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
     """One Indexed Job: pod ``i`` runs ``cells[i]`` (``JOB_COMPLETION_INDEX``), one retry per index by default."""
     k = _client().client
@@ -113,6 +135,14 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
             field_env("GPU_REPRO_POD_NAME", "metadata.name"),
             field_env("GPU_REPRO_POD_NAMESPACE", "metadata.namespace"),
             field_env("GPU_REPRO_NODE_NAME", "spec.nodeName"),
+            # The lane's secrets, from the Secret of the same name (`repro matrix cell` maps them back).
+            *(
+                k.V1EnvVar(
+                    name=var,
+                    value_from=k.V1EnvVarSource(secret_key_ref=k.V1SecretKeySelector(name=name, key=var)),
+                )
+                for var in first.lane.secret_values()
+            ),
         ],
         resources=resources,
         volume_mounts=[
@@ -161,7 +191,8 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
 def manifests(
     plan: Plan, cells: Sequence[Cell], plan_doc: dict[str, Any], attempt: str
 ) -> list[tuple[str, list[Any], list[Cell]]]:
-    """(job name, [ConfigMap, Job], its cells in index order) per lane and GPU selector."""
+    """(job name, [ConfigMap, Secret (if the lane has secrets, values redacted), Job], its cells) per lane
+    and GPU selector."""
     out = []
     seen: dict[str, str] = {}
     for group in groups(cells):
@@ -170,7 +201,8 @@ def manifests(
         if name in seen:  # a hash collision of 32 bits: refuse rather than overwrite one Job with another
             raise UsageError(f"k8s Job name {name} is the same for {seen[name]} and {lane}; expected distinct names")
         seen[name] = lane
-        out.append((name, [config_map(plan, name, plan_doc), job(plan, group, name, name)], group))
+        objs = [config_map(plan, name, plan_doc), secret(plan, group, name), job(plan, group, name, name)]
+        out.append((name, [o for o in objs if o is not None], group))
     return out
 
 
@@ -201,10 +233,15 @@ def submit_and_wait(
     ns = plan.k8s.get("namespace", "default")
     core, batch = kube.client.CoreV1Api(), kube.client.BatchV1Api()
     cells_by_job = {name: cells for name, _, cells in jobs}
-    for _, (cm, jb), _ in jobs:
-        core.create_namespaced_config_map(ns, cm)
-        batch.create_namespaced_job(ns, jb)
-        log(f"k8s: created job {jb.metadata.name} in {ns}")
+    for name, objs, cells in jobs:
+        for obj in objs:
+            if obj.kind == "ConfigMap":
+                core.create_namespaced_config_map(ns, obj)
+            elif obj.kind == "Secret":  # the one object that holds the values, never written to disk
+                core.create_namespaced_secret(ns, secret(plan, cells, name, values=True))
+            else:
+                batch.create_namespaced_job(ns, obj)
+        log(f"k8s: created job {name} in {ns}")
     start = time.monotonic()
     pending = {name for name, _, _ in jobs}
     try:

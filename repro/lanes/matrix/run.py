@@ -185,7 +185,7 @@ def _slurm(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
     try:
         for cells, text in texts:
             path = fsio.write_new(root / "slurm" / f"{new_run_id()}.sbatch", text.encode())
-            job = slurm.submit(path)
+            job = slurm.submit(path, env=slurm.secrets(cells))
             log(f"slurm: submitted job array {job} ({len(cells)} cells) from {path}")
             watches.append((slurm.Watch(job, [c.index for c in cells]), cells))
         for watch, cells in watches:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -31,12 +32,13 @@ POLL_S = 2.0
 _TASK_SLACK_S = 300
 _SCONTROL_FIELD = re.compile(r"(\w+)=(\S*)")
 
-Run = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Run = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, extra environment)
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+        full = {**os.environ, **env} if env else None
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=full)
     except FileNotFoundError:
         raise ReproError(f"{argv[0]} not found; expected a Slurm client (sbatch, squeue, scancel) on PATH") from None
     except subprocess.TimeoutExpired:
@@ -93,7 +95,9 @@ def task_argv(cell: Cell, root: Path, launcher: str, repro_paths: Sequence[str] 
     if launcher == "pyxis":
         return launch.pyxis_argv(cell, root, repro_paths)
     if launcher in ("docker", "podman"):
-        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus, repro_paths=repro_paths)]
+        # The lane's secrets are in the job's environment (see ``submit``); `-e NAME` copies them in by name.
+        env = (*launch.PASS_ENV, *cell.lane.secret_values())
+        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus, env, repro_paths)]
     return ["srun", "--ntasks=1", *launch.native_argv(cell, root)]
 
 
@@ -138,9 +142,22 @@ def script(
     return "\n".join(lines)
 
 
-def submit(path: Path, run: Run = _run) -> str:
-    """``sbatch --parsable``: the job id (an error names sbatch's own message)."""
-    res = run(["sbatch", "--parsable", str(path)])
+def secrets(cells: Sequence[Cell]) -> dict[str, str]:
+    """Every secret the cells' lanes need, as the job's environment carries it (sbatch exports its own)."""
+    out: dict[str, str] = {}
+    for c in cells:
+        out.update(c.lane.secret_values())
+    return out
+
+
+def submit(path: Path, run: Run = _run, env: Mapping[str, str] | None = None) -> str:
+    """``sbatch --parsable``: the job id (an error names sbatch's own message).
+
+    ``env``: variables added to sbatch's environment, which the job inherits (sbatch's default
+    ``--export=ALL``): how a lane's secrets reach its cells without being written into the script.
+    """
+    argv = ["sbatch", "--parsable", str(path)]
+    res = run(argv, env) if env else run(argv)
     if res.returncode != 0:
         raise ReproError(f"sbatch {path} failed: {' '.join(res.stderr.split())[:300]}")
     return res.stdout.strip().split(";")[0]
