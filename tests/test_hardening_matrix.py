@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -409,3 +410,163 @@ def test_scheme_less_credentials_are_redacted_but_image_digests_are_not() -> Non
     for keep in (digest, "nvcr.io/nvidia/nemo:26.08@sha256:" + "b" * 64, "git@github.com:o/r.git", "/a/b:c@d"):
         assert fix(keep) == keep
     assert redact.is_secret("HF_TOKEN", "x") and redact.is_secret("URL", "u:p@h") and not redact.is_secret("N", "1")
+
+
+# --------------------------------------------------------------------------- B: nobody else's attempt is believed
+
+REFERENCE = next(
+    (Path(__file__).resolve().parent.parent / "artifacts" / "reference" / "h200").glob(
+        "run-5090-linear/*/5090-linear.json"
+    )
+)
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="plays another local user with os.chown: needs root")
+
+
+def _artifact_for(cell_id: str, status: str = "reproduced") -> dict[str, Any]:
+    from repro.evidence import artifact
+
+    doc = artifact.load(REFERENCE)
+    doc["fingerprint"]["scheduler"] = {"kind": None, "matrix_cell": cell_id}
+    doc["verdict"]["status"] = status
+    doc["verdict"]["finding"] = f"FORGED {status}"
+    return doc
+
+
+def _plant(folder: Path, doc: dict[str, Any], uid: int = 0, mode: int = 0o755, file_uid: int | None = None) -> Path:
+    from repro.evidence import artifact
+
+    folder.mkdir(mode=0o755)
+    path = artifact.write_artifact(doc, folder / "5090-linear.json")
+    os.chown(path, file_uid if file_uid is not None else uid, 0)
+    os.chown(folder, uid, 0)
+    folder.chmod(mode)
+    return path
+
+
+def _one_image_cell(tmp_path: Path) -> tuple[Plan, Path]:
+    p = plan_mod.build(spec(lanes=[{"name": "img", "image": "gpu-repro:cu126-pt26"}]), check_catalog=False)
+    root = tmp_path / "m"
+    run_mod.prepare(p, root, dry_run=False)
+    return p, root
+
+
+@needs_root
+def test_cells_and_attempt_folders_are_the_runners_and_the_container_gets_only_its_attempt(tmp_path: Path) -> None:
+    p, root = _one_image_cell(tmp_path)
+    # An older gpu-repro left cells/ world-writable and the cell folder to the containers' uid.
+    (root / "cells" / p.cells[0].id).mkdir(parents=True)
+    (root / "cells").chmod(0o1777)
+    os.chown(root / "cells" / p.cells[0].id, 1000, 1000)
+    (cell,) = run_mod._prepare_attempts(root, list(p.cells), {0: "docker"})
+    for folder in (root / "cells", root / "cells" / cell.id):
+        st = folder.stat()
+        assert st.st_uid == 0 and st.st_mode & 0o022 == 0, (folder, oct(st.st_mode))
+    attempt = root / "cells" / cell.id / str(cell.attempt)
+    assert attempt.stat().st_uid == 1000 and attempt.stat().st_mode & 0o022 == 0
+    assert ["--attempt", cell.attempt] == launch.cell_args(cell, "/artifacts")[-2:]
+    # What the container wrote there goes back to the runner, not writable by others.
+    (attempt / "x.json").write_text("{}")
+    os.chown(attempt / "x.json", 1000, 1000)
+    (attempt / "x.json").chmod(0o666)
+    run_mod._give_back(root, [cell])
+    for path in (attempt, attempt / "x.json"):
+        assert path.stat().st_uid == 0 and path.stat().st_mode & 0o022 == 0
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("how", "plant"),
+    [
+        ("another owner", {"uid": 4242}),
+        ("world-writable", {"mode": 0o777}),
+        ("group-writable", {"mode": 0o775}),
+        ("artifact of another owner", {"file_uid": 4242}),
+    ],
+)
+def test_a_planted_attempt_is_neither_collected_nor_skipped_on_resume(
+    tmp_path: Path, how: str, plant: dict[str, Any]
+) -> None:
+    from repro.lanes.matrix import collect
+
+    p, root = _one_image_cell(tmp_path)
+    (cell,) = run_mod._prepare_attempts(root, list(p.cells), {0: "docker"})
+    run_mod._give_back(root, [cell])  # the genuine attempt: the cell died before writing anything
+    folder = root / "cells" / cell.id
+    _plant(folder / "20990101T000000Z-aaaaaa", _artifact_for(cell.id), **plant)  # newer than the genuine
+    _, (r,) = collect.collect(root)
+    assert r.status == "missing" and r.attempts == 1 and len(r.ignored) == 1, (how, r)
+    assert "FORGED" not in r.note and "untrusted" in r.note
+    assert [c.index for c in run_mod.prepare(p, root, dry_run=False)] == [0]  # a resumed run reruns it
+
+
+@needs_root
+def test_an_attempt_of_the_runner_with_another_cells_artifact_or_a_link_is_not_believed(tmp_path: Path) -> None:
+    from repro.lanes.matrix import collect
+
+    p, root = _one_image_cell(tmp_path)
+    (cell,) = run_mod._prepare_attempts(root, list(p.cells), {0: "native"})
+    folder = root / "cells" / cell.id
+    _plant(folder / "20990101T000001Z-aaaaaa", _artifact_for("999-other-5090-linear"))
+    elsewhere = tmp_path / "elsewhere"
+    _plant(elsewhere, _artifact_for(cell.id))
+    (folder / "20990101T000002Z-aaaaaa").symlink_to(elsewhere)
+    _, (r,) = collect.collect(root)
+    assert r.status == "missing" and len(r.ignored) == 2, r
+    # The control: the runner's own attempt, with this cell's artifact, is believed (the newest believable).
+    _plant(folder / "20990101T000000Z-aaaaaa", _artifact_for(cell.id, "not_reproduced"))
+    _, (r,) = collect.collect(root)
+    assert r.status == "not_reproduced" and r.done and r.attempts == 3 - 1, r
+    assert run_mod.prepare(p, root, dry_run=False) == []
+
+
+@needs_root
+def test_resume_refuses_a_plan_file_that_is_not_the_callers(tmp_path: Path) -> None:
+    p, root = _one_image_cell(tmp_path)
+    os.chown(root / "plan.json", 4242, 4242)
+    with pytest.raises(UsageError, match="owned by uid 4242"):
+        run_mod.prepare(p, root, dry_run=False)
+
+
+@needs_root
+def test_the_container_uid_writes_its_own_attempt_and_nothing_beside_it(tmp_path: Path) -> None:
+    import tempfile
+
+    from repro.evidence import artifact
+    from repro.lanes.matrix import cell as cell_mod
+    from repro.lanes.matrix import collect
+
+    # uid 1000 must reach the folder: not under pytest's root-only tmp.
+    base = Path(tempfile.mkdtemp(prefix="gpu-repro-test-"))
+    try:
+        base.chmod(0o755)
+        p, root = _one_image_cell(base)
+        (cell,) = run_mod._prepare_attempts(root, list(p.cells), {0: "docker"})
+        doc = _artifact_for(cell.id, "not_reproduced")
+        pid = os.fork()
+        if pid == 0:  # `repro matrix cell --attempt` in a container of a root caller: the images' uid
+            code = 2
+            try:
+                os.setgroups([])
+                os.setresgid(1000, 1000, 1000)
+                os.setresuid(1000, 1000, 1000)
+                run_dir = cell_mod.attempt_dir(root, cell, cell.attempt)
+                artifact.write_artifact(doc, run_dir / "5090-linear.json")
+                try:
+                    (root / "cells" / cell.id / artifact.new_run_id()).mkdir()
+                    code = 3  # it could plant an attempt of its own
+                except PermissionError:
+                    code = 0 if run_dir.name == cell.attempt else 4
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        _, (r,) = collect.collect(root)
+        assert r.status == "missing" and len(r.ignored) == 1  # still uid 1000's: not believed yet
+        run_mod._give_back(root, [cell])
+        _, (r,) = collect.collect(root)
+        assert r.status == "not_reproduced" and r.ignored == (), r
+        for path in root.rglob("*"):
+            st = path.lstat()
+            assert st.st_uid == 0 and st.st_mode & 0o022 == 0, (path, st.st_uid, oct(st.st_mode))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -172,13 +172,17 @@ def cell_cmd(
         list[Path] | None,
         typer.Option("--repro-path", metavar="DIR", help="Plugin folders as mounted here (default: the plan's)."),
     ] = None,
+    attempt: Annotated[
+        str | None,
+        typer.Option("--attempt", metavar="NAME", help="The run folder the runner made for this launch."),
+    ] = None,
 ) -> None:
     """Run one cell (what each Slurm task, pod or local slot runs); a crash leaves an error artifact."""
     from repro.lanes.matrix import cell as cell_mod
 
     p = cell_mod.read_plan(plan_file)
     c = p.cell(cell_mod.index_from(cell, cells, index_env))
-    result = cell_mod.run(p, c, root, repro_path or None)
+    result = cell_mod.run(p, c, root, repro_path or None, attempt)
     _log(f"cell {c.index} {c.id}: {result.status} - {result.message}")
     if result.artifact is None:
         raise ReproError(f"cell {c.index} {c.id}: no artifact could be written ({result.message})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import sys
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from repro.core.redact import REDACTED
 from repro.lanes.matrix.plan import PLAN_FILE, SECRET_PREFIX, Cell, Plan, build, secret_var
 
 CELLS_DIR = "cells"
+ATTEMPT_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")  # artifact.new_run_id()
 # Set for the repro's process, so its fingerprint names the lane and the cell.
 CELL_ENV = "GPU_REPRO_MATRIX_CELL"
 LANE_ENV = "GPU_REPRO_LANE"
@@ -90,19 +93,48 @@ def cell_dir(root: Path, cell: Cell) -> Path:
     return root / CELLS_DIR / cell.id
 
 
-def run(plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None = None) -> CellResult:
-    """Run ``cell`` isolated (timeout from the plan) into a fresh run folder; a crash leaves an error artifact.
+def attempt_dir(root: Path, cell: Cell, attempt: str | None) -> Path:
+    """The run folder of this attempt: the one the runner made for it (``attempt``), else a new one.
 
-    ``repro_paths``: the plugin folders as this process sees them (a container's mounts); default: the plan's.
+    The runner makes the folder (and owns the cell's folder, which nobody else may write to), so a
+    container's non-root user needs no write access above it. A given folder that is not an empty
+    folder of ours (a retried Slurm task finds its first try's) gives way to a new one, where allowed.
     """
     from repro.evidence.artifact import ensure_writable_dir, new_run_id
+
+    folder = cell_dir(root, cell)
+    if attempt is not None:
+        if not ATTEMPT_NAME.fullmatch(attempt):
+            raise UsageError(f"--attempt {attempt!r}: expected a run folder name like 20260101T000000Z-a1b2c3")
+        given = folder / attempt
+        try:
+            st = os.lstat(given)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not any(given.iterdir()):
+                return given
+        except OSError:
+            pass
+    ensure_writable_dir(folder)
+    run_dir = folder / new_run_id()
+    try:
+        run_dir.mkdir(mode=0o755)
+    except OSError as exc:
+        raise UsageError(f"{run_dir}: cannot create the cell's run folder ({exc.strerror or exc})") from None
+    return run_dir
+
+
+def run(
+    plan: Plan, cell: Cell, root: Path, repro_paths: Sequence[Path] | None = None, attempt: str | None = None
+) -> CellResult:
+    """Run ``cell`` isolated (timeout from the plan) into its run folder; a crash leaves an error artifact.
+
+    ``repro_paths``: the plugin folders as this process sees them (a container's mounts); default: the plan's.
+    ``attempt``: the run folder the runner made for this launch (see ``attempt_dir``).
+    """
     from repro.run import runner
     from repro.run.execute import RunRequest
     from repro.run.measure import SamplingConfig
 
-    folder = ensure_writable_dir(cell_dir(root, cell))
-    run_dir = folder / new_run_id()
-    run_dir.mkdir()
+    run_dir = attempt_dir(root, cell, attempt)
     # The lane's environment, and its name and the cell's for the fingerprint; the child inherits them.
     apply_env(cell)
     os.environ[LANE_ENV] = cell.lane.name

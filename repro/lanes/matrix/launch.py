@@ -38,6 +38,8 @@ def cell_args(cell: Cell, root: str, plugins: Sequence[str] = ()) -> list[str]:
     ``plugins``: plugin folders as the container sees them; a native cell reads the plan's own.
     """
     args = ["matrix", "cell", "--plan", f"{root}/{PLAN_FILE}", "--cell", str(cell.index), "--root", root]
+    if cell.attempt:
+        args += ["--attempt", cell.attempt]
     for path in plugins:
         args += ["--repro-path", path]
     return args

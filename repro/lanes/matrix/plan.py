@@ -84,6 +84,9 @@ class Cell:
     sets: Mapping[str, str]
     gpus: Gpus
     group: int  # which GPU selector (one Slurm array / k8s Job per lane and group)
+    # The run folder the runner made for this launch (``cells/<id>/<attempt>``), handed to the cell as
+    # ``--attempt``; None where the cell makes its own (a k8s pod, a dry run).
+    attempt: str | None = None
 
     @property
     def id(self) -> str:
