@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
+from repro.core.terminal import clean
 from repro.lanes.matrix.cell import CELLS_DIR, cell_dir, read_plan
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
 
@@ -263,7 +264,8 @@ def write(root: Path, plan: Plan, rows: Sequence[Row]) -> Path:
     from repro.evidence.artifact import new_run_id
 
     folder = root / COLLECTED_DIR / new_run_id()
-    fsio.write_new(folder / "report.md", markdown(plan, rows).encode())
+    # Escape sequences from the artifacts have no place in markdown, and `cat report.md` would obey them.
+    fsio.write_new(folder / "report.md", clean(markdown(plan, rows)).encode())
     fsio.write_new(folder / "cells.json", (json.dumps(as_json(plan, rows), indent=2) + "\n").encode())
     return folder
 
