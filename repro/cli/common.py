@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import typer
 
 from repro.core.errors import CliffReproduced, ReproError, UsageError
+from repro.core.terminal import clean
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,8 +39,14 @@ def new_typer(name: str, help: str) -> typer.Typer:
 
 
 def err(message: str) -> None:
-    """One ``error: ...`` line on stderr."""
-    typer.echo(f"error: {message}", err=True)
+    """One ``error: ...`` line on stderr (inert: a message may quote an artifact's or a spec's text)."""
+    typer.echo(f"error: {clean(message)}", err=True)
+
+
+def echo_text(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo`` of text that comes from an artifact, a spec, a scheduler or a file name: escape
+    sequences and control characters dropped (``repro.core.terminal``), so it cannot drive the terminal."""
+    typer.echo(clean(text), err=err, nl=nl)
 
 
 def handles_errors(fn: F) -> F:
@@ -54,7 +61,7 @@ def handles_errors(fn: F) -> F:
             raise typer.Exit(130) from None
         except ReproError as exc:
             if isinstance(exc, CliffReproduced):
-                typer.echo(str(exc), err=True)
+                echo_text(str(exc), err=True)
             else:
                 err(str(exc))
             raise typer.Exit(exc.exit_code) from None

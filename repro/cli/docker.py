@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from repro.cli.common import handles_errors, new_typer, write_new_file
+from repro.cli.common import echo_text, handles_errors, new_typer, write_new_file
 from repro.core.errors import ReproError
 
 images_app = new_typer("images", "Build, run and pin the Docker lanes (pins: docker/images.lock.json).")
@@ -214,7 +214,7 @@ def compare_cmd(
     doc = compare.compare(paths)
     text = json.dumps(doc, indent=2) + "\n" if as_json else compare.markdown(doc)
     if out is None:
-        typer.echo(text, nl=False)
+        echo_text(text, nl=False)
         return
     write_new_file(out, text, "comparisons")
     typer.echo(f"comparison: {out}", err=True)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from repro import __version__
-from repro.cli.common import check_new_file, err, handles_errors, new_typer, write_new_file
+from repro.cli.common import check_new_file, echo_text, err, handles_errors, new_typer, write_new_file
 from repro.cli.docker import compare_cmd, images_app
 from repro.cli.matrix import matrix_app
 from repro.cliff.search import DEFAULT_BUDGET_S, DEFAULT_GRID, DEFAULT_MAX_POINTS, DEFAULT_THRESHOLD
@@ -460,9 +460,9 @@ def validate_cmd(
             err(str(exc))
             bad += 1
             continue
-        typer.echo(f"ok: {path}")
+        echo_text(f"ok: {path}")
     for path, why in skipped:
-        typer.echo(f"skipped: {path} (not an artifact: {why})", err=True)
+        echo_text(f"skipped: {path} (not an artifact: {why})", err=True)
     if skipped or len(files) > 1:
         typer.echo(
             f"{len(files) - bad} valid, {bad} invalid, {len(skipped)} skipped (not artifacts)",
@@ -501,7 +501,7 @@ def report_cmd(
     known = declared(docs)
     figures = plots.figures(docs, folder, draw=out is not None, declared=known)
     if out is None:
-        typer.echo(report(docs, figures=figures, declared=known))
+        echo_text(report(docs, figures=figures, declared=known))
         return
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
     links: dict[str, str] = {}

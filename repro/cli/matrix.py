@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from repro.cli.common import handles_errors, new_typer
+from repro.cli.common import echo_text, handles_errors, new_typer
 from repro.core.errors import ReproError
 
 matrix_app = new_typer(
@@ -24,7 +24,7 @@ DirArg = Annotated[
 
 
 def _log(line: str) -> None:
-    typer.echo(line, err=True)
+    echo_text(line, err=True)
 
 
 @matrix_app.command("plan")
@@ -41,7 +41,7 @@ def plan_cmd(
     if as_json:
         typer.echo(json.dumps(plan.to_doc(p), indent=2))
         return
-    typer.echo(table(plan.rows(p), plan.ROW_HEADERS))
+    echo_text(table(plan.rows(p), plan.ROW_HEADERS))
     _log(f"{len(p.cells)} cells; spec digest {p.digest}")
 
 
@@ -125,7 +125,7 @@ def run_cmd(
     )
     _, text = run_mod.run(p, root, opts, log=_log)
     if dry_run:
-        typer.echo(text or "", nl=False)
+        echo_text(text or "", nl=False)
         return
     _collect(root)
 
@@ -137,7 +137,7 @@ def _collect(root: Path) -> None:
     folder = c.write(root, plan, rows)
     bad = [r for r in rows if not r.done]
     for r in rows:
-        typer.echo(f"{r.cell.index:>3} {r.cell.id}: {r.status} - {r.note[:120]}", err=True)
+        _log(f"{r.cell.index:>3} {r.cell.id}: {r.status} - {r.note[:120]}")
     _log(f"collected {len(rows)} cells: {len(rows) - len(bad)} done, {len(bad)} missing or failed")
     _log(f"report: {folder / 'report.md'}\ncells:  {folder / 'cells.json'}")
     if bad:
@@ -176,13 +176,17 @@ def cell_cmd(
         list[Path] | None,
         typer.Option("--repro-path", metavar="DIR", help="Plugin folders as mounted here (default: the plan's)."),
     ] = None,
+    attempt: Annotated[
+        str | None,
+        typer.Option("--attempt", metavar="NAME", help="The run folder the runner made for this launch."),
+    ] = None,
 ) -> None:
     """Run one cell (what each Slurm task, pod or local slot runs); a crash leaves an error artifact."""
     from repro.lanes.matrix import cell as cell_mod
 
     p = cell_mod.read_plan(plan_file)
     c = p.cell(cell_mod.index_from(cell, cells, index_env))
-    result = cell_mod.run(p, c, root, repro_path or None)
+    result = cell_mod.run(p, c, root, repro_path or None, attempt)
     _log(f"cell {c.index} {c.id}: {result.status} - {result.message}")
     if result.artifact is None:
         raise ReproError(f"cell {c.index} {c.id}: no artifact could be written ({result.message})")

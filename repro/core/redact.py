@@ -6,8 +6,8 @@ scrubbed the same way wherever it appears.
 
 Three kinds of secret are caught:
 - values of environment variables whose *names* say they are secrets;
-- credentials in URLs (``scheme://user:pass@host``), whatever the variable or
-  argument that carried them;
+- credentials in URLs (``scheme://user:pass@host``, and ``user:pass@host`` starting a
+  word), whatever the variable or argument that carried them;
 - tokens recognisable by their shape (GitHub, Hugging Face, OpenAI, AWS, Slack,
   JWTs), wherever they occur: params, command lines, paths, logs, free text.
 """
@@ -26,6 +26,12 @@ _HOME_RE = re.compile(r"/(home|Users)/[^/\s\"']+")
 _SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL|AUTH", re.I)
 # scheme://userinfo@ : the userinfo (a user, a password, or a token used as either) goes.
 _URL_CREDS_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}://)[^\s/@'\"<>`]+@")
+# user:password@host with no scheme (an scp or rsync target, an --out typed that way): the userinfo
+# goes. It must start a word (so path parts and image names do not match), and an image digest
+# (name:tag@sha256:<hex>) is not a host.
+_BARE_CREDS_RE = re.compile(
+    r"(?<![^\s=,;'\"(\[])[^\s/@:'\"<>`=,;]+:[^\s/@'\"<>`]+@(?![A-Za-z0-9]+:[0-9A-Fa-f]{32,})(?=[A-Za-z0-9\[])"
+)
 # Known token shapes. Each is anchored so that ordinary words and hex digests do not match.
 TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
@@ -44,9 +50,16 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted({v for k, v in environ.items() if _SECRET_NAME_RE.search(k) and len(v) >= 6}, key=len, reverse=True)
 
 
+def is_secret(name: str, value: str) -> bool:
+    """Whether an environment variable must stay off disk: its name says it is a secret, or its value
+    holds URL credentials or a token (the rules every redaction here applies)."""
+    return bool(_SECRET_NAME_RE.search(name)) or scrub_tokens(value) != value
+
+
 def scrub_tokens(text: str) -> str:
     """Credentials in URLs and token-shaped strings replaced by ``<redacted>`` (no environment needed)."""
     text = _URL_CREDS_RE.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _BARE_CREDS_RE.sub(f"{REDACTED}@", text)
     for _, pattern in TOKEN_PATTERNS:
         text = pattern.sub(REDACTED, text)
     return text

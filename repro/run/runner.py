@@ -183,10 +183,25 @@ class _Spawned:
 
 
 def _start_child(spec: dict[str, Any], server: ForkServer | None) -> _Spawned | ForkedChild:
-    """A forked child of the server when it runs, else a worker process of its own."""
-    if server is not None and server.alive:
-        with contextlib.suppress(ForkServerError):
+    """A forked child of the server when it runs, else a worker process of its own.
+
+    A server that is dead, stopped or talking nonsense is given up (taken down, one line on stderr
+    saying why), and this and every later repro get a worker process of their own.
+    """
+    if server is None:
+        return _Spawned(spec)
+    if server.lost is None:
+        try:
             return server.fork(spec)
+        except ForkServerError as exc:
+            server.give_up(str(exc))
+    if not server.announced:
+        server.announced = True
+        print(
+            f"repro all: fork server given up ({server.lost}); each repro now starts its own process",
+            file=sys.stderr,
+            flush=True,
+        )
     return _Spawned(spec)
 
 
@@ -256,6 +271,10 @@ def run_one_isolated(
         kind, message = "timeout", f"killed after exceeding the {timeout_s:g} s timeout"
     elif no_space:
         kind, message = "no_space", pump.last_line or "the artifact could not be written: no space left on device"
+    elif lost := getattr(tree, "server_lost", None):
+        # The server's death killed its child (PDEATHSIG): a SIGKILL that says nothing of the repro's memory.
+        kind, message = "crash", f"the fork server went away while the repro ran, and took it along: {lost}"
+        sig = None
     elif sig == "SIGKILL":
         kind, message = "oom", "killed by SIGKILL (the kernel's out-of-memory killer is the usual cause)"
     elif sig:

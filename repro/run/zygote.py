@@ -1,9 +1,10 @@
-"""``python -m repro.run.zygote SOCKET``: the fork server of ``repro all``: torch imported once, one child per repro.
+"""``python -m repro.run.zygote``: the fork server of ``repro all``: torch imported once, one child per repro.
 
-Started by ``repro.run.forkserver.ForkServer`` under a guard (``repro.core.procs``). It imports torch
+Started by ``repro.run.forkserver.ForkServer`` under a guard (``repro.core.procs``), with its end of
+a SOCK_SEQPACKET socketpair as stdin (no socket path: nobody else can connect). It imports torch
 and the harness once, without touching CUDA (a process that initialised CUDA cannot fork a
-child that uses it), connects to the runner's Unix socket, and then serves requests one at a
-time over a SOCK_SEQPACKET socket (one message per request or answer). Each request brings a
+child that uses it), says it is ready, and then serves requests one at a
+time over that socket (one message per request or answer). Each request brings a
 worker spec (JSON) and, as an SCM_RIGHTS file descriptor, the write end of the pipe that
 becomes the child's stdout and stderr. For each request it forks:
 
@@ -17,7 +18,10 @@ becomes the child's stdout and stderr. For each request it forks:
   cannot be reused and a kill by pid cannot hit another process.
 
 A crash, hang or OOM of a child costs that child only: the runner kills it by pid and by
-token, and the server goes on with the next request. Standard library and the harness only.
+token, and the server goes on with the next request. While a child runs the server watches the
+socket too: a runner that is gone (its end closed, even after the guard was killed first) makes
+it kill the child's tree and exit, so nothing outlives the runner. Standard library and the
+harness only.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import array
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -104,6 +109,50 @@ def _child(spec: dict[str, Any], out_fd: int, conn: socket.socket) -> None:
         os._exit(code)
 
 
+def _kill_child(pid: int, token: str | None) -> None:
+    """SIGKILL the child and everything it started (found as its descendants, and by its token)."""
+    for _ in range(3):  # a forking child adds more while we kill
+        for victim in [pid, *procs.descendants(pid)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(victim, signal.SIGKILL)
+    if token:
+        procs.sweep(token)
+
+
+def _wait_for_child(conn: socket.socket, pid: int, token: str | None) -> bool:
+    """Wait until the child has exited (True, left unreaped) or the runner has hung up (False).
+
+    Blocking in waitid alone would miss a runner that died while its guard was already gone: the
+    child would run on with nobody to report to. A pidfd (Linux 5.3+) wakes this at the child's
+    exit; without one, the child is checked every 0.1 s.
+    """
+    pidfd = None
+    with contextlib.suppress(AttributeError, OSError):
+        pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(conn, select.POLLIN | select.POLLHUP | select.POLLERR)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    try:
+        while True:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+            for fd, _ in poller.poll(None if pidfd is not None else 100):
+                if fd != conn.fileno():
+                    continue
+                try:
+                    data = conn.recv(MAX_REQUEST)
+                except OSError:
+                    data = b""
+                if not data:  # the runner is gone: so is its repro
+                    _kill_child(pid, token)
+                    return False
+                print("zygote: ignored a message that came while a child ran", file=sys.stderr, flush=True)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 def _wait_for_reap(conn: socket.socket, pid: int) -> None:
     """Block until the runner's ``{"reap": pid}`` (or its hang-up): it has finished killing by pid."""
     while True:
@@ -118,11 +167,18 @@ def _wait_for_reap(conn: socket.socket, pid: int) -> None:
                 return
 
 
-def serve(path: str) -> int:
-    """Connect to the runner at ``path`` and fork one child per request until it hangs up."""
+def _stdin_socket() -> socket.socket:
+    """The runner's socket, handed over as stdin; stdin itself becomes /dev/null (as a worker's is)."""
+    conn = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return conn
+
+
+def serve(conn: socket.socket) -> int:
+    """Serve the runner on ``conn``: fork one child per request until it hangs up."""
     info = _preload()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    conn.connect(path)
     _send(conn, {"ready": True, "pid": os.getpid(), **info})
     while True:
         fds = array.array("i")
@@ -140,8 +196,16 @@ def serve(path: str) -> int:
                 os.close(fd)
             _send(conn, {"error": f"expected one file descriptor with the request, got {len(fds)}"})
             continue
-        spec = json.loads(data.decode())
+        try:
+            spec = json.loads(data.decode())
+            if not isinstance(spec, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            os.close(fds[0])
+            _send(conn, {"error": f"expected a worker spec (a JSON object): {exc}"})
+            continue
         req = spec.pop("request_id", None)  # echoed, so the runner never takes a stale answer for a new one
+        token = spec.get("tree_token")
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -151,8 +215,10 @@ def serve(path: str) -> int:
         _send(conn, {"pid": pid, "request_id": req})
         # Collected without reaping, reported, and only reaped once the runner says so: until
         # then the pid stays a zombie, so the runner's kill can never hit a process that reused it.
-        st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # blocking: never None (that is WNOHANG's)
-        assert st is not None
+        if not _wait_for_child(conn, pid, token):
+            return 0  # the runner is gone; the child's tree was killed
+        st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        assert st is not None  # _wait_for_child saw it exit
         code = -st.si_status if st.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else st.si_status
         _send(conn, {"exit": pid, "code": code, "request_id": req})
         _wait_for_reap(conn, pid)
@@ -160,11 +226,16 @@ def serve(path: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Serve the runner whose socket is ``argv[0]``."""
-    if len(argv) != 1:
-        print("usage: python -m repro.run.zygote SOCKET", file=sys.stderr)
+    """Serve the runner whose socket is this process's stdin."""
+    if argv:
+        print("usage: python -m repro.run.zygote (its stdin: the runner's end of a socketpair)", file=sys.stderr)
         return 2
-    return serve(argv[0])
+    try:
+        conn = _stdin_socket()
+    except OSError as exc:
+        print(f"zygote: stdin is not the runner's socket ({exc})", file=sys.stderr)
+        return 2
+    return serve(conn)
 
 
 if __name__ == "__main__":

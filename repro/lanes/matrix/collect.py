@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
+from repro.core.terminal import clean
 from repro.lanes.matrix.cell import CELLS_DIR, cell_dir, read_plan
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
 
@@ -29,6 +32,7 @@ class Row:
     attempts: int
     note: str
     scheduler: Mapping[str, Any]
+    ignored: tuple[str, ...] = ()  # attempts not believed: ``<run folder>: why``
 
     @property
     def done(self) -> bool:
@@ -52,9 +56,35 @@ def scheduler_records(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def _attempts(root: Path, cell: Cell) -> list[Path]:
-    """The cell's run folders, oldest first (run ids sort by time)."""
+    """The cell's run folders, oldest first (run ids sort by time); links are listed too (and distrusted)."""
     folder = cell_dir(root, cell)
-    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() or p.is_symlink())
+
+
+def untrusted(path: Path, uid: int) -> str | None:
+    """Why ``path`` cannot be believed as the matrix runner's (uid ``uid``) own; None when it can.
+
+    Anything another local user could have put there or changed is out: a link, another owner,
+    a group- or world-writable mode.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not the matrix's runner (uid {uid})"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def runner_uid(root: Path) -> int:
+    """The uid whose files collect believes: the owner of the plan file (who ran ``repro matrix run``)."""
+    return os.lstat(root / PLAN_FILE).st_uid
 
 
 def _reason(rec: Mapping[str, Any]) -> str:
@@ -68,24 +98,56 @@ def _reason(rec: Mapping[str, Any]) -> str:
     return f"{rec.get('backend', 'scheduler')}: " + ", ".join(bits) + where
 
 
-def row(root: Path, cell: Cell, records: Mapping[str, Mapping[str, Any]]) -> Row:
-    """The newest attempt of ``cell`` that left an artifact decides; an attempt without one is reported missing."""
+def _cell_of(doc: Mapping[str, Any]) -> Any:
+    return ((doc.get("fingerprint") or {}).get("scheduler") or {}).get("matrix_cell")
+
+
+def row(root: Path, cell: Cell, records: Mapping[str, Mapping[str, Any]], uid: int | None = None) -> Row:
+    """The newest believable attempt of ``cell`` decides; an attempt without an artifact is reported missing.
+
+    Believable (``untrusted``): the attempt folder and its artifact are the runner's (``uid``, default
+    the plan file's owner) and writable by it alone, and the artifact names this cell. Others are
+    listed in ``ignored`` and never decide, so a resumed run reruns a cell whose only result is forged.
+    """
     from repro.evidence import artifact
 
-    attempts = _attempts(root, cell)
+    uid = runner_uid(root) if uid is None else uid
     rec = records.get(cell.id, {})
-    if not attempts or not (attempts[-1] / f"{cell.repro_id}.json").exists():
-        return Row(cell, "missing", None, None, len(attempts), _reason(rec), rec)
-    path = attempts[-1] / f"{cell.repro_id}.json"
-    try:
-        doc = artifact.load(path)
-    except UsageError as exc:
-        return Row(cell, "invalid", path, None, len(attempts), str(exc), rec)
+    ignored: list[str] = []
+    trusted = 0
+    newest: tuple[Path | None, dict[str, Any] | None, str] | None = None  # (artifact, its doc, why unreadable)
+    for attempt in reversed(_attempts(root, cell)):
+        path = attempt / f"{cell.repro_id}.json"
+        has_artifact = os.path.lexists(path)
+        why = untrusted(attempt, uid) or (untrusted(path, uid) if has_artifact else None)
+        doc: dict[str, Any] | None = None
+        error = ""
+        if why is None and has_artifact:
+            try:
+                doc = artifact.load(path)
+            except UsageError as exc:
+                error = str(exc)
+            else:
+                if _cell_of(doc) != cell.id:
+                    why = f"its artifact is cell {_cell_of(doc)!r}'s, not {cell.id!r}'s"
+        if why is not None:
+            ignored.append(f"{attempt.name}: {why}")
+            continue
+        trusted += 1
+        if newest is None:
+            newest = (path if has_artifact else None, doc, error)
+    ignored.reverse()
+    extra = f" (ignored {len(ignored)} untrusted attempt(s): {'; '.join(ignored)})" if ignored else ""
+    if newest is None or newest[0] is None:
+        return Row(cell, "missing", None, None, trusted, _reason(rec) + extra, rec, tuple(ignored))
+    found, doc, error = newest
+    if doc is None:
+        return Row(cell, "invalid", found, None, trusted, error + extra, rec, tuple(ignored))
     v = doc["verdict"]
     note = v["finding"]
     if v["status"] == "error" and doc.get("error"):
         note = f"{doc['error'].get('kind', 'error')}: {doc['error'].get('message', '')}"
-    return Row(cell, v["status"], path, doc, len(attempts), note, rec)
+    return Row(cell, v["status"], found, doc, trusted, note + extra, rec, tuple(ignored))
 
 
 def collect(root: Path) -> tuple[Plan, list[Row]]:
@@ -95,7 +157,8 @@ def collect(root: Path) -> tuple[Plan, list[Row]]:
         raise UsageError(f"{root}: no {PLAN_FILE}; expected a folder written by `repro matrix run --out DIR`")
     plan = read_plan(plan_path)
     records = scheduler_records(root)
-    return plan, [row(root, c, records) for c in plan.cells]
+    uid = runner_uid(root)
+    return plan, [row(root, c, records, uid) for c in plan.cells]
 
 
 def _where(r: Row) -> str:
@@ -189,6 +252,7 @@ def as_json(plan: Plan, rows: Sequence[Row]) -> dict[str, Any]:
                 "status": r.status,
                 "artifact": str(r.artifact) if r.artifact else None,
                 "attempts": r.attempts,
+                "ignored": list(r.ignored),
                 "note": r.note,
                 "scheduler": dict(r.scheduler),
                 "verdict": (r.doc or {}).get("verdict"),
@@ -204,9 +268,21 @@ def write(root: Path, plan: Plan, rows: Sequence[Row]) -> Path:
     from repro.evidence.artifact import new_run_id
 
     folder = root / COLLECTED_DIR / new_run_id()
-    fsio.write_new(folder / "report.md", markdown(plan, rows).encode())
+    # Escape sequences from the artifacts have no place in markdown, and `cat report.md` would obey them.
+    fsio.write_new(folder / "report.md", clean(markdown(plan, rows)).encode())
     fsio.write_new(folder / "cells.json", (json.dumps(as_json(plan, rows), indent=2) + "\n").encode())
     return folder
 
 
-__all__ = ["CELLS_DIR", "DONE", "Row", "collect", "markdown", "row", "scheduler_records", "write"]
+__all__ = [
+    "CELLS_DIR",
+    "DONE",
+    "Row",
+    "collect",
+    "markdown",
+    "row",
+    "runner_uid",
+    "scheduler_records",
+    "untrusted",
+    "write",
+]

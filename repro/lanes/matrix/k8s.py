@@ -6,6 +6,7 @@ spec's ``k8s.pvc``), so they outlive the pods. Only image lanes can run here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import ReproError, UsageError
+from repro.core.redact import REDACTED
 from repro.lanes.matrix.launch import CONTAINER_ROOT
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
 
@@ -46,11 +48,28 @@ def groups(cells: Sequence[Cell]) -> list[list[Cell]]:
     return list(out.values())
 
 
+# A Job's name is also its pods' ``job-name`` label and their names' prefix: 63 characters, less
+# what the Job controller appends to pod names (``-<index>-<5 random>``).
+JOB_NAME_MAX = 52
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
 def job_name(plan: Plan, cells: Sequence[Cell], attempt: str) -> str:
-    """``gpu-repro-<matrix>-<lane>[-g<n>]-<attempt>``, cut to what a Job name (and its pods' labels) allow."""
+    """``gpu-repro-<matrix>-<lane>[-g<n>]-<hash>-<attempt>``: a DNS-1123 label of at most 52 characters.
+
+    Lane names may hold dots and reach 40 characters, so the readable part is lossy (``cu126.pt26``
+    and ``cu126-pt26`` read alike; long names are cut); the hash of the exact matrix, lane and group
+    keeps the names apart, and the attempt suffix is never cut.
+    """
     c = cells[0]
     group = f"-g{c.group}" if c.group else ""
-    return _dns(f"gpu-repro-{plan.name}-{c.lane.name}{group}-{attempt}", 52)
+    tag = hashlib.sha256(f"{plan.name}\0{c.lane.name}\0{c.group}".encode()).hexdigest()[:8]
+    tail = f"-{tag}-{_dns(attempt, 12)}".rstrip("-")
+    head = _dns(f"gpu-repro-{plan.name}-{c.lane.name}{group}", JOB_NAME_MAX - len(tail))
+    name = f"{head}{tail}"
+    if not _DNS_LABEL.fullmatch(name) or len(name) > JOB_NAME_MAX:  # cannot happen; a clear error if it does
+        raise UsageError(f"k8s Job name {name!r}: expected a DNS-1123 label of at most {JOB_NAME_MAX} characters")
+    return name
 
 
 def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
@@ -63,6 +82,27 @@ def config_map(plan: Plan, name: str, plan_doc: dict[str, Any]) -> Any:
             name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}
         ),
         data={PLAN_FILE: json.dumps(plan_doc, indent=2)},
+    )
+
+
+def secret(plan: Plan, cells: Sequence[Cell], name: str, values: bool = False) -> Any | None:
+    """The Secret carrying the lane's secret env (None when it has none).
+
+    Its values are ``<redacted>`` unless ``values``: the manifests written to disk and the dry run
+    show the Secret's shape; only the object sent to the API server holds the values.
+    """
+    carried = cells[0].lane.secret_values()
+    if not carried:
+        return None
+    k = _client().client
+    return k.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        type="Opaque",
+        metadata=k.V1ObjectMeta(
+            name=name, labels={"app.kubernetes.io/name": "gpu-repro", "gpu-repro/matrix": plan.name}
+        ),
+        string_data=carried if values else dict.fromkeys(carried, REDACTED),
     )
 
 
@@ -95,6 +135,14 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
             field_env("GPU_REPRO_POD_NAME", "metadata.name"),
             field_env("GPU_REPRO_POD_NAMESPACE", "metadata.namespace"),
             field_env("GPU_REPRO_NODE_NAME", "spec.nodeName"),
+            # The lane's secrets, from the Secret of the same name (`repro matrix cell` maps them back).
+            *(
+                k.V1EnvVar(
+                    name=var,
+                    value_from=k.V1EnvVarSource(secret_key_ref=k.V1SecretKeySelector(name=name, key=var)),
+                )
+                for var in first.lane.secret_values()
+            ),
         ],
         resources=resources,
         volume_mounts=[
@@ -143,11 +191,18 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
 def manifests(
     plan: Plan, cells: Sequence[Cell], plan_doc: dict[str, Any], attempt: str
 ) -> list[tuple[str, list[Any], list[Cell]]]:
-    """(job name, [ConfigMap, Job], its cells in index order) per lane and GPU selector."""
+    """(job name, [ConfigMap, Secret (if the lane has secrets, values redacted), Job], its cells) per lane
+    and GPU selector."""
     out = []
+    seen: dict[str, str] = {}
     for group in groups(cells):
         name = job_name(plan, group, attempt)
-        out.append((name, [config_map(plan, name, plan_doc), job(plan, group, name, name)], group))
+        lane = f"lane {group[0].lane.name!r} (GPU selector {group[0].group})"
+        if name in seen:  # a hash collision of 32 bits: refuse rather than overwrite one Job with another
+            raise UsageError(f"k8s Job name {name} is the same for {seen[name]} and {lane}; expected distinct names")
+        seen[name] = lane
+        objs = [config_map(plan, name, plan_doc), secret(plan, group, name), job(plan, group, name, name)]
+        out.append((name, [o for o in objs if o is not None], group))
     return out
 
 
@@ -178,10 +233,15 @@ def submit_and_wait(
     ns = plan.k8s.get("namespace", "default")
     core, batch = kube.client.CoreV1Api(), kube.client.BatchV1Api()
     cells_by_job = {name: cells for name, _, cells in jobs}
-    for _, (cm, jb), _ in jobs:
-        core.create_namespaced_config_map(ns, cm)
-        batch.create_namespaced_job(ns, jb)
-        log(f"k8s: created job {jb.metadata.name} in {ns}")
+    for name, objs, cells in jobs:
+        for obj in objs:
+            if obj.kind == "ConfigMap":
+                core.create_namespaced_config_map(ns, obj)
+            elif obj.kind == "Secret":  # the one object that holds the values, never written to disk
+                core.create_namespaced_secret(ns, secret(plan, cells, name, values=True))
+            else:
+                batch.create_namespaced_job(ns, obj)
+        log(f"k8s: created job {name} in {ns}")
     start = time.monotonic()
     pending = {name for name, _, _ in jobs}
     try:
@@ -230,4 +290,12 @@ def write_manifests(folder: Path, jobs: Sequence[tuple[str, list[Any], list[Cell
     """One YAML file per Job (ConfigMap first), under ``folder``; never overwrites."""
     from repro.core import fsio
 
-    return [fsio.write_new(folder / f"{name}.yaml", to_yaml(objs).encode()) for name, objs, _ in jobs]
+    paths = []
+    for name, objs, _ in jobs:
+        try:
+            paths.append(fsio.write_new(folder / f"{name}.yaml", to_yaml(objs).encode()))
+        except FileExistsError:
+            raise UsageError(
+                f"{folder / name}.yaml exists; expected a new k8s attempt (rerun `repro matrix run`)"
+            ) from None
+    return paths

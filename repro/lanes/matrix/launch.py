@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -37,14 +38,29 @@ def cell_args(cell: Cell, root: str, plugins: Sequence[str] = ()) -> list[str]:
     ``plugins``: plugin folders as the container sees them; a native cell reads the plan's own.
     """
     args = ["matrix", "cell", "--plan", f"{root}/{PLAN_FILE}", "--cell", str(cell.index), "--root", root]
+    if cell.attempt:
+        args += ["--attempt", cell.attempt]
     for path in plugins:
         args += ["--repro-path", path]
     return args
 
 
+# A mount is written ``host:container[:ro]`` (docker -v) and mounts are joined by commas (pyxis):
+# a colon or comma in a host path would add a mount or change its options.
+_MOUNT_UNSAFE = re.compile(r"[,:\x00-\x1f\x7f-\x9f]")
+
+
+def mount_source(path: Path | str, what: str) -> str:
+    """``path`` as the host side of a container mount; one that would split the mount list is a UsageError."""
+    text = str(path)
+    if _MOUNT_UNSAFE.search(text):
+        raise UsageError(f"{what} {text!r}: a comma, colon or control character; expected a plain folder path")
+    return text
+
+
 def plugin_mounts(repro_paths: Sequence[str]) -> list[tuple[str, str]]:
     """(host folder, container folder) for each plugin folder of the spec."""
-    return [(str(Path(p).resolve()), f"{PLUGIN_ROOT}/{i}") for i, p in enumerate(repro_paths)]
+    return [(mount_source(Path(p).resolve(), "repro_paths"), f"{PLUGIN_ROOT}/{i}") for i, p in enumerate(repro_paths)]
 
 
 def _user() -> str:
@@ -73,7 +89,7 @@ def engine_argv(
             argv += ["--device", f"nvidia.com/gpu={gpu_devices}"]
         else:
             argv += ["--gpus", f'"device={gpu_devices}"']
-    argv += ["-v", f"{root}:{CONTAINER_ROOT}"]
+    argv += ["-v", f"{mount_source(root, '--out')}:{CONTAINER_ROOT}"]
     mounts = plugin_mounts(repro_paths)
     for host, inside in mounts:
         argv += ["-v", f"{host}:{inside}:ro"]
@@ -108,7 +124,8 @@ def pyxis_argv(cell: Cell, root: Path, repro_paths: Sequence[str] = ()) -> list[
     return [
         "srun",
         f"--container-image={pyxis_ref(ref)}",
-        "--container-mounts=" + ",".join([f"{root}:{CONTAINER_ROOT}", *(f"{h}:{c}:ro" for h, c in mounts)]),
+        "--container-mounts="
+        + ",".join([f"{mount_source(root, '--out')}:{CONTAINER_ROOT}", *(f"{h}:{c}:ro" for h, c in mounts)]),
         "--no-container-entrypoint",
         "repro",
         *cell_args(cell, CONTAINER_ROOT, [m[1] for m in mounts]),

@@ -65,9 +65,11 @@ def slots(devices: Sequence[str], per_cell: int, max_parallel: int | None) -> li
 def argv(
     cell: Cell, root: Path, launcher: str, gpus: str | None, repro_paths: Sequence[str] = ()
 ) -> tuple[list[str], dict[str, str]]:
-    """The command for one cell and the environment changes it needs."""
+    """The command for one cell and the environment changes it needs (secrets apart: see ``run``)."""
     if launcher in ("docker", "podman"):
-        return launch.engine_argv(launcher, cell, root, gpus, extra_env=(), repro_paths=repro_paths), {}
+        # `-e NAME` copies the lane's secrets from the engine client's environment: never on the command line.
+        secrets = tuple(cell.lane.secret_values())
+        return launch.engine_argv(launcher, cell, root, gpus, extra_env=secrets, repro_paths=repro_paths), {}
     # A cell without a GPU sees none: an empty CUDA_VISIBLE_DEVICES hides them all.
     return launch.native_argv(cell, root), {"CUDA_VISIBLE_DEVICES": gpus or ""}
 
@@ -101,7 +103,8 @@ def run(
             t0 = time.monotonic()
             state, code = "COMPLETED", None
             with open(log_path, "ab") as out:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env_changes})
+                env = {**os.environ, **env_changes, **cell.lane.secret_values()}
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
                 with lock:
                     procs[cell.index] = proc
                 log(f"cell {cell.index} {cell.id}: started on GPU {slot if slot is not None else 'none'}")

@@ -11,10 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
+from repro.core.redact import REDACTED, is_secret
 
 SCHEMA = "matrix.schema.json"
 PLAN_FILE = "plan.json"  # in the matrix folder: what each cell runs, read by `repro matrix cell`
 PLAN_VERSION = 1
+
+
+SECRET_PREFIX = "GPU_REPRO_SECRET_"
+
+
+def secret_var(lane: str, name: str) -> str:
+    """The variable that carries lane ``lane``'s secret ``name`` to a cell (a Slurm job's environment holds
+    every lane's: the lane's hash keeps two lanes' values of one name apart)."""
+    return f"{SECRET_PREFIX}{hashlib.sha256(lane.encode()).hexdigest()[:8]}_{name}"
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,17 @@ class Lane:
     python: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()
+    secret_env: frozenset[str] = frozenset()
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """Names in ``env`` whose values never go to disk: marked in ``secret_env``, caught by the redaction
+        rules (repro.core.redact), or already ``<redacted>`` (a plan read back from its file)."""
+        return tuple(sorted(k for k, v in self.env.items() if k in self.secret_env or v == REDACTED or is_secret(k, v)))
+
+    def secret_values(self) -> dict[str, str]:
+        """The secrets as the launcher passes them to a cell's process: ``{secret_var(lane, name): value}``."""
+        return {secret_var(self.name, k): self.env[k] for k in self.secret_names if self.env[k] != REDACTED}
 
     @property
     def ref(self) -> str | None:
@@ -63,6 +84,9 @@ class Cell:
     sets: Mapping[str, str]
     gpus: Gpus
     group: int  # which GPU selector (one Slurm array / k8s Job per lane and group)
+    # The run folder the runner made for this launch (``cells/<id>/<attempt>``), handed to the cell as
+    # ``--attempt``; None where the cell makes its own (a k8s pod, a dry run).
+    attempt: str | None = None
 
     @property
     def id(self) -> str:
@@ -88,9 +112,20 @@ class Plan:
     source: str = ""
 
     @property
+    def public_spec(self) -> dict[str, Any]:
+        """The spec as it may be written down: every lane's secret env values ``<redacted>``."""
+        doc: dict[str, Any] = json.loads(json.dumps(self.spec))
+        lanes = {c.lane.name: c.lane for c in self.cells}
+        for raw in doc.get("lanes") or []:
+            lane = lanes.get(raw.get("name"))
+            for name in lane.secret_names if lane is not None else ():
+                raw["env"][name] = REDACTED
+        return doc
+
+    @property
     def digest(self) -> str:
-        """A hash of the spec: a resumed run must carry on the same matrix, not a different one."""
-        return hashlib.sha256(json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:16]
+        """A hash of the spec (secrets redacted): a resumed run must carry on the same matrix, not a different one."""
+        return hashlib.sha256(json.dumps(self.public_spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def cell(self, index: int) -> Cell:
         """The cell numbered ``index``; an unknown one is a UsageError naming the range."""
@@ -155,8 +190,12 @@ def build(spec: Any, source: str = "", check_catalog: bool = True) -> Plan:
                 python=raw.get("python"),
                 env=dict(raw.get("env") or {}),
                 engine_args=tuple(raw.get("engine_args") or ()),
+                secret_env=frozenset(raw.get("secret_env") or ()),
             )
         )
+        unknown = sorted(set(raw.get("secret_env") or ()) - set(raw.get("env") or {}))
+        if unknown:
+            raise UsageError(f"{source}: lanes[{i}].secret_env: {', '.join(unknown)} not in env; expected names in env")
     repros = [(r, {}) if isinstance(r, str) else (r["id"], _sets(r.get("set") or {})) for r in spec["repros"]]
     smoke = bool(spec.get("smoke", False))
     paths = tuple(spec.get("repro_paths") or ())
@@ -209,12 +248,12 @@ def default_python() -> str:
 
 
 def to_doc(plan: Plan) -> dict[str, Any]:
-    """The plan file's content: the spec, its digest, and every cell as a cell task needs it."""
+    """The plan file's content: the spec (secrets redacted), its digest, and every cell as a cell task needs it."""
     return {
         "plan_version": PLAN_VERSION,
         "name": plan.name,
         "digest": plan.digest,
-        "spec": plan.spec,
+        "spec": plan.public_spec,  # secrets reach a cell through its environment, never this file
         "cells": [
             {
                 "index": c.index,

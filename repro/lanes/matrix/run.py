@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,7 +16,7 @@ from typing import Any
 from repro.core.errors import UsageError
 from repro.lanes.matrix import collect as collect_mod
 from repro.lanes.matrix import launch
-from repro.lanes.matrix.cell import CELLS_DIR, read_plan
+from repro.lanes.matrix.cell import CELLS_DIR, cell_dir, read_plan
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan, to_doc
 
 BACKENDS = ("local", "slurm", "k8s")
@@ -54,6 +57,11 @@ def prepare(plan: Plan, root: Path, dry_run: bool) -> list[Cell]:
 
     plan_path = root / PLAN_FILE
     if plan_path.exists():
+        why = collect_mod.untrusted(plan_path, os.getuid())
+        if why:
+            raise UsageError(
+                f"--out {root}: its {PLAN_FILE} is {why}; expected a matrix folder you ran, or a new --out"
+            )
         old = read_plan(plan_path)
         if old.digest != plan.digest:
             raise UsageError(
@@ -69,32 +77,68 @@ def prepare(plan: Plan, root: Path, dry_run: bool) -> list[Cell]:
     return list(plan.cells)
 
 
-def _open_cells_dir(root: Path, launchers: Mapping[int, str]) -> None:
-    """Containers of a root caller run as the images' uid 1000: let it create its cell folders (as /tmp does)."""
-    folder = root / CELLS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    if os.getuid() == 0 and any(v in ("docker", "podman", "pyxis") for v in launchers.values()):
-        folder.chmod(0o1777)
+def _own_dir(path: Path) -> None:
+    """``path`` as a folder of the runner's that nobody else can write to.
+
+    Made 0755; an existing one is fixed where it can be (an older gpu-repro made ``cells/`` mode 1777
+    and left cell folders to the containers' user) and refused where it cannot.
+    """
+    path.mkdir(mode=0o755, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{path}: not a folder (a link?); expected the matrix's own folder")
+    if st.st_uid != os.getuid():
+        if os.getuid() != 0:
+            raise UsageError(f"{path}: owned by uid {st.st_uid}; expected a folder of yours (uid {os.getuid()})")
+        os.lchown(path, os.getuid(), os.getgid())
+    if st.st_mode & 0o022:
+        path.chmod(stat.S_IMODE(st.st_mode) & ~0o022)
 
 
-def _give_back(root: Path) -> None:
-    """After containers of a root caller wrote as uid 1000: hand what they made to the folder's owner.
+def _prepare_attempts(root: Path, cells: Sequence[Cell], launchers: Mapping[int, str]) -> list[Cell]:
+    """Make each cell's run folder for this launch: the cells carry its name to ``repro matrix cell --attempt``.
 
-    As `repro images run` does, so that a root caller finds root's files, not a stranger's. The cell
-    folders themselves stay the container user's: a resumed run's container adds its attempt there.
+    ``cells/`` and every cell folder are the runner's and writable by it alone, so no other local user
+    can plant an attempt. A root caller's containers run as the images' uid 1000: each gets its own
+    attempt folder, handed to that uid for the run and taken back after (``_give_back``).
+    """
+    from repro.evidence.artifact import new_run_id
+
+    _own_dir(root / CELLS_DIR)
+    image_uid, image_gid = (int(x) for x in launch.IMAGE_USER.split(":"))
+    out = []
+    for c in cells:
+        folder = cell_dir(root, c)
+        _own_dir(folder)
+        attempt = new_run_id()
+        (folder / attempt).mkdir(mode=0o755)
+        if os.getuid() == 0 and launchers[c.index] in ("docker", "podman"):
+            os.lchown(folder / attempt, image_uid, image_gid)
+        out.append(dataclasses.replace(c, attempt=attempt))
+    return out
+
+
+def _give_back(root: Path, cells: Sequence[Cell]) -> None:
+    """After containers of a root caller wrote as uid 1000: take back this launch's attempt folders.
+
+    As `repro images run` does, so that a root caller finds root's files, not a stranger's, and
+    collect trusts them (it believes only the runner's files that nobody else can write).
     """
     if os.getuid() != 0:
         return
-    owner = root.stat()
     image_uid = int(launch.IMAGE_USER.split(":")[0])
-    cells = root / CELLS_DIR
-    for dirpath, dirnames, filenames in os.walk(cells):
-        if Path(dirpath) == cells:
+    for c in cells:
+        if not c.attempt:
             continue
-        for name in [*dirnames, *filenames]:
-            path = os.path.join(dirpath, name)
-            if os.lstat(path).st_uid == image_uid:
-                os.lchown(path, owner.st_uid, owner.st_gid)
+        top = cell_dir(root, c) / c.attempt
+        for dirpath, dirnames, filenames in os.walk(top):  # never follows links
+            for path in [dirpath, *(os.path.join(dirpath, n) for n in [*dirnames, *filenames])]:
+                st = os.lstat(path)
+                if st.st_uid != image_uid:
+                    continue
+                os.lchown(path, os.getuid(), os.getgid())
+                if not stat.S_ISLNK(st.st_mode):
+                    os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
 
 
 def _record(root: Path, backend: str, records: dict[str, dict[str, Any]], extra: dict[str, Any]) -> Path:
@@ -146,10 +190,11 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
                 argv, env = local.argv(
                     c, root, launchers[c.index], "<gpu>" if gpu_slots[0] is not None else None, plan.repro_paths
                 )
-                prefix = " ".join(f"{k}={v!r}" for k, v in env.items())
-                out.append(f"{prefix} {' '.join(argv)}".strip())
+                # Lines a user may paste into a shell: every word quoted, nothing in them expands.
+                prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                out.append(f"{prefix} {shlex.join(argv)}".strip())
             continue
-        _open_cells_dir(root, launchers)
+        cells = _prepare_attempts(root, cells, launchers)
         log(
             f"matrix {plan.name}: {len(cells)} cell(s) on {len(gpu_slots)} slot(s): "
             + ", ".join(str(s) for s in gpu_slots)
@@ -157,7 +202,7 @@ def _local(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
         try:
             records = local.run(plan, cells, root, launchers, gpu_slots, log=log)
         finally:
-            _give_back(root)
+            _give_back(root, cells)
         _record(root, "local", records, {"slots": [s for s in gpu_slots]})
     return "\n".join(out) + "\n" if opts.dry_run else None
 
@@ -171,25 +216,26 @@ def _slurm(plan: Plan, root: Path, todo: list[Cell], opts: Options, log: Log) ->
         c.index: launch.choose(opts.launcher or plan.slurm.get("launcher", "auto"), c, slurm=True) for c in todo
     }
     parallel = opts.max_parallel or plan.slurm.get("max_parallel")
+    if not opts.dry_run:
+        todo = _prepare_attempts(root, todo, launchers)
     texts: list[tuple[list[Cell], str]] = []
     for group in sorted({c.group for c in todo}):
         cells = [c for c in todo if c.group == group]
         texts.append((cells, slurm.script(plan, cells, root, launchers, parallel)))
     if opts.dry_run:
         return "\n".join(t for _, t in texts)
-    _open_cells_dir(root, launchers)
     (root / slurm.LOG_DIR).mkdir(exist_ok=True)
     watches: list[tuple[slurm.Watch, list[Cell]]] = []
     try:
         for cells, text in texts:
             path = fsio.write_new(root / "slurm" / f"{new_run_id()}.sbatch", text.encode())
-            job = slurm.submit(path)
+            job = slurm.submit(path, env=slurm.secrets(cells))
             log(f"slurm: submitted job array {job} ({len(cells)} cells) from {path}")
             watches.append((slurm.Watch(job, [c.index for c in cells]), cells))
         for watch, cells in watches:
             timeout = _wait_timeout(plan, len(cells), int(parallel or len(cells)), opts.timeout_s)
             cancelled = slurm.wait(watch, timeout, log=log)
-            _give_back(root)
+            _give_back(root, cells)
             _record(
                 root, "slurm", slurm.records(watch, {c.index: c for c in cells}, root, cancelled), {"job": watch.job_id}
             )

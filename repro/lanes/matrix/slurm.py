@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -13,12 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.core.errors import ReproError
+from repro.core.errors import ReproError, UsageError
 from repro.lanes.matrix import launch
 from repro.lanes.matrix.plan import Cell, Plan
 
 LOG_DIR = "logs"
 _GPU_VAR = "${CUDA_VISIBLE_DEVICES}"
+# Where the generator wants Slurm's GPU list expanded. It holds NUL bytes, which the spec's schema
+# refuses in every value, so no word the spec provides can ask for an expansion.
+GPU_WORD = "\x00CUDA_VISIBLE_DEVICES\x00"
+# Control characters end an #SBATCH line (newline) or hide text from a reader (ESC, CR).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Poll gently: a busy slurmctld is shared by everyone on the cluster.
 POLL_S = 2.0
 # Slurm's own time limit per task: the cell's timeout plus room for start-up, collect_env and the
@@ -26,27 +32,46 @@ POLL_S = 2.0
 _TASK_SLACK_S = 300
 _SCONTROL_FIELD = re.compile(r"(\w+)=(\S*)")
 
-Run = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Run = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, extra environment)
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+        full = {**os.environ, **env} if env else None
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=full)
     except FileNotFoundError:
         raise ReproError(f"{argv[0]} not found; expected a Slurm client (sbatch, squeue, scancel) on PATH") from None
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]} timed out after 60 s")
 
 
+def _dquote(literal: str) -> str:
+    """``literal`` made inert inside double quotes: ``\\``, ``"``, ``$`` and backquote escaped (POSIX 2.2.3)."""
+    return re.sub(r'([\\"$`])', r"\\\1", literal)
+
+
 def _shell(argv: Sequence[str]) -> str:
-    """One shell line; the GPU variable stays expandable (Slurm sets it per task), all else is quoted."""
+    """One shell line: every word quoted, the generator's GPU word (``GPU_WORD``) the only expansion.
+
+    A word holding ``GPU_WORD`` becomes one double-quoted word whose literal parts are escaped, so
+    ``"device=${CUDA_VISIBLE_DEVICES}"`` expands the GPU list Slurm gave the task and nothing else.
+    """
     out = []
     for arg in argv:
-        if _GPU_VAR in arg:
-            out.append('"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"')
+        if _CONTROL.search(arg.replace(GPU_WORD, "")):
+            raise UsageError(f"{arg!r}: a control character in a command word; expected printable text")
+        if GPU_WORD in arg:
+            out.append('"' + _GPU_VAR.join(_dquote(part) for part in arg.split(GPU_WORD)) + '"')
         else:
             out.append(shlex.quote(arg))
     return " ".join(out)
+
+
+def _sbatch_line(option: str) -> str:
+    """``#SBATCH <option>``; an option with a control character (a newline would end the line) is refused."""
+    if _CONTROL.search(option):
+        raise UsageError(f"#SBATCH {option!r}: a control character; expected one printable option")
+    return f"#SBATCH {shlex.quote(option)}"
 
 
 def array_spec(indices: Sequence[int], max_parallel: int | None) -> str:
@@ -66,11 +91,13 @@ def array_spec(indices: Sequence[int], max_parallel: int | None) -> str:
 
 def task_argv(cell: Cell, root: Path, launcher: str, repro_paths: Sequence[str] = ()) -> list[str]:
     """The command one array task runs for ``cell``, in the form the cluster supports."""
-    gpus = _GPU_VAR if cell.gpus.count > 0 else None
+    gpus = GPU_WORD if cell.gpus.count > 0 else None
     if launcher == "pyxis":
         return launch.pyxis_argv(cell, root, repro_paths)
     if launcher in ("docker", "podman"):
-        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus, repro_paths=repro_paths)]
+        # The lane's secrets are in the job's environment (see ``submit``); `-e NAME` copies them in by name.
+        env = (*launch.PASS_ENV, *cell.lane.secret_values())
+        return ["srun", "--ntasks=1", *launch.engine_argv(launcher, cell, root, gpus, env, repro_paths)]
     return ["srun", "--ntasks=1", *launch.native_argv(cell, root)]
 
 
@@ -99,7 +126,7 @@ def script(
     lines = [
         "#!/bin/bash",
         f"# gpu-repro matrix {plan.name!r}: {len(cells)} cell(s), GPU selector {gpus.label}; from `repro matrix run`.",
-        *(f"#SBATCH {shlex.quote(o)}" for o in opts),
+        *(_sbatch_line(o) for o in opts),
         "set -u",
         'echo "cell $SLURM_ARRAY_TASK_ID: job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $(hostname -s)" >&2',
         'case "$SLURM_ARRAY_TASK_ID" in',
@@ -115,9 +142,22 @@ def script(
     return "\n".join(lines)
 
 
-def submit(path: Path, run: Run = _run) -> str:
-    """``sbatch --parsable``: the job id (an error names sbatch's own message)."""
-    res = run(["sbatch", "--parsable", str(path)])
+def secrets(cells: Sequence[Cell]) -> dict[str, str]:
+    """Every secret the cells' lanes need, as the job's environment carries it (sbatch exports its own)."""
+    out: dict[str, str] = {}
+    for c in cells:
+        out.update(c.lane.secret_values())
+    return out
+
+
+def submit(path: Path, run: Run = _run, env: Mapping[str, str] | None = None) -> str:
+    """``sbatch --parsable``: the job id (an error names sbatch's own message).
+
+    ``env``: variables added to sbatch's environment, which the job inherits (sbatch's default
+    ``--export=ALL``): how a lane's secrets reach its cells without being written into the script.
+    """
+    argv = ["sbatch", "--parsable", str(path)]
+    res = run(argv, env) if env else run(argv)
     if res.returncode != 0:
         raise ReproError(f"sbatch {path} failed: {' '.join(res.stderr.split())[:300]}")
     return res.stdout.strip().split(";")[0]
