@@ -237,7 +237,7 @@ def _measured(p: Point, cfg: SearchConfig, phase: str, group: int) -> MeasuredPo
 
 
 def compare_points(a: MeasuredPoint, b: MeasuredPoint, pa: Point, pb: Point, cfg: SearchConfig) -> Pair:
-    """Is there a step from ``a`` to ``b``? Both conditions of the issue, on paired rounds.
+    """Is there a step from ``a`` to ``b``? Both conditions below, on paired rounds.
 
     A step needs (1) the scaled times to differ by more than the threshold (a ratio above
     ``1 + threshold`` or below ``1 / (1 + threshold)``), read off the median of the per-round

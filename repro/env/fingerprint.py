@@ -118,8 +118,7 @@ def collect_env_in_process() -> dict[str, Any]:
 
 
 # collect_env's report is the same for every repro of a run (versions, drivers, libraries), and
-# costs seconds (2.3 s in-process on the H200, where the issue measured 7.6 s as a second
-# interpreter): the first repro of a run writes it here, the rest read it.
+# costs seconds (2.3 s in-process on an H200): the first repro of a run writes it here, the rest read it.
 COLLECT_ENV_FILE = ".cache/collect_env.json"  # beside the ceilings (repro.env.ceilings.CEILINGS_FILE)
 
 

@@ -80,8 +80,8 @@ def prepare(plan: Plan, root: Path, dry_run: bool) -> list[Cell]:
 def _own_dir(path: Path) -> None:
     """``path`` as a folder of the runner's that nobody else can write to.
 
-    Made 0755; an existing one is fixed where it can be (an older gpu-repro made ``cells/`` mode 1777
-    and left cell folders to the containers' user) and refused where it cannot.
+    Made 0755; an existing one that others can write to (mode 1777, or a cell folder owned by a
+    container's user) is fixed where it can be and refused where it cannot.
     """
     path.mkdir(mode=0o755, exist_ok=True)
     st = os.lstat(path)
