@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 from repro.core import stats
 from repro.core.results import DECIDED
-from repro.core.spec import Kernel, RunResult, Timing, VariantResult, Verdict, Work, from_jsonable
+from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
 from repro.evidence import artifact
 from repro.run import catalog
 from repro.run.execute import RunRequest, execute
@@ -215,3 +216,15 @@ def test_committed_gpu_variants_carry_rate_and_share_of_a_measured_ceiling(path:
         assert a is not None, v["name"]
         assert (a["tflops"] or a["gbps"]) and a["pct_of_ceiling"] is not None, v["name"]
         assert a["ceiling_value"] == pytest.approx(ceilings[a["ceiling"]]["value"]), v["name"]
+
+
+@pytest.mark.parametrize(
+    ("definition", "model"),
+    [("stats", Stats), ("timing", Timing), ("kernel", Kernel), ("variant", VariantResult), ("verdict", Verdict)],
+)
+def test_the_schema_and_the_result_types_describe_the_same_fields(definition: str, model: type) -> None:
+    """One format: every field of a result type is a property of its schema definition, and back."""
+    schema = json.loads((artifact.SCHEMA_DIR / "artifact.schema.json").read_text())["$defs"][definition]
+    fields = {f.name for f in dataclasses.fields(model)}
+    assert set(schema["properties"]) == fields
+    assert set(schema.get("required", ())) <= fields
