@@ -435,8 +435,7 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
                     fence(libs),
                     "",
                 ]
-        gpu = essentials(m.fingerprint)["gpu"]
-        summary = html_text(f"machine {m.label} ({gpu}): fingerprint summary, GPU state, collect_env libraries")
+        summary = html_text(f"machine {m.label}: fingerprint summary, GPU state, collect_env libraries")
         out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
     return out
 

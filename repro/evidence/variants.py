@@ -153,7 +153,7 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
     -> 512 at another batch, say). Without a named pair, only variants that differ in one config
     value are paired. Unrelated variants (another batch *and* another size) are never paired.
     """
-    shown, _ = shown_variants(doc)
+    shown = list(doc["variants"])
     measured = [v for v in shown if v.get("kernels")]
     by_name = {v["name"]: v for v in measured}
     named = list(doc["verdict"].get("variants") or ())
