@@ -541,7 +541,7 @@ def bundle_cmd(
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
     scripts: dict[str, str] = {}
     left_out: dict[str, str] = {}
-    for path in sorted(run_dir.glob("*.json")) if run_dir.is_dir() else []:
+    for path in sorted(p for p in run_dir.glob("*.json") if not p.name.startswith(".")) if run_dir.is_dir() else []:
         try:
             doc = artifact.load(path)
         except UsageError:
