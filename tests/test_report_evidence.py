@@ -136,7 +136,7 @@ def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[
     assert "Versions of relevant libraries" in text
     assert "Libraries loaded (from /proc/self/maps" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
-    assert text.count("Standalone script: `repro script ") == 5
+    assert text.count("Standalone script: `scripts/") == 5
     assert "| solve_ex 128x512x512 (cusolver) |" in text and "75 more variants in the artifact" in text
 
 
@@ -204,7 +204,8 @@ def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict]) -> N
     assert "SWAPPED" not in bare and "Standalone script:" not in bare
     assert "No standalone script could be regenerated here (the report was rendered without the catalog)." in bare
     shown = _report([doc])  # regenerated from the catalog's code: named, and packed into the bundle, not pasted
-    assert "SWAPPED" not in shown and "Standalone script: `repro script 5090-linear`" in shown
+    assert "SWAPPED" not in shown
+    assert "Standalone script: `scripts/5090-linear.py` in the bundle, or `repro script 5090-linear`" in shown
     assert "```python" not in shown
     unknown = copy.deepcopy(doc)
     unknown["repro"]["id"] = "not-in-this-catalog"

@@ -540,6 +540,7 @@ def bundle_cmd(
 
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
     scripts: dict[str, str] = {}
+    notes: dict[str, str] = {}
     left_out: dict[str, str] = {}
     for path in sorted(p for p in run_dir.glob("*.json") if not p.name.startswith(".")) if run_dir.is_dir() else []:
         try:
@@ -552,9 +553,11 @@ def bundle_cmd(
         member = bundle.script_member(str(doc["repro"]["id"]), text) if text else None
         if member and text:
             scripts[member] = text
+            if note:
+                notes[member] = note
         else:
             left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
-    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out)
+    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 
 

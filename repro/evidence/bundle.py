@@ -222,13 +222,15 @@ def build(
     limit: int = BUNDLE_LIMIT,
     scripts: Mapping[str, str] | None = None,
     scripts_left_out: Mapping[str, str] | None = None,
+    script_notes: Mapping[str, str] | None = None,
 ) -> Path:
     """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json.
 
     ``scripts``: ``{"scripts/<id>.py": text}``, the standalone scripts the caller regenerated from
     the catalog for the run's artifacts (``repro.run.scripts.regenerate``; names from
-    ``script_member``); packed redacted, and listed in MANIFEST.json's ``scripts``. ``scripts_left_out``:
-    ``{repro id: why no script}``, listed there too.
+    ``script_member``); packed redacted, and listed in MANIFEST.json's ``scripts``. ``script_notes``:
+    ``{member: what to know about it}`` (its source differs from the one that ran); ``scripts_left_out``:
+    ``{repro id: why no script}``; both listed there too.
     """
     root = Path(run_dir).resolve()
     name, p = plan(root)
@@ -257,6 +259,7 @@ def build(
             "limit_bytes": limit,
             "harness": p.harness,
             "scripts": packed,
+            "script_notes": {f"{name}/{k}": fix(v) for k, v in sorted((script_notes or {}).items())},
             "scripts_left_out": [{"repro": k, "reason": fix(v)} for k, v in sorted((scripts_left_out or {}).items())],
         }
         blob = _tar(members + [(f"{name}/MANIFEST.json", json.dumps(manifest, indent=2).encode())])

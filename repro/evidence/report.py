@@ -132,7 +132,7 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
 
 LEGEND = (
     "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "measured across other GPUs of this model. suspect: the GPU throttled or was shared while measuring._"
+    "measured across other GPUs of this model._"
 )
 
 
@@ -225,6 +225,9 @@ def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
     if not pairs or not doc["verdict"].get("variants"):
         return []
     base, other = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
+        base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
     head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
     if not changes:
@@ -318,15 +321,20 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
-    spent = artifact.format_breakdown(artifact.time_breakdown(doc), min_s=0.5)
+    # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
+    phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
+    spent = artifact.format_breakdown(phases, min_s=0.5)
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s in this repro's process.")
+        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
     if not smoke:
         if declared.script:
-            note = f" ({text(declared.script_note)})" if declared.script_note else ""
+            # With a script, the catalog's note says its source differs from the one that ran; the
+            # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
+            note = " (regenerated from this installation's source of the repro, not the one that ran)"
+            note = note if declared.script_note else ""
             facts.append(
-                f"Standalone script: `repro script {text(rid)}` with the re-run's `--set` flags, or "
-                f"`scripts/{text(rid)}.py` in the bundle{note}."
+                f"Standalone script: `scripts/{text(rid)}.py` in the bundle, or `repro script {text(rid)}` "
+                f"with the `--set` flags above{note}."
             )
         else:
             why = declared.script_note or "the report was rendered without the catalog"
@@ -490,7 +498,7 @@ def report(
         if not smoke_run:
             head += [
                 LEGEND + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the whole "
-                "collect_env, the standalone scripts and the harness the re-run lines install._",
+                "collect_env, the scripts and the harness the re-run lines install._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]

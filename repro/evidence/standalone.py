@@ -23,7 +23,6 @@ from repro import __version__
 from repro.core.errors import UsageError
 from repro.core.results import Comparison
 from repro.core.verdict import headline_candidates
-from repro.evidence import wheel
 
 __all__ = ["PRELUDE", "Harness", "Rerun", "build", "comparison_filter", "harness_of", "parse_output", "rerun"]
 
@@ -163,6 +162,8 @@ class Harness:
         """The wheel a bundle carries for this harness (``repro.evidence.wheel.file_name``)."""
         if not self.digest:
             return None
+        from repro.evidence import wheel  # here: repros import this module for ``build`` alone
+
         name = wheel.file_name(self.digest)
         if self.version and "+" not in self.version and self.version != __version__:
             # Made by another release than the one rendering: its wheel carries its own version.

@@ -110,7 +110,7 @@ def variants_table(doc: Mapping[str, Any]) -> str:
         headers = headers[:3] + headers[4:]
     out = md_table(rows, headers)
     if hidden:
-        out += f"\n\n_{hidden} more variants in the artifact; shown: those the comparisons use, or the verdict's pair._"
+        out += f"\n\n_{hidden} more variants in the artifact._"
     return out
 
 
