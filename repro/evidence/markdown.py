@@ -75,10 +75,21 @@ def fence(body: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
+def _cut_words(s: str, limit: int) -> str:
+    """``s`` in at most ``limit`` characters, cut where a word (letters and digits) ends, then ``...``."""
+    if len(s) <= limit:
+        return s
+    end = limit - 3
+    while end > 0 and s[end - 1].isalnum() and s[end].isalnum():
+        end -= 1
+    return (s[:end] if end > 0 else s[: limit - 3]).rstrip() + "..."
+
+
 def code(value: Any, limit: int = NAME_CHARS) -> str:
-    """An inline code span (safe in a table cell too); backticks inside become quotes."""
+    """An inline code span (safe in a table cell too); backticks inside become quotes; a long value is
+    cut between words."""
     s = " ".join(str(value).replace("\r", "\n").split("\n"))
-    s = s if len(s) <= limit else s[: limit - 3] + "..."
+    s = _cut_words(s, limit)
     s = s.replace("`", "'").strip() or "-"
     return f"`{md_cell(s)}`"
 
