@@ -503,9 +503,10 @@ def report(
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     if any(is_smoke(d) for d in docs):
+        where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
-            "GPU. The fingerprint and collect_env output are in the artifacts._",
+            f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
             "",
         ]
     scope_md = _not_tested(docs, declared)
