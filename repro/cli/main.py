@@ -485,13 +485,21 @@ def report_cmd(
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
 
-    With --out, the declared plots are drawn beside FILE (plots/<id>.<plot>.png) where
-    matplotlib is installed; existing plot files are kept, never overwritten.
+    A folder of run folders (artifacts/) means its newest run. With --out, the declared plots are
+    drawn beside FILE (plots/<id>.<plot>.png) where matplotlib is installed; existing plot files are
+    kept, never overwritten.
     """
     from repro.evidence import artifact, cliff_report, plots
-    from repro.evidence.report import report
+    from repro.evidence.report import newest_run, report
     from repro.run.scripts import declared
 
+    chosen = []
+    for f in files:
+        found = newest_run(f)  # a folder of run folders (artifacts/): its newest run
+        if found is not None:
+            typer.echo(f"{f} holds {found[1]} run folders; reporting the newest, {found[0].name}", err=True)
+        chosen.append(found[0] if found is not None else f)
+    files = chosen
     docs = [artifact.load(p) for p in artifact.expand(files)]
     if out is not None:
         check_new_file(out, "reports")  # before any plot is drawn beside it
@@ -525,10 +533,31 @@ def bundle_cmd(
         Path | None, typer.Option("--out", metavar="FILE", help="Bundle path (default <run-dir>.bundle.tar.gz).")
     ] = None,
 ) -> None:
-    """Pack a run (artifacts, report, logs, Chrome traces) into one .tar.gz under GitHub's 25 MB limit."""
-    from repro.evidence import bundle
+    """Pack a run (artifacts, report, logs, Chrome traces, standalone scripts, the harness) into one .tar.gz
+    under GitHub's 25 MB limit."""
+    from repro.evidence import artifact, bundle
+    from repro.run.scripts import regenerate
 
-    path = bundle.build(run_dir, out)
+    # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
+    scripts: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    for path in sorted(p for p in run_dir.glob("*.json") if not p.name.startswith(".")) if run_dir.is_dir() else []:
+        try:
+            doc = artifact.load(path)
+        except UsageError:
+            continue  # not an artifact, or a damaged one: bundle.build packs or refuses it by itself
+        if artifact.is_cliff(doc):
+            continue
+        text, note = regenerate(doc)
+        member = bundle.script_member(str(doc["repro"]["id"]), text) if text else None
+        if member and text:
+            scripts[member] = text
+            if note:
+                notes[member] = note
+        else:
+            left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
+    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 
 

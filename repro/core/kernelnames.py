@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["short_names", "strip"]
+__all__ = ["recut", "short_names", "strip"]
 
 _LAMBDA = re.compile(r"::\{lambda\([^)]*\)#\d+\}")
 _CALL_OPERATOR = re.compile(r"::operator\(\)\([^()]*\)(?:\s*const)?")
@@ -21,12 +21,15 @@ _SCALAR = re.compile(
     r"|^\(?-?[\d.]+[a-zA-Z]*\)?$|^\(\w+\)-?\d+$|^true$|^false$"
 )
 ELLIPSIS = "…"
+# A return type that only switches a template on (``enable_if<!(false), void>::type kernel<...>``).
+_SFINAE = re.compile(r"^(?:std::)?enable_if<[^<>]*>::type\s+")
 
 
 def strip(name: str) -> str:
     """The name without ``void``, namespaces, lambdas and parameter lists (template arguments kept)."""
     s = " ".join(name.split())
     s = re.sub(r"^void\s+", "", s)
+    s = _SFINAE.sub("", s)
     s = _LAMBDA.sub("", s)
     s = _CALL_OPERATOR.sub("", s)
     s = _strip_params(s.replace("(anonymous namespace)::", ""))
@@ -96,12 +99,71 @@ def _drop_scalars(s: str) -> str | None:
     return f"{head}<{', '.join(kept)}>" if kept else head
 
 
+# A cut never falls inside a word: a run of letters and digits ("tilesize128x128", "Functor") is kept
+# whole or left out whole; the separators between words ("_", "<", ", ", "::") are where a name is cut.
+_WORD = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+
+
 def _cut(s: str, limit: int) -> str:
-    """Middle ellipsis: the head (kernel family) and the tail (its variant) both stay."""
+    """Middle ellipsis at word boundaries: the head (kernel family) and the tail (its variant) both stay.
+
+    A single word longer than the room left falls back to a character cut (nothing else fits).
+    """
+    if len(s) <= limit:
+        return s
+    tokens = _WORD.findall(s)
+    room = limit - len(ELLIPSIS)
+    head_room = room * 3 // 5
+    head: list[str] = []
+    used = 0
+    for t in tokens:
+        if used + len(t) > head_room:
+            break
+        head.append(t)
+        used += len(t)
+    tail: list[str] = []
+    for t in reversed(tokens[len(head) :]):
+        if used + len(t) > room:
+            break
+        tail.insert(0, t)
+        used += len(t)
+    # Room the tail left goes back to the head, word by word.
+    for t in tokens[len(head) : len(tokens) - len(tail)]:
+        if used + len(t) > room:
+            break
+        head.append(t)
+        used += len(t)
+    left, right = "".join(head).rstrip(" _:,<"), "".join(tail).lstrip(" _:,>")
+    if not left or not right:
+        return _cut_chars(s, limit)
+    return left + ELLIPSIS + right
+
+
+def _cut_chars(s: str, limit: int) -> str:
+    """The character cut (``tilesize1…lignc4``): the fallback, and how artifacts before 2026-12 cut names."""
     if len(s) <= limit:
         return s
     head = (limit - 1) * 3 // 5
     return s[:head] + ELLIPSIS + s[len(s) - (limit - 1 - head) :]
+
+
+def recut(text: str, names: Iterable[str], limits: Iterable[int] = (60, 80, 90)) -> str:
+    """``text`` with kernel names an older harness cut mid-word re-cut at word boundaries.
+
+    Findings recorded a name as ``short_kernel(name, limit)`` did then (a character cut, at one
+    of ``limits``); each such form of one of ``names`` (the artifact's full kernel names) found in
+    ``text`` is replaced by today's cut at the same limit. Text that holds none is returned as is.
+    """
+    if ELLIPSIS not in text:
+        return text
+    for name in dict.fromkeys(names):
+        forms = [f for f in (_drop_scalars(strip(name)), strip(name)) if f]
+        for limit in limits:
+            for form in forms:
+                old = _cut_chars(form, limit)
+                if old != form and old in text:
+                    text = text.replace(old, _cut(form, limit))
+    return text
 
 
 def short_names(names: Iterable[str], limit: int = 90) -> dict[str, str]:

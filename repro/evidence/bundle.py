@@ -2,7 +2,8 @@
 
 Only what the run wrote goes in, found by name (a manifest, never a directory
 walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
-``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png`` and, when it is the
+``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png``, the standalone
+scripts the caller regenerated from the catalog (``scripts/<id>.py``) and, when it is the
 harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
 Each is opened without following links and packed only if it is a regular file; member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
@@ -20,7 +21,7 @@ import re
 import stat
 import tarfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,10 +204,43 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def build(run_dir: Path, dest: Path | None = None, limit: int = BUNDLE_LIMIT) -> Path:
-    """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json."""
+# A script member's name: scripts/<repro id>.py (or .sh), nothing a caller could steer elsewhere.
+_SCRIPT = re.compile(r"scripts/[a-z0-9][a-z0-9-]*\.(py|sh)")
+
+
+def script_member(repro_id: str, script: str) -> str | None:
+    """``scripts/<id>.py`` (``.sh`` for a shell script), or None when the id is no plain file name part."""
+    first = script.split("\n", 1)[0]
+    ext = "sh" if first.startswith("#!") and first.rstrip().endswith(("sh", "bash")) else "py"
+    name = f"scripts/{repro_id}.{ext}"
+    return name if _SCRIPT.fullmatch(name) else None
+
+
+def build(
+    run_dir: Path,
+    dest: Path | None = None,
+    limit: int = BUNDLE_LIMIT,
+    scripts: Mapping[str, str] | None = None,
+    scripts_left_out: Mapping[str, str] | None = None,
+    script_notes: Mapping[str, str] | None = None,
+) -> Path:
+    """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json.
+
+    ``scripts``: ``{"scripts/<id>.py": text}``, the standalone scripts the caller regenerated from
+    the catalog for the run's artifacts (``repro.run.scripts.regenerate``; names from
+    ``script_member``); packed redacted, and listed in MANIFEST.json's ``scripts``. ``script_notes``:
+    ``{member: what to know about it}`` (its source differs from the one that ran); ``scripts_left_out``:
+    ``{repro id: why no script}``; both listed there too.
+    """
     root = Path(run_dir).resolve()
     name, p = plan(root)
+    fix = text_redactor()
+    packed: list[str] = []
+    for rel, body in sorted((scripts or {}).items()):
+        if not _SCRIPT.fullmatch(rel):
+            raise UsageError(f"script member {rel!r}: expected scripts/<repro id>.py or .sh")
+        p.members.append((f"{name}/{rel}", fix(body).encode()))
+        packed.append(f"{name}/{rel}")
     dest = Path(dest) if dest is not None else root.parent / f"{name}.bundle.tar.gz"
     target = dest.parent.resolve() / dest.name
     if _inside(target, root):
@@ -224,6 +258,9 @@ def build(run_dir: Path, dest: Path | None = None, limit: int = BUNDLE_LIMIT) ->
             "logs_cut_to_tail": [f"{name}/{t}" for t in p.trimmed],
             "limit_bytes": limit,
             "harness": p.harness,
+            "scripts": packed,
+            "script_notes": {f"{name}/{k}": fix(v) for k, v in sorted((script_notes or {}).items())},
+            "scripts_left_out": [{"repro": k, "reason": fix(v)} for k, v in sorted((scripts_left_out or {}).items())],
         }
         blob = _tar(members + [(f"{name}/MANIFEST.json", json.dumps(manifest, indent=2).encode())])
         traces = [m for m in members if "/traces/" in m[0]]

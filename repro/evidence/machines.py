@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.env.fingerprint import essentials
-from repro.evidence.markdown import fmt_num, md_table, text
+from repro.evidence.markdown import text
 
 
 def essentials_line(fp: Mapping[str, Any]) -> str:
@@ -119,7 +119,7 @@ def machine_summary(m: Machine) -> str:
     libs = sw.get("libraries") or {}
     loaded = [f"{k} {v.get('version')}" for k, v in libs.items() if isinstance(v, dict) and v.get("loaded")]
     parts.append(
-        f"- Libraries this process loaded (read from /proc/self/maps, versions from each library): "
+        f"- Libraries loaded (from /proc/self/maps, versions from each library): "
         f"{', '.join(loaded) or 'none read'}; torch {torch_info.get('version') or '-'} (git "
         f"{str(torch_info.get('git_version') or '-')[:12]}, built with CUDA {torch_info.get('cuda_built') or '-'}, "
         f"has_magma {torch_info.get('has_magma')}); "
@@ -130,40 +130,41 @@ def machine_summary(m: Machine) -> str:
     env = fp.get("env") or {}
     parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none"))
     host = fp.get("host") or {}
-    harness = fp.get("harness") or {}
     parts.append(
         f"- Host: {host.get('os') or '-'}, Python {host.get('python') or '-'}, {host.get('cpu') or '-'} "
-        f"({host.get('cpu_count') or '-'} CPUs); harness gpu-repro {harness.get('version') or '-'} at commit "
-        f"{harness.get('git_commit') or 'unknown'}"
+        f"({host.get('cpu_count') or '-'} CPUs)"
     )
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
 
 
-def state_table(docs: Sequence[Mapping[str, Any]], of: Mapping[int, str]) -> str:
-    """What differs between processes on one machine: the GPU's state when each repro started."""
-    rows = []
-    for d in docs:
-        st = ((d["fingerprint"].get("gpu") or {}).get("state")) or {}
-        pids = st.get("compute_pids")
-        rows.append(
-            [
-                text(d["repro"]["id"], cell=True),
-                of[id(d)],
-                fmt_num(st.get("power_w")) if st.get("power_w") is not None else "-",
-                str(st.get("temperature_c")) if st.get("temperature_c") is not None else "-",
-                str(len(pids)) if isinstance(pids, list) else "-",
-                str(st.get("sm_clock_mhz") or "-"),
-                text(", ".join(st.get("clocks_event_reasons") or []) or "none", cell=True),
-            ]
-        )
-    headers = [
-        "repro",
-        "machine",
-        "power (W)",
-        "temperature (C)",
-        "compute processes",
-        "SM clock (MHz)",
-        "clock events",
+def _span(values: Sequence[Any], unit: str) -> str:
+    nums = sorted(float(v) for v in values if isinstance(v, int | float))
+    if not nums:
+        return f"- {unit}".strip()
+    lo, hi = f"{nums[0]:.4g}", f"{nums[-1]:.4g}"
+    return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
+
+
+def state_line(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The GPU's state when each repro started, as one line: ranges over the repros, and by name any
+    repro that started beside other compute processes or with the clocks held down."""
+    states = [(str(d["repro"]["id"]), ((d["fingerprint"].get("gpu") or {}).get("state")) or {}) for d in docs]
+    if not any(st for _, st in states):
+        return "GPU state when each repro started: not recorded."
+    parts = [
+        f"power {_span([st.get('power_w') for _, st in states], 'W')}",
+        f"temperature {_span([st.get('temperature_c') for _, st in states], 'C')}",
+        f"SM clock {_span([st.get('sm_clock_mhz') for _, st in states], 'MHz')}",
     ]
-    return "GPU state when each repro started:\n\n" + md_table(rows, headers)
+    crowded = [
+        f"{rid} ({len(st['compute_pids'])})"
+        for rid, st in states
+        if isinstance(st.get("compute_pids"), list) and len(st["compute_pids"]) > 1
+    ]
+    parts.append(
+        f"more than one compute process at the start of {', '.join(crowded)}" if crowded else "one compute process"
+    )
+    events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
+    parts.append(f"clock events: {'; '.join(events)}" if events else "no clock events")
+    return text("GPU state when each repro started: " + ", ".join(parts) + ".")

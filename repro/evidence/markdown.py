@@ -13,10 +13,14 @@ from typing import Any
 
 from tabulate import tabulate
 
-from repro.core.verdict import fmt_ratio
+from repro.core.verdict import CI_LEVEL
 
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
 REPORT_LIMIT = 60_000
+# What a run's report may take when pasted into an issue: about one screen of summary and sections
+# a maintainer reads, the rest one click away in <details> or in the bundle (DESIGN: Evidence principles).
+PASTE_LIMIT = 20_000
+PASTE_LINES = 250
 # Kernel names and other long identifiers in a code span are cut at this many characters.
 NAME_CHARS = 90
 
@@ -71,10 +75,21 @@ def fence(body: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
+def _cut_words(s: str, limit: int) -> str:
+    """``s`` in at most ``limit`` characters, cut where a word (letters and digits) ends, then ``...``."""
+    if len(s) <= limit:
+        return s
+    end = limit - 3
+    while end > 0 and s[end - 1].isalnum() and s[end].isalnum():
+        end -= 1
+    return (s[:end] if end > 0 else s[: limit - 3]).rstrip() + "..."
+
+
 def code(value: Any, limit: int = NAME_CHARS) -> str:
-    """An inline code span (safe in a table cell too); backticks inside become quotes."""
+    """An inline code span (safe in a table cell too); backticks inside become quotes; a long value is
+    cut between words."""
     s = " ".join(str(value).replace("\r", "\n").split("\n"))
-    s = s if len(s) <= limit else s[: limit - 3] + "..."
+    s = _cut_words(s, limit)
     s = s.replace("`", "'").strip() or "-"
     return f"`{md_cell(s)}`"
 
@@ -98,10 +113,60 @@ def fmt_pct(value: float) -> str:
     return f"{value:.2g}%"
 
 
-def verdict_cell(doc: Mapping[str, Any]) -> str:
-    """The verdict's ratio with its 95% CI, as a table cell shows it."""
+def _level_pct(level: float) -> str:
+    return f"{level * 100:.3g}%"
+
+
+def ci_label(verdict: Mapping[str, Any]) -> str:
+    """The headline CI's own level as the artifact records it: ``95% CI``, ``99.2% CI, worst of 6``.
+
+    A "worst of k" headline is Bonferroni-corrected (``repro.core.verdict.outcome``): each of its
+    k candidates gets 1 - 0.05/k. k is read from the breakdown rows at that level; an artifact
+    without them gives it from the level alone when that comes out whole.
+    """
+    level = verdict.get("ci_level")
+    if not isinstance(level, int | float) or not 0 < level < 1:
+        level = CI_LEVEL
+    if abs(level - CI_LEVEL) < 1e-9:
+        return "95% CI"
+    rows = [r for r in verdict.get("breakdown") or [] if isinstance(r, Mapping)]
+    k = sum(1 for r in rows if isinstance(r.get("ci_level"), int | float) and abs(r["ci_level"] - level) < 1e-9)
+    if k < 2:
+        guess = (1 - CI_LEVEL) / (1 - level)
+        k = round(guess) if abs(guess - round(guess)) < 1e-6 else 0
+    return f"{_level_pct(level)} CI" + (f", worst of {k}" if k >= 2 else "")
+
+
+def _decimals(*values: float) -> int:
+    """Two decimals, or as many more (up to 4) as it takes to tell the CI's ends apart."""
+    lo, hi = values[1], values[2]
+    for places in (2, 3, 4):
+        if f"{lo:.{places}f}" != f"{hi:.{places}f}":
+            return places
+    return 4
+
+
+def ratio_with_ci(value: Any, lo: Any, hi: Any, label: str = "95% CI", places: int | None = None) -> str:
+    """``9.55x (99.2% CI 9.51-9.59, worst of 6)``; ``n/a`` without a value.
+
+    ``places``: decimals; None gives ``0.918x (95% CI 0.916-0.922)`` where two decimals would
+    print the same number twice.
+    """
+    if not isinstance(value, int | float):
+        return "n/a"
+    if not isinstance(lo, int | float) or not isinstance(hi, int | float):
+        return f"{value:.2f}x"
+    places = _decimals(value, lo, hi) if places is None else places
+    level, _, rest = label.partition(", ")
+    more = f", {rest}" if rest else ""
+    said = f"{level} " if level else ""
+    return f"{value:.{places}f}x ({said}{lo:.{places}f}-{hi:.{places}f}{more})"
+
+
+def verdict_cell(doc: Mapping[str, Any], places: int | None = 2) -> str:
+    """The verdict's ratio with its CI at the level the artifact records, as a table cell shows it."""
     v = doc["verdict"]
-    return fmt_ratio(v.get("value"), v.get("ci_low"), v.get("ci_high"))
+    return ratio_with_ci(v.get("value"), v.get("ci_low"), v.get("ci_high"), ci_label(v), places)
 
 
 def fmt_num(value: Any) -> Any:

@@ -1,192 +1,139 @@
-"""The run report for GitHub: summary, scope, a section per repro with its standalone script, the machines, the JSON.
+"""The run report a user pastes into a GitHub issue: one screen to read, the rest one click away.
 
-Everything comes from the artifacts and from what the caller passes in (``Declared`` data
-and figures); nothing here reads the plugin registry. The report fits ``limit`` characters:
-what does not fit is cut between blocks or left out, and a note names the bundle that has it.
+Layout: a title and one line of identity; a summary table (each headline with its own CI level,
+and how far it moved on other GPUs of the model); what was not tested; a short section per repro
+(finding, seed claim and source, scope, kernel diff, impact when it reproduced, the re-run); a
+``<details>`` per repro with the variants, comparisons, warnings and time; the environment in one
+``<details>``. Raw samples, the whole collect_env, the artifacts' JSON and the standalone scripts
+are in the bundle (``repro bundle RUN_DIR``).
+
+Everything comes from the artifacts and from what the caller passes in (``Declared`` data and
+figures); nothing here reads the plugin registry.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from repro.core import jsonfit
+from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
-from repro.evidence import artifact, cliff_report, scope
+from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.machines import essentials_line, machine_summary, machines, state_table
+from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
+    PASTE_LIMIT,
+    PASTE_LINES,
     REPORT_LIMIT,
+    ci_label,
     code,
-    details,
     fence,
+    fmt_pct,
     html_text,
     md_table,
+    ratio_with_ci,
     text,
     verdict_cell,
 )
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.standalone import harness_lines
+from repro.evidence.standalone import harness_of, rerun
 from repro.evidence.variants import (
-    KERNELS_PER_VARIANT,
-    KERNELS_PER_VARIANT_SMOKE,
-    breakdown_table,
-    diff_section,
+    comparisons_table,
+    diff_pairs,
     is_smoke,
-    kernel_matrix,
-    raw_samples_line,
-    shown_variants,
+    kernel_diff,
     variants_table,
 )
 
-__all__ = ["CUT_NOTE", "REPORT_LIMIT", "cut_at_blocks", "report", "repro_section", "summary_table"]
+__all__ = [
+    "CUT_NOTE",
+    "PASTE_LIMIT",
+    "PASTE_LINES",
+    "REPORT_LIMIT",
+    "cut_at_blocks",
+    "identity_lines",
+    "newest_run",
+    "report",
+    "repro_section",
+    "summary_table",
+]
 
-_COLLECT_ENV = "python -m torch.utils.collect_env"
-# Below this many characters a details block would be a stub: it is left out and the note says so.
-_MIN_BLOCK = 1500
+# Kernel-diff bullets in a repro's section; the rest are in the artifact.
+DIFF_BULLETS = 3
+# Warnings listed in a repro's details block.
+WARNINGS_SHOWN = 5
+_DECIDED = ("reproduced", "not_reproduced")
+_RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_LIBRARIES = "Versions of relevant libraries"
 
 
-def stack(doc: Mapping[str, Any]) -> str:
-    """torch, CUDA and the lane, as a table cell."""
-    e = essentials(doc["fingerprint"])
-    return text(f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}", cell=True)
+# --------------------------------------------------------------------------- head
 
 
-def summary_table(docs: Sequence[Mapping[str, Any]]) -> str:
-    """One row per repro: status, ratio, what it holds for, threshold, validity, GPU and stack."""
+def _date(doc: Mapping[str, Any]) -> str | None:
+    created = str((doc.get("run") or {}).get("created_utc") or "")[:10]
+    return created if _DATE.fullmatch(created) else None
+
+
+def identity_lines(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s)."""
+    seen: dict[str, list[str]] = {}
+    for d in docs:
+        e = essentials(d.get("fingerprint") or {})
+        cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
+        words = ", ".join(
+            [
+                text(e["gpu"]),
+                f"driver {text(e['driver'])}" if e["driver"] else "no GPU driver read",
+                f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])})" if e["torch"] else "no torch",
+                text(harness_of(d).words()),
+            ]
+        )
+        seen.setdefault(words, []).extend(x for x in [_date(d)] if x)
+    out = []
+    for words, dates in seen.items():
+        span = sorted(set(dates))
+        when = "" if not span else f", {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "")
+        out.append(words + when)
+    return out
+
+
+def _band_cell(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
+    if doc["verdict"].get("status") not in _DECIDED:
+        return "-"
+    b = band.lookup(doc, bands)
+    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
+
+
+def _status(doc: Mapping[str, Any]) -> str:
+    status = f"**{text(doc['verdict']['status'], cell=True)}**"
+    return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
+
+
+def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] | None = None) -> str:
+    """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
+    known = band.load() if bands is None else bands
     rows = [
         [
             text(d["repro"]["id"], cell=True),
-            f"**{text(d['verdict']['status'], cell=True)}**",
-            verdict_cell(d),
-            text(scope.conditions(d), cell=True),
-            f"{d['verdict']['threshold']:g}",
-            text(d["validity"]["flag"], cell=True),
-            text(essentials(d["fingerprint"])["gpu"], cell=True),
-            stack(d),
+            _status(d),
+            verdict_cell(d, None),
+            f"{d['verdict']['threshold']:g}" if isinstance(d["verdict"].get("threshold"), int | float) else "-",
+            _band_cell(d, known),
         ]
         for d in docs
     ]
-    headers = [
-        "repro",
-        "status",
-        "ratio (95% CI)",
-        "holds for; other settings",
-        "threshold",
-        "validity",
-        "GPU",
-        "stack",
-    ]
+    headers = ["repro", "status", "headline ratio (CI)", "threshold", "re-run on another GPU of this model"]
     return md_table(rows, headers)
 
 
-def _core(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The artifact's provenance and verdict, without the variants (tabled above, in full in the bundle)."""
-    out = {k: doc.get(k) for k in ("schema_version", "kind", "repro", "run", "verdict", "validity", "error")}
-    out["repro"] = {k: v for k, v in (doc.get("repro") or {}).items() if k not in ("script", "seed_claim", "impact")}
-    return out
-
-
-def _script_block(doc: Mapping[str, Any], declared: Declared) -> str | None:
-    """The standalone script the caller regenerated for the headline comparison, with the lines that
-    rebuild our exact harness; None without one (the artifact's own ``repro.script`` is never shown)."""
-    script = declared.script
-    if not script:
-        return None
-    harness = (doc["fingerprint"].get("harness")) or {}
-    rid = doc["repro"]["id"]
-    shell = "\n".join(harness_lines(harness.get("git_commit"), harness.get("version"), doc["run"].get("rerun")))
-    summary = html_text(f"{rid}: standalone script (plain torch, no gpu-repro needed) and the exact harness")
-    caveat = f"The script below was {text(declared.script_note)}. " if declared.script_note else ""
-    return (
-        f"<details><summary>{summary}</summary>\n\n"
-        f"{caveat}Run it with `python repro_{rid.replace('-', '_')}.py`; it prints both times and their ratio. "
-        "To rebuild the harness that made this artifact and rerun it:\n\n"
-        f"{fence(shell, 'bash')}\n\n{fence(script.rstrip(), 'python')}\n\n</details>\n"
-    )
-
-
-def _figure_lines(figs: Sequence[Figure]) -> list[str]:
-    out = []
-    for f in figs:
-        if f.drawn:
-            out += [f"![{text(f.alt)}]({f.file})", "", f"_Plot `{f.file}`: {text(f.alt)}._", ""]
-        elif f.why_not == NOT_DRAWN_HERE:
-            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
-        else:
-            why = f"{f.why_not or 'not drawn'}; {INSTALL_HINT}"
-            out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
-    return out
-
-
-def repro_section(
-    doc: Mapping[str, Any],
-    machine: str | None = None,
-    figs: Sequence[Figure] = (),
-    declared: Declared | None = None,
-) -> tuple[str, str | None]:
-    """The repro's markdown, and its standalone-script block (kept apart: it is the last thing to go).
-
-    ``declared``: what the caller looked up in the catalog for this artifact (impact for an artifact
-    that lacks it, the regenerated script); without it the section says no script was regenerated.
-    """
-    declared = declared or Declared()
-    r, v = doc["repro"], doc["verdict"]
-    lines = [f"## {code(r['id'])}: {text(r['title'])}", ""]
-    if r["upstream"]:
-        lines += ["Upstream: " + ", ".join(text(u) for u in r["upstream"]), ""]
-    lines += [f"Seed claim: {text(r['seed_claim'])}", ""]
-    lines.append(
-        f"**{text(v['status'])}** - {text(v['metric'])} = {text(verdict_cell(doc))}, "
-        f"threshold {v['threshold']:g}; validity: {text(doc['validity']['flag'])}"
-    )
-    holds = scope.conditions(doc)
-    if holds != "-":
-        lines += ["", f"Holds for: {text(holds)}"]
-    lines += ["", f"> {text(v['finding'])}", ""]
-    if v.get("details"):
-        lines += [f"- {text(d)}" for d in v["details"]] + [""]
-    smoke = is_smoke(doc)
-    impact = None if smoke else scope.impact(doc, declared)
-    if impact:
-        lines += [f"Impact: {text(impact)}", ""]
-    if doc["validity"]["flag"] == "suspect":
-        lines += [f"- suspect: {text(reason)}" for reason in doc["validity"]["reasons"]] + [""]
-    if doc.get("error"):
-        e = doc["error"]
-        lines += [f"Error ({text(e['kind'])}): {text(e['message'])}", ""]
-        if e.get("stderr_tail"):
-            lines.append(details("stderr tail", e["stderr_tail"][-2000:]))
-    if doc["variants"]:
-        per_variant = KERNELS_PER_VARIANT_SMOKE if smoke else KERNELS_PER_VARIANT
-        lines += [variants_table(doc), ""]
-        raw = None if smoke else raw_samples_line(doc)
-        lines += [f"_{text(raw)}_", ""] if raw else []
-        lines += [kernel_matrix(shown_variants(doc)[0], per_variant), diff_section(doc)]
-    if v.get("breakdown"):
-        lines += [breakdown_table(v["breakdown"]), ""]
-    lines += _figure_lines(figs)
-    shown_warnings = doc["warnings"][: 3 if smoke else 10]
-    lines += [f"- warning: {text(w)}" for w in shown_warnings]
-    if len(doc["warnings"]) > len(shown_warnings):
-        lines.append(f"- ... {len(doc['warnings']) - len(shown_warnings)} more warnings in the artifact")
-    where = f"; fingerprint: machine {machine} under Environment" if machine and not smoke else ""
-    lines += [
-        "",
-        essentials_line(doc["fingerprint"]) + where,
-        "",
-        f"Rerun: {code(doc['run'].get('rerun') or ' '.join(doc['run']['command']), 2000)}"
-        + (f"; repro source sha256 {code(r['source_sha256'])}" if r.get("source_sha256") else ""),
-        "",
-    ]
-    spent = artifact.format_breakdown(artifact.time_breakdown(doc))
-    if spent:
-        lines += [f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s in this repro's process.", ""]
-    script = None if smoke else _script_block(doc, declared)
-    if not smoke and script is None:
-        why = declared.script_note or "the report was rendered without the catalog"
-        lines += [f"_No standalone script could be regenerated here ({text(why)})._", ""]
-    return "\n".join(lines), script
+LEGEND = (
+    "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
+    "measured across other GPUs of this model._"
+)
 
 
 def bundle_names(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -201,175 +148,445 @@ def _not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None
     return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
 
 
+# --------------------------------------------------------------------------- a repro's section
+
+# How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
+# prefix before a colon), or "An article on ... found ..." (a phrase before the verb).
+_SOURCE_WORDS = r"(?:forums? thread|thread|article|blog post|post|paper|talk|tweet|issue|report|video)"
+_SOURCE_PREFIX = re.compile(rf"^(?P<src>[^:]{{0,160}}\b{_SOURCE_WORDS}\b[^:]{{0,160}}):\s*(?P<rest>.+)$", re.S | re.I)
+_SOURCE_PHRASE = re.compile(
+    rf"\b(?P<src>(?:an?|the)\s+{_SOURCE_WORDS}(?:\s+(?:on|about|by|from)\s+[^,;:]{{1,120}}?)?)"
+    r"(?=\s+(?:found|finds|reported|reports|showed|shows|says|said|claims|claimed|measured)\b|[,;:]|$)",
+    re.I,
+)
+
+
+def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
+
+    Never blank: a claim that names no source says so.
+    """
+    r = doc.get("repro") or {}
+    claim = str(r.get("seed_claim") or "")
+    links = [str(u) for u in r.get("upstream") or []]
+    if links:
+        return ", ".join(text(u) for u in links), text(claim)
+    if m := _SOURCE_PREFIX.match(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
+    if m := _SOURCE_PHRASE.search(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
+    return "the seed gives no source; no link recorded", text(claim)
+
+
+def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
+    rows = (doc.get("verdict") or {}).get("breakdown") or []
+    return [
+        r
+        for r in rows
+        if isinstance(r, Mapping)
+        and not r.get("headline")
+        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
+    ]
+
+
+def _seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
+    out = []
+    said = (doc.get("repro") or {}).get("seed_experiment")
+    if isinstance(said, str) and said.strip():
+        out.append(f"Seed's experiment vs ours: {text(said)}")
+    v = doc["verdict"]
+    for row in _seed_rows(doc):
+        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
+        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
+        out.append(
+            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
+            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
+            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
+        )
+    return out
+
+
+def _scope_line(doc: Mapping[str, Any]) -> str | None:
+    status = doc["verdict"].get("status")
+    if status not in _DECIDED:
+        return None  # a smoke, skipped or error run holds for nothing
+    holds = scope.conditions(doc)
+    if holds == "-":
+        return None
+    return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
+
+
+def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
+    if is_smoke(doc):
+        return []
+    pairs = diff_pairs(doc)
+    if not pairs or not doc["verdict"].get("variants"):
+        return []
+    base, other = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
+        base, other = other, base  # as the comparison reads: from its denominator to its numerator
+    changes = kernel_diff(base, other)
+    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
+    if not changes:
+        return [f"{head} the same kernels, times within 10%"]
+    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
+    # would open a list inside the list item.
+    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+
+
+def _band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
+    v = doc["verdict"]
+    if v.get("status") not in _DECIDED:
+        return None
+    b = band.lookup(doc, bands)
+    if b is None:
+        return (
+            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
+            "the CI alone says nothing about another GPU."
+        )
+    values = [p.value for p in b.points]
+    agreement = band.agree(b.center, float(v["value"]), b)
+    return (
+        f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
+        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
+    )
+
+
+def _rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
+
+    The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
+    harness digests names its version and commit instead, as a comment.
+    """
+    r = rerun(doc)
+    if r.args is None:
+        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
+    lines = r.lines()
+    if r.predates():
+        lines.insert(0, f"# {r.predates()}")
+    return [], fence("\n".join(lines), "bash")
+
+
+def _figure_lines(figs: Sequence[Figure]) -> list[str]:
+    out = []
+    for f in figs:
+        if f.drawn:
+            out += [f"![{text(f.alt)}]({f.file})", ""]
+        elif f.why_not == NOT_DRAWN_HERE:
+            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
+        else:
+            why = f"{f.why_not or 'not drawn'}; {INSTALL_HINT}"
+            out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
+    return out
+
+
+def _grouped(messages: Sequence[str]) -> list[str]:
+    """``a: m``, ``b: m`` -> ``m (a, b)``: one line per message, the variants it is about after it."""
+    by: dict[str, list[str]] = {}
+    for m in messages:
+        who, sep, what = m.partition(": ")
+        key, name = (what, who) if sep and " " not in who else (m, "")
+        by.setdefault(key, []).extend([name] if name else [])
+    return [f"{k} ({', '.join(v)})" if v else k for k, v in by.items()]
+
+
+def _notes(doc: Mapping[str, Any]) -> list[str]:
+    """The warnings, grouped by message, WARNINGS_SHOWN in all (why the run is suspect is in its section)."""
+    validity = doc.get("validity") or {}
+    reasons = [str(x) for x in validity.get("reasons") or []] if validity.get("flag") == "suspect" else []
+    # A suspect reason restates a clocks warning about the same variant: said once, in the section.
+    said = {x.split(":", 1)[0] for x in reasons}
+    warnings = [str(w) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
+    if len(notes) > WARNINGS_SHOWN:
+        notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
+    return notes
+
+
+def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared, machine: str | None) -> str:
+    """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script."""
+    r, v = doc["repro"], doc["verdict"]
+    rid = r["id"]
+    smoke = is_smoke(doc)
+    body: list[str] = []
+    if v.get("details"):
+        body += [" ".join(text(d) for d in v["details"]), ""]
+    if doc["variants"]:
+        body += [variants_table(doc), ""]
+    table = comparisons_table(doc)
+    body += [table, ""] if table else []
+    body += _figure_lines(figs)
+    notes = _notes(doc)
+    facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
+    # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
+    phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
+    spent = artifact.format_breakdown(phases, min_s=0.5)
+    if spent:
+        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
+    if not smoke:
+        if declared.script:
+            # With a script, the catalog's note says its source differs from the one that ran; the
+            # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
+            note = " (regenerated from this installation's source of the repro, not the one that ran)"
+            note = note if declared.script_note else ""
+            facts.append(
+                f"Standalone script: `scripts/{text(rid)}.py` in the bundle, or `repro script {text(rid)}` "
+                f"with the `--set` flags above{note}."
+            )
+        else:
+            why = declared.script_note or "the report was rendered without the catalog"
+            facts.append(f"No standalone script could be regenerated here ({text(why)}).")
+    if doc.get("error") and doc["error"].get("stderr_tail"):
+        body += ["stderr tail:", "", fence(str(doc["error"]["stderr_tail"])[-1500:]), ""]
+    if not any(b.strip() for b in body) and not facts:
+        return ""  # nothing ran and nothing was said: no block holding only a digest
+    if r.get("source_sha256") and not declared.script_note:
+        facts.append(f"Repro source sha256 {code(str(r['source_sha256'])[:12])}.")
+    if machine and not smoke:
+        facts.append(f"Fingerprint: machine {machine} under Environment.")
+    body += [" ".join(facts), ""] if facts else []
+    summary = html_text(f"{rid}: variants, comparisons, warnings, time")
+    return f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n"
+
+
+def repro_section(
+    doc: Mapping[str, Any],
+    machine: str | None = None,
+    figs: Sequence[Figure] = (),
+    declared: Declared | None = None,
+    bands: Sequence[band.Band] | None = None,
+) -> tuple[str, str]:
+    """The repro's short section and its ``<details>`` block (kept apart: the details go first when space is short).
+
+    ``declared``: what the caller looked up in the catalog for this artifact (impact for an
+    artifact that lacks it, whether a script could be regenerated).
+    """
+    declared = declared or Declared()
+    known = band.load() if bands is None else bands
+    r, v = doc["repro"], doc["verdict"]
+    names = [str(k.get("name")) for x in doc.get("variants") or [] for k in x.get("kernels") or []]
+    finding = recut(str(v.get("finding") or ""), names)
+    validity = doc.get("validity") or {}
+    status = f"**{text(v['status'])}**"
+    if validity.get("flag") == "suspect" and validity.get("reasons"):
+        status += f" (suspect: {text('; '.join(_grouped([str(x) for x in validity['reasons']])))})"
+    # The harness opens every finding with the status in words: said once, in bold.
+    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(str(v["status"]), "")
+    finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
+    lines = [f"## {code(r['id'])}: {text(r['title'])}", f"{status}: {text(finding)}", ""]
+    if doc.get("error"):
+        e = doc["error"]
+        lines[-1:] = [f"Error ({text(e.get('kind'))}): {text(e.get('message'))}", ""]
+    source, claim = seed_source(doc)
+    items = [f"Seed claim ({source}): {claim}"]
+    items += _seed_vs_ours(doc)
+    items += [x for x in [_scope_line(doc)] if x]
+    items += _diff_lines(doc)
+    if v.get("status") == "reproduced":
+        impact = scope.impact(doc, declared)
+        items += [f"Impact: {text(impact)}"] if impact else []
+    items += [x for x in [_band_line(doc, known)] if x]
+    more, shell = _rerun_block(doc)
+    items += more
+    # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.
+    lines[-1:] = [it if it.startswith("  - ") else f"- {it}" for it in items]
+    lines += [shell, ""] if shell else [""]
+    return "\n".join(lines), _details(doc, figs, declared, machine)
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _library_section(output: str) -> str | None:
+    """collect_env's library section, its entries joined on a few lines (verbatim in the artifact)."""
+    if _LIBRARIES not in output:
+        return None
+    section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
+    entries = [ln.strip() for ln in section.splitlines()[1:] if ln.strip()]
+    by_tool: dict[str, list[str]] = {}
+    for e in entries:
+        tool, _, rest = e.partition("] ")
+        by_tool.setdefault(tool + "]" if rest else "", []).append(rest or e)
+    lines = []
+    for tool, items in by_tool.items():
+        line = tool
+        for item in items:
+            if len(line) + len(item) + 2 > 150 and line != tool:
+                lines.append(line.rstrip(","))
+                line = tool
+            line += (" " if line else "") + item + ","
+        lines.append(line.rstrip(","))
+    return f"{_LIBRARIES}:\n" + "\n".join(lines)
+
+
+def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str]) -> list[str]:
+    """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries."""
+    mach, _ = machines(full)
+    if not mach:
+        return []
+    out = ["## Environment", ""]
+    for m in mach:
+        body = [machine_summary(m), ""]
+        mine = [d for d in full if machine_of.get(id(d)) == m.label]
+        body += [state_line(mine), ""]
+        outputs = dict.fromkeys(str((d["fingerprint"].get("collect_env") or {}).get("output") or "") for d in mine)
+        for o in outputs:
+            libs = _library_section(o)
+            if libs:
+                body += [
+                    "`python -m torch.utils.collect_env`, its library section (entries joined; the whole output "
+                    "is in the artifact):",
+                    "",
+                    fence(libs),
+                    "",
+                ]
+        summary = html_text(f"machine {m.label}: fingerprint summary, GPU state, collect_env libraries")
+        out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
+    return out
+
+
+# --------------------------------------------------------------------------- the whole report
+
+
+def _size(parts: Sequence[str]) -> tuple[int, int]:
+    joined = "\n".join(parts)
+    return len(joined), joined.count("\n") + 1
+
+
 def report(
     docs: Sequence[Mapping[str, Any]],
-    limit: int = REPORT_LIMIT,
+    limit: int = PASTE_LIMIT,
     title: str | None = None,
     figures: Sequence[Figure] | None = None,
     plots: Mapping[str, str] | None = None,
     declared: Declarations | None = None,
+    max_lines: int | None = PASTE_LINES,
+    bands: Sequence[band.Band] | None = None,
 ) -> str:
-    """The whole report, at most ``limit`` characters, evidence intact.
+    """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
-    The body (summary, scope, every repro with its standalone script) comes first; the
-    environment follows: each distinct fingerprint once, collect_env once per distinct output
-    (its library section always kept), then each artifact's JSON. What does not fit is cut at
-    JSON element boundaries (what is shown still parses) or left out, and the note names the
-    bundle that holds everything. ``figures``: the repros' plots (``repro.evidence.plots``).
-    ``declared``: what the caller looked up in the plugin registry per artifact
-    (``repro.run.scripts.declared``); the standalone scripts shown come only from there.
+    What does not fit goes in this order, each named in a note that points at the bundle: the
+    repros' ``<details>`` blocks (largest first), then the environment; then the report is cut
+    between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``:
+    what the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
+    ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``).
 
     ``repro cliff`` artifacts get their own section (``repro.evidence.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.
     """
     if not docs:
         raise ValueError("no artifacts to report")
+    known = band.load() if bands is None else list(bands)
     run_ids = sorted({d["run"]["run_id"] for d in docs})
     cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
     docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
     if figures is None:
         figures = describe(docs, declared=declared)
-    bundle = bundle_names(docs)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
+    ident = identity_lines(docs)
+    if len(ident) == 1:
+        head += [ident[0], ""]
+    elif ident:
+        head += [f"- {line}" for line in ident] + [""]
+    smoke_run = bool(docs) and all(is_smoke(d) for d in docs)
+    bundle = bundle_names(docs) if docs else ""
     if docs:
-        head += [summary_table(docs), ""]
+        head += [summary_table(docs, known), ""]
+        if not smoke_run:
+            head += [
+                LEGEND + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the whole "
+                "collect_env, the scripts and the harness the re-run lines install._",
+                "",
+            ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
-    smoke_run = all(is_smoke(d) for d in docs)
     if any(is_smoke(d) for d in docs):
+        where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
-            "GPU. This report is kept short: the fingerprint, collect_env output and raw JSON are in the artifacts._",
+            f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
             "",
         ]
-    if not smoke_run:
-        head += [
-            f"_The full artifacts (raw samples, Chrome traces, logs, plots) are in {bundle}: make it with "
-            "`repro bundle RUN_DIR` and attach it to the issue._",
-            "",
-        ]
-    scope_md = _not_tested(docs, declared)  # a CPU or smoke run says so here too
+    scope_md = _not_tested(docs, declared)
     full = [d for d in docs if not is_smoke(d)]
     mach, machine_of = machines(full)
+    # With one machine there is nothing to tell apart: sections name a machine only when there are several.
+    which = machine_of if len(mach) > 1 else {}
     sections = [
-        repro_section(d, machine_of.get(id(d)), [f for f in figures if f.repro_id == d["repro"]["id"]], of(d, declared))
+        repro_section(
+            d, which.get(id(d)), [f for f in figures if f.repro_id == d["repro"]["id"]], of(d, declared), known
+        )
         for d in docs
     ]
-    notes: list[str] = []
+    env = _environment(full, machine_of)
+    dropped: list[str] = []
+    env_dropped = False
 
-    def body(with_scripts: bool) -> list[str]:
+    def assemble() -> list[str]:
         parts = list(head)
+        if dropped or env_dropped:
+            gone = [f"the details of {', '.join(dropped)}"] if dropped else []
+            gone += ["the environment"] if env_dropped else []
+            parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
             parts.append(scope_md)
-        for section, script in sections:
+        for d, (section, more) in zip(docs, sections, strict=True):
             parts.append(section)
-            if script and with_scripts:
-                parts.append(script)
+            if more and d["repro"]["id"] not in dropped:
+                parts.append(more)
+        if not env_dropped:
+            parts += env
         return parts
 
-    def note() -> list[str]:
-        if not notes:
-            return []
-        said = [n for n in notes if not n.startswith(("left out ", "cut ")) or "artifact JSON" not in n]
-        cut = [
-            n[len("cut ") :].split("'s artifact JSON")[0]
-            for n in notes
-            if n.startswith("cut ") and "artifact JSON" in n
-        ]
-        gone = [
-            n[len("left out ") :].split("'s artifact JSON")[0]
-            for n in notes
-            if n.startswith("left out ") and "artifact JSON" in n
-        ]
-        if cut:
-            said.append(f"cut the artifact JSON of {', '.join(cut)} at element boundaries")
-        if gone:
-            said.append(f"left out the artifact JSON of {', '.join(gone)}")
-        return [f"_To fit GitHub's size limit this report {'; '.join(said)}; the full artifacts are in {bundle}._", ""]
+    def fits(parts: Sequence[str]) -> bool:
+        chars, lines = _size(parts)
+        return chars <= limit and (max_lines is None or lines <= max_lines)
 
-    parts = body(True)
-    reserve = 700  # the note (its artifact-JSON entries grouped) and the Environment heading
-    if len("\n".join(parts)) + reserve > limit and any(sc for _, sc in sections):
-        parts = body(False)
-        notes.append("left out the standalone scripts (`repro script ID` prints each)")
-    used = len("\n".join(parts)) + reserve
-    if used > limit or not full:
-        if not full:
-            return "\n".join(parts)
-        return cut_at_blocks(parts[:4] + note() + parts[4:], limit)
-
-    env: list[str] = ["## Environment", ""]
-    env += [machine_summary(m) + "\n" for m in mach]
-    env += [state_table(full, machine_of), ""]
-    room = limit - used - len("\n".join(env))
-    blocks: list[str] = []
-    # Fingerprints first: the versions a maintainer asks for. Each distinct one once.
-    for m in mach:
-        fp = {k: v for k, v in m.fingerprint.items() if k != "collect_env"}
-        # Most of what is left (the versions a maintainer asks for), short of leaving collect_env and
-        # the artifacts' JSON nothing: the largest elements go first (NVIDIA_REQUIRE_CUDA runs to kilobytes).
-        shown, cut = jsonfit.fit_json(fp, max(room * 2 // 5 // max(len(mach), 1) - 200, 0))
-        summary = f"machine {m.label}: full fingerprint (used by {', '.join(m.repros)})"
-        if not shown:
-            notes.append(f"left out the fingerprint of machine {m.label}")
-            continue
-        if cut:
-            notes.append(f"cut the fingerprint of machine {m.label} at JSON element boundaries")
-        blocks.append(details(summary, shown, "json"))
-        room -= len(blocks[-1]) + 1
-    # collect_env once per distinct output, its library section kept.
-    outputs: dict[str, list[str]] = {}
-    for d in full:
-        out = ((d["fingerprint"].get("collect_env") or {}).get("output") or "").rstrip()
-        if out:
-            outputs.setdefault(out, []).append(f"machine {machine_of[id(d)]}")
-    for out, where in outputs.items():
-        # At most half of what is left: the artifacts' JSON comes after it and needs room too.
-        budget = room // 2 // max(len(outputs), 1) - 200
-        if budget < _MIN_BLOCK:
-            notes.append(f"left out {_COLLECT_ENV}")
-            continue
-        shown = jsonfit.shorten_collect_env(out, budget)
-        if shown != out:
-            notes.append(f"shortened {_COLLECT_ENV} (its library section kept)")
-        blocks.append(details(f"{', '.join(dict.fromkeys(where))}: {_COLLECT_ENV}", shown))
-        room -= len(blocks[-1]) + 1
-    # Each artifact's machine-readable core last (repro, run, verdict with its breakdown, validity),
-    # compact, sharing what is left: as many as get a useful share each.
-    share = next((room // k - 200 for k in range(len(full), 0, -1) if room // k - 200 >= _MIN_BLOCK), 0)
-    # Reproduced cliffs first: their numbers are what an issue quotes.
-    for d in sorted(full, key=lambda d: d["verdict"].get("status") != "reproduced"):
-        rid = d["repro"]["id"]
-        shown, cut = jsonfit.fit_json(_core(d), share, indent=None) if share else ("", True)
-        if not shown or len(shown) + 200 > room:
-            notes.append(f"left out {rid}'s artifact JSON")
-            continue
-        if cut:
-            notes.append(f"cut {rid}'s artifact JSON at element boundaries")
-        blocks.append(
-            details(f"{rid}: artifact JSON (repro, run, verdict, validity; variants in the bundle)", shown, "json")
-        )
-        room -= len(blocks[-1]) + 1
-    out_parts = parts[:4] + note() + parts[4:] + env + blocks
-    text_out = "\n".join(out_parts)
-    if len(text_out) > limit:
-        return cut_at_blocks(out_parts, limit)
-    return text_out
+    parts = assemble()
+    # The details blocks go first, largest first: each is one click away in the bundle too.
+    for d, (_, more) in sorted(zip(docs, sections, strict=True), key=lambda p: -len(p[1][1])):
+        if fits(parts) or not more:
+            break
+        dropped.append(str(d["repro"]["id"]))
+        parts = assemble()
+    if not fits(parts) and env:
+        env_dropped = True
+        parts = assemble()
+    if fits(parts):
+        return "\n".join(parts)
+    return cut_at_blocks(parts, limit, max_lines)
 
 
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 
 
-def cut_at_blocks(parts: Sequence[str], limit: int) -> str:
+def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None) -> str:
     """Whole parts (each complete markdown: a table, a section, a details block) while they fit, then a note.
 
     Never cuts inside a part, so no fence or <details> is left open and the note renders as text.
     """
     budget = limit - len(CUT_NOTE) - 2
+    line_budget = (max_lines - 3) if max_lines is not None else None
     kept: list[str] = []
     used = 0
+    lines = 0
     for part in parts:
-        if used + len(part) + 1 > budget:
+        n = part.count("\n") + 1
+        if used + len(part) + 1 > budget or (line_budget is not None and lines + n > line_budget):
             break
         kept.append(part)
         used += len(part) + 1
+        lines += n
     return "\n".join(kept).rstrip("\n") + "\n\n" + CUT_NOTE
+
+
+def newest_run(folder: Path) -> tuple[Path, int] | None:
+    """For a folder that holds run folders (``artifacts/``) rather than artifacts: the newest run
+    folder by run id (ids start with their UTC time) and how many there are; None otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(p.is_file() for p in folder.glob("*.json")):
+        return None
+    runs = sorted(p for p in folder.iterdir() if p.is_dir() and _RUN_ID.fullmatch(p.name) and any(p.glob("*.json")))
+    return (runs[-1], len(runs)) if runs else None

@@ -24,6 +24,8 @@ _ROW_KEYS = frozenset(
     + ("paired", "n", "scale", "basis", "headline")
 )
 MAX_CONTRASTS = 3
+# How the harness opens the finding of a repro that did not run (repro.core.verdict.unavailable).
+_NOT_MEASURED = "Not measured: "
 
 
 def _qualifiers(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,20 +138,24 @@ def not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None 
     for doc in docs:
         rid = doc["repro"]["id"]
         v = doc.get("verdict") or {}
+        if v.get("status") in ("skipped", "error"):
+            # Nothing ran, so nothing was a smoke run either: one line, the status's own.
+            finding = str(v.get("finding") or "no finding recorded")
+            finding = finding[len(_NOT_MEASURED) :] if finding.startswith(_NOT_MEASURED) else finding
+            lines.append(f"{rid}: not measured ({v.get('status')}): {finding}")
+            continue
         if (doc.get("run") or {}).get("smoke"):
             device = (doc.get("run") or {}).get("device") or "CPU"
             lines.append(f"{rid}: a smoke run on {device} (shrunken sizes): it proves the pipeline, not the cliff.")
-        if v.get("status") in ("skipped", "error"):
-            lines.append(f"{rid}: not measured ({v.get('status')}): {v.get('finding')}")
-            continue
         by_reason: dict[str, list[str]] = {}
         for var in doc.get("variants") or []:
             if var.get("status") != "ok":
                 why = f"{var.get('status')}: {var.get('reason') or 'no reason recorded'}"
                 by_reason.setdefault(why, []).append(str(var.get("label") or var.get("name")))
         for why, labels in by_reason.items():
-            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
-            lines.append(f"{rid}: {shown} - {why}")
+            # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
+            shown = "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
+            lines.append(f"{rid}: {shown} ({why})")
     run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
     missing: dict[str, list[str]] = {}
     for doc in docs:

@@ -11,16 +11,20 @@ Finding a repro's script by id reads the plugin registry, so it lives in ``repro
 from __future__ import annotations
 
 import json
+import math
+import re
 import shlex
 import textwrap
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from repro import __version__
 from repro.core.errors import UsageError
 from repro.core.results import Comparison
 from repro.core.verdict import headline_candidates
 
-__all__ = ["PRELUDE", "build", "comparison_filter", "harness_lines", "parse_output"]
+__all__ = ["PRELUDE", "Harness", "Rerun", "build", "comparison_filter", "harness_of", "parse_output", "rerun"]
 
 # Rounds of (A, B) then (B, A); each sample is a batch of calls lasting about SAMPLE_S, so
 # the event overhead (a few us) is noise even for microsecond ops.
@@ -104,24 +108,153 @@ def parse_output(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def harness_lines(commit: str | None, version: str | None, rerun: str | None) -> list[str]:
-    """Shell lines that rebuild the harness that made an artifact and rerun it.
+# What the re-run lines take from an artifact, each checked here against the schema's own patterns
+# (a report may be rendered from a document that was never validated): nothing else reaches a command.
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?")
+_COMMIT = re.compile(r"[0-9a-f]{7,40}(-dirty)?")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_REPRO_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+_RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
+_PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A param value goes on a command line: printable ASCII, no comma inside a list item, not too long.
+_VALUE = re.compile(r"[ -~]{0,200}")
+_GIT_STATES = {"clean", "dirty", "not_a_checkout", "declared"}
+# Why no commit is named (``repro.env.harness.git_identity``): the source digest is then the identity.
+_NO_COMMIT = {
+    "dirty": "no commit (the source differed from its checkout's HEAD)",
+    "not_a_checkout": "no commit (not run from a git checkout)",
+    "clean": "commit unknown",
+}
 
-    The commit comes from the artifact's fingerprint (``harness.git_commit``); without it the
-    version is all there is to pin.
+
+def _checked(pattern: re.Pattern[str], value: Any) -> str | None:
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
+def _value(v: Any) -> str | None:
+    """A param value as ``--set`` parses it back (``repro.core.spec.build_params``), or None."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        return v if _VALUE.fullmatch(v) else None
+    if isinstance(v, list) and v:
+        items = [_value(x) if not isinstance(x, list) else None for x in v]
+        if any(i is None or "," in i or not i.strip() for i in items):
+            return None
+        return ",".join(str(i) for i in items)
+    return None
+
+
+@dataclass(frozen=True)
+class Harness:
+    """The harness that made an artifact, from validated fields only."""
+
+    version: str | None
+    digest: str | None  # source_sha256: the wheel in the bundle is named from it
+    commit: str | None
+    git_state: str | None
+
+    def wheel(self) -> str | None:
+        """The wheel a bundle carries for this harness (``repro.evidence.wheel.file_name``)."""
+        if not self.digest:
+            return None
+        from repro.evidence import wheel  # here: repros import this module for ``build`` alone
+
+        name = wheel.file_name(self.digest)
+        if self.version and "+" not in self.version and self.version != __version__:
+            # Made by another release than the one rendering: its wheel carries its own version.
+            name = f"{wheel.DIST}-{self.version}+src.{self.digest[:12]}-py3-none-any.whl"
+        return name
+
+    def words(self) -> str:
+        """``gpu-repro 0.1.0, source 1a2b3c4d5e6f, commit 680f57eaec77`` (or why there is none)."""
+        parts = [f"gpu-repro {self.version or 'unknown version'}"]
+        parts.append(f"source {self.digest[:12]}" if self.digest else "no source digest recorded")
+        if self.commit:
+            declared = " (declared by the image)" if self.git_state == "declared" else ""
+            parts.append(f"commit {self.commit[:12]}{declared}")
+        else:
+            parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
+        return ", ".join(parts)
+
+
+def harness_of(doc: Mapping[str, Any]) -> Harness:
+    """The artifact's ``fingerprint.harness``, each field kept only when it matches its schema pattern."""
+    h = (doc.get("fingerprint") or {}).get("harness") or {}
+    h = h if isinstance(h, Mapping) else {}
+    state = h.get("git_state")
+    return Harness(
+        version=_checked(_VERSION, h.get("version")),
+        digest=_checked(_DIGEST, h.get("source_sha256")),
+        commit=_checked(_COMMIT, h.get("git_commit")),
+        git_state=state if isinstance(state, str) and state in _GIT_STATES else None,
+    )
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """How to run an artifact's repro again with the harness that made it.
+
+    ``args``: ``repro run ID --set k=v ...`` rebuilt from ``repro.id`` and ``repro.params`` (never
+    the artifact's ``run.rerun`` or ``run.command``: a crafted artifact could put any shell there);
+    None, with ``why_not``, when a field is not what a command can carry.
     """
-    url = "https://github.com/<org>/gpu-repro"  # the clone you got gpu-repro from
-    lines = []
-    if commit:
-        lines += [
-            f"git clone {url}.git gpu-repro && cd gpu-repro && git checkout {shlex.quote(commit)}",
-            "pip install -e .  # uses the torch already installed; it never installs one",
-        ]
-    else:
-        lines += [f"pip install 'gpu-repro=={version or '?'}'  # no git commit was recorded"]
-    if rerun:
-        lines.append(rerun)
-    return lines
+
+    args: tuple[str, ...] | None
+    why_not: str | None
+    harness: Harness
+    run_id: str | None
+
+    def install(self) -> str | None:
+        """``pip install ./<run-id>/harness/<wheel>``: the wheel a bundle of this run carries."""
+        wheel = self.harness.wheel()
+        if not wheel or not self.run_id:
+            return None
+        return shlex.join(["pip", "install", f"./{self.run_id}/harness/{wheel}"])
+
+    def command(self) -> str | None:
+        return shlex.join(self.args) if self.args else None
+
+    def script_command(self) -> str | None:
+        """``repro script ID --set ...``: the standalone script for the same params."""
+        return shlex.join(["repro", "script", *self.args[2:]]) if self.args else None
+
+    def lines(self) -> list[str]:
+        """Shell lines, one command each (no line holds a newline: every word went through shlex)."""
+        return [c for c in (self.install(), self.command()) if c]
+
+    def predates(self) -> str | None:
+        """For a run made before harness digests, what identifies its harness instead of a wheel."""
+        if self.harness.digest:
+            return None
+        commit = self.harness.commit or "unknown"
+        return f"this run predates harness digests: harness {self.harness.version or 'unknown'}, commit {commit}"
+
+
+def rerun(doc: Mapping[str, Any]) -> Rerun:
+    """The re-run of ``doc`` from its validated fields (see ``Rerun``)."""
+    repro = doc.get("repro") or {}
+    run = doc.get("run") or {}
+    harness = harness_of(doc)
+    run_id = _checked(_RUN_ID, run.get("run_id"))
+    rid = _checked(_REPRO_ID, repro.get("id"))
+    if rid is None:
+        return Rerun(None, "the artifact's repro id is not one a command can carry", harness, run_id)
+    params = repro.get("params")
+    args = ["repro", "run", rid]
+    for key, value in params.items() if isinstance(params, Mapping) else ():
+        shown = _value(value)
+        if not isinstance(key, str) or not _PARAM.fullmatch(key) or shown is None:
+            why = "a param in the artifact is not one a command can carry (see repro.params)"
+            return Rerun(None, why, harness, run_id)
+        args += ["--set", f"{key}={shown}"]
+    if run.get("smoke") is True:
+        args.append("--smoke")
+    return Rerun(tuple(args), None, harness, run_id)
 
 
 def comparison_filter(comparisons: Sequence[Comparison], only: str | None, repro_id: str) -> list[Comparison]:

@@ -1,4 +1,4 @@
-"""One repro's variants as a reader sees them: which are shown, times, raw rounds, kernels and their diff, breakdown."""
+"""One repro's variants as a reader sees them: which are shown, their times, the kernel diff, the comparisons."""
 
 from __future__ import annotations
 
@@ -6,20 +6,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.core.kernelnames import short_names
-from repro.evidence.markdown import NAME_CHARS, code, fmt_num, fmt_pct, fmt_time, md_table, text
+from repro.evidence.markdown import (
+    NAME_CHARS,
+    ci_label,
+    code,
+    fmt_num,
+    fmt_pct,
+    fmt_time,
+    md_table,
+    ratio_with_ci,
+    text,
+)
 
-KERNELS_PER_VARIANT = 6
-# Above this many variants only the verdict's pair (and variants that did not run) are tabled.
-MAX_VARIANTS_SHOWN = 12
+# Above this many variants only those the comparisons use (or only the verdict's pair) are tabled.
+MAX_VARIANTS_SHOWN = 6
 # A smoke run proves the pipeline, not a cliff: its report stays short (the artifact has the rest).
 MAX_VARIANTS_SHOWN_SMOKE = 4
-KERNELS_PER_VARIANT_SMOKE = 3
 # Kernel diffs beyond the verdict's own pair: the same contrast at other settings, at most this many.
 MAX_RELATED_DIFFS = 2
 # A kernel whose per-call time moved by more than this between variants is "changed".
 _CHANGED = 0.10
-# Raw per-round times shown for the headline pair; the rest stay in the artifact.
-RAW_SHOWN = 12
 
 
 def is_smoke(doc: Mapping[str, Any]) -> bool:
@@ -30,16 +36,20 @@ def is_smoke(doc: Mapping[str, Any]) -> bool:
 def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
     """The variants a report shows in full, and how many it leaves to the artifact.
 
-    A grid repro (solve-512-cliff has ~80 points) would bury its story in rows;
-    then the verdict's own pair and any variant that did not run are shown, and
-    the verdict's breakdown table summarises the rest.
+    A grid repro (solve-512-cliff has ~80 points) would bury its story in rows. Above the cap,
+    the variants some comparison uses are shown when they fit, else the verdict's own pair; then
+    variants that did not run, as room allows; the comparisons table summarises the rest.
     """
     variants = list(doc["variants"])
     cap = MAX_VARIANTS_SHOWN_SMOKE if is_smoke(doc) else MAX_VARIANTS_SHOWN
     if len(variants) <= cap:
         return variants, 0
+    rows = [r for r in (doc["verdict"].get("breakdown") or []) if isinstance(r, Mapping)]
+    compared = {str(r.get(k)) for r in rows for k in ("num", "den")}
     named = set(doc["verdict"].get("variants") or ())
-    # The verdict's pair always; then variants that did not run, as room allows; in catalog order.
+    if named <= compared and len([v for v in variants if v["name"] in compared]) <= cap:
+        named = compared
+    # Then variants that did not run, as room allows; in catalog order.
     room = max(cap - len(named), 0)
     extra = {id(v) for v in [v for v in variants if v["name"] not in named and v["status"] != "ok"][:room]}
     keep = [v for v in variants if v["name"] in named or id(v) in extra]
@@ -62,87 +72,51 @@ def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
     return rate, pct
 
 
+def _time_range(lo: float, hi: float) -> str:
+    """``34.8-35.2 ms``; ``940 ns-1.02 us`` when the ends need different units."""
+    a, b = fmt_time(lo), fmt_time(hi)
+    ua, ub = a.rsplit(" ", 1)[-1], b.rsplit(" ", 1)[-1]
+    return f"{a.rsplit(' ', 1)[0]}-{b}" if ua == ub else f"{a}-{b}"
+
+
 def variants_table(doc: Mapping[str, Any]) -> str:
-    """The shown variants: median, CI, IQR, samples and why sampling stopped, timer, achieved rate."""
+    """The shown variants that ran: median and CI, samples, timer, achieved rate.
+
+    Variants that did not run are in the report's "Not tested here", with why.
+    """
     rows = []
     shown, hidden = shown_variants(doc)
     for v in shown:
         t = v.get("timing")
         if v["status"] != "ok" or not t:
-            reason = text(v.get("reason") or "", cell=True)
-            rows.append([text(v["label"], cell=True), text(v["status"], cell=True), reason, "", "", "", "", ""])
             continue
         s = t["stats"]
         rate, pct = _rate(v)
         rows.append(
             [
                 text(v["label"], cell=True),
-                fmt_time(s["median"]),
-                f"{fmt_time(s['ci_low'])} - {fmt_time(s['ci_high'])}",
-                fmt_time(s["iqr"]),
-                f"{s['n']} ({text(t['stop_reason'].replace('_', ' '), cell=True)})",
+                f"{fmt_time(s['median'])} ({_time_range(s['ci_low'], s['ci_high'])})",
+                str(s["n"]),
                 text(t["method"].replace("_", " "), cell=True),
-                rate,
-                pct,
+                rate + (f" ({pct})" if pct != "-" else ""),
             ]
         )
-    out = md_table(rows, ["variant", "median", "95% CI", "IQR", "n (stopped by)", "timed by", "achieved", "ceiling"])
+    if not rows:
+        return ""
+    headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (of ceiling)"]
+    if len({r[3] for r in rows}) == 1:  # one timer for all: said in the header
+        headers[1] = f"median (95% CI), {rows[0][3]}"
+        rows = [r[:3] + r[4:] for r in rows]
+        headers = headers[:3] + headers[4:]
+    out = md_table(rows, headers)
     if hidden:
-        out += (
-            f"\n\n_{hidden} more variants are in the artifact; the table above holds the pair the verdict "
-            "compares (and any variant that did not run), the breakdown below summarises the rest._"
-        )
+        out += f"\n\n_{hidden} more variants in the artifact._"
     return out
-
-
-def raw_samples_line(doc: Mapping[str, Any]) -> str | None:
-    """The headline pair's first per-round times (or samples): raw numbers, not only their summary."""
-    have = {v["name"]: v for v in doc.get("variants") or []}
-    pair = [have.get(n) for n in (doc["verdict"].get("variants") or [])]
-    if len(pair) != 2 or not all(v and v.get("timing") for v in pair):
-        return None
-    parts = []
-    for v in pair:
-        assert v is not None
-        t = v["timing"]
-        values = t.get("rounds") or t["samples"]
-        kind = "rounds" if t.get("rounds") else "samples"
-        unit, scale = next(
-            ((u, f) for u, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if values[0] >= f), ("ns", 1e-9)
-        )
-        shown = ", ".join(f"{x / scale:.4g}" for x in values[:RAW_SHOWN]) + f" {unit}"
-        parts.append(
-            f"{v['label']}: {shown}"
-            + (f" (first {RAW_SHOWN} of {len(values)} {kind})" if len(values) > RAW_SHOWN else "")
-        )
-    return "Raw times per call of the headline pair (all in the artifact): " + "; ".join(parts) + "."
 
 
 def per_call_us(k: Mapping[str, Any]) -> float:
     """A kernel's microseconds per call of the timed op (``per_call``: its launches per call)."""
     return float(k["total_us"]) / max(float(k["count"]), 1.0) * float(k["per_call"])
-
-
-def kernel_matrix(variants: Sequence[Mapping[str, Any]], per_variant: int = KERNELS_PER_VARIANT) -> str:
-    """Kernels x variants, us per call; an empty cell means the kernel did not run there."""
-    measured = [v for v in variants if v.get("kernels")]
-    if not measured:
-        return "_No kernels were captured._\n"
-    names: list[str] = []
-    for v in measured:
-        for k in v["kernels"][:per_variant]:
-            if k["name"] not in names:
-                names.append(k["name"])
-    cells = {v["name"]: {k["name"]: per_call_us(k) for k in v["kernels"]} for v in measured}
-    short = short_names(names, NAME_CHARS)
-    rows = [
-        [code(short[n], 2 * NAME_CHARS)]
-        + [f"{cells[v['name']][n]:.1f}" if n in cells[v["name"]] else "" for v in measured]
-        for n in names
-    ]
-    unit = "CPU ops (self time)" if measured[0].get("kernel_source") == "cpu" else "kernels"
-    head = f"{unit}, us per call ({per_variant} largest per variant)"
-    return md_table(rows, [head] + [text(v["name"], cell=True) for v in measured]) + "\n"
 
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
@@ -179,7 +153,7 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
     -> 512 at another batch, say). Without a named pair, only variants that differ in one config
     value are paired. Unrelated variants (another batch *and* another size) are never paired.
     """
-    shown, _ = shown_variants(doc)
+    shown = list(doc["variants"])
     measured = [v for v in shown if v.get("kernels")]
     by_name = {v["name"]: v for v in measured}
     named = list(doc["verdict"].get("variants") or ())
@@ -218,33 +192,32 @@ def _once(
     return out
 
 
-def diff_section(doc: Mapping[str, Any]) -> str:
-    """Kernel diff of the verdict's pair (denominator -> numerator), then of the same contrast elsewhere."""
-    pairs = diff_pairs(doc)
-    if not pairs:
+def comparisons_table(doc: Mapping[str, Any]) -> str:
+    """Every comparison the verdict computed: its ratio and CI, its status, its rounds; the headline in bold.
+
+    The CI level is in the header when every row has the same one (the verdict's own label: "99.2%
+    CI, worst of 6"), else in each cell; a threshold column appears only when rows differ in it.
+    """
+    rows_in = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+    if not rows_in:
         return ""
-    lines = []
-    for base, other in pairs:
-        changes = kernel_diff(base, other)
-        body = "; ".join(changes) if changes else "same kernels, times within 10%"
-        lines.append(f"- **{text(base['name'])} -> {text(other['name'])}**: {body}")
-    return "Kernel diff (the verdict's pair first):\n\n" + "\n".join(lines) + "\n"
-
-
-# Breakdown columns shown once below the table when every row has the same value.
-_CONSTANT_OK = ("threshold", "ci_level", "where", "paired", "scale", "basis", "status")
-
-
-def breakdown_table(breakdown: Sequence[Mapping[str, Any]]) -> str:
-    """The verdict's breakdown: one row per comparison; columns equal in every row move to one line below."""
-    # The label is the headline's words (in the finding above) and "where" is what the CI columns show.
-    keys = [k for k in dict.fromkeys(k for b in breakdown for k in b) if k not in ("label", "where")]
-    same = {k: breakdown[0].get(k) for k in keys if k in _CONSTANT_OK and len({repr(b.get(k)) for b in breakdown}) == 1}
-    if len(breakdown) < 2:
-        same = {}
-    keys = [k for k in keys if k not in same]
-    rows = [[text(fmt_num(b.get(k)), cell=True) for k in keys] for b in breakdown]
-    out = md_table(rows, [text(k, cell=True) for k in keys])
-    if same:
-        out += "\n\n_Every row: " + ", ".join(f"{text(k)} {text(fmt_num(v))}" for k, v in same.items()) + "._"
-    return out
+    one_level = len({repr(x.get("ci_level")) for x in rows_in}) == 1
+    thresholds = len({repr(x.get("threshold")) for x in rows_in}) > 1
+    rows = []
+    for r in rows_in:
+        name = text(r.get("comparison") or r.get("label") or "-", cell=True)
+        level = r.get("ci_level")
+        level = float(level) if isinstance(level, int | float) else 0.95
+        label = "" if one_level else f"{level * 100:.3g}% CI"
+        row = [
+            f"**{name}**" if r.get("headline") else name,
+            ratio_with_ci(r.get("ratio"), r.get("ci_low"), r.get("ci_high"), label),
+            text(str(r.get("status") or "-").replace("_", " "), cell=True),
+            str(r.get("n")) if isinstance(r.get("n"), int) else "-",
+        ]
+        if thresholds:
+            row.append(text(fmt_num(r.get("threshold")), cell=True))
+        rows.append(row)
+    level_words = ci_label({**doc["verdict"], "ci_level": rows_in[0].get("ci_level")}) if one_level else "CI"
+    headers = ["comparison", f"ratio ({level_words})", "status", "rounds"] + (["threshold"] if thresholds else [])
+    return md_table(rows, headers)
