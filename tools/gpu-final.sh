@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Evidence on one GPU machine in one call, from a copy of the tree without .git:
+#   1. `make repro-5090-linear` from a fresh tree with no .venv, offline (PIP_NO_INDEX, PIP_FIND_LINKS=WHEELS);
+#   2. `repro all` with the .venv that made;
+#   3. `repro bundle` of that run;
+#   4. the bundled harness installed into a fresh venv, the report's re-run lines of 5090-linear run there,
+#      and the installed harness's source digest checked against the artifacts';
+#   5. every repro's standalone script (`repro script ID`) run on the GPU, its ratio against the artifact's.
+# Everything lands under OUT_DIR; a table is printed last.
+#
+#   tools/gpu-final.sh OUT_DIR WHEELS      (from the tree's root; about 8 minutes on an H200)
+set -uo pipefail
+out=${1:?usage: tools/gpu-final.sh OUT_DIR WHEELS}
+wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+tree=$PWD
+t0=$SECONDS
+step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
+
+step "GPU: $(nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.limit --format=csv,noheader 2>&1)"
+step "make repro-5090-linear (offline, fresh tree, no .venv: $(test -e .venv && echo present || echo absent))"
+echo "PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels make repro-5090-linear OUT=$out/make" >"$out/make.command"
+PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 make repro-5090-linear OUT="$out/make" >"$out/make.log" 2>&1
+step "make: exit $?"
+
+step "repro all"
+timeout 420 .venv/bin/repro all --out "$out/all" >"$out/all.json" 2>"$out/all.log" --json
+step "repro all: exit $?"
+run=$(find "$out/all" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
+
+step "repro bundle"
+.venv/bin/repro bundle "$run" --out "$out/bundle.tar.gz" >>"$out/steps.txt" 2>&1
+step "bundle: exit $?"
+
+step "bundled harness into a fresh venv; the report's re-run lines of 5090-linear"
+fresh=/tmp/fresh-venv
+rm -rf "$fresh" /tmp/rerun && mkdir -p /tmp/rerun
+python3 -m venv "$fresh"
+# The machine's torch lives in the venv python3 runs in: the fresh venv sees it through a .pth file.
+python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+    >"$("$fresh/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/outer-site.pth"
+tar -xzf "$out/bundle.tar.gz" -C /tmp/rerun
+python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+section = text.split("## `5090-linear`", 1)[1]
+block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+print("set -e")
+print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
+PY
+(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 bash "$out/rerun.sh") \
+    >"$out/rerun.log" 2>&1
+step "re-run: exit $?"
+"$fresh/bin/python" - "$run" /tmp/rerun >"$out/rerun-check.txt" 2>&1 <<'PY'
+import glob, json, sys
+from repro.env import harness
+ran = json.load(open(f"{sys.argv[1]}/5090-linear.json"))
+again = [json.load(open(p)) for p in glob.glob(f"{sys.argv[2]}/artifacts/*/5090-linear.json")]
+print("installed harness source_sha256:", harness.source_sha256(), "at", harness.package_root())
+print("repro all's artifact records:   ", ran["fingerprint"]["harness"]["source_sha256"])
+for doc in again:
+    v = doc["verdict"]
+    print("re-run artifact records:        ", doc["fingerprint"]["harness"]["source_sha256"])
+    print(f"re-run verdict: {v['status']} {v['value']:.4f} ({v['ci_low']:.4f}-{v['ci_high']:.4f});",
+          f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
+PY
+
+step "standalone scripts"
+mkdir -p "$out/scripts"
+for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
+    .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
+    if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
+    (cd "$out/scripts" && timeout 120 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
+    step "script $id: exit $?"
+done
+
+step "done"
+cd "$tree" && .venv/bin/python tools/gpu-final-table.py "$out" "$run" | tee "$out/table.md"
