@@ -16,7 +16,7 @@ import typer
 from helpers import TORCH_BLOCKER
 from typer.testing import CliRunner
 
-from repro.cli.docker import compare_cmd
+from repro.cli.evidence import compare_cmd
 from repro.core.errors import UsageError
 from repro.evidence import band, compare
 
@@ -285,7 +285,7 @@ def test_cli_markdown_json_and_out(app: typer.Typer, lanes: dict[str, Path], tmp
 def test_compare_never_imports_torch(lanes: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(TORCH_BLOCKER)
     code = (
-        "import sys, typer; from repro.cli.docker import compare_cmd; a = typer.Typer(); "
+        "import sys, typer; from repro.cli.evidence import compare_cmd; a = typer.Typer(); "
         "a.command('compare')(compare_cmd); a.command('x')(lambda: None); a(['compare', *sys.argv[1:]])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}

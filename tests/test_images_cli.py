@@ -17,7 +17,8 @@ from docker.types import DeviceRequest
 from docker_fakes import DIGEST, LANES, PEM, ROOT, FakeClient, copy_checkout
 from typer.testing import CliRunner
 
-from repro.cli.docker import compare_cmd, images_app
+from repro.cli.docker import images_app
+from repro.cli.evidence import compare_cmd
 from repro.lanes.images import container, engine
 from repro.lanes.images.build import CA_IN_CONTEXT
 from repro.lanes.images.lock import LOCK_FILE, load_lock

@@ -1,8 +1,7 @@
-"""CLI wiring for the Docker lanes (``repro images build|run|lock|list``) and ``repro compare``.
+"""CLI wiring for the Docker lanes (``repro images build|run|lock|list``).
 
-Registered in ``repro/cli/main.py`` with ``app.add_typer(images_app, name="images")`` and
-``app.command("compare")(compare_cmd)``; the work lives in the ``repro.lanes.images`` package and
-``repro.evidence.compare``.
+Registered in ``repro/cli/main.py`` with ``app.add_typer(images_app, name="images")``; the work lives
+in the ``repro.lanes.images`` package.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from repro.cli.common import echo_text, handles_errors, new_typer, write_new_file
+from repro.cli.common import handles_errors, new_typer
 from repro.core.errors import ReproError
 
 images_app = new_typer("images", "Build, run and pin the Docker lanes (pins: docker/images.lock.json).")
@@ -191,30 +190,3 @@ def lock_cmd(lanes: LanesArg = None, lock_file: LockOpt = None) -> None:
         raise ReproError(
             f"could not resolve {', '.join(outcome.failed)}; their entries in {lock.path.name} are unchanged"
         )
-
-
-@handles_errors
-def compare_cmd(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="PATH",
-            help="Artifact files, run folders, or lane folders of run folders (the newest run); one environment each.",
-            show_default=False,
-        ),
-    ],
-    out: Annotated[
-        Path | None, typer.Option("--out", metavar="FILE", help="Write here (never overwrites) instead of stdout.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of markdown.")] = False,
-) -> None:
-    """Compare repros side by side across environments (lanes, stacks, machines), then their fingerprints."""
-    from repro.evidence import compare
-
-    doc = compare.compare(paths)
-    text = json.dumps(doc, indent=2) + "\n" if as_json else compare.markdown(doc)
-    if out is None:
-        echo_text(text, nl=False)
-        return
-    write_new_file(out, text, "comparisons")
-    typer.echo(f"comparison: {out}", err=True)
