@@ -17,6 +17,7 @@ from repro.core.spec import Kernel, RunResult, Timing, VariantResult, Verdict, W
 from repro.evidence import artifact
 from repro.run import catalog
 from repro.run.execute import RunRequest, execute
+from repro.run.measure import SamplingConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}$")
@@ -97,7 +98,7 @@ def test_variant_and_verdict_round_trip() -> None:
         assert from_jsonable(cls, json.loads(json.dumps(data))) == obj
 
 
-def test_artifact_round_trip_through_schema(run_dir: Path, fast) -> None:
+def test_artifact_round_trip_through_schema(run_dir: Path, fast: SamplingConfig) -> None:
     doc, path = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
     assert artifact.validation_errors(doc) == []
     loaded = artifact.load(path)
@@ -109,7 +110,7 @@ def test_artifact_round_trip_through_schema(run_dir: Path, fast) -> None:
     assert fp_errors == []
 
 
-def test_schema_rejects_what_it_should(run_dir: Path, fast) -> None:
+def test_schema_rejects_what_it_should(run_dir: Path, fast: SamplingConfig) -> None:
     doc, _ = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
     broken = json.loads(json.dumps(doc))
     broken["verdict"]["status"] = "maybe"

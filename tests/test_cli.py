@@ -27,7 +27,7 @@ def files_under(path: Path) -> list[Path]:
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
     out: list[tuple[tuple[str, ...], click.Command]] = [(prefix, group)]
-    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+    for name, cmd in group.commands.items():
         if isinstance(cmd, click.Group):
             out += _commands(cmd, (*prefix, name))
         else:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 
-import docker
 from repro.lanes import images
 
 ROOT = Path(__file__).resolve().parent.parent

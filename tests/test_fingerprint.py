@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.redact import redactor
 from repro.env import fingerprint
 from repro.run.execute import RunRequest, execute
+from repro.run.measure import SamplingConfig
 
 MAPS = """\
 7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /opt/venv/site-packages/nvidia/cublas/lib/libcublasLt.so.13
@@ -60,7 +62,7 @@ def test_knobs_recorded() -> None:
 
 
 def test_redactor_strips_home_user_dirs_hostname_and_secrets() -> None:
-    redact = fingerprint.redactor(hostname="gpu-box-17", home="/home/alice", secrets=["ghp_SECRETVALUE123"])
+    redact = redactor(hostname="gpu-box-17", home="/home/alice", secrets=["ghp_SECRETVALUE123"])
     doc = {
         "path": "/home/alice/proj/x.py",
         "other": "/home/bob/data and /Users/carol/x",
@@ -84,7 +86,7 @@ SECRETS = {
 
 
 def test_no_secret_reaches_artifact_report_or_bundle(
-    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig, tmp_path: Path
 ) -> None:
     from repro.evidence import bundle, render
 

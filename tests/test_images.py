@@ -21,12 +21,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import docker.errors
 import pytest
 import typer
 from docker.types import DeviceRequest
 from typer.testing import CliRunner
 
-import docker
 from repro import __version__
 from repro.cli.docker import compare_cmd, images_app
 from repro.core.errors import ReproError, UsageError
@@ -615,11 +615,11 @@ def test_make_targets_wrap_the_cli() -> None:
 
 
 def test_containers_never_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images.os, "getuid", lambda: 0)
-    monkeypatch.setattr(images.os, "getgid", lambda: 0)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
     assert images.caller_user() == images.IMAGE_USER == "1000:1000"
-    monkeypatch.setattr(images.os, "getuid", lambda: 1234)
-    monkeypatch.setattr(images.os, "getgid", lambda: 99)
+    monkeypatch.setattr(os, "getuid", lambda: 1234)
+    monkeypatch.setattr(os, "getgid", lambda: 99)
     assert images.caller_user() == "1234:99"
 
 
@@ -711,10 +711,10 @@ def test_cli_build_takes_ca_bundle_from_env_and_lock_from_option(
 def test_root_caller_lends_the_folder_and_gets_the_files_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As root the container runs as the image's user; the folder is lent to it and everything comes back to root."""
     calls: list[tuple[str, int, int]] = []
-    monkeypatch.setattr(images.os, "getuid", lambda: 0)
-    monkeypatch.setattr(images.os, "getgid", lambda: 0)
-    monkeypatch.setattr(images.os, "chown", lambda p, u, g: calls.append((str(p), u, g)))
-    monkeypatch.setattr(images.os, "lchown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    monkeypatch.setattr(os, "chown", lambda p, u, g: calls.append((str(p), u, g)))
+    monkeypatch.setattr(os, "lchown", lambda p, u, g: calls.append((str(p), u, g)))
     monkeypatch.setattr(images, "IMAGE_USER", "4321:4321")  # not the uid that owns tmp_path
     out = tmp_path / "out"
     out.mkdir(mode=0o755)

@@ -7,17 +7,19 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repro.evidence import render
 from repro.run.execute import RunRequest, execute
+from repro.run.measure import SamplingConfig
 
 PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(scope="module")
-def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
+def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast: SamplingConfig) -> dict[str, Any]:
     from repro.evidence.artifact import new_run_id
 
     run_dir = tmp_path_factory.mktemp("r") / new_run_id()
@@ -27,14 +29,14 @@ def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
 
 
 @pytest.fixture
-def full_doc(smoke_doc: dict) -> dict:
+def full_doc(smoke_doc: dict[str, Any]) -> dict[str, Any]:
     """The smoke artifact as a full run would be reported (a smoke report leaves the details out)."""
-    doc = json.loads(json.dumps(smoke_doc))
+    doc: dict[str, Any] = json.loads(json.dumps(smoke_doc))
     doc["run"]["smoke"] = False
     return doc
 
 
-def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict) -> None:
+def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict[str, Any]) -> None:
     smoke_doc = full_doc
     text = render.report([full_doc])
     assert text.startswith("# gpu-repro report: run ")
@@ -48,7 +50,7 @@ def test_report_has_summary_variants_kernels_finding_and_details(full_doc: dict)
     assert "_Smoke run:" not in text
 
 
-def test_report_shrinks_largest_details_first_and_says_so(full_doc: dict) -> None:
+def test_report_shrinks_largest_details_first_and_says_so(full_doc: dict[str, Any]) -> None:
     big = json.loads(json.dumps(full_doc))
     big["fingerprint"]["collect_env"]["output"] = "x" * 200_000
     text = render.report([big], limit=60_000)
@@ -76,9 +78,9 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
 
 
-def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
+def _grid_doc(smoke_doc: dict[str, Any], smoke: bool) -> dict[str, Any]:
     """A 10-variant grid like solve-512-cliff's smoke run (b2/b4 x n30..34), built from a real artifact."""
-    doc = json.loads(json.dumps(smoke_doc))
+    doc: dict[str, Any] = json.loads(json.dumps(smoke_doc))
     template = doc["variants"][0]
     variants = []
     for batch in (2, 4):
@@ -96,7 +98,7 @@ def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
     return doc
 
 
-def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict) -> None:
+def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict[str, Any]) -> None:
     doc = _grid_doc(smoke_doc, smoke=False)
     pairs = [(a["name"], b["name"]) for a, b in render.diff_pairs(doc)]
     assert pairs[0] == ("default_b4_n31", "default_b4_n32")
@@ -110,7 +112,7 @@ def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_do
         assert len(render._contrast(a, b)) == 1, (a["name"], b["name"])
 
 
-def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
+def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any]) -> None:
     grid = _grid_doc(smoke_doc, smoke=True)
     text = render.report([smoke_doc, grid])
     assert len(text) < 15_000, len(text)  # was at the 60,000-character cap with details
@@ -128,7 +130,7 @@ def test_table_cells_escape_pipes() -> None:
 
 
 @pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
-def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
+def test_github_renderer_keeps_tables_and_details(full_doc: dict[str, Any]) -> None:
     text = render.report([full_doc])
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True

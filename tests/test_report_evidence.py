@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
@@ -24,11 +25,11 @@ REPORTS = sorted((ROOT / "artifacts" / "reference").rglob("report.md"))
 
 
 @pytest.fixture(scope="module")
-def docs() -> list[dict]:
+def docs() -> list[dict[str, Any]]:
     return [artifact.load(p) for p in artifact.expand([RUN])]
 
 
-def _by_id(docs: list[dict], rid: str) -> dict:
+def _by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
     return next(d for d in docs if d["repro"]["id"] == rid)
 
 
@@ -40,7 +41,7 @@ def _json_blocks(text: str) -> list[str]:
     return re.findall(r"(?s)```json\n(.*?)\n```", text)
 
 
-def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[dict]) -> None:
+def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[dict[str, Any]]) -> None:
     text = render.report(docs)
     solve = _summary_row(text, "solve-512-cliff")
     assert "cusolver backend, batch 128" in solve and "default backend: at most 0.97x, not reproduced" in solve
@@ -55,7 +56,7 @@ def test_summary_rows_carry_their_qualifiers_from_structured_fields(docs: list[d
     assert "magma backend: at most 0.97x" in _summary_row(render.report([changed]), "solve-512-cliff")
 
 
-def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict]) -> None:
+def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict[str, Any]]) -> None:
     text = render.report(docs)
     impacts = [ln for ln in text.splitlines() if ln.startswith("Impact: ")]
     assert len(impacts) == 5  # 1.1 artifacts: taken from the catalog's declaration
@@ -66,7 +67,7 @@ def test_impact_is_declared_per_repro_and_states_this_runs_cost(docs: list[dict]
     assert "Impact: Declared in the artifact. In this run" in render.report([doc])
 
 
-def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict]) -> None:
+def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict[str, Any]]) -> None:
     text = render.report(docs)
     scope = text.split("## Not tested here", 1)[1].split("\n## ", 1)[0]
     assert "TE FusedAdam" in scope and "transformer" in scope
@@ -78,7 +79,7 @@ def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: l
     assert "GPUs the seeds reported on" not in render.report([doc])
 
 
-def _worst_case(docs: list[dict]) -> list[dict]:
+def _worst_case(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Five repros with an 81-variant solve sweep (synthetic: the real 24 variants' timings and
     kernels reused across n = 500..526 at three batches) and a long collect_env."""
     out = copy.deepcopy(docs)
@@ -99,7 +100,7 @@ def _worst_case(docs: list[dict]) -> list[dict]:
     return out
 
 
-def test_worst_case_report_fits_and_keeps_evidence_intact(docs: list[dict]) -> None:
+def test_worst_case_report_fits_and_keeps_evidence_intact(docs: list[dict[str, Any]]) -> None:
     worst = _worst_case(docs)
     assert len(_by_id(worst, "solve-512-cliff")["variants"]) == 81
     text = render.report(worst)
@@ -136,7 +137,7 @@ def test_collect_env_keeps_its_library_section() -> None:
     assert short.split("Versions of relevant libraries", 1)[1] == ce.split("Versions of relevant libraries", 1)[1]
 
 
-def test_kernel_names_are_short_and_tell_apart(docs: list[dict]) -> None:
+def test_kernel_names_are_short_and_tell_apart(docs: list[dict[str, Any]]) -> None:
     adam = _by_id(docs, "fused-adam-capturable")
     names = [k["name"] for v in adam["variants"] for k in v["kernels"]]
     short = short_names(names)
@@ -152,7 +153,7 @@ def test_kernel_names_are_short_and_tell_apart(docs: list[dict]) -> None:
     assert len(cells) == len(set(cells)) and not any("anonymou" in c for c in cells)
 
 
-def test_diffs_once_per_pair_and_small_percentages(docs: list[dict]) -> None:
+def test_diffs_once_per_pair_and_small_percentages(docs: list[dict[str, Any]]) -> None:
     text = render.report(docs)
     pairs = re.findall(r"- \*\*(\S+) -> (\S+)\*\*", text)
     assert pairs and len({frozenset(p) for p in pairs}) == len(pairs)
@@ -160,7 +161,7 @@ def test_diffs_once_per_pair_and_small_percentages(docs: list[dict]) -> None:
     assert render.fmt_pct(96.4) == "96%" and render.fmt_pct(4.23) == "4.2%" and render.fmt_pct(0.0021) == "0.0021%"
 
 
-def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) -> None:
+def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict[str, Any]]) -> None:
     script = standalone.from_artifact(_by_id(docs, "solve-512-cliff"))
     assert script and "[('cusolver/b128', 'cusolver', 128)]" in script
     memset = standalone.from_artifact(_by_id(docs, "graph-memset"))  # twin headline: the torch side instead
@@ -172,7 +173,9 @@ def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) 
 # --------------------------------------------------------------------------- plots
 
 
-def test_plots_are_drawn_with_units_and_referenced_with_their_finding(docs: list[dict], tmp_path: Path) -> None:
+def test_plots_are_drawn_with_units_and_referenced_with_their_finding(
+    docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
     pytest.importorskip("matplotlib")
     figs = plots.figures(docs, tmp_path)
     assert {f.file for f in figs} == {"plots/solve-512-cliff.n.png", "plots/lora-batch-scaling.batch.png"}
@@ -188,29 +191,28 @@ def test_plots_are_drawn_with_units_and_referenced_with_their_finding(docs: list
     assert (tmp_path / solve.file).stat().st_mtime_ns == before
 
 
-def test_band_plot_labels_axes_with_units(tmp_path: Path) -> None:
+def test_band_plot_labels_axes_with_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
-    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
 
     seen: dict[str, str] = {}
-    real = plt.Axes.set_ylabel
+    real = Axes.set_ylabel
 
-    def spy(self: plt.Axes, label: str, *a: object, **k: object) -> object:
+    def spy(self: Axes, label: str, *a: Any, **k: Any) -> Any:
         seen["y"] = label
         return real(self, label, *a, **k)
 
-    plt.Axes.set_ylabel = spy  # type: ignore[method-assign]
-    try:
-        s = plots.Series("a", (1.0, 2.0), (2e-3, 4e-3), (1.9e-3, 3.8e-3), (2.1e-3, 4.2e-3))
-        plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="batch size (samples)", y_label="time")
-    finally:
-        plt.Axes.set_ylabel = real  # type: ignore[method-assign]
+    monkeypatch.setattr(Axes, "set_ylabel", spy)
+    s = plots.Series("a", (1.0, 2.0), (2e-3, 4e-3), (1.9e-3, 3.8e-3), (2.1e-3, 4.2e-3))
+    plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="batch size (samples)", y_label="time")
     assert seen["y"] == "time (ms)"
     with pytest.raises(FileExistsError):
         plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="x", y_label="time")
 
 
-def test_without_matplotlib_the_report_says_how_to_draw(docs: list[dict], tmp_path: Path, monkeypatch) -> None:
+def test_without_matplotlib_the_report_says_how_to_draw(
+    docs: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(plots, "available", lambda: "matplotlib is not installed here")
     figs = plots.figures(docs, tmp_path)
     assert figs and not any(f.drawn for f in figs) and not (tmp_path / "plots").exists()
@@ -277,7 +279,7 @@ def test_committed_reports_render_with_tables_details_and_images_intact(path: Pa
         )
 
 
-def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> None:
+def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path: Path) -> None:
     figs = plots.describe(docs)
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
     text = render.report(_worst_case(docs), figures=figs)
@@ -291,7 +293,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> 
         assert html.count("<details>") == html.count("</details>") == got["details_open"]
 
 
-def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict]) -> None:
+def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["run"].update(smoke=True, device="cpu")
     text = render.report([doc])
@@ -300,7 +302,7 @@ def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: li
     assert "standalone script" not in text and "<details>" not in text  # a smoke report stays short
 
 
-def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]) -> None:
+def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict[str, Any]]) -> None:
     two = copy.deepcopy(docs[:2])
     two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
     two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
@@ -313,7 +315,7 @@ def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]
     assert render.report(same).count("full fingerprint (used by") == 1
 
 
-def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> None:
+def test_an_error_artifact_without_variants_still_reports(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
     doc["variants"] = []
     doc["verdict"].update(status="error", value=None, ci_low=None, ci_high=None, breakdown=[], variants=[])

@@ -354,7 +354,7 @@ class _FakeCudaContext(Context):
             name: _rounds(0.0019 if name == "capturable" else 0.001, i, DRIFT[:iters]) for i, name in enumerate(fns)
         }
 
-    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:  # type: ignore[override]
+    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:
         fn()
         self.calls.append(("measure", name, bool(kw.get("graph"))))
         return dataclasses.replace(
@@ -417,4 +417,4 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     ctx = Context(device="cuda", smoke=False, sampling=fast)
     result = FusedAdamCapturable().run(Params(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
-    assert "GiB of GPU memory, 8 GiB free; try --set numel=" in result.variants[0].reason
+    assert "GiB of GPU memory, 8 GiB free; try --set numel=" in (result.variants[0].reason or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -256,7 +257,7 @@ def test_twin_run_turns_its_output_into_variants(
     ]  # fmt: skip
     assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
     assert all(v.timing is not None and v.timing.group == "twin" and len(v.timing.rounds or ()) == 2 for v in variants)
-    assert info["source_sha256"] == gm.hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
+    assert info["source_sha256"] == hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
 
 
 def test_twin_failure_is_an_error_variant_with_its_stderr(
@@ -266,7 +267,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["error"] * 5
-    assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
+    assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in (variants[0].reason or "")
     assert info["status"] == "error"
 
 
@@ -276,14 +277,14 @@ def test_twin_timeout_is_an_error_variant(
     monkeypatch.setattr(gm, "build_twin", lambda **_: _fake_binary(tmp_path, "import time; time.sleep(30)"))
     p = build_params(RID, Params, {"twin_timeout_s": "1"})
     variants, _ = GraphMemset()._twin(p, Context(device="cpu", smoke=False, sampling=fast), 0)
-    assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason
+    assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in (variants[0].reason or "")
 
 
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gm, "find_nvcc", lambda: None)
     variants, info = GraphMemset()._twin(Params(), Context(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["skipped"] * 5
-    assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
+    assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in (v.reason or "") for v in variants)
     assert info["status"] == "skipped"
 
 
@@ -354,7 +355,8 @@ def test_comparisons_twin_first_then_torch() -> None:
 def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     v = GraphMemset().verdict(Params(), _result(FULL))
     assert v.status == "reproduced" and v.headline == gm._TWIN_PLAIN and v.paired is True
-    assert v.value == pytest.approx(1.44, rel=1e-2) and v.ci_low >= 1.2  # the twin speaks when it ran
+    assert v.value == pytest.approx(1.44, rel=1e-2)
+    assert v.ci_low is not None and v.ci_low >= 1.2  # the twin speaks when it ran
     rows = {r["comparison"]: r for r in v.breakdown}
     assert list(rows) == [gm._TWIN_PLAIN, gm._TORCH_PLAIN, gm._TORCH_MM, gm._TWIN_WORK]
     assert [r["headline"] for r in rows.values()] == [True, False, False, False]
@@ -386,7 +388,7 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
 def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     times = dict(FULL, twin_memset=2.6e-6)  # 1.3x per op in the twin
     v = GraphMemset().verdict(Params(), _result(times))
-    assert v.status == "reproduced" and v.paired is True and v.ci_low >= 1.2
+    assert v.status == "reproduced" and v.paired is True and v.ci_low is not None and v.ci_low >= 1.2
     # The same drift in plain samples (no rounds): the two-sample CI cannot clear the threshold.
     drifting = RunResult(
         variants=tuple(
@@ -396,6 +398,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
         )
     )
     u = GraphMemset().verdict(Params(), drifting)
+    assert u.ci_low is not None and u.ci_high is not None
     assert u.paired is False and u.ci_low < 1.2 <= u.ci_high and u.status == "not_reproduced"
     assert u.finding.startswith(f"Not reproduced (inconclusive): {gm._TWIN_PLAIN} was ")
     assert all(r["paired"] is False for r in u.breakdown)
