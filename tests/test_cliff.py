@@ -426,7 +426,7 @@ def test_compare_shows_two_machines_boundaries_and_whether_they_differ(
 
 
 PLUGIN = '''
-"""Test-only plugin: a sleep that triples from a known integer on, declared sweepable."""
+"""Test-only plugin: a sleep that grows tenfold from a known integer on, declared sweepable."""
 
 from __future__ import annotations
 
@@ -448,7 +448,7 @@ class SleepParams:
 @register
 class SleepStep(Repro[SleepParams]):
     id = "sleep-step"
-    title = "a sleep that triples from k = 13"
+    title = "a sleep that grows tenfold from k = 13"
     upstream = ()
     seed_claim = "synthetic"
     Params = SleepParams
@@ -457,7 +457,9 @@ class SleepStep(Repro[SleepParams]):
     sweeps = (Sweep("k", "the knob", min=1, max=100, default=13, work=lambda p, k: 1.0),)
 
     def sweep_arm(self, p: SleepParams, sweep: str, value: int, ctx: Context) -> Arm:
-        seconds = 0.003 if value >= STEP_AT else 0.001
+        # Tenfold, not threefold: on a loaded machine a 1 ms sleep oversleeps by a scheduler slice
+        # (a few ms), which brought a 1 ms -> 3 ms step within the noise (seen under make test).
+        seconds = 0.010 if value >= STEP_AT else 0.001
         return Arm(f"k{value}", lambda: time.sleep(seconds), calls_per_sample=1)
 '''
 

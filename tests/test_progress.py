@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.run.measure import Context, quiet_profiler_stderr
+from repro.run.measure import Context, SamplingConfig, quiet_profiler_stderr
 from repro.run.progress import Display, describe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,11 +81,11 @@ def test_profiler_usdt_lines_are_held_back_but_other_stderr_is_not(capfd: pytest
     assert "profiler_start" in capfd.readouterr().err
 
 
-def test_measure_reports_progress_through_the_hook(fast: object) -> None:
+def test_measure_reports_progress_through_the_hook(fast: SamplingConfig) -> None:
     pytest.importorskip("torch")
     events: list[tuple[str, str, int, float | None]] = []
     logs: list[str] = []
-    ctx = Context(device="cpu", smoke=True, sampling=fast, log=logs.append)  # type: ignore[arg-type]
+    ctx = Context(device="cpu", smoke=True, sampling=fast, log=logs.append)
     ctx.progress = lambda phase, name, n, ci: events.append((phase, name, n, ci))
     ctx.measure("v", lambda: sum(range(100)))
     phases = [e[0] for e in events]

@@ -59,9 +59,15 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert all(r["peak_allocated_gib"] is None and r["alloc_retries"] is None for r in table)
 
 
-def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
+@pytest.fixture(scope="module")
+def capped_on_cpu(fast: SamplingConfig) -> tuple[Params, RunResult]:
+    """A CPU smoke run asked for a 32 GiB memory cap (which only CUDA can apply), shared by the tests below."""
     p = build_params(RID, Params, {"memory_gb": "32"}, smoke=True)
-    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+    return p, LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+
+
+def test_memory_cap_is_ignored_on_cpu_with_a_note(capped_on_cpu: tuple[Params, RunResult]) -> None:
+    p, res = capped_on_cpu
     assert [v.status for v in res.variants] == ["ok", "ok"]
     assert res.extra["memory_cap_gib"] is None
     assert any("memory_gb=32 ignored" in n for n in res.notes)
@@ -69,9 +75,8 @@ def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
     assert "Peak memory with no memory cap:" in v.details[0]
 
 
-def test_a_cap_that_was_not_applied_is_not_in_the_breakdown(fast: SamplingConfig) -> None:
-    p = build_params(RID, Params, {"memory_gb": "32"}, smoke=True)
-    res = LoraBatchScaling().run(p, Context(device="cpu", smoke=True, sampling=fast))
+def test_a_cap_that_was_not_applied_is_not_in_the_breakdown(capped_on_cpu: tuple[Params, RunResult]) -> None:
+    p, res = capped_on_cpu
     v = LoraBatchScaling().verdict(p, res)
     assert [r["memory_cap_gib"] for r in v.breakdown] == [None]  # what run() applied: res.extra["memory_cap_gib"]
 
