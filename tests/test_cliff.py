@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli.main import app
-from repro.cliff.search import Point, SearchConfig, coarse_grid, find_steps
+from repro.cliff.search import Point, SearchConfig, Step, coarse_grid, find_steps
 from repro.core.spec import Repro
 from repro.evidence import artifact, cliff_report
 
@@ -65,8 +65,8 @@ def lu_time(step_at: int | None, factor: float = 1.3) -> Callable[[int], float]:
 CFG = SearchConfig(480, 560, work=cube)
 
 
-def resolved(steps: Sequence[object]) -> list[tuple[int, int]]:
-    return [(s.lo, s.hi) for s in steps if s.resolved]  # type: ignore[attr-defined]
+def resolved(steps: Sequence[Step]) -> list[tuple[int, int]]:
+    return [(s.lo, s.hi) for s in steps if s.resolved]
 
 
 def test_coarse_grid_spreads_evenly_and_is_dense_on_small_ranges() -> None:
@@ -648,12 +648,13 @@ def _work(p: object, v: int) -> float:
         ({"min": 5, "max": 5, "default": 5}, "min < max"),
     ],
 )
-def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected: str) -> None:
+def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, Any], expected: str) -> None:
     from repro.core.spec import Sweep
 
-    args: dict[str, object] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
+    # Any: the values are wrong on purpose, for the runtime checks to refuse.
+    args: dict[str, Any] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
     with pytest.raises(ValueError, match=expected):
-        Sweep(**args)  # type: ignore[arg-type]
+        Sweep(**args)
 
 
 @pytest.mark.parametrize(
@@ -664,7 +665,7 @@ def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected:
         ({"replaces": ("nope",)}, "'nope' is not a param"),
     ],
 )
-def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, object], expected: str) -> None:
+def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, Any], expected: str) -> None:
     from repro.core.spec import Metric, Requirements, Sweep
     from repro.run import catalog
 
@@ -681,7 +682,7 @@ def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict
         Params = KParams
         requires = Requirements(cuda=False)
         metric = Metric(name="t", description="t", threshold=1.5)
-        sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)  # type: ignore[arg-type]
+        sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)
 
     with pytest.raises(ValueError, match=expected):
         catalog.register(Bad)

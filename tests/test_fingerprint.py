@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from helpers import member_bytes
 
 from repro.core.redact import redactor
 from repro.env import fingerprint
@@ -110,7 +111,7 @@ def test_no_secret_reaches_artifact_report_or_bundle(
     with tarfile.open(tar) as tf:
         for member in tf.getmembers():
             if member.isfile():
-                data = tf.extractfile(member).read()  # type: ignore[union-attr]
+                data = member_bytes(tf, member)
                 if member.name.endswith(".gz"):
                     import gzip
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,19 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert [r["per_sample_ms"] for r in table] == pytest.approx([x * 1e3 for x in per])
     assert [r["per_sample_vs_bs1"] for r in table] == pytest.approx([1.0, per[1] / per[0]])
     assert all(r["peak_allocated_gib"] is None and r["alloc_retries"] is None for r in table)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_cpu_thread() -> Iterator[None]:
+    """These tests call run() directly, without execute(), which pins torch to one CPU thread for CPU
+    timing (repro.run.execute.CPU_THREADS); so do they. Measured: with the machine's two threads, and
+    the other test worker on the other core, the same two runs took 29 s of CPU instead of about 2."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
 
 
 @pytest.fixture(scope="module")
