@@ -22,6 +22,10 @@ PROGRESS_EVERY_S = float(os.environ.get("GPU_REPRO_TEST_PROGRESS_S", "30"))
 # process and in each xdist worker alike (execnet starts workers with the controller's stderr).
 _terminal: TextIO | None = None
 _progress_lock = threading.Lock()
+# Whether the terminal's cursor is at the start of a line: true after our own line, false once pytest
+# may have written (its progress dots) at a test's start or end. Under xdist the controller writes
+# whenever a result comes in, so a worker always starts its line on a new one.
+_at_line_start = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,12 +42,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def say(line: str) -> None:
     """Write one line to the terminal now, even from inside a running test (and from an xdist worker)."""
+    global _at_line_start
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    text = f"\n[{worker}] {line}\n" if worker else f"\n{line}\n"
     with _progress_lock:
-        if _terminal is not None:
-            _terminal.write(text)
-            _terminal.flush()
+        if _terminal is None:
+            return
+        if worker:
+            _terminal.write(f"\n[{worker}] {line}\n")
+        else:
+            _terminal.write(("" if _at_line_start else "\n") + line + "\n")
+        _terminal.flush()
+        _at_line_start = True
+
+
+def _pytest_may_write() -> None:
+    global _at_line_start
+    with _progress_lock:
+        _at_line_start = False
 
 
 def _heartbeat(nodeid: str, stop: threading.Event) -> None:
@@ -56,12 +71,14 @@ def _heartbeat(nodeid: str, stop: threading.Event) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(item.nodeid, stop), name="test-heartbeat", daemon=True)
+    _pytest_may_write()
     beat.start()
     try:
         return (yield)
     finally:
         stop.set()
         beat.join()
+        _pytest_may_write()
 
 
 @pytest.fixture
