@@ -16,7 +16,7 @@ GPUS ?= all
 LANES := cu126-pt26 cu128-nightly nemo
 REPROS := 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset
 
-.PHONY: help setup test lint smoke repro-all images matrix docker-repro-all $(addprefix repro-,$(REPROS)) \
+.PHONY: help setup test test-slow lint smoke repro-all images matrix docker-repro-all $(addprefix repro-,$(REPROS)) \
         $(addprefix image-,$(LANES)) $(addprefix docker-repro-,$(REPROS))
 
 help: ## List the targets
@@ -48,12 +48,21 @@ $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(TEST_VENV)/bin/pip install -e . || $(TEST_VENV)/bin/pip install --no-build-isolation -e .
 	touch $@
 
-test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests (GPU tests skip without CUDA)
-	$(TEST_VENV)/bin/pytest $(ARGS)
+# pytest-xdist workers for `make test`; 0 runs every test in one process. --dist loadfile keeps each
+# test file on one worker, so a module's shared fixtures are built once and the engine and Slurm
+# tests (one file each) never run beside themselves.
+TEST_WORKERS ?= 2
 
-lint: $(TEST_VENV)/.installed ## ruff and mypy --strict on the code, hadolint on every Dockerfile (lanes and stand-ins)
+test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests but the slow ones (GPU tests skip without CUDA)
+	$(TEST_VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m 'not slow' $(ARGS)
+
+test-slow: $(TEST_VENV)/.installed ## The slow tests: `repro all` under random signals, 90 trials (minutes)
+	$(TEST_VENV)/bin/pytest -m slow $(ARGS)
+
+lint: $(TEST_VENV)/.installed ## ruff, mypy --strict, the import layers (lint-imports), hadolint on every Dockerfile
 	$(TEST_VENV)/bin/ruff check repro tests
-	$(TEST_VENV)/bin/mypy --strict repro
+	$(TEST_VENV)/bin/mypy --strict repro tests
+	$(TEST_VENV)/bin/lint-imports
 	$(TEST_VENV)/bin/hadolint docker/*/Dockerfile docker/standins/*.Dockerfile
 
 smoke: $(TEST_VENV)/.installed ## CPU trial: every repro at smoke sizes in the test env (CPU torch), no GPU verdicts

@@ -13,6 +13,9 @@ import pytest
 from repro.core.context import SamplingConfig
 from repro.evidence.artifact import new_run_id
 
+# A line on the terminal for every 30 s a test keeps running; the `progress` fixture (tests/heartbeat.py).
+pytest_plugins = ["heartbeat"]
+
 # Variables that change what the harness does; tests start without them.
 _ENV = (
     "GPU_REPRO_OUT",

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -69,11 +69,11 @@ def start(
     return proc, token
 
 
-def wait_for(predicate: object, timeout_s: float = 60.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout_s: float = 60.0) -> bool:
     """Poll ``predicate()`` until true or the timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return True
         time.sleep(0.05)
     return False

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Sequence
+from typing import Literal
 
 from repro.core.spec import Timing
 from repro.core.stats import summarize
 
+# Timing.method's values (repro.core.results.Timing); mypy checks the two agree where timing_for passes it on.
+TimingMethod = Literal["cuda_events", "graph_replay", "perf_counter", "external"]
+
 
 def timing_for(
-    samples: Sequence[float], method: str = "cuda_events", calls_per_sample: int = 1, budget_s: float = 5.0
+    samples: Sequence[float], method: TimingMethod = "cuda_events", calls_per_sample: int = 1, budget_s: float = 5.0
 ) -> Timing:
     """A Timing as the harness would record it for these samples (stopped on the CI target)."""
     return Timing(
-        method=method,  # type: ignore[arg-type]
+        method=method,
         unit="s",
         calls_per_sample=calls_per_sample,
         warmup_calls=3,
@@ -36,6 +41,13 @@ class _Block:
         return None
 sys.meta_path.insert(0, _Block())
 """
+
+
+def member_bytes(tar: tarfile.TarFile, member: str | tarfile.TarInfo) -> bytes:
+    """The content of ``member``, which must be a regular file of the archive."""
+    fh = tar.extractfile(member)
+    assert fh is not None, f"{member}: not a regular file in {tar.name!r}"
+    return fh.read()
 
 
 def full_text(verdict: object) -> str:

@@ -9,11 +9,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
 from repro.core import stats
+from repro.core.context import SamplingConfig
 from repro.core.results import DECIDED
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
 from repro.evidence import artifact
@@ -99,8 +101,16 @@ def test_variant_and_verdict_round_trip() -> None:
         assert from_jsonable(cls, json.loads(json.dumps(data))) == obj
 
 
-def test_artifact_round_trip_through_schema(run_dir: Path, fast) -> None:
-    doc, path = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory, fast: SamplingConfig) -> tuple[dict[str, Any], Path]:
+    """One real 5090-linear smoke run (artifact and its path), shared: the tests below only read it."""
+    run_dir = tmp_path_factory.mktemp("smoke") / artifact.new_run_id()
+    run_dir.mkdir()
+    return execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
+
+
+def test_artifact_round_trip_through_schema(smoke_run: tuple[dict[str, Any], Path]) -> None:
+    doc, path = smoke_run
     assert artifact.validation_errors(doc) == []
     loaded = artifact.load(path)
     assert loaded == doc
@@ -111,8 +121,8 @@ def test_artifact_round_trip_through_schema(run_dir: Path, fast) -> None:
     assert fp_errors == []
 
 
-def test_schema_rejects_what_it_should(run_dir: Path, fast) -> None:
-    doc, _ = execute(RunRequest("5090-linear", smoke=True, sampling=fast), run_dir)
+def test_schema_rejects_what_it_should(smoke_run: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = smoke_run
     broken = json.loads(json.dumps(doc))
     broken["verdict"]["status"] = "maybe"
     assert any("verdict" in e for e in artifact.validation_errors(broken))

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli.main import app
-from repro.cliff.search import Point, SearchConfig, coarse_grid, find_steps
+from repro.cliff.search import Point, SearchConfig, Step, coarse_grid, find_steps
 from repro.core.errors import UsageError
 from repro.core.spec import Repro
 from repro.evidence import artifact, cliff_report
@@ -66,8 +66,8 @@ def lu_time(step_at: int | None, factor: float = 1.3) -> Callable[[int], float]:
 CFG = SearchConfig(480, 560, work=cube)
 
 
-def resolved(steps: Sequence[object]) -> list[tuple[int, int]]:
-    return [(s.lo, s.hi) for s in steps if s.resolved]  # type: ignore[attr-defined]
+def resolved(steps: Sequence[Step]) -> list[tuple[int, int]]:
+    return [(s.lo, s.hi) for s in steps if s.resolved]
 
 
 def test_coarse_grid_spreads_evenly_and_is_dense_on_small_ranges() -> None:
@@ -427,7 +427,7 @@ def test_compare_shows_two_machines_boundaries_and_whether_they_differ(
 
 
 PLUGIN = '''
-"""Test-only plugin: a sleep that triples from a known integer on, declared sweepable."""
+"""Test-only plugin: a sleep that grows tenfold from a known integer on, declared sweepable."""
 
 from __future__ import annotations
 
@@ -447,7 +447,7 @@ class SleepParams:
 @register
 class SleepStep(Repro[SleepParams]):
     id = "sleep-step"
-    title = "a sleep that triples from k = 13"
+    title = "a sleep that grows tenfold from k = 13"
     upstream = ()
     seed_claim = "synthetic"
     requires = Requirements(cuda=False)
@@ -455,7 +455,9 @@ class SleepStep(Repro[SleepParams]):
     sweeps = (Sweep("k", "the knob", min=1, max=100, default=13, work=lambda p, k: 1.0),)
 
     def sweep_arm(self, p: SleepParams, sweep: str, value: int, ctx: Context) -> Arm:
-        seconds = 0.003 if value >= STEP_AT else 0.001
+        # Tenfold, not threefold: on a loaded machine a 1 ms sleep oversleeps by a scheduler slice
+        # (a few ms), which brought a 1 ms -> 3 ms step within the noise (seen under make test).
+        seconds = 0.010 if value >= STEP_AT else 0.001
         return Arm(f"k{value}", lambda: time.sleep(seconds), calls_per_sample=1)
 '''
 
@@ -644,7 +646,7 @@ def _work(p: object, v: int) -> float:
         ({"min": 5, "max": 5, "default": 5}, "min < max"),
     ],
 )
-def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected: str) -> None:
+def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, Any], expected: str) -> None:
     from repro.core.spec import Sweep
 
     args: dict[str, object] = {"name": "k", "help": "h", "min": 1, "max": 10, "default": 5, "work": _work, **kwargs}
@@ -660,7 +662,7 @@ def test_a_bad_sweep_declaration_is_refused(kwargs: dict[str, object], expected:
         ({"replaces": ("nope",)}, "'nope' is not a param"),
     ],
 )
-def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, object], expected: str) -> None:
+def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict[str, Any], expected: str) -> None:
     from repro.core.spec import Metric, Requirements, Sweep
     from repro.run import catalog
 
@@ -677,7 +679,7 @@ def test_register_refuses_a_sweep_naming_params_it_cannot_use(sweep_kwargs: dict
         Params = KParams
         requires = Requirements(cuda=False)
         metric = Metric(name="t", description="t", threshold=1.5)
-        sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)  # type: ignore[arg-type]
+        sweeps = (Sweep("k", "h", min=1, max=10, default=5, work=_work, **sweep_kwargs),)
 
     with pytest.raises(UsageError, match=expected):
         catalog.register(Bad)

@@ -214,7 +214,10 @@ def test_wheel_from_the_build_context_carries_the_schemas(tmp_path: Path) -> Non
     ctx = tmp_path / "ctx"
     with tarfile.open(fileobj=buf) as tar:
         # The "tar" filter keeps the repro/schemas symlink; it exists from Python 3.10.12 / 3.11.4 on.
-        tar.extractall(ctx, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+        if hasattr(tarfile, "tar_filter"):
+            tar.extractall(ctx, filter="tar")
+        else:
+            tar.extractall(ctx)
     r = subprocess.run(
         [
             sys.executable,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -74,7 +75,7 @@ def test_tf32_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tf32["level"] == "info" and "set_float32_matmul_precision" in tf32["action"]
 
 
-def _torch(cuda_built: str | None) -> dict:
+def _torch(cuda_built: str | None) -> dict[str, Any]:
     return {
         "version": "2.13.0+cpu" if cuda_built is None else "2.11.0+cu130",
         "cuda_built": cuda_built,
@@ -102,7 +103,7 @@ def test_no_torch_is_a_failure_that_says_every_repro_will_skip(monkeypatch: pyte
     ],
 )
 def test_no_cuda_is_a_warning_ranked_first_with_its_cause(
-    monkeypatch: pytest.MonkeyPatch, cuda_built: str | None, env: dict, seen: str
+    monkeypatch: pytest.MonkeyPatch, cuda_built: str | None, env: dict[str, str], seen: str
 ) -> None:
     monkeypatch.setattr(doctor, "_torch_info", lambda: _torch(cuda_built))
     result = doctor.diagnose(env)

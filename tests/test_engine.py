@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 
 import docker

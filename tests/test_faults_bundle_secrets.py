@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from faults import PLUGINS, kill_marked, start
+from helpers import member_bytes
 
 from repro.core import redact
 
@@ -105,7 +106,7 @@ def test_secrets_on_the_command_line_and_in_output_reach_no_file(tmp_path: Path)
             if f.name.endswith(".tar.gz"):
                 with tarfile.open(f) as tf:
                     for m in tf.getmembers():
-                        inner = tf.extractfile(m).read()  # type: ignore[union-attr]
+                        inner = member_bytes(tf, m)
                         blobs[f"{f.name}:{m.name}"] = gzip.decompress(inner) if m.name.endswith(".gz") else inner
             elif f.name.endswith(".gz"):
                 blobs[str(f)] = gzip.decompress(data)
@@ -170,7 +171,7 @@ def test_bundle_packs_only_the_runs_regular_files(a_run: Path, tmp_path: Path) -
     assert f"{root}/logs/test-fine.log" not in names
     assert f"{root}/huge.json" not in names
     with tarfile.open(tmp_path / "b.tar.gz") as tf:
-        manifest = json.loads(tf.extractfile(f"{root}/MANIFEST.json").read())  # type: ignore[union-attr]
+        manifest = json.loads(member_bytes(tf, f"{root}/MANIFEST.json"))
     left_out = {e["name"] for e in manifest["left_out"]}
     assert {"huge.json", "logs/test-fine.log"} <= left_out
 
@@ -206,7 +207,7 @@ def test_bundle_trims_a_huge_log_to_its_tail(a_run: Path, tmp_path: Path) -> Non
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "b.tar.gz").stat().st_size < 5_000_000
     with tarfile.open(tmp_path / "b.tar.gz") as tf:
-        log = tf.extractfile(f"{run.name}/logs/test-fine.log").read()  # type: ignore[union-attr]
+        log = member_bytes(tf, f"{run.name}/logs/test-fine.log")
     assert log.startswith(b"[... repro bundle: the first") and log.endswith(b"THE LAST LINE\n")
 
 

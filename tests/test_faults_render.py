@@ -14,6 +14,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ PAYLOAD = (
 FENCE_BREAKER = "````````\n</details>\n\n# after the fence\n<script>x</script>\n````````````"
 
 
-def _set_fields(doc: dict, s: str, code: str, tag: str) -> dict:
+def _set_fields(doc: dict[str, Any], s: str, code: str, tag: str) -> dict[str, Any]:
     """``doc`` with every rendered free-text field set to ``s`` (code blocks to ``code``; ``tag`` keeps names apart)."""
     d = copy.deepcopy(doc)
     d["repro"]["title"] = s
@@ -103,7 +104,7 @@ def _html_nodes(markdown: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reference() -> dict:
+def reference() -> dict[str, Any]:
     return artifact.load(REFERENCE)
 
 
@@ -165,7 +166,7 @@ def test_hostile_artifact_compare_has_exactly_the_plain_structure(reference: dic
 
 @needs_cmark
 @pytest.mark.parametrize("limit", [3000, 6000, 12000, 20000])
-def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict, limit: int) -> None:
+def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict[str, Any], limit: int) -> None:
     doc = _set_fields(reference, PAYLOAD, FENCE_BREAKER * 300, "")
     docs = [doc, copy.deepcopy(doc)]
     docs[1]["repro"]["id"] = "5090-linear-b"
@@ -240,7 +241,7 @@ def test_non_finite_numbers_are_rejected(tmp_path: Path, token: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["id", "run_id"])
-def test_identifiers_with_a_trailing_newline_fail_the_schema(reference: dict, field: str) -> None:
+def test_identifiers_with_a_trailing_newline_fail_the_schema(reference: dict[str, Any], field: str) -> None:
     doc = copy.deepcopy(reference)
     section = doc["repro"] if field == "id" else doc["run"]
     section[field] += "\n"
@@ -252,7 +253,7 @@ def test_identifiers_with_a_trailing_newline_fail_the_schema(reference: dict, fi
         assert text.count('$"') == 0, f"{name}: a pattern ends in a bare $"
 
 
-def test_trailing_newline_id_is_exit_2_on_the_cli(reference: dict, tmp_path: Path) -> None:
+def test_trailing_newline_id_is_exit_2_on_the_cli(reference: dict[str, Any], tmp_path: Path) -> None:
     doc = copy.deepcopy(reference)
     doc["repro"]["id"] += "\n"
     path = tmp_path / "nl.json"

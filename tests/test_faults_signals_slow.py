@@ -12,7 +12,8 @@ import os
 import random
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def _trial(out: Path, sig: int, delay: float) -> list[str]:
 
 
 @pytest.mark.slow
-def test_repro_all_under_random_signals(tmp_path: Path) -> None:
+def test_repro_all_under_random_signals(tmp_path: Path, progress: Callable[[str], None]) -> None:
     # One undisturbed run tells how long a batch takes here; kill moments spread over all of it.
     t0 = time.monotonic()
     proc, token = start([*ARGS, "--out", str(tmp_path / "calibrate")])
@@ -66,9 +67,20 @@ def test_repro_all_under_random_signals(tmp_path: Path) -> None:
     span = time.monotonic() - t0
     assert proc.returncode == 0, err.decode()
     assert survivors(token) == []
+    progress(f"an undisturbed batch took {span:.1f} s; {len(SIGNALS) * TRIALS} trials follow, 3 at a time")
     rng = random.Random(9)
     plan = [(name, i, rng.uniform(0.0, span * 1.1)) for name in SIGNALS for i in range(TRIALS)]
+    problems: list[str] = []
     with ThreadPoolExecutor(max_workers=3) as pool:
-        results = pool.map(lambda p: _trial(tmp_path / f"{p[0]}-{p[1]}", SIGNALS[p[0]], p[2]), plan)
-        problems = [p for r in results for p in r]
+        trials = {
+            pool.submit(_trial, tmp_path / f"{name}-{i}", SIGNALS[name], delay): (name, delay)
+            for name, i, delay in plan
+        }
+        for done, trial in enumerate(as_completed(trials), 1):
+            name, delay = trials[trial]
+            found = trial.result()
+            problems += found
+            verdict = "ok" if not found else f"{len(found)} problem(s)"
+            elapsed = time.monotonic() - t0
+            progress(f"trial {done}/{len(plan)} ({name} after {delay:.2f} s): {verdict}, {elapsed:.0f} s in")
     assert problems == [], "\n".join(problems)

@@ -8,7 +8,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from helpers import member_bytes
 
+from repro.core.context import SamplingConfig
+from repro.core.redact import redactor
 from repro.env import fingerprint
 from repro.run.execute import RunRequest, execute
 
@@ -60,7 +63,7 @@ def test_knobs_recorded() -> None:
 
 
 def test_redactor_strips_home_user_dirs_hostname_and_secrets() -> None:
-    redact = fingerprint.redactor(hostname="gpu-box-17", home="/home/alice", secrets=["ghp_SECRETVALUE123"])
+    redact = redactor(hostname="gpu-box-17", home="/home/alice", secrets=["ghp_SECRETVALUE123"])
     doc = {
         "path": "/home/alice/proj/x.py",
         "other": "/home/bob/data and /Users/carol/x",
@@ -84,7 +87,7 @@ SECRETS = {
 
 
 def test_no_secret_reaches_artifact_report_or_bundle(
-    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig, tmp_path: Path
 ) -> None:
     from repro.evidence import bundle
     from repro.evidence.report import report as render_report
@@ -109,7 +112,7 @@ def test_no_secret_reaches_artifact_report_or_bundle(
     with tarfile.open(tar) as tf:
         for member in tf.getmembers():
             if member.isfile():
-                data = tf.extractfile(member).read()  # type: ignore[union-attr]
+                data = member_bytes(tf, member)
                 if member.name.endswith(".gz"):
                     import gzip
 

@@ -47,6 +47,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _living_descendants(server: ForkServer) -> list[int]:
+    """The live processes under the server's guard (the guard is the process tree procs.spawn started)."""
+    tree = server._tree
+    assert tree is not None, "the server was never started"
+    return [p for p in procs.descendants(tree.pid) if _alive(p)]
+
+
 def test_the_server_imports_torch_once_and_outlives_a_segfault(server: ForkServer, run_dir: Path) -> None:
     assert server.info["ready"] and server.info["torch"], server.info
     zygote = server.info["pid"]
@@ -70,14 +77,14 @@ def test_a_timeout_kills_the_child_and_its_detached_grandchildren_not_the_server
     assert server.alive and _alive(zygote)
     # Under the server's guard only the server itself is left: the child, its detached daemon and
     # that daemon's own child are gone (found by pid, by token, and as orphans re-parented to the guard).
-    assert [p for p in procs.descendants(server._tree.pid) if _alive(p)] == [zygote]  # type: ignore[union-attr]
+    assert _living_descendants(server) == [zygote]
 
 
 def test_orphans_of_a_finished_repro_are_killed_before_the_next(server: ForkServer, run_dir: Path) -> None:
     zygote = server.info["pid"]
     out = runner.run_one_isolated(_req("test-forks"), run_dir, 60, server=server)
     assert out.status == "smoke", out.message
-    assert [p for p in procs.descendants(server._tree.pid) if _alive(p)] == [zygote]  # type: ignore[union-attr]
+    assert _living_descendants(server) == [zygote]
 
 
 def test_a_dead_server_takes_its_child_along_and_the_batch_falls_back(server: ForkServer, run_dir: Path) -> None:

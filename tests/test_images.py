@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 from docker.types import DeviceRequest
 from docker_fakes import DIGEST, LANES, PEM, ROOT, FakeClient, copy_checkout
 
-import docker
 from repro import __version__
 from repro.core.errors import ReproError, UsageError
 from repro.lanes.images import container

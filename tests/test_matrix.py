@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -171,7 +172,7 @@ def test_pyxis_reference_sets_off_the_registry() -> None:
 def test_image_lane_without_engine_or_pyxis_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     p = plan_mod.build(spec(lanes=[{"name": "img", "image": "x:1"}]))
     monkeypatch.setattr(launch, "has_pyxis", lambda srun="srun": False)
-    monkeypatch.setattr(launch.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(UsageError, match="no pyxis, docker or podman"):
         launch.choose("auto", p.cells[0], slurm=True)
     monkeypatch.setattr(launch, "has_pyxis", lambda srun="srun": True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.run.context import RunContext
 from repro.run.kernels import quiet_profiler_stderr
 from repro.run.progress import Display, describe
@@ -82,7 +83,7 @@ def test_profiler_usdt_lines_are_held_back_but_other_stderr_is_not(capfd: pytest
     assert "profiler_start" in capfd.readouterr().err
 
 
-def test_measure_reports_progress_through_the_hook(fast: object) -> None:
+def test_measure_reports_progress_through_the_hook(fast: SamplingConfig) -> None:
     pytest.importorskip("torch")
     events: list[tuple[str, str, int, float | None]] = []
     logs: list[str] = []

@@ -7,9 +7,11 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from repro.core.context import SamplingConfig
 from repro.evidence import markdown, variants
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, report
 from repro.run.execute import RunRequest, execute
@@ -18,7 +20,7 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(scope="module")
-def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
+def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast: SamplingConfig) -> dict[str, Any]:
     from repro.evidence.artifact import new_run_id
 
     run_dir = tmp_path_factory.mktemp("r") / new_run_id()
@@ -28,9 +30,9 @@ def smoke_doc(tmp_path_factory: pytest.TempPathFactory, fast) -> dict:
 
 
 @pytest.fixture
-def full_doc(smoke_doc: dict) -> dict:
+def full_doc(smoke_doc: dict[str, Any]) -> dict[str, Any]:
     """The smoke artifact as a full run would be reported (a smoke report leaves the details out)."""
-    doc = json.loads(json.dumps(smoke_doc))
+    doc: dict[str, Any] = json.loads(json.dumps(smoke_doc))
     doc["run"]["smoke"] = False
     return doc
 
@@ -78,9 +80,9 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
 
 
-def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
+def _grid_doc(smoke_doc: dict[str, Any], smoke: bool) -> dict[str, Any]:
     """A 10-variant grid like solve-512-cliff's smoke run (b2/b4 x n30..34), built from a real artifact."""
-    doc = json.loads(json.dumps(smoke_doc))
+    doc: dict[str, Any] = json.loads(json.dumps(smoke_doc))
     template = doc["variants"][0]
     variants = []
     for batch in (2, 4):
@@ -98,7 +100,7 @@ def _grid_doc(smoke_doc: dict, smoke: bool) -> dict:
     return doc
 
 
-def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict) -> None:
+def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict[str, Any]) -> None:
     doc = _grid_doc(smoke_doc, smoke=False)
     pairs = [(a["name"], b["name"]) for a, b in variants.diff_pairs(doc)]
     assert pairs[0] == ("default_b4_n31", "default_b4_n32")
@@ -110,7 +112,7 @@ def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_do
         assert len(variants._contrast(a, b)) == 1, (a["name"], b["name"])
 
 
-def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict) -> None:
+def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any]) -> None:
     grid = _grid_doc(smoke_doc, smoke=True)
     text = report([smoke_doc, grid])
     assert len(text) < 12_000, len(text)

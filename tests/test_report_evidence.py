@@ -29,7 +29,7 @@ REPORTS = sorted((ROOT / "artifacts" / "reference").rglob("report.md"))
 
 
 @pytest.fixture(scope="module")
-def docs() -> list[dict]:
+def docs() -> list[dict[str, Any]]:
     return [artifact.load(p) for p in artifact.expand([RUN])]
 
 
@@ -104,7 +104,7 @@ def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: l
     assert "GPUs the seeds reported on" not in _report([doc])
 
 
-def _worst_case(docs: list[dict]) -> list[dict]:
+def _worst_case(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Five repros with an 81-variant solve sweep (synthetic: the real 24 variants' timings and
     kernels reused across n = 500..526 at three batches) and a long collect_env."""
     out = copy.deepcopy(docs)
@@ -158,7 +158,7 @@ def test_collect_env_keeps_its_library_section() -> None:
     assert short.split("Versions of relevant libraries", 1)[1] == ce.split("Versions of relevant libraries", 1)[1]
 
 
-def test_kernel_names_are_short_and_tell_apart(docs: list[dict]) -> None:
+def test_kernel_names_are_short_and_tell_apart(docs: list[dict[str, Any]]) -> None:
     adam = _by_id(docs, "fused-adam-capturable")
     names = [k["name"] for v in adam["variants"] for k in v["kernels"]]
     short = short_names(names)
@@ -230,7 +230,9 @@ def test_rendering_reads_no_plugin_registry() -> None:
 # --------------------------------------------------------------------------- plots
 
 
-def test_plots_are_drawn_with_units_and_referenced_with_their_finding(docs: list[dict], tmp_path: Path) -> None:
+def test_plots_are_drawn_with_units_and_referenced_with_their_finding(
+    docs: list[dict[str, Any]], tmp_path: Path
+) -> None:
     pytest.importorskip("matplotlib")
     figs = plots.figures(docs, tmp_path, declared=scripts.declared(docs))
     assert {f.file for f in figs} == {"plots/solve-512-cliff.n.png", "plots/lora-batch-scaling.batch.png"}
@@ -246,29 +248,28 @@ def test_plots_are_drawn_with_units_and_referenced_with_their_finding(docs: list
     assert (tmp_path / solve.file).stat().st_mtime_ns == before
 
 
-def test_band_plot_labels_axes_with_units(tmp_path: Path) -> None:
+def test_band_plot_labels_axes_with_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
-    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
 
     seen: dict[str, str] = {}
-    real = plt.Axes.set_ylabel
+    real = Axes.set_ylabel
 
-    def spy(self: plt.Axes, label: str, *a: object, **k: object) -> object:
+    def spy(self: Axes, label: str, *a: Any, **k: Any) -> Any:
         seen["y"] = label
         return real(self, label, *a, **k)
 
-    plt.Axes.set_ylabel = spy  # type: ignore[method-assign]
-    try:
-        s = plots.Series("a", (1.0, 2.0), (2e-3, 4e-3), (1.9e-3, 3.8e-3), (2.1e-3, 4.2e-3))
-        plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="batch size (samples)", y_label="time")
-    finally:
-        plt.Axes.set_ylabel = real  # type: ignore[method-assign]
+    monkeypatch.setattr(Axes, "set_ylabel", spy)
+    s = plots.Series("a", (1.0, 2.0), (2e-3, 4e-3), (1.9e-3, 3.8e-3), (2.1e-3, 4.2e-3))
+    plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="batch size (samples)", y_label="time")
     assert seen["y"] == "time (ms)"
     with pytest.raises(FileExistsError):
         plots.band_plot(tmp_path / "p.png", [s], title="t", x_label="x", y_label="time")
 
 
-def test_without_matplotlib_the_report_says_how_to_draw(docs: list[dict], tmp_path: Path, monkeypatch) -> None:
+def test_without_matplotlib_the_report_says_how_to_draw(
+    docs: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(plots, "available", lambda: "matplotlib is not installed here")
     figs = plots.figures(docs, tmp_path, declared=scripts.declared(docs))
     assert figs and not any(f.drawn for f in figs) and not (tmp_path / "plots").exists()
@@ -349,7 +350,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> 
         assert html.count("<details>") == html.count("</details>") == got["details_open"]
 
 
-def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict]) -> None:
+def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["run"].update(smoke=True, device="cpu")
     text = _report([doc])
@@ -365,7 +366,7 @@ def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: li
     assert "smoke run" not in scope
 
 
-def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]) -> None:
+def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict[str, Any]]) -> None:
     two = copy.deepcopy(docs[:2])
     two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
     two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
@@ -379,7 +380,7 @@ def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict]
     assert one.count(": fingerprint summary, GPU state") == 1 and "Fingerprint: machine" not in one
 
 
-def test_an_error_artifact_without_variants_still_reports(docs: list[dict]) -> None:
+def test_an_error_artifact_without_variants_still_reports(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
     doc["variants"] = []
     doc["verdict"].update(status="error", value=None, ci_low=None, ci_high=None, breakdown=[], variants=[])

@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from helpers import full_text, timing_for
+from helpers import TimingMethod, full_text, timing_for
 
 from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
@@ -109,16 +109,16 @@ def _variant(
     step_s: float,
     kernel_s: float | None = None,
     device: str = "cuda",
-    status: str = "ok",
+    status: Literal["ok", "skipped", "error"] = "ok",
     paired: bool = True,
 ) -> VariantResult:
     """One form of one backend. ``paired``: step and kernel times in rounds shared with the
     backend's other form (as run() records them); else plain samples (the older two-sample path)."""
     if status != "ok":
-        return VariantResult(name=name, label=name, config={}, status=status, reason="not here")  # type: ignore[arg-type]
+        return VariantResult(name=name, label=name, config={}, status=status, reason="not here")
     backend = name.rsplit("_", 1)[0].removesuffix("_capturable")
     salt = 1 if name.endswith("_capturable") else 0
-    method = "cuda_events" if device == "cuda" else "perf_counter"
+    method: TimingMethod = "cuda_events" if device == "cuda" else "perf_counter"
     extra: dict[str, Any] = {}
     if paired and not name.endswith("_graph"):
         rounds = _rounds(step_s, salt)
@@ -369,7 +369,7 @@ class _FakeCudaContext(RunContext):
             name: _rounds(0.0019 if name == "capturable" else 0.001, i, DRIFT[:iters]) for i, name in enumerate(fns)
         }
 
-    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:  # type: ignore[override]
+    def measure(self, name: str, fn: Any, **kw: Any) -> VariantResult:
         fn()
         self.calls.append(("measure", name, bool(kw.get("graph"))))
         return dataclasses.replace(
@@ -432,4 +432,4 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     ctx = RunContext(device="cuda", smoke=False, sampling=fast)
     result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
-    assert "GiB of GPU memory, 8 GiB free; try --set numel=" in result.variants[0].reason
+    assert "GiB of GPU memory, 8 GiB free; try --set numel=" in (result.variants[0].reason or "")

@@ -79,7 +79,7 @@ def test_non_default_backends_are_skipped_on_cpu(fast: SamplingConfig) -> None:
     res = Solve512Cliff().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     skipped = {v.name: v for v in res.variants if v.status == "skipped"}
     assert set(skipped) == {"cusolver", "magma"}
-    assert all("CUDA ops only" in v.reason for v in skipped.values())
+    assert all(v.reason is not None and "CUDA ops only" in v.reason for v in skipped.values())
     assert [v.name for v in res.variants if v.status == "ok"] == [f"default_b2_n{n}" for n in range(30, 34)]
     assert res.extra["backends"] == ["default"]
     # Comparisons of the skipped backends have no variants: the verdict rests on default alone.
@@ -103,7 +103,7 @@ def test_one_failing_point_is_an_error_variant_and_the_rest_still_count(
     p = build_params(RID, SolveParams, {}, smoke=True)
     res = Solve512Cliff().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
     bad = res.variant("default_b2_n32")
-    assert bad.status == "error" and "out of memory" in bad.reason
+    assert bad.status == "error" and bad.reason is not None and "out of memory" in bad.reason
     assert res.extra["time_grid"]["default"]["2"]["32"] == {"median_s": None, "path": None, "status": "error"}
     # The rest of that sweep is still timed, in paired rounds among themselves.
     rest = [res.variant(f"default_b2_n{n}") for n in (30, 31, 33)]
@@ -335,6 +335,7 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
     assert v.status == "reproduced" and v.headline == "cusolver/b128" and v.paired is True
     assert v.variants == ("cusolver_b128_n512", "cusolver_b128_n511")
     assert v.value == pytest.approx(5.5 * SCALE, rel=1e-2)
+    assert v.ci_low is not None and v.value is not None and v.ci_high is not None
     assert v.ci_low >= 1.5 and v.ci_low <= v.value <= v.ci_high
     rows = {(r["backend"], r["batch"]): r for r in v.breakdown}
     assert set(rows) == {("default", 16), ("default", 128), ("cusolver", 16), ("cusolver", 128)}
@@ -394,7 +395,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     )
     v = Solve512Cliff().verdict(p, paired)
     assert v.status == "reproduced" and v.paired is True and v.value == pytest.approx(1.7, rel=1e-2)
-    assert v.ci_low >= 1.5
+    assert v.ci_low is not None and v.ci_low >= 1.5
     # The same numbers without their rounds (the older two-sample CI) cannot tell the drift apart.
     unpaired = RunResult(
         variants=tuple(
@@ -405,10 +406,13 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
         extra=paired.extra,
     )
     u = Solve512Cliff().verdict(p, unpaired)
+    assert u.ci_low is not None and u.ci_high is not None
     assert u.paired is False and u.ci_low < 1.5 <= u.ci_high and u.status == "not_reproduced"
     assert u.finding.startswith("Not reproduced (inconclusive): ")
     # Rounds from two different sweeps are not paired either.
-    other = dataclasses.replace(paired.variants[1], timing=paired_timing(paired.variants[1].timing.rounds, "x"))
+    timing = paired.variants[1].timing
+    assert timing is not None and timing.rounds is not None
+    other = dataclasses.replace(paired.variants[1], timing=paired_timing(timing.rounds, "x"))
     assert Solve512Cliff().verdict(p, RunResult(variants=(paired.variants[0], other))).paired is False
 
 
@@ -445,6 +449,7 @@ def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff
         extra={"torch": "2.11.0+cu130"},
     )
     v = Solve512Cliff().verdict(p, res)
+    assert v.value is not None and v.ci_low is not None and v.ci_high is not None
     assert v.value > 1.5 and v.ci_low < 1.5 <= v.ci_high
     assert v.status == "not_reproduced" and v.breakdown[0]["where"] == "straddles"
     assert v.finding.startswith("Not reproduced (inconclusive): ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -77,7 +78,7 @@ def test_all_on_cpu_yields_skipped_artifacts_and_exit_zero(tmp_path: Path) -> No
         assert step in tail, step
 
 
-def _outcome(tmp_path: Path, name: str, status: str, torch_info: dict | None) -> runner.Outcome:
+def _outcome(tmp_path: Path, name: str, status: str, torch_info: dict[str, Any] | None) -> runner.Outcome:
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps({"fingerprint": {"software": {"torch": torch_info}}}))
     return runner.Outcome(name, status, path, 0.1, "why")

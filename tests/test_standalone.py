@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from repro.cli.main import app
 from repro.core.errors import UsageError
@@ -22,7 +22,7 @@ PLUGINS = ROOT / "tests" / "plugins_legacy"
 IDS = sorted(catalog.load())
 
 
-def _cli(*args: str) -> object:
+def _cli(*args: str) -> Result:
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
 
 
@@ -73,27 +73,27 @@ def test_comparison_narrows_the_script_and_a_wrong_name_is_exit_2() -> None:
     text = scripts.script_for("solve-512-cliff", {}, only="default/b16")
     assert "[('default/b16', 'default', 16)]" in text
     res = _cli("script", "solve-512-cliff", "--comparison", "nope")
-    assert res.exit_code == 2  # type: ignore[attr-defined]
-    assert "expected one of default/b16" in res.output  # type: ignore[attr-defined]
+    assert res.exit_code == 2
+    assert "expected one of default/b16" in res.output
 
 
 def test_cli_prints_the_script_and_bad_input_is_one_line_exit_2() -> None:
     res = _cli("script", "5090-linear", "--set", "batch=2")
-    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
-    ast.parse(res.output)  # type: ignore[attr-defined]
+    assert res.exit_code == 0, res.output
+    ast.parse(res.output)
     for args, want in (
         (("script", "nope"), "unknown repro 'nope'"),
         (("script", "5090-linear", "--set", "batch=x"), "--set batch=x"),
     ):
         res = _cli(*args)
-        assert res.exit_code == 2 and want in res.output, res.output  # type: ignore[attr-defined]
+        assert res.exit_code == 2 and want in res.output, res.output
 
 
 @pytest.mark.filterwarnings("ignore:repro.(spec|catalog|measure|verdict) is the first plugin API:DeprecationWarning")
 def test_a_plugin_without_a_script_is_a_clear_exit_2() -> None:
     res = _cli("script", "legacy-linear", "--repro-path", str(PLUGINS))
-    assert res.exit_code == 2, res.output  # type: ignore[attr-defined]
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]  # type: ignore[attr-defined]
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "legacy-linear declares no standalone script" in lines[0]
 
 

@@ -19,7 +19,9 @@ def test_median_ci_ranks_match_exact_binomial() -> None:
 
 
 def test_large_n_uses_normal_approximation_near_exact() -> None:
-    lo, hi = stats.median_ci_ranks(1001, 0.95)
+    ranks = stats.median_ci_ranks(1001, 0.95)
+    assert ranks is not None
+    lo, hi = ranks
     # 1.96 * sqrt(1001) / 2 ~ 31 ranks either side of the middle
     assert 465 <= lo <= 470 and 530 <= hi <= 536
 

@@ -24,6 +24,7 @@ def test_event_and_graph_timing_agree_and_capture_kernels() -> None:
     a = torch.randn(2048, 2048, device="cuda")
     eager = ctx.measure("mm_eager", lambda: a @ a)
     graph = ctx.measure("mm_graph", lambda: a @ a, graph=True, calls_per_sample=20)
+    assert eager.timing is not None and graph.timing is not None
     assert eager.timing.method == "cuda_events" and graph.timing.method == "graph_replay"
     # The same GEMM: graph replay removes launch gaps, so it is not slower than eager by much.
     assert graph.median < eager.median * 1.2

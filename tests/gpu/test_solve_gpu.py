@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ QUICK = SamplingConfig(target_rel_ci=0.02, budget_s=0.2, warmup_s=0.05)
 RID = "solve-512-cliff"
 
 
-def _kernel_names(v: dict) -> str:
+def _kernel_names(v: dict[str, Any]) -> str:
     return "; ".join(k["name"][:120] for k in v["kernels"][:8])
 
 

@@ -29,19 +29,19 @@ SECRET = "hf_" + "abcdefghijklmnopqrstuvwxyz0123"
 
 
 @dataclass(frozen=True)
-class Params:
+class HardeningParams:
     seconds: float = param(0.0, help="how long to sleep inside run() after forking", min=0.0)
     note: str = param("", help="free text, recorded in the artifact's params")
 
 
-class _Base(Repro):
+class _Base(Repro[HardeningParams]):
     upstream = ()
     seed_claim = "test fixture"
-    Params = Params
+    Params = HardeningParams
     requires = Requirements(cuda=False)
     metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def verdict(self, p: HardeningParams, result: RunResult) -> Verdict:
         return ratio_verdict(
             self.metric,
             result.variant("a"),
@@ -55,7 +55,7 @@ class Forks(_Base):
     id = "test-forks"
     title = "leaves detached grandchildren behind"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: HardeningParams, ctx: Context) -> RunResult:
         subprocess.Popen([sys.executable, "-c", _DAEMON], start_new_session=True)
         time.sleep(p.seconds)
         a = ctx.measure("a", lambda: sum(range(4000)))
@@ -68,7 +68,7 @@ class ForksThenHangs(_Base):
     id = "test-forks-hang"
     title = "leaves detached grandchildren behind, then hangs"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: HardeningParams, ctx: Context) -> RunResult:
         subprocess.Popen([sys.executable, "-c", _DAEMON], start_new_session=True)
         print("test-forks-hang: forked", file=sys.stderr, flush=True)
         time.sleep(300)
@@ -80,7 +80,7 @@ class Gap(_Base):
     id = "test-gap"
     title = "a 2 ms sleep against a no-op: reproduced on any machine"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: HardeningParams, ctx: Context) -> RunResult:
         a = ctx.measure("a", lambda: time.sleep(0.002))
         b = ctx.measure("b", lambda: None)
         return RunResult(variants=(a, b))
@@ -91,7 +91,7 @@ class Hostile(_Base):
     id = "test-hostile"
     title = "prints markdown, HTML and a token, then dies"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: HardeningParams, ctx: Context) -> RunResult:
         print(HOSTILE + f"token={SECRET}\nproxy=http://bob:hunter2@proxy.example:3128\n", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
         raise AssertionError("unreachable")

@@ -14,18 +14,18 @@ from repro.run.catalog import register
 
 
 @dataclass(frozen=True)
-class Params:
+class MisbehavingParams:
     seconds: float = param(60.0, help="how long to hang", min=0.0)
 
 
-class _Base(Repro):
+class _Base(Repro[MisbehavingParams]):
     upstream = ()
     seed_claim = "test fixture"
-    Params = Params
+    Params = MisbehavingParams
     requires = Requirements(cuda=False)
     metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def verdict(self, p: MisbehavingParams, result: RunResult) -> Verdict:
         return ratio_verdict(
             self.metric,
             result.variant("a"),
@@ -39,7 +39,7 @@ class Segfault(_Base):
     id = "test-segfault"
     title = "dies of SIGSEGV"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: MisbehavingParams, ctx: Context) -> RunResult:
         os.kill(os.getpid(), signal.SIGSEGV)
         raise AssertionError("unreachable")
 
@@ -49,7 +49,7 @@ class Hang(_Base):
     id = "test-hang"
     title = "hangs past its timeout"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: MisbehavingParams, ctx: Context) -> RunResult:
         time.sleep(p.seconds)
         raise AssertionError("should have been killed")
 
@@ -59,7 +59,7 @@ class Raises(_Base):
     id = "test-raises"
     title = "raises inside run()"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: MisbehavingParams, ctx: Context) -> RunResult:
         raise RuntimeError("boom from inside the repro")
 
 
@@ -68,7 +68,7 @@ class Fine(_Base):
     id = "test-fine"
     title = "two pure-Python variants"
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: MisbehavingParams, ctx: Context) -> RunResult:
         a = ctx.measure("a", lambda: sum(range(4000)))
         b = ctx.measure("b", lambda: sum(range(1000)))
         return RunResult(variants=(a, b))

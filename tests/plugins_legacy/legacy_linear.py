@@ -12,16 +12,29 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from repro.catalog import register
-from repro.measure import Context
-from repro.spec import Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
-from repro.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
+if TYPE_CHECKING:
+    # The first API's module names exist only at import time (repro/__init__.py's finder maps them
+    # onto repro.run.legacy), so mypy reads the modules that hold those names now. Its Repro took no
+    # type argument, which is Repro[Any]. At run time this plugin imports what such a plugin imports.
+    from repro.core.results import Metric, RunResult, VariantResult, Verdict, Work
+    from repro.core.spec import Repro as _Repro
+    from repro.core.spec import Requirements, param
+    from repro.core.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
+    from repro.run.catalog import register
+    from repro.run.context import RunContext as Context
+
+    Repro = _Repro[Any]
+else:
+    from repro.catalog import register
+    from repro.measure import Context
+    from repro.spec import Metric, Repro, Requirements, RunResult, VariantResult, Verdict, Work, param
+    from repro.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
 
 
 @dataclass(frozen=True)
-class Params:
+class LinearParams:
     batch: int = param(256, help="leading batch dimension of x", smoke=4, min=1, max=65536)
     tokens: int = param(196, help="tokens per sample (ViT-B/16 at 224px has 196)", smoke=16, min=1, max=65536)
     features: int = param(768, help="in and out features of the Linear", smoke=64, min=1, max=16384)
@@ -64,7 +77,7 @@ class LegacyLinear(Repro):
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of "
         "x @ w.t() + b; on an RTX 4090 the two were equal (~1.0x)."
     )
-    Params = Params
+    Params = LinearParams
     requires = Requirements(cuda=True, cpu_smoke=True)
     metric = Metric(
         name="t(linear)/t(manual), fp32, TF32 off",
@@ -72,7 +85,7 @@ class LegacyLinear(Repro):
         threshold=1.5,  # halfway between the 4090's ~1.0 and the 5090's ~2.7
     )
 
-    def run(self, p: Params, ctx: Context) -> RunResult:
+    def run(self, p: LinearParams, ctx: Context) -> RunResult:
         import torch
 
         torch.manual_seed(0)
@@ -112,7 +125,7 @@ class LegacyLinear(Repro):
             torch.testing.assert_close(linear(), manual(), rtol=1e-3, atol=1e-3)
         return RunResult(variants=tuple(variants))
 
-    def verdict(self, p: Params, result: RunResult) -> Verdict:
+    def verdict(self, p: LinearParams, result: RunResult) -> Verdict:
         lin, man = result.variant("linear_fp32"), result.variant("manual_fp32")
         tf32_note = ""
         if "linear_tf32" in {v.name for v in result.variants}:
