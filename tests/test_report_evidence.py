@@ -125,7 +125,9 @@ def test_worst_case_report_fits_and_keeps_evidence_intact(docs: list[dict]) -> N
     assert "Libraries this process loaded" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
     assert "the full artifacts are in `20261129T233452Z-51a4de.bundle.tar.gz`" in text  # where something went
-    assert text.count("standalone script (plain torch") == 5
+    # graph-memset's headline is the pure CUDA twin, a bash script: the report names it, embeds none.
+    assert text.count("standalone script (plain torch") == 4
+    assert "is a pure CUDA twin, whose standalone script is a bash script" in text
 
 
 def test_fit_json_cuts_only_at_element_boundaries() -> None:
@@ -174,8 +176,8 @@ def test_diffs_once_per_pair_and_small_percentages(docs: list[dict]) -> None:
 def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) -> None:
     script = scripts.regenerate(_by_id(docs, "solve-512-cliff"))[0]
     assert script and "[('cusolver/b128', 'cusolver', 128)]" in script
-    memset = scripts.regenerate(_by_id(docs, "graph-memset"))[0]  # twin headline: the torch side instead
-    assert memset and "memset/fill (torch graph)" in memset
+    memset, note = scripts.regenerate(_by_id(docs, "graph-memset"))  # twin headline: a bash script, not embedded
+    assert memset is None and note and "is a pure CUDA twin" in note
     text = _report(docs)
     assert "git checkout 86fbd015412f36e83090fd6f1003545dcee2b5a4" in text and "pip install -e ." in text
 
