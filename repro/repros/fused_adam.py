@@ -81,6 +81,21 @@ THRESHOLD = 1.3
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
+# The standalone script's memory plan (see script_gib). Of the free memory it plans on 90%:
+# the CUDA context is already counted as used, but the caching allocator rounds each 80 MiB
+# tensor up and the fused kernels keep small per-step buffers, so the last few percent are
+# not there to fill.
+SETS_FUSED = 6
+SCRIPT_USABLE = 0.9
+
+
+def script_gib(p: AdamParams, backend: str) -> float:
+    """GiB the standalone script needs for ``backend``: params, grads and both optimizers' two
+    Adam states (fp32, alive at once), one set more for foreach's temporaries."""
+    sets = SETS_FUSED + (backend == "torch_foreach")
+    return sets * 4 * p.n_tensors * p.numel / 2**30
+
+
 def optimizer_kernel(name: str) -> bool:
     """Whether a device kernel is one of the optimizer's own (see KERNEL_KEYS)."""
     low = name.lower()
@@ -217,20 +232,16 @@ class FusedAdamCapturable(Repro[AdamParams]):
     def script(self, p: AdamParams, only: str | None = None) -> str:
         # The harness's headline rule: the first declared backend that runs here answers.
         chosen = [c.name for c in standalone.comparison_filter(self.comparisons(p), only, self.id)]
+        need = script_gib(p, chosen[0])
         body = f"""
-        import warnings
-
-        BACKENDS = {chosen!r}  # tried in this order; the first that runs here is timed
+        BACKENDS = {chosen!r}  # tried in this order; the first that builds and steps here is timed
         KW = dict(lr={p.lr!r}, betas=({p.beta1!r}, {p.beta2!r}), eps={p.eps!r}, weight_decay={p.weight_decay!r})
-        torch.manual_seed(0)
-        params = []
-        for _ in range({p.n_tensors}):
-            t = torch.nn.Parameter(torch.randn({p.numel}, device=DEVICE).mul_(0.02))
-            t.grad = torch.randn({p.numel}, device=DEVICE).mul_(1e-3)  # set once: every step does the same work
-            params.append(t)
+        N_TENSORS, NUMEL = {p.n_tensors}, {p.numel}
+        USABLE = {SCRIPT_USABLE!r}  # of the free GPU memory: the rest for the allocator's rounding and small buffers
+        warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
 
 
-        def make(backend, capturable):
+        def make(backend, capturable, params):
             if backend == "te":
                 from transformer_engine.pytorch.optimizers import FusedAdam
 
@@ -240,19 +251,59 @@ class FusedAdamCapturable(Repro[AdamParams]):
             return torch.optim.AdamW(params, foreach=True, capturable=capturable, **KW)
 
 
-        warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
-        for backend in BACKENDS:
-            try:
-                cap, reg = make(backend, True), make(backend, False)
-            except Exception as exc:  # e.g. Transformer Engine is not installed
-                print(f"{{backend}}: not run ({{type(exc).__name__}}: {{exc}})")
-                continue
-            # Whole-step time; the harness's headline is the optimizer kernels' device time
-            # (profiler), which matches it when the step is one fused kernel launch.
-            compare(backend, "capturable=True", cap.step, "capturable=False", reg.step)
-            break
+        def first_backend():  # build and step both forms on one small tensor, before the big allocation
+            for backend in BACKENDS:
+                probe = torch.nn.Parameter(torch.zeros(64, device=DEVICE))
+                probe.grad = torch.zeros_like(probe)
+                try:
+                    for capturable in (True, False):
+                        make(backend, capturable, [probe]).step()
+                except Exception as exc:  # e.g. Transformer Engine is not installed
+                    print(f"{{backend}}: not run ({{type(exc).__name__}}: {{str(exc).splitlines()[0]}})")
+                    continue
+                return backend
+            print(f"none of {{BACKENDS}} builds and steps here", file=sys.stderr)
+            sys.exit(1)
+
+
+        BACKEND = first_backend()
+        # fp32 sets of N_TENSORS x NUMEL alive at once: params, grads, exp_avg and exp_avg_sq of both
+        # optimizers (their steps alternate); foreach materialises about one more set per step.
+        SETS = {SETS_FUSED} + (BACKEND == "torch_foreach")
+        per_tensor = SETS * 4 * NUMEL
+        print(f"needs about {{per_tensor * N_TENSORS / 2**30:.3g}} GiB of GPU memory for {{BACKEND}}: "
+              f"{{SETS}} fp32 sets of {{N_TENSORS}} tensors x {{NUMEL}} elements")
+        if DEVICE == "cuda":
+            free = torch.cuda.mem_get_info()[0]
+            fit = int(free * USABLE) // per_tensor
+            if fit < 1:
+                print(f"stopping: one tensor of each set needs {{per_tensor / 2**30:.2f}} GiB, "
+                      f"{{free / 2**30:.1f}} GiB is free", file=sys.stderr)
+                sys.exit(1)
+            if fit < N_TENSORS:
+                print(f"only {{free / 2**30:.1f}} GiB free: sizing down to {{fit}} of {{N_TENSORS}} tensors "
+                      f"({{per_tensor * fit / 2**30:.3g}} GiB); the ratio below is for {{fit}} tensors of {{NUMEL}} "
+                      f"elements, not {{N_TENSORS}}")
+                N_TENSORS = fit
+        torch.manual_seed(0)
+        params = []
+        for _ in range(N_TENSORS):
+            t = torch.nn.Parameter(torch.randn(NUMEL, device=DEVICE).mul_(0.02))
+            t.grad = torch.randn(NUMEL, device=DEVICE).mul_(1e-3)  # set once: every step does the same work
+            params.append(t)
+        cap, reg = make(BACKEND, True, params), make(BACKEND, False, params)
+        compare(BACKEND, "capturable=True", cap.step, "capturable=False", reg.step)
         """
-        return standalone.build(self.id, self.title, p, body)
+        notes = (
+            f"GPU memory: about {need:.3g} GiB ({SETS_FUSED} fp32 sets of {p.n_tensors} x {p.numel}: params, grads, "
+            "2 Adam states x 2 optimizers alive at once; 7 for foreach). With less free (torch.cuda.mem_get_info(), "
+            f"{SCRIPT_USABLE:.0%} of it used) it runs fewer tensors and says so: the ratio is then for that size.",
+        )
+        ratio_note = "The harness's GPU headline times a step's optimizer kernels (profiler), this whole steps"
+        needs = "torch (Transformer Engine's FusedAdam is tried first where it imports, as the harness does)"
+        return standalone.build(
+            self.id, self.title, p, body, needs=needs, imports=("warnings",), notes=notes, ratio_note=ratio_note
+        )
 
     def run(self, p: AdamParams, ctx: Context) -> RunResult:
         import torch

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from repro.api import (
     Repro,
     Requirements,
     RunResult,
+    SamplingConfig,
     Timing,
     UsageError,
     VariantResult,
@@ -45,7 +46,15 @@ from repro.api import (
     standalone,
     stats,
 )
-from repro.repros._twin import TwinBuild, TwinBuildError, TwinRunError, build_twin, run_twin, twin_archs
+from repro.repros._twin import (
+    _NO_NATIVE_GPU,
+    TwinBuild,
+    TwinBuildError,
+    TwinRunError,
+    build_twin,
+    run_twin,
+    twin_archs,
+)
 
 TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
 
@@ -322,27 +331,33 @@ class GraphMemset(Repro[MemsetParams]):
         return out
 
     def script(self, p: MemsetParams, only: str | None = None) -> str:
+        """The headline's script: a bash script that builds and runs the pure CUDA twin (nvcc and
+        python3's standard library only); ``--comparison`` naming the torch graph gives that form."""
         chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
-        torch_side = [c.name for c in chosen if c.qualifiers.get("source") == "torch graph"]
-        if not torch_side:
+        twin_side = [c for c in chosen if c.qualifiers["source"] in _TWIN_SOURCES]
+        if twin_side:
+            return twin_script(p, twin_side, self.id, self.title)
+        if not any(c.name == _TORCH_PLAIN for c in chosen):
+            scripted = [c.name for c in self.comparisons(p) if c.name != _TORCH_MM]
             raise UsageError(
-                f"--comparison {only!r} for {self.id}: the pure CUDA twin is C++ "
-                f"(repro/repros/csrc/graph_memset.cu); expected {_TORCH_PLAIN!r}, the torch side"
+                f"--comparison {only!r} for {self.id}: no standalone script times it; expected one of "
+                f"{', '.join(repr(n) for n in scripted)}"
             )
         body = f"""
-        # The twin that is this repro's headline is plain CUDA C++ (repro/repros/csrc/graph_memset.cu
-        # in gpu-repro); this is the same contrast in a torch-captured graph. The memset goes
-        # through cuda-bindings (pip install cuda-python), as in the harness.
-        from cuda.bindings import runtime as cudart
-
+        # The headline is the pure CUDA twin (a bash script); this is the contrast in a torch graph.
         OPS = {p.ops}
+        if DEVICE == "cpu":
+            print("CUDA graph replay exists only on CUDA: nothing to run on CPU", file=sys.stderr)
+            sys.exit(2)
+        from cuda.bindings import runtime as rt  # noqa: E402  (pip install cuda-python)
+
         flag = torch.zeros(1, dtype=torch.int32, device="cuda")
-        cudart.cudaSetDevice(flag.device.index)
+        rt.cudaSetDevice(flag.device.index)
 
 
         def memset():
-            (err,) = cudart.cudaMemsetAsync(flag.data_ptr(), 0, 4, torch.cuda.current_stream().cuda_stream)
-            assert err == cudart.cudaError_t.cudaSuccess, err
+            (err,) = rt.cudaMemsetAsync(flag.data_ptr(), 0, 4, torch.cuda.current_stream().cuda_stream)
+            assert err == rt.cudaError_t.cudaSuccess, err
 
 
         def captured(op):
@@ -358,9 +373,11 @@ class GraphMemset(Repro[MemsetParams]):
 
 
         # Per op: both graphs hold OPS ops, so the replay ratio is the per-op ratio.
-        compare({torch_side[0]!r}, "memset node", captured(memset), "fill kernel (zero_)", captured(flag.zero_))
+        compare({_TORCH_PLAIN!r}, "memset node", captured(memset), "fill kernel (zero_)", captured(flag.zero_))
         """
-        return standalone.build(self.id, self.title, p, body, needs="torch on CUDA and cuda-bindings")
+        return standalone.build(
+            self.id, self.title, p, body, needs="torch on CUDA and cuda-bindings (pip install cuda-python)"
+        )
 
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch
@@ -535,6 +552,158 @@ class GraphMemset(Repro[MemsetParams]):
         return Finding(sentence, tuple(details))
 
 
+# --------------------------------------------------------------------------- the standalone twin script
+
+# Printed names of the twin's variants in the standalone script.
+_TWIN_NAMES = {
+    "memset": "memset node",
+    "fill": "fill kernel <<<1,32>>>",
+    "memset_work": "memset + work kernel",
+    "fill_work": "fill + work kernel",
+    "seed_memset": "memset node, one replay by host clock",
+    "seed_fill": "kernel <<<1,1>>>, one replay by host clock",
+}
+# The twin's per-round ratio, from its JSON, exactly as twin_variants and the verdict pair it:
+# a variant's samples are cut into rounds of per_round replays, a round's value is their median,
+# and the ratio is the median over rounds of round i's numerator over round i's denominator;
+# without rounds the verdict falls back to the ratio of the medians (stats.ratio_ci), and so
+# does this. A variant's own median is over all its replays (stats.summarize(samples)).
+TWIN_RATIO_PY = """\
+\"\"\"graph-memset's pure CUDA twin: the GPU it ran on and its ratios, from the JSON it printed (stdlib only).\"\"\"
+
+import json
+import statistics
+import sys
+
+PAIRS = [  # (label, numerator variant, denominator variant, their printed names)
+$pairs
+]
+DEFINITION = (
+$definition
+)
+
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+gpu, cc = doc["device"], doc["compute_capability"]
+print(f"GPU: {gpu} (compute capability {cc}) | CUDA runtime {doc['cuda_runtime']}, driver {doc['cuda_driver']}")
+per_round = int(doc.get("per_round") or 0)
+
+
+def rounds(samples):
+    return [statistics.median(samples[i : i + per_round]) for i in range(0, len(samples), per_round)]
+
+
+first = doc["variants"].get(PAIRS[0][1]) or []
+print(DEFINITION.format(n=len(rounds(first)) if per_round else 0, per_round=per_round))
+for label, num, den, name_a, name_b in PAIRS:
+    a, b = doc["variants"].get(num), doc["variants"].get(den)
+    if not a or not b:
+        print(f"[{label}] not run: the twin printed no samples for {num if not a else den}")
+        continue
+    med_a, med_b = statistics.median(a), statistics.median(b)
+    print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {len(a)} replays of the per-op time)")
+    print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {len(b)} replays of the per-op time)")
+    ra, rb = (rounds(a), rounds(b)) if per_round else ([], [])
+    if ra and len(ra) == len(rb):
+        ratio = statistics.median(x / y for x, y in zip(ra, rb, strict=True))
+        how = f"paired: median of the {len(ra)} per-round ratios"
+    else:
+        ratio, how = med_a / med_b, "unpaired: no rounds in the twin's output, so the ratio of the medians"
+    plain = f"the two medians above give {med_a / med_b:.4f}"
+    print(f"[{label}] ratio t({name_a})/t({name_b}) = {ratio:.4f} ({how}; {plain})")
+"""
+
+
+def _py_tuple(values: tuple[str, ...]) -> str:
+    """One element of a list literal at indent 4: on one line where it fits in 120 characters."""
+    line = f"    {values!r},"
+    return line if len(line) <= 120 else "    (\n" + "".join(f"        {v!r},\n" for v in values) + "    ),"
+
+
+def twin_script(p: MemsetParams, chosen: Sequence[Comparison], repro_id: str, title: str) -> str:
+    """A bash script that writes csrc/graph_memset.cu verbatim, builds it with one nvcc line (sm_90
+    when -arch=native finds no GPU, as _twin.build_twin does), runs it with ``p`` as the harness
+    does, and prints the ratios of ``chosen`` and of the seed's program with python3's stdlib."""
+    comps = {c.name: c for c in chosen}
+    comps.setdefault(_SEED, _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program"))
+    pairs = []
+    for c in comps.values():
+        num, den = c.num.removeprefix("twin_"), c.den.removeprefix("twin_")
+        pairs.append((c.name, num, den, _TWIN_NAMES[num], _TWIN_NAMES[den]))
+    definition = standalone.ratio_definition(
+        "{n}",
+        "a round's t(X) is the median of its {per_round} back-to-back graph replays, per op",
+        scaled=False,
+    )
+    analysis = TWIN_RATIO_PY.replace("$pairs", "\n".join(map(_py_tuple, pairs))).replace(
+        "$definition", standalone.string_lines(definition, 4)
+    )
+    gap_ms = round(SamplingConfig().episode_gap_s * 1000)  # the harness's idle gap between episodes
+    args = (
+        f"--ops {p.ops} --replays {p.twin_replays} --rounds {p.twin_rounds} --warmup {p.twin_warmup} "
+        f"--work-iters {p.twin_work_iters} --episodes {p.twin_episodes} --gap-ms {gap_ms}"
+    )
+    params = json.dumps(
+        {k: getattr(p, k) for k in ("ops", "twin_replays", "twin_rounds", "twin_warmup", "twin_work_iters",
+                                    "twin_episodes")} | {"gap_ms": gap_ms},
+        sort_keys=True,
+    )  # fmt: skip
+    header = [
+        f"Standalone reproducer for gpu-repro `{repro_id}`: {title}. This is the repro's headline, the pure CUDA "
+        "twin: graph_memset.cu below is gpu-repro's repro/repros/csrc/graph_memset.cu, verbatim; no PyTorch.",
+        "",
+        "Needs only the CUDA toolkit (nvcc), python3's standard library and a CUDA GPU (device 0: set "
+        f"CUDA_VISIBLE_DEVICES to pick another). The repro's twin params this script was built with: {params}",
+        "",
+        f"Generated by `repro script {repro_id}`; run it with `bash THIS_FILE.sh`. It prints nvcc's release and "
+        "the GPU first. It builds and runs in a temporary folder, removed at the end unless GPU_REPRO_KEEP=1. "
+        f"The torch-graph form of the contrast is `repro script {repro_id} --comparison '{_TORCH_PLAIN}'` "
+        "(it needs cuda-bindings).",
+    ]
+    comment = [ln for para in header for ln in standalone.wrap_comment(para)]
+    return "\n".join(
+        [
+            "#!/usr/bin/env bash",
+            *comment,
+            "set -euo pipefail",
+            "",
+            "if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then",
+            '  PATH="/usr/local/cuda/bin:$PATH"  # where CUDA images put nvcc',
+            "fi",
+            "for tool in nvcc python3; do",
+            '  if ! command -v "$tool" >/dev/null 2>&1; then',
+            '    echo "$tool not found on PATH: this script needs the CUDA toolkit and python3" >&2',
+            "    exit 2",
+            "  fi",
+            "done",
+            "echo \"nvcc: $(nvcc --version | grep release || echo '(no release line in nvcc --version)')\"",
+            'work=$(mktemp -d "${TMPDIR:-/tmp}/graph_memset.XXXXXX")',
+            'if [ "${GPU_REPRO_KEEP:-0}" = 1 ]; then echo "files kept in $work"; else trap \'rm -rf "$work"\' EXIT; fi',
+            'cd "$work"',
+            "",
+            standalone.heredoc("graph_memset.cu", TWIN_SOURCE.read_text(), "GRAPH_MEMSET_CU"),
+            standalone.heredoc("twin_ratio.py", analysis, "TWIN_RATIO_PY"),
+            *standalone.wrap_comment(
+                "-arch=native builds for the GPU nvcc sees; with none visible it warns and builds for its default "
+                "arch, so sm_90 (Hopper SASS plus PTX that newer GPUs JIT-compile) is the fallback, as in gpu-repro."
+            ),
+            "if ! nvcc -O3 -arch=native -o graph_memset graph_memset.cu 2>nvcc.log \\",
+            f'  || grep -q "{_NO_NATIVE_GPU}" nvcc.log; then',  # no $, backquote or backslash in it
+            "  cat nvcc.log >&2",
+            '  echo "nvcc -arch=native did not build for a GPU here; falling back to -arch=sm_90" >&2',
+            "  rm -f graph_memset",
+            "  nvcc -O3 -arch=sm_90 -o graph_memset graph_memset.cu",
+            "fi",
+            f"if ! ./graph_memset {args} >twin.json; then",
+            '  echo "graph_memset failed (its error is above); it needs a CUDA GPU" >&2',
+            "  exit 1",
+            "fi",
+            "python3 twin_ratio.py twin.json",
+            "",
+        ]
+    )
+
+
 def _cmp(name: str, num: str, den: str, headline: bool, source: str) -> Comparison:
     return Comparison(name, num, den, THRESHOLD, label=name, headline=headline, qualifiers={"source": source})
 
@@ -574,6 +743,7 @@ _TORCH_MM = "(memset+mm)/(fill+mm) (torch graph)"
 _TWIN_PLAIN = "memset/fill (pure CUDA twin)"
 _TWIN_WORK = "(memset+work)/(fill+work) (pure CUDA twin)"
 _SEED = "memset/kernel (the seed's program)"
+_TWIN_SOURCES = ("pure CUDA twin", "pure CUDA twin, with work kernel", "the seed's program")
 
 
 def _compose(op: Callable[[], None] | None, mm: Callable[[], None] | None) -> Callable[[], None]:

@@ -242,10 +242,6 @@ class LoraBatchScaling(Repro[LoraParams]):
         chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
         pairs = [(c.name, int(c.qualifiers["batch"])) for c in chosen]
         body = f"""
-        import math
-
-        import torch.nn.functional as F
-
         DEPTH, RANK, TOKENS, HIDDEN, HEADS = {p.depth}, {p.rank}, {p.tokens}, {p.hidden}, {p.heads}
         DTYPE, MEMORY_GB = torch.{p.dtype}, {p.memory_gb!r}
         # name -> (in, out) in units of HIDDEN: the projections that carry an adapter.
@@ -299,12 +295,16 @@ class LoraBatchScaling(Repro[LoraParams]):
             return step
 
 
+        # (comparison, batch): each batch's step against batch 1's
+        {standalone.py_assign("PAIRS", pairs)}
         one = step_at(1)
-        for label, batch in {pairs!r}:
+        for label, batch in PAIRS:
             # Per-sample time: t(batch b) / t(batch 1) x 1/b, so linear scaling reads 1.0.
             compare(label, f"step, batch {{batch}}", step_at(batch), "step, batch 1", one, scale=1 / batch)
         """
-        return standalone.build(self.id, self.title, p, body)
+        return standalone.build(
+            self.id, self.title, p, body, imports=("math",), extra_imports=("import torch.nn.functional as F",)
+        )
 
     def run(self, p: LoraParams, ctx: Context) -> RunResult:
         import torch

@@ -152,6 +152,21 @@ def lu_solve_flops(batch: int, n: int, k: int) -> float:
     return batch * (2.0 / 3.0 * n**3 + 2.0 * n * n * k)
 
 
+CONTROL = "(control)"
+
+
+def control_pairs(heads: Sequence[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """The default backend at each batch where a script's headline (name, backend, batch) runs
+    another backend and no headline already times the default one; labelled as the control."""
+    timed = {batch for _, backend, batch in heads if backend == "default"}
+    out: list[tuple[str, str, int]] = []
+    for _, backend, batch in heads:
+        if backend != "default" and batch not in timed:
+            timed.add(batch)
+            out.append((f"default/b{batch} {CONTROL}", "default", batch))
+    return out
+
+
 def _bracket_cliff_n(overrides: Mapping[str, str]) -> dict[str, str]:
     """n_min and n_max around a --set cliff_n, for the batch sweep (which times cliff_n alone)."""
     if "cliff_n" not in overrides:
@@ -261,14 +276,14 @@ class Solve512Cliff(Repro[SolveParams]):
         ]
 
     def script(self, p: SolveParams, only: str | None = None) -> str:
-        pairs = [
-            (c.name, c.qualifiers["backend"], c.qualifiers["batch"])
-            for c in standalone.comparison_filter(self.comparisons(p), only, self.id)
-        ]
+        chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
+        heads = [(c.name, c.qualifiers["backend"], c.qualifiers["batch"]) for c in chosen]
+        controls = control_pairs(heads)
         body = f"""
-        import warnings
-
         N, SEED, RHS = {p.cliff_n}, {p.seed}, {p.rhs_cols}
+        {standalone.py_assign("HEADLINE", heads)}
+        # Control: the default backend at each headline batch that runs another one.
+        {standalone.py_assign("CONTROLS", controls)}
 
 
         def system(batch, n):
@@ -279,7 +294,7 @@ class Solve512Cliff(Repro[SolveParams]):
             return a, torch.randn(batch, n, RHS, device=DEVICE, generator=gen)
 
 
-        for label, backend, batch in {pairs!r}:
+        def cliff(label, backend, batch):
             if DEVICE == "cuda":
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the preference flag warns that it is experimental
@@ -294,8 +309,12 @@ class Solve512Cliff(Repro[SolveParams]):
                 lambda: torch.linalg.solve_ex(a0, b0),
                 scale=((N - 1) / N) ** 3,
             )
+
+
+        for label, backend, batch in HEADLINE + CONTROLS:
+            cliff(label, backend, batch)
         """
-        return standalone.build(self.id, self.title, p, body)
+        return standalone.build(self.id, self.title, p, body, imports=("warnings",))
 
     def run(self, p: SolveParams, ctx: Context) -> RunResult:
         import torch

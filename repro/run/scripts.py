@@ -14,7 +14,7 @@ from typing import Any
 
 from repro.core.errors import UsageError
 from repro.core.spec import build_params
-from repro.evidence import artifact
+from repro.evidence import artifact, standalone
 from repro.evidence.declared import Declared, key
 from repro.run import catalog
 
@@ -54,23 +54,31 @@ def regenerate(doc: Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tupl
         return None, f"{rid} is not in this installation's catalog"
     raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in (repro.get("params") or {}).items()}
     head = (doc.get("verdict") or {}).get("headline")
+    notes: list[str] = []
     try:
         params = build_params(cls.id, cls.Params, raw)
         try:
             script = cls().script(params, head)
-        except UsageError:  # the headline has no torch script (graph-memset's CUDA twin): the torch side
+        except UsageError:  # a headline this catalog's repro cannot script alone: its default script
             script = cls().script(params)
+        if script is not None and not standalone.is_python(script):
+            # A report embeds Python only (and the twin's bash script, .cu inside, is ~17 kB): none, and why.
+            which = f"the headline {head!r}" if head else f"{rid}'s headline"
+            return None, (
+                f"{which} is a pure CUDA twin, whose standalone script is a bash script with its .cu source: "
+                f"`repro script {rid}` prints it"
+            )
     except Exception as exc:  # params this catalog does not accept, or a plugin's script() failing: no script
         return None, f"this catalog's {rid} could not build a script for the artifact's params ({type(exc).__name__})"
     if script is None:
-        return None, f"{rid} declares no standalone script"
+        return None, "; ".join(notes) or f"{rid} declares no standalone script"
     here, there = artifact.source_sha256(catalog.source_file(cls.id)), repro.get("source_sha256")
     if there and here != there:
-        return script, (
+        notes.append(
             f"made from this installation's source of {rid} (sha256 {str(here)[:12]}), which differs from the "
             f"source that made the artifact ({str(there)[:12]})"
         )
-    return script, None
+    return script, "; ".join(notes) or None
 
 
 def declared(docs: Sequence[Mapping[str, Any]], repro_paths: Iterable[Path] = ()) -> dict[tuple[str, str], Declared]:
