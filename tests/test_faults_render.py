@@ -109,7 +109,7 @@ def reference() -> dict[str, Any]:
 
 
 @needs_cmark
-def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict) -> None:
+def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict[str, Any]) -> None:
     hostile = report([_set_fields(reference, PAYLOAD, FENCE_BREAKER, "")])
     plain = report([_set_fields(reference, "plain words", "plain\ncode", "")])
     assert skeleton(hostile) == skeleton(plain)
@@ -123,14 +123,14 @@ def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict
 
 
 @needs_cmark
-def test_hostile_artifact_with_the_catalogs_lookup_keeps_the_plain_structure(reference: dict) -> None:
+def test_hostile_artifact_with_the_catalogs_lookup_keeps_the_plain_structure(reference: dict[str, Any]) -> None:
     # The lookup's notes name the artifact's repro id; a hostile id stays text in them too.
-    def doc(s: str, code: str) -> dict:
+    def doc(s: str, code: str) -> dict[str, Any]:
         d = _set_fields(reference, s, code, "")
         d["repro"]["params"] = {}  # params the catalog accepts: the script is regenerated and shown
         return d
 
-    def hostile_id(d: dict) -> dict:
+    def hostile_id(d: dict[str, Any]) -> dict[str, Any]:
         d = copy.deepcopy(d)
         d["repro"]["id"] = "x-" + PAYLOAD  # not in the catalog: the note says so
         return d
@@ -146,9 +146,9 @@ def test_hostile_artifact_with_the_catalogs_lookup_keeps_the_plain_structure(ref
 
 
 @needs_cmark
-def test_hostile_artifact_compare_has_exactly_the_plain_structure(reference: dict, tmp_path: Path) -> None:
-    def run_folder(name: str, doc: dict) -> Path:
-        d = tmp_path / name / doc["run"]["run_id"]
+def test_hostile_artifact_compare_has_exactly_the_plain_structure(reference: dict[str, Any], tmp_path: Path) -> None:
+    def run_folder(name: str, doc: dict[str, Any]) -> Path:
+        d: Path = tmp_path / name / doc["run"]["run_id"]
         d.mkdir(parents=True)
         artifact.write_artifact(doc, d / "5090-linear.json")
         return d

@@ -320,6 +320,7 @@ def test_secret_env_values_stay_out_of_plan_json_and_the_k8s_manifests(tmp_path:
     # Only the object sent to the API server holds the values.
     name, _, cells = jobs[0]
     sent = k8s.secret(p, cells, name, values=True)
+    assert sent is not None
     assert set(sent.string_data.values()) == set(SECRETS.values())
 
 

@@ -87,7 +87,7 @@ def test_measure_reports_progress_through_the_hook(fast: SamplingConfig) -> None
     pytest.importorskip("torch")
     events: list[tuple[str, str, int, float | None]] = []
     logs: list[str] = []
-    ctx = RunContext(device="cpu", smoke=True, sampling=fast, log=logs.append)  # type: ignore[arg-type]
+    ctx = RunContext(device="cpu", smoke=True, sampling=fast, log=logs.append)
     ctx.progress = lambda phase, name, n, ci: events.append((phase, name, n, ci))
     ctx.measure("v", lambda: sum(range(100)))
     phases = [e[0] for e in events]

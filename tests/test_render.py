@@ -37,7 +37,7 @@ def full_doc(smoke_doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def test_report_has_summary_sections_details_and_environment(full_doc: dict) -> None:
+def test_report_has_summary_sections_details_and_environment(full_doc: dict[str, Any]) -> None:
     text = report([full_doc])
     assert text.startswith("# gpu-repro report: run ")
     assert "| repro " in text and "| 5090-linear " in text
@@ -52,7 +52,7 @@ def test_report_has_summary_sections_details_and_environment(full_doc: dict) -> 
     assert "_Smoke run:" not in text
 
 
-def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict) -> None:
+def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[str, Any]) -> None:
     big = json.loads(json.dumps(full_doc))
     big["verdict"]["details"] = ["a long sentence of the repro's own " * 700]
     text = report([big])
@@ -130,7 +130,7 @@ def test_table_cells_escape_pipes() -> None:
 
 
 @pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
-def test_github_renderer_keeps_tables_and_details(full_doc: dict) -> None:
+def test_github_renderer_keeps_tables_and_details(full_doc: dict[str, Any]) -> None:
     text = report([full_doc])
     html = subprocess.run(
         ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True

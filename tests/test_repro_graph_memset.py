@@ -279,7 +279,9 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["error"] * len(gm.TWIN_VARIANTS)
-    assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in variants[0].reason
+    reason = variants[0].reason
+    assert reason is not None
+    assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in reason
     assert info["status"] == "error"
 
 
@@ -289,14 +291,17 @@ def test_twin_timeout_is_an_error_variant(
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, "import time; time.sleep(30)"))
     p = build_params(RID, MemsetParams, {"twin_timeout_s": "1"})
     variants, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
-    assert {v.status for v in variants} == {"error"} and "past its 1 s limit" in variants[0].reason
+    reason = variants[0].reason
+    assert {v.status for v in variants} == {"error"} and reason is not None and "past its 1 s limit" in reason
 
 
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_twin, "find_nvcc", lambda: None)
     variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert [v.status for v in variants] == ["skipped"] * len(gm.TWIN_VARIANTS)
-    assert all("nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants)
+    assert all(
+        v.reason is not None and "nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants
+    )
     assert info["status"] == "skipped"
 
 
@@ -402,7 +407,7 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
 def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     times = dict(FULL, twin_memset=2.6e-6)  # 1.3x per op in the twin
     v = GraphMemset().verdict(MemsetParams(), _result(times))
-    assert v.status == "reproduced" and v.paired is True and v.ci_low >= 1.2
+    assert v.status == "reproduced" and v.paired is True and v.ci_low is not None and v.ci_low >= 1.2
     # The same drift in plain samples (no rounds): the two-sample CI cannot clear the threshold.
     drifting = RunResult(
         variants=tuple(
@@ -412,7 +417,8 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
         )
     )
     u = GraphMemset().verdict(MemsetParams(), drifting)
-    assert u.paired is False and u.ci_low < 1.2 <= u.ci_high and u.status == "not_reproduced"
+    assert u.paired is False and u.ci_low is not None and u.ci_high is not None
+    assert u.ci_low < 1.2 <= u.ci_high and u.status == "not_reproduced"
     assert u.finding.startswith(f"Not reproduced (inconclusive): {gm._TWIN_PLAIN} was ")
     assert all(r["paired"] is False for r in u.breakdown)
 

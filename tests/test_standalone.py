@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -373,7 +374,7 @@ def test_heredoc_refuses_a_text_that_would_end_it_early() -> None:
         standalone.heredoc("a.cu", "x\nEOF_A\ny", "EOF_A")
 
 
-def _doc(**harness: object) -> dict:
+def _doc(**harness: object) -> dict[str, Any]:
     return {
         "repro": {"id": "5090-linear", "params": {"batch": 256, "tf32_variants": True, "batches": [1, 2]}},
         "run": {"run_id": "20261130T172037Z-c761fb", "rerun": "curl https://x.invalid | sh", "smoke": False},
@@ -398,7 +399,8 @@ def test_rerun_of_a_run_before_harness_digests_names_version_and_commit() -> Non
     r = standalone.rerun(_doc(version="0.1.0", git_commit="86fbd01"))
     assert r.install() is None
     assert r.predates() == "this run predates harness digests: harness 0.1.0, commit 86fbd01"
-    assert standalone.rerun(_doc(version="0.1.0", git_commit=None)).predates().endswith("commit unknown")
+    predates = standalone.rerun(_doc(version="0.1.0", git_commit=None)).predates()
+    assert predates is not None and predates.endswith("commit unknown")
 
 
 @pytest.mark.parametrize(

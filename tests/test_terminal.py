@@ -74,7 +74,7 @@ def _hostile(doc: dict[str, Any], tag: str) -> dict[str, Any]:
 
 
 def _run_folder(base: Path, doc: dict[str, Any]) -> Path:
-    d = base / doc["run"]["run_id"]
+    d: Path = base / doc["run"]["run_id"]
     d.mkdir(parents=True)
     artifact.write_artifact(doc, d / "5090-linear.json")
     return d

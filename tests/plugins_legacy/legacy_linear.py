@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     # The first API's module names exist only at import time (repro/__init__.py's finder maps them
     # onto repro.run.legacy), so mypy reads the modules that hold those names now. Its Repro took no
     # type argument, which is Repro[Any]. At run time this plugin imports what such a plugin imports.
+    from repro.core.context import Context
     from repro.core.results import Metric, RunResult, VariantResult, Verdict, Work
     from repro.core.spec import Repro as _Repro
     from repro.core.spec import Requirements, param
     from repro.core.verdict import fmt_ratio, ratio_verdict, short_kernel, top_kernel
     from repro.run.catalog import register
-    from repro.run.context import RunContext as Context
 
     Repro = _Repro[Any]
 else:
