@@ -351,16 +351,14 @@ def test_solve_script_of_a_cusolver_headline_keeps_the_default_backend_as_contro
     assert "CONTROLS = []" in both and "('default/b64', 'default', 64)" in both
 
 
-def test_regenerated_scripts_keep_the_solve_control_and_name_the_twin_script() -> None:
+def test_regenerated_scripts_keep_the_solve_control_and_give_the_twin_script() -> None:
     solve = {"repro": {"id": "solve-512-cliff", "params": {}}, "verdict": {"headline": "cusolver/b128"}}
     script, note = scripts.regenerate(solve)
     assert script and "CONTROLS = [('default/b128 (control)', 'default', 128)]" in script and note is None
     memset = {"repro": {"id": "graph-memset", "params": {}}, "verdict": {"headline": "memset/fill (pure CUDA twin)"}}
-    script, note = scripts.regenerate(memset)  # the report embeds Python: the twin's bash script is named, not shown
-    assert script is None and note == (
-        "the headline 'memset/fill (pure CUDA twin)' is a pure CUDA twin, whose standalone script is a bash script "
-        "with its .cu source: `repro script graph-memset` prints it"
-    )
+    script, note = scripts.regenerate(memset)  # the bundle carries the twin's bash script, .cu inside
+    assert script is not None and script.startswith("#!/usr/bin/env bash\n") and note is None
+    assert "cat > graph_memset.cu <<'GRAPH_MEMSET_CU'" in script
 
 
 def test_parse_output_reads_times_in_seconds() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, scope
+from repro.evidence.bundle import script_member
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
@@ -332,8 +333,9 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
             # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
             note = " (regenerated from this installation's source of the repro, not the one that ran)"
             note = note if declared.script_note else ""
+            member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
             facts.append(
-                f"Standalone script: `scripts/{text(rid)}.py` in the bundle, or `repro script {text(rid)}` "
+                f"Standalone script: `{text(member)}` in the bundle, or `repro script {text(rid)}` "
                 f"with the `--set` flags above{note}."
             )
         else:

@@ -14,7 +14,7 @@ from typing import Any
 
 from repro.core.errors import UsageError
 from repro.core.spec import build_params
-from repro.evidence import artifact, standalone
+from repro.evidence import artifact
 from repro.evidence.declared import Declared, key
 from repro.run import catalog
 
@@ -61,13 +61,6 @@ def regenerate(doc: Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tupl
             script = cls().script(params, head)
         except UsageError:  # a headline this catalog's repro cannot script alone: its default script
             script = cls().script(params)
-        if script is not None and not standalone.is_python(script):
-            # A report embeds Python only (and the twin's bash script, .cu inside, is ~17 kB): none, and why.
-            which = f"the headline {head!r}" if head else f"{rid}'s headline"
-            return None, (
-                f"{which} is a pure CUDA twin, whose standalone script is a bash script with its .cu source: "
-                f"`repro script {rid}` prints it"
-            )
     except Exception as exc:  # params this catalog does not accept, or a plugin's script() failing: no script
         return None, f"this catalog's {rid} could not build a script for the artifact's params ({type(exc).__name__})"
     if script is None:
