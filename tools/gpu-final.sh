@@ -36,10 +36,15 @@ step "bundle: exit $?"
 step "bundled harness into a fresh venv; the report's re-run lines of 5090-linear"
 fresh=/tmp/fresh-venv
 rm -rf "$fresh" /tmp/rerun && mkdir -p /tmp/rerun
-python3 -m venv "$fresh"
+python3 -m venv --without-pip "$fresh"
 # The machine's torch lives in the venv python3 runs in: the fresh venv sees it through a .pth file.
 python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
     >"$("$fresh/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/outer-site.pth"
+# pip into the fresh venv: its own where ensurepip exists, else the one it sees, run as its module.
+if ! "$fresh/bin/python" -m ensurepip --default-pip >>"$out/steps.txt" 2>&1; then
+    printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$fresh/bin/python" >"$fresh/bin/pip" && chmod +x "$fresh/bin/pip"
+    step "no ensurepip: $fresh/bin/pip runs python -m pip"
+fi
 tar -xzf "$out/bundle.tar.gz" -C /tmp/rerun
 python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
 import sys
@@ -52,7 +57,8 @@ PY
 (cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 bash "$out/rerun.sh") \
     >"$out/rerun.log" 2>&1
 step "re-run: exit $?"
-"$fresh/bin/python" - "$run" /tmp/rerun >"$out/rerun-check.txt" 2>&1 <<'PY'
+# From /tmp/rerun: the tree's own repro/ must not shadow the installed wheel.
+(cd /tmp/rerun && "$fresh/bin/python" - "$run" /tmp/rerun) >"$out/rerun-check.txt" 2>&1 <<'PY'
 import glob, json, sys
 from repro.env import harness
 ran = json.load(open(f"{sys.argv[1]}/5090-linear.json"))
@@ -71,7 +77,7 @@ mkdir -p "$out/scripts"
 for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
     .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
     if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
-    (cd "$out/scripts" && timeout 120 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
+    (cd "$out/scripts" && timeout 90 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
     step "script $id: exit $?"
 done
 

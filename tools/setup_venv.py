@@ -116,9 +116,19 @@ def run_or_fail(cmd: list[str], hint: str = "") -> None:
 
 
 def add_pip(venv: Path) -> None:
-    """What `python -m venv` runs itself unless told --without-pip."""
+    """What `python -m venv` runs itself unless told --without-pip.
+
+    A base Python without ensurepip (Debian's, without python3-venv) still works when .venv sees a
+    pip through the .pth file: `python -m pip` then installs into .venv, which is all setup needs.
+    """
     hint = "; on Debian/Ubuntu, `apt install python3-venv` provides ensurepip"
-    run_or_fail([str(venv / "bin" / "python"), "-m", "ensurepip", "--upgrade", "--default-pip"], hint)
+    python = str(venv / "bin" / "python")
+    try:
+        run_or_fail([python, "-m", "ensurepip", "--upgrade", "--default-pip"], hint)
+    except SetupError:
+        if subprocess.run([python, "-c", "import pip"], capture_output=True).returncode != 0:
+            raise
+        say(f"ensurepip is not available to {python}; using the pip it sees through {PTH_NAME}")
 
 
 def check_torch(outer: dict[str, str], venv: Path) -> dict[str, str]:
