@@ -40,11 +40,9 @@ python3 -m venv --without-pip "$fresh"
 # The machine's torch lives in the venv python3 runs in: the fresh venv sees it through a .pth file.
 python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
     >"$("$fresh/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/outer-site.pth"
-# pip into the fresh venv: its own where ensurepip exists, else the one it sees, run as its module.
-if ! "$fresh/bin/python" -m ensurepip --default-pip >>"$out/steps.txt" 2>&1; then
-    printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$fresh/bin/python" >"$fresh/bin/pip" && chmod +x "$fresh/bin/pip"
-    step "no ensurepip: $fresh/bin/pip runs python -m pip"
-fi
+# pip into the fresh venv: `python -m pip` of its own Python, which installs into it (ensurepip would
+# find the outer venv's pip through the .pth and put none here, leaving `pip` on PATH the outer one).
+printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$fresh/bin/python" >"$fresh/bin/pip" && chmod +x "$fresh/bin/pip"
 tar -xzf "$out/bundle.tar.gz" -C /tmp/rerun
 python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
 import sys
