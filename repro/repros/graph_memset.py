@@ -542,13 +542,20 @@ class GraphMemset(Repro[MemsetParams]):
             )
         seed = outcome.get(_SEED)
         if seed is not None:
-            details.append(
+            said = (
                 f"The seed's own program (<<<1,1>>> kernels, each replay timed alone by a host clock) gave "
                 f"{outcome.fmt(seed)} (per op: memset {_us(have, 'twin_seed_memset')}, kernel "
-                f"{_us(have, 'twin_seed_fill')}); it differs from the twin's headline because its time includes "
-                "the launch and the idle GPU's start on every replay, while the twin times replays back to back "
-                "with events, and its kernels have one thread instead of 32."
+                f"{_us(have, 'twin_seed_fill')})"
             )
+            if twin is not None and seed.ci_low <= twin.ci_high and twin.ci_low <= seed.ci_high:
+                said += "; its CI overlaps the twin's, so the two timing methods agree here."
+            else:
+                said += (
+                    "; it differs from the twin's headline: its time includes the launch and the idle GPU's start "
+                    "on every replay, while the twin times replays back to back with events, and its kernels have "
+                    "one thread instead of 32."
+                )
+            details.append(said)
         return Finding(sentence, tuple(details))
 
 
