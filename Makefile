@@ -81,8 +81,9 @@ MATRIX := $(OUT)/matrix
 .PHONY: lock
 
 $(VENV)/.docker: $(VENV)/.installed
-	# As in setup: a fresh venv has no wheel package for --no-build-isolation.
-	$(VENV)/bin/pip install -e '.[docker]' || $(VENV)/bin/pip install --no-build-isolation -e '.[docker]'
+	# `python -m pip`: .venv may have no pip of its own (setup's ensurepip finds the outer pip
+	# already there); as in setup, a fresh venv has no wheel package for --no-build-isolation.
+	$(VENV)/bin/python -m pip install -e '.[docker]' || $(VENV)/bin/python -m pip install --no-build-isolation -e '.[docker]'
 	touch $@
 
 images: $(VENV)/.docker ## Build the three pinned images (image-<lane> builds one)
