@@ -54,13 +54,6 @@ class Band:
         c = self.center
         return max(abs(p.value / c - 1) for p in self.points)
 
-    def sentence(self) -> str:
-        values = [p.value for p in self.points]
-        return (
-            f"on {len(values)} {self.gpu} GPUs this headline read {min(values):.4g}-{max(values):.4g}: "
-            f"a re-run on another {self.gpu} is expected within ±{self.half_width * 100:.1f}% of {self.center:.4g}"
-        )
-
 
 def key_of(doc: Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
     """(repro, GPU model, params) of a measured GPU artifact, else None.
