@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core import fsio
+from repro.evidence import artifact, model
+from repro.evidence.artifact import ARTIFACT_KIND
+from repro.evidence.model import Artifact
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 BAND_VERSION = 1
@@ -55,25 +58,25 @@ class Band:
         return max(abs(p.value / c - 1) for p in self.points)
 
 
-def key_of(doc: Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
+def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
     """(repro, GPU model, params) of a measured GPU artifact, else None.
 
     To join a band (``joining``) a verdict must also come from paired comparisons: runs of the
     unpaired method moved more between processes and say nothing about the spread between GPUs.
     """
-    verdict = doc.get("verdict") or {}
-    gpu = (doc.get("fingerprint") or {}).get("gpu") or {}
-    if doc.get("kind") != "gpu-repro.artifact" or (doc.get("run") or {}).get("smoke"):
+    a = model.of(doc)
+    if not isinstance(a, Artifact) or a.kind != ARTIFACT_KIND or a.smoke:
         return None
-    if verdict.get("status") not in MEASURED or (joining and verdict.get("paired") is not True):
+    verdict, gpu = a.verdict, a.machine
+    if verdict.status not in MEASURED or (joining and verdict.paired is not True):
         return None
-    if not isinstance(verdict.get("value"), (int, float)) or not gpu.get("uuid") or not gpu.get("name"):
+    if verdict.value is None or not gpu.gpu_uuid or not gpu.gpu_name:
         return None
-    params = json.dumps((doc.get("repro") or {}).get("params") or {}, sort_keys=True)
-    return str(doc["repro"]["id"]), str(gpu["name"]), params
+    params = json.dumps(a.repro.params or {}, sort_keys=True)
+    return a.repro.id, gpu.gpu_name, params
 
 
-def compute(docs: Iterable[Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
+def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
     """Bands of every (repro, GPU model, params) seen on at least MIN_GPUS distinct GPUs.
 
     ``base`` adds earlier bands' points: a GPU already there keeps its value unless ``docs``
@@ -81,12 +84,12 @@ def compute(docs: Iterable[Mapping[str, Any]], base: Sequence[Band] = ()) -> lis
     """
     runs: dict[tuple[str, str, str], dict[str, list[tuple[float, str]]]] = {}
     for doc in docs:
-        key = key_of(doc)
-        if key is None:
+        a = model.of(doc)
+        key = key_of(a) if isinstance(a, Artifact) else None
+        if key is None or not isinstance(a, Artifact):
             continue
-        uuid = str(doc["fingerprint"]["gpu"]["uuid"])
-        run_id = str((doc.get("run") or {}).get("run_id") or "")
-        runs.setdefault(key, {}).setdefault(uuid, []).append((float(doc["verdict"]["value"]), run_id))
+        uuid = str(a.machine.gpu_uuid)
+        runs.setdefault(key, {}).setdefault(uuid, []).append((float(a.verdict.value or 0.0), a.run.run_id))
     points: dict[tuple[str, str, str], dict[str, Point]] = {}
     for band in base:
         points.setdefault((band.repro, band.gpu, band.params), {}).update({p.uuid: p for p in band.points})
@@ -138,7 +141,7 @@ def load(path: Path = DATA_FILE) -> list[Band]:
         return []
 
 
-def lookup(doc: Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
+def lookup(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
     """The band for this artifact's repro, GPU model and params, if one was measured."""
     key = key_of(doc, joining=False)
     if key is None:
@@ -165,7 +168,8 @@ def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
                 doc = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(doc, dict):
+            # Only valid artifacts: anything else beside them (a doctor report, a plan) is no run.
+            if isinstance(doc, dict) and doc.get("kind") == ARTIFACT_KIND and not artifact.validation_errors(doc):
                 yield path, doc
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from repro.core.errors import UsageError
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report
-from repro.evidence.markdown import REPORT_LIMIT, code, table, text, verdict_cell
+from repro.evidence.markdown import REPORT_LIMIT, code, ratio_with_ci, table, text
 from repro.evidence.variants import per_call_us
 
 COMPARE_KIND = "gpu-repro.compare"
@@ -368,7 +368,7 @@ def _cell(doc_result: Mapping[str, Any] | None) -> str:
         return "not run"
     r = doc_result
     status = f"**{text(r['status'], cell=True)}**" + (f" ({text(r['error'], cell=True)})" if r["error"] else "")
-    ratio = verdict_cell({"verdict": {"value": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}})
+    ratio = ratio_with_ci(r["value"], r["ci_low"], r["ci_high"], "95% CI", 2)
     lines = [status, ratio]
     suspect = r["validity"] == "suspect"
     flags = [f for f, on in (("smoke", r["smoke"]), (f"validity: {text(r['validity'], cell=True)}", suspect)) if on]

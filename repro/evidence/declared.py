@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from repro.core.results import Plot
+from repro.evidence.model import Artifact
 
 __all__ = ["NONE", "Declarations", "Declared", "key", "of"]
 
@@ -39,11 +39,11 @@ NONE = Declared()
 Declarations = Mapping[tuple[str, str], Declared]
 
 
-def key(doc: Mapping[str, Any]) -> tuple[str, str]:
+def key(doc: Artifact) -> tuple[str, str]:
     """Which artifact a ``Declared`` belongs to: its run id and repro id."""
-    return str((doc.get("run") or {}).get("run_id")), str((doc.get("repro") or {}).get("id"))
+    return doc.run.run_id, doc.repro.id
 
 
-def of(doc: Mapping[str, Any], declared: Declarations | None) -> Declared:
+def of(doc: Artifact, declared: Declarations | None) -> Declared:
     """The declarations for ``doc``, or ``NONE`` when the caller passed none for it."""
     return (declared or {}).get(key(doc), NONE)

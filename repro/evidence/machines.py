@@ -9,6 +9,7 @@ from typing import Any
 
 from repro.env.fingerprint import essentials
 from repro.evidence.markdown import text
+from repro.evidence.model import Artifact
 
 
 def essentials_line(fp: Mapping[str, Any]) -> str:
@@ -72,14 +73,14 @@ class Machine:
     repros: tuple[str, ...]
 
 
-def machines(docs: Sequence[Mapping[str, Any]]) -> tuple[list[Machine], dict[int, str]]:
+def machines(docs: Sequence[Artifact]) -> tuple[list[Machine], dict[int, str]]:
     """The distinct fingerprints (first seen first) and, per doc (by id()), its machine's label."""
     found: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
     of: dict[int, str] = {}
     for d in docs:
-        key = _identity(d["fingerprint"])
-        fp, ids = found.setdefault(key, (d["fingerprint"], []))
-        ids.append(str(d["repro"]["id"]))
+        key = _identity(d.fingerprint)
+        fp, ids = found.setdefault(key, (d.fingerprint, []))
+        ids.append(d.repro.id)
         of[id(d)] = chr(ord("A") + list(found).index(key)) if len(found) <= 26 else str(list(found).index(key) + 1)
     out = [
         Machine(chr(ord("A") + i) if len(found) <= 26 else str(i + 1), fp, tuple(ids))
@@ -146,10 +147,10 @@ def _span(values: Sequence[Any], unit: str) -> str:
     return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
 
 
-def state_line(docs: Sequence[Mapping[str, Any]]) -> str:
+def state_line(docs: Sequence[Artifact]) -> str:
     """The GPU's state when each repro started, as one line: ranges over the repros, and by name any
     repro that started beside other compute processes or with the clocks held down."""
-    states = [(str(d["repro"]["id"]), ((d["fingerprint"].get("gpu") or {}).get("state")) or {}) for d in docs]
+    states = [(d.repro.id, d.machine.gpu_state) for d in docs]
     if not any(st for _, st in states):
         return "GPU state when each repro started: not recorded."
     parts = [

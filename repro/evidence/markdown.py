@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tabulate import tabulate
 
 from repro.core.verdict import CI_LEVEL
+from repro.evidence.model import Verdict
 
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
 REPORT_LIMIT = 60_000
@@ -117,24 +118,27 @@ def _level_pct(level: float) -> str:
     return f"{level * 100:.3g}%"
 
 
-def ci_label(verdict: Mapping[str, Any]) -> str:
+def ci_label(level: object, row_levels: Sequence[object] = ()) -> str:
     """The headline CI's own level as the artifact records it: ``95% CI``, ``99.2% CI, worst of 6``.
 
     A "worst of k" headline is Bonferroni-corrected (``repro.core.verdict.outcome``): each of its
-    k candidates gets 1 - 0.05/k. k is read from the breakdown rows at that level; an artifact
-    without them gives it from the level alone when that comes out whole.
+    k candidates gets 1 - 0.05/k. k is read from the breakdown rows' levels (``row_levels``) at that
+    level; an artifact without them gives it from the level alone when that comes out whole.
     """
-    level = verdict.get("ci_level")
     if not isinstance(level, int | float) or not 0 < level < 1:
         level = CI_LEVEL
     if abs(level - CI_LEVEL) < 1e-9:
         return "95% CI"
-    rows = [r for r in verdict.get("breakdown") or [] if isinstance(r, Mapping)]
-    k = sum(1 for r in rows if isinstance(r.get("ci_level"), int | float) and abs(r["ci_level"] - level) < 1e-9)
+    k = sum(1 for x in row_levels if isinstance(x, int | float) and abs(x - level) < 1e-9)
     if k < 2:
         guess = (1 - CI_LEVEL) / (1 - level)
         k = round(guess) if abs(guess - round(guess)) < 1e-6 else 0
     return f"{_level_pct(level)} CI" + (f", worst of {k}" if k >= 2 else "")
+
+
+def verdict_label(v: Verdict) -> str:
+    """``ci_label`` of a verdict: its level, and its rows' levels."""
+    return ci_label(v.ci_level, [r.ci_level for r in v.breakdown])
 
 
 def _decimals(*values: float) -> int:
@@ -163,10 +167,9 @@ def ratio_with_ci(value: Any, lo: Any, hi: Any, label: str = "95% CI", places: i
     return f"{value:.{places}f}x ({said}{lo:.{places}f}-{hi:.{places}f}{more})"
 
 
-def verdict_cell(doc: Mapping[str, Any], places: int | None = 2) -> str:
+def verdict_cell(v: Verdict, places: int | None = 2) -> str:
     """The verdict's ratio with its CI at the level the artifact records, as a table cell shows it."""
-    v = doc["verdict"]
-    return ratio_with_ci(v.get("value"), v.get("ci_low"), v.get("ci_high"), ci_label(v), places)
+    return ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places)
 
 
 def fmt_num(value: Any) -> Any:

@@ -18,7 +18,9 @@ from typing import Any
 
 from repro.core.fsio import write_new
 from repro.core.results import Plot
+from repro.evidence import model
 from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.model import Artifact, Doc
 
 __all__ = ["Figure", "Series", "available", "band_plot", "band_png", "describe", "figures", "plots_of", "series_of"]
 
@@ -125,31 +127,31 @@ def band_plot(path: Path, series: Sequence[Series], **kw: Any) -> Path:
 # --------------------------------------------------------------------------- sweeps of an artifact
 
 
-def plots_of(doc: Mapping[str, Any], declared: Declared | None = None) -> list[Plot]:
+def plots_of(doc: Artifact, declared: Declared | None = None) -> list[Plot]:
     """The plots an artifact declares (schema 1.2), else those the caller looked up for its repro."""
-    recorded = (doc.get("repro") or {}).get("plots")
+    recorded = doc.repro.plots
     if recorded is None:
         return list((declared.plots if declared is not None else None) or ())
-    return [Plot(**{**d, "group_by": tuple(d.get("group_by") or ())}) for d in recorded]
+    return list(recorded)
 
 
 def _label(sweep: Plot, key: Sequence[Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in zip(sweep.group_by, key, strict=True)) or "measured"
 
 
-def series_of(doc: Mapping[str, Any], sweep: Plot) -> list[Series]:
+def series_of(doc: Artifact, sweep: Plot) -> list[Series]:
     """One series per group of measured variants, sorted by x; groups with fewer than 2 points are left out."""
     groups: dict[tuple[Any, ...], list[tuple[float, float, float, float]]] = {}
-    for v in doc.get("variants") or []:
-        t = v.get("timing")
-        cfg = v.get("config") or {}
+    for v in doc.variants:
+        t = v.timing
+        cfg = v.config or {}
         x = cfg.get(sweep.x)
-        if v.get("status") != "ok" or not t or not isinstance(x, int | float) or isinstance(x, bool):
+        if v.status != "ok" or not t or not isinstance(x, int | float) or isinstance(x, bool):
             continue
-        s = t["stats"]
+        s = t.stats
         div = float(x) if sweep.per_x and x else 1.0
         key = tuple(cfg.get(k) for k in sweep.group_by)
-        groups.setdefault(key, []).append((float(x), s["median"] / div, s["ci_low"] / div, s["ci_high"] / div))
+        groups.setdefault(key, []).append((float(x), s.median / div, s.ci_low / div, s.ci_high / div))
     out = []
     for key, pts in groups.items():
         if len(pts) < 2:
@@ -201,17 +203,16 @@ def file_name(repro_id: str, sweep: Plot) -> str:
 
 
 def describe(
-    docs: Sequence[Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE, *, declared: Declarations | None = None
+    docs: Sequence[Doc | Mapping[str, Any]], why_not: str = NOT_DRAWN_HERE, *, declared: Declarations | None = None
 ) -> list[Figure]:
     """The figures the report refers to, without drawing anything (``figures`` draws them).
 
-    ``declared``: the plots the catalog declares, for artifacts that do not record their own.
+    ``declared``: the plots the catalog declares, for artifacts that do not record their own. A cliff
+    search draws its own plot (``repro.evidence.cliff_report``).
     """
     out = []
-    for doc in docs:
-        if doc.get("kind") == "gpu-repro.cliff":  # a cliff search draws its own plot (repro.evidence.cliff_report)
-            continue
-        rid = str(doc["repro"]["id"])
+    for doc in model.artifacts(docs):
+        rid = doc.repro.id
         for sw in plots_of(doc, of(doc, declared)):
             series = series_of(doc, sw)
             if series:
@@ -220,7 +221,7 @@ def describe(
 
 
 def figures(
-    docs: Sequence[Mapping[str, Any]],
+    docs: Sequence[Doc | Mapping[str, Any]],
     folder: Path | None,
     draw: bool = True,
     *,
@@ -232,8 +233,9 @@ def figures(
     A drawing that fails costs that figure (its reason says why), never the report.
     """
     missing = available()
+    runs = model.artifacts(docs)
     out = []
-    for fig in describe(docs, declared=declared):
+    for fig in describe(runs, declared=declared):
         path = folder / fig.file if folder is not None else None
         if path is not None and path.is_file():
             out.append(Figure(fig.repro_id, fig.sweep, fig.file, fig.alt, True))
@@ -244,7 +246,7 @@ def figures(
         if missing:
             out.append(Figure(fig.repro_id, fig.sweep, fig.file, fig.alt, False, missing))
             continue
-        doc = next(d for d in docs if d["repro"]["id"] == fig.repro_id)
+        doc = next(d for d in runs if d.repro.id == fig.repro_id)
         sw = next(s for s in plots_of(doc, of(doc, declared)) if s.name == fig.sweep)
         try:
             band_plot(

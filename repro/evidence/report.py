@@ -20,7 +20,7 @@ from typing import Any
 
 from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
-from repro.evidence import artifact, band, cliff_report, scope
+from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import script_member
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import machine_summary, machines, state_line
@@ -28,7 +28,6 @@ from repro.evidence.markdown import (
     PASTE_LIMIT,
     PASTE_LINES,
     REPORT_LIMIT,
-    ci_label,
     code,
     fence,
     fmt_pct,
@@ -37,7 +36,9 @@ from repro.evidence.markdown import (
     ratio_with_ci,
     text,
     verdict_cell,
+    verdict_label,
 )
+from repro.evidence.model import Artifact, Cliff, Doc, Row
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
 from repro.evidence.standalone import harness_of, rerun
 from repro.evidence.variants import (
@@ -74,16 +75,16 @@ _LIBRARIES = "Versions of relevant libraries"
 # --------------------------------------------------------------------------- head
 
 
-def _date(doc: Mapping[str, Any]) -> str | None:
-    created = str((doc.get("run") or {}).get("created_utc") or "")[:10]
+def _date(doc: Artifact) -> str | None:
+    created = doc.run.created_utc[:10]
     return created if _DATE.fullmatch(created) else None
 
 
-def identity_lines(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+def identity_lines(docs: Sequence[Artifact]) -> list[str]:
     """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s)."""
     seen: dict[str, list[str]] = {}
     for d in docs:
-        e = essentials(d.get("fingerprint") or {})
+        e = essentials(d.fingerprint)
         cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
         words = ", ".join(
             [
@@ -102,27 +103,27 @@ def identity_lines(docs: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _band_cell(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
-    if doc["verdict"].get("status") not in _DECIDED:
+def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
+    if doc.verdict.status not in _DECIDED:
         return "-"
     b = band.lookup(doc, bands)
     return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
 
 
-def _status(doc: Mapping[str, Any]) -> str:
-    status = f"**{text(doc['verdict']['status'], cell=True)}**"
-    return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
+def _status(doc: Artifact) -> str:
+    status = f"**{text(doc.verdict.status, cell=True)}**"
+    return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
 
 
-def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] | None = None) -> str:
+def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
     """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
     known = band.load() if bands is None else bands
     rows = [
         [
-            text(d["repro"]["id"], cell=True),
+            text(d.repro.id, cell=True),
             _status(d),
-            verdict_cell(d, None),
-            f"{d['verdict']['threshold']:g}" if isinstance(d["verdict"].get("threshold"), int | float) else "-",
+            verdict_cell(d.verdict, None),
+            f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]
         for d in docs
@@ -139,12 +140,12 @@ LEGEND = (
 )
 
 
-def bundle_names(docs: Sequence[Mapping[str, Any]]) -> str:
+def bundle_names(docs: Sequence[Artifact]) -> str:
     """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
-    return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d["run"]["run_id"] for d in docs}))
+    return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
 
 
-def _not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None) -> str:
+def _not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
     lines = scope.not_tested(docs, declared)
     if not lines:
         return ""
@@ -164,14 +165,13 @@ _SOURCE_PHRASE = re.compile(
 )
 
 
-def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
+def seed_source(doc: Artifact) -> tuple[str, str]:
     """(source, claim): the seed's links, or the source its claim names, and the claim's words.
 
     Never blank: a claim that names no source says so.
     """
-    r = doc.get("repro") or {}
-    claim = str(r.get("seed_claim") or "")
-    links = [str(u) for u in r.get("upstream") or []]
+    claim = doc.repro.seed_claim
+    links = list(doc.repro.upstream)
     if links:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
@@ -181,37 +181,35 @@ def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
     return "the seed gives no source; no link recorded", text(claim)
 
 
-def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _seed_rows(doc: Artifact) -> list[Row]:
     """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
-    rows = (doc.get("verdict") or {}).get("breakdown") or []
     return [
         r
-        for r in rows
-        if isinstance(r, Mapping)
-        and not r.get("headline")
-        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
+        for r in doc.verdict.breakdown
+        if not r.headline
+        and "seed's program" in f"{r.comparison or ''} {r.qualifiers.get('source', '')} {r.label or ''}"
     ]
 
 
-def _seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
+def _seed_vs_ours(doc: Artifact) -> list[str]:
     out = []
-    said = (doc.get("repro") or {}).get("seed_experiment")
-    if isinstance(said, str) and said.strip():
+    said = doc.repro.seed_experiment
+    if said is not None and said.strip():
         out.append(f"Seed's experiment vs ours: {text(said)}")
-    v = doc["verdict"]
+    v = doc.verdict
     for row in _seed_rows(doc):
-        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
-        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
+        level = "95% CI" if abs(float(row.ci_level or 0.95) - 0.95) < 1e-9 else verdict_label(v)
+        seed = ratio_with_ci(row.ratio, row.ci_low, row.ci_high, level)
         out.append(
-            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
-            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
-            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
+            f"The seed's program, re-run here: {text(row.label or row.comparison)} {seed} "
+            f"({text(str(row.status or '-').replace('_', ' '))}), beside the headline "
+            f"{text(v.headline or v.metric)} {verdict_cell(v, None)}"
         )
     return out
 
 
-def _scope_line(doc: Mapping[str, Any]) -> str | None:
-    status = doc["verdict"].get("status")
+def _scope_line(doc: Artifact) -> str | None:
+    status = doc.verdict.status
     if status not in _DECIDED:
         return None  # a smoke, skipped or error run holds for nothing
     holds = scope.conditions(doc)
@@ -220,19 +218,18 @@ def _scope_line(doc: Mapping[str, Any]) -> str | None:
     return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
 
 
-def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
+def _diff_lines(doc: Artifact) -> list[str]:
     """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
     if is_smoke(doc):
         return []
     pairs = diff_pairs(doc)
-    if not pairs or not doc["verdict"].get("variants"):
+    if not pairs or not doc.verdict.variants:
         return []
     base, other = pairs[0]
-    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
-    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
+    if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
+    head = f"Kernels, {text(base.label or base.name)} -> {text(other.label or other.name)}:"
     if not changes:
         return [f"{head} the same kernels, times within 10%"]
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
@@ -240,9 +237,9 @@ def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
     return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
 
 
-def _band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
-    v = doc["verdict"]
-    if v.get("status") not in _DECIDED:
+def _band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
+    v = doc.verdict
+    if v.status not in _DECIDED:
         return None
     b = band.lookup(doc, bands)
     if b is None:
@@ -251,14 +248,14 @@ def _band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None
             "the CI alone says nothing about another GPU."
         )
     values = [p.value for p in b.points]
-    agreement = band.agree(b.center, float(v["value"]), b)
+    agreement = band.agree(b.center, float(v.value or 0.0), b)
     return (
         f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
-        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
+        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v.value or 0.0):.4g}, {agreement}."
     )
 
 
-def _rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
+def _rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
     """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
 
     The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
@@ -296,28 +293,27 @@ def _grouped(messages: Sequence[str]) -> list[str]:
     return [f"{k} ({', '.join(v)})" if v else k for k, v in by.items()]
 
 
-def _notes(doc: Mapping[str, Any]) -> list[str]:
+def _notes(doc: Artifact) -> list[str]:
     """The warnings, grouped by message, WARNINGS_SHOWN in all (why the run is suspect is in its section)."""
-    validity = doc.get("validity") or {}
-    reasons = [str(x) for x in validity.get("reasons") or []] if validity.get("flag") == "suspect" else []
+    reasons = list(doc.validity.reasons) if doc.validity.flag == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
-    warnings = [str(w) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    warnings = [w for w in doc.warnings if not (reasons and w.split(":", 1)[0] in said)]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
     return notes
 
 
-def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared, machine: str | None) -> str:
+def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine: str | None) -> str:
     """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script."""
-    r, v = doc["repro"], doc["verdict"]
-    rid = r["id"]
+    r, v = doc.repro, doc.verdict
+    rid = r.id
     smoke = is_smoke(doc)
     body: list[str] = []
-    if v.get("details"):
-        body += [" ".join(text(d) for d in v["details"]), ""]
-    if doc["variants"]:
+    if v.details:
+        body += [" ".join(text(d) for d in v.details), ""]
+    if doc.variants:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
     body += [table, ""] if table else []
@@ -325,10 +321,10 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
-    phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
+    phases = list((doc.run.phases_s or {}).items())
     spent = artifact.format_breakdown(phases, min_s=0.5)
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
+        facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s.")
     if not smoke:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
@@ -343,12 +339,12 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
-    if doc.get("error") and doc["error"].get("stderr_tail"):
-        body += ["stderr tail:", "", fence(str(doc["error"]["stderr_tail"])[-1500:]), ""]
+    if doc.error and doc.error.stderr_tail:
+        body += ["stderr tail:", "", fence(doc.error.stderr_tail[-1500:]), ""]
     if not any(b.strip() for b in body) and not facts:
         return ""  # nothing ran and nothing was said: no block holding only a digest
-    if r.get("source_sha256") and not declared.script_note:
-        facts.append(f"Repro source sha256 {code(str(r['source_sha256'])[:12])}.")
+    if r.source_sha256 and not declared.script_note:
+        facts.append(f"Repro source sha256 {code(r.source_sha256[:12])}.")
     if machine and not smoke:
         facts.append(f"Fingerprint: machine {machine} under Environment.")
     body += [" ".join(facts), ""] if facts else []
@@ -357,7 +353,7 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
 
 
 def repro_section(
-    doc: Mapping[str, Any],
+    doc: Artifact | Mapping[str, Any],
     machine: str | None = None,
     figs: Sequence[Figure] = (),
     declared: Declared | None = None,
@@ -368,28 +364,29 @@ def repro_section(
     ``declared``: what the caller looked up in the catalog for this artifact (impact for an
     artifact that lacks it, whether a script could be regenerated).
     """
+    doc = model.run_of(doc)
     declared = declared or Declared()
     known = band.load() if bands is None else bands
-    r, v = doc["repro"], doc["verdict"]
-    names = [str(k.get("name")) for x in doc.get("variants") or [] for k in x.get("kernels") or []]
-    finding = recut(str(v.get("finding") or ""), names)
-    validity = doc.get("validity") or {}
-    status = f"**{text(v['status'])}**"
-    if validity.get("flag") == "suspect" and validity.get("reasons"):
-        status += f" (suspect: {text('; '.join(_grouped([str(x) for x in validity['reasons']])))})"
+    r, v = doc.repro, doc.verdict
+    names = [k.name for x in doc.variants for k in x.kernels]
+    finding = recut(v.finding, names)
+    validity = doc.validity
+    status = f"**{text(v.status)}**"
+    if validity.flag == "suspect" and validity.reasons:
+        status += f" (suspect: {text('; '.join(_grouped(list(validity.reasons))))})"
     # The harness opens every finding with the status in words: said once, in bold.
-    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(str(v["status"]), "")
+    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(v.status, "")
     finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
-    lines = [f"## {code(r['id'])}: {text(r['title'])}", f"{status}: {text(finding)}", ""]
-    if doc.get("error"):
-        e = doc["error"]
-        lines[-1:] = [f"Error ({text(e.get('kind'))}): {text(e.get('message'))}", ""]
+    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
+    if doc.error:
+        e = doc.error
+        lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += _seed_vs_ours(doc)
     items += [x for x in [_scope_line(doc)] if x]
     items += _diff_lines(doc)
-    if v.get("status") == "reproduced":
+    if v.status == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
     items += [x for x in [_band_line(doc, known)] if x]
@@ -426,7 +423,7 @@ def _library_section(output: str) -> str | None:
     return f"{_LIBRARIES}:\n" + "\n".join(lines)
 
 
-def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str]) -> list[str]:
+def _environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list[str]:
     """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries."""
     mach, _ = machines(full)
     if not mach:
@@ -436,7 +433,7 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
         body = [machine_summary(m), ""]
         mine = [d for d in full if machine_of.get(id(d)) == m.label]
         body += [state_line(mine), ""]
-        outputs = dict.fromkeys(str((d["fingerprint"].get("collect_env") or {}).get("output") or "") for d in mine)
+        outputs = dict.fromkeys(d.machine.collect_env for d in mine)
         for o in outputs:
             libs = _library_section(o)
             if libs:
@@ -461,7 +458,7 @@ def _size(parts: Sequence[str]) -> tuple[int, int]:
 
 
 def report(
-    docs: Sequence[Mapping[str, Any]],
+    docs: Sequence[Doc | Mapping[str, Any]],
     limit: int = PASTE_LIMIT,
     title: str | None = None,
     figures: Sequence[Figure] | None = None,
@@ -484,21 +481,22 @@ def report(
     if not docs:
         raise ValueError("no artifacts to report")
     known = band.load() if bands is None else list(bands)
-    run_ids = sorted({d["run"]["run_id"] for d in docs})
-    cliffs = [d for d in docs if d.get("kind") == "gpu-repro.cliff"]
-    docs = [d for d in docs if d.get("kind") != "gpu-repro.cliff"]
+    typed = [model.of(d) for d in docs]
+    run_ids = sorted({d.run.run_id for d in typed})
+    cliffs = [d.doc for d in typed if isinstance(d, Cliff)]
+    runs = [d for d in typed if isinstance(d, Artifact)]
     if figures is None:
-        figures = describe(docs, declared=declared)
+        figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
-    ident = identity_lines(docs)
+    ident = identity_lines(runs)
     if len(ident) == 1:
         head += [ident[0], ""]
     elif ident:
         head += [f"- {line}" for line in ident] + [""]
-    smoke_run = bool(docs) and all(is_smoke(d) for d in docs)
-    bundle = bundle_names(docs) if docs else ""
-    if docs:
-        head += [summary_table(docs, known), ""]
+    smoke_run = bool(runs) and all(is_smoke(d) for d in runs)
+    bundle = bundle_names(runs) if runs else ""
+    if runs:
+        head += [summary_table(runs, known), ""]
         if not smoke_run:
             head += [
                 LEGEND + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the whole "
@@ -506,23 +504,23 @@ def report(
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
-    if any(is_smoke(d) for d in docs):
+    if any(is_smoke(d) for d in runs):
         where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
             "",
         ]
-    scope_md = _not_tested(docs, declared)
-    full = [d for d in docs if not is_smoke(d)]
+    scope_md = _not_tested(runs, declared)
+    full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
     sections = [
         repro_section(
-            d, which.get(id(d)), [f for f in figures if f.repro_id == d["repro"]["id"]], of(d, declared), known
+            d, which.get(id(d)), [f for f in figures if f.repro_id == d.repro.id], of(d, declared), known
         )
-        for d in docs
+        for d in runs
     ]
     env = _environment(full, machine_of)
     dropped: list[str] = []
@@ -536,9 +534,9 @@ def report(
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
             parts.append(scope_md)
-        for d, (section, more) in zip(docs, sections, strict=True):
+        for d, (section, more) in zip(runs, sections, strict=True):
             parts.append(section)
-            if more and d["repro"]["id"] not in dropped:
+            if more and d.repro.id not in dropped:
                 parts.append(more)
         if not env_dropped:
             parts += env
@@ -550,10 +548,10 @@ def report(
 
     parts = assemble()
     # The details blocks go first, largest first: each is one click away in the bundle too.
-    for d, (_, more) in sorted(zip(docs, sections, strict=True), key=lambda p: -len(p[1][1])):
+    for d, (_, more) in sorted(zip(runs, sections, strict=True), key=lambda p: -len(p[1][1])):
         if fits(parts) or not more:
             break
-        dropped.append(str(d["repro"]["id"]))
+        dropped.append(d.repro.id)
         parts = assemble()
     if not fits(parts) and env:
         env_dropped = True

@@ -15,21 +15,13 @@ from typing import Any
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
+from repro.evidence.model import Artifact, Row
 
 __all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
 
-# Breakdown-row keys that are the harness's own; every other key is a qualifier.
-_ROW_KEYS = frozenset(
-    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where")
-    + ("paired", "n", "scale", "basis", "headline")
-)
 MAX_CONTRASTS = 3
 # How the harness opens the finding of a repro that did not run (repro.core.verdict.unavailable).
 _NOT_MEASURED = "Not measured: "
-
-
-def _qualifiers(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in _ROW_KEYS}
 
 
 def _one(key: str, value: Any) -> str | None:
@@ -50,27 +42,22 @@ def qualifier_text(quals: Mapping[str, Any]) -> str:
     return ", ".join(p for k, v in quals.items() if (p := _one(k, v)))
 
 
-def _head_row(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    rows = (doc.get("verdict") or {}).get("breakdown") or []
-    return next((r for r in rows if r.get("headline")), None)
-
-
-def conditions(doc: Mapping[str, Any]) -> str:
+def conditions(doc: Artifact) -> str:
     """What the headline number holds for, then how the other settings fared.
 
     ``cusolver backend, batch 128; default backend: at most 0.97x, not reproduced``. The
     contrast groups the other rows by their first qualifier that differs from the headline's.
     """
-    head = _head_row(doc)
+    head = next((r for r in doc.verdict.breakdown if r.headline), None)
     if head is None:
         return "-"
-    quals = _qualifiers(head)
-    out = qualifier_text(quals) or str(head.get("label") or "-")
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for row in (doc.get("verdict") or {}).get("breakdown") or []:
-        if row is head or not isinstance(row.get("ratio"), int | float):
+    quals = head.qualifiers
+    out = qualifier_text(quals) or str(head.label or "-")
+    groups: dict[str, list[Row]] = {}
+    for row in doc.verdict.breakdown:
+        if row is head or row.ratio is None:
             continue
-        other = _qualifiers(row)
+        other = row.qualifiers
         key = next((k for k in quals if other.get(k) != quals.get(k)), None)
         if key is None:
             continue
@@ -81,50 +68,41 @@ def conditions(doc: Mapping[str, Any]) -> str:
         groups.setdefault(name, []).append(row)
     parts = []
     for name, rows in list(groups.items())[:MAX_CONTRASTS]:
-        top = max(rows, key=lambda r: float(r["ratio"]))
-        statuses = {r.get("status") for r in rows}
-        status = "reproduced" if "reproduced" in statuses else str(top.get("status") or "").replace("_", " ")
+        top = max(rows, key=lambda r: float(r.ratio or 0.0))
+        statuses = {r.status for r in rows}
+        status = "reproduced" if "reproduced" in statuses else str(top.status or "").replace("_", " ")
         bound = "at most " if len(rows) > 1 else ""
-        parts.append(f"{name}: {bound}{float(top['ratio']):.2f}x, {status}")
+        parts.append(f"{name}: {bound}{float(top.ratio or 0.0):.2f}x, {status}")
     if len(groups) > MAX_CONTRASTS:
         parts.append(f"{len(groups) - MAX_CONTRASTS} more in the breakdown")
     return out + ("; " + "; ".join(parts) if parts else "")
 
 
-def _declared(doc: Mapping[str, Any], field: str, declared: Declared | None) -> Any:
-    """A field the repro declares: from the artifact (schema 1.2), else from what the caller looked up."""
-    repro = doc.get("repro") or {}
-    if field in repro:
-        return repro[field]
-    value = getattr(declared, field, None)
-    return list(value) if isinstance(value, tuple) else value
-
-
-def impact(doc: Mapping[str, Any], declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence, then what the headline pair cost per call in this run."""
-    sentence = _declared(doc, "impact", declared)
+def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
+    """The repro's impact sentence (the artifact's since schema 1.2, else the caller's ``Declared``),
+    then what the headline pair cost per call in this run."""
+    sentence = doc.repro.impact if "impact" in doc.repro.recorded else getattr(declared, "impact", None)
     if not sentence:
         return None
-    v = doc.get("verdict") or {}
-    pair = v.get("variants") or []
-    have = {x["name"]: x for x in doc.get("variants") or []}
+    pair = doc.verdict.variants
+    have = {x.name: x for x in doc.variants}
     cost = ""
-    if len(pair) == 2 and all((have.get(n) or {}).get("timing") for n in pair):
+    if len(pair) == 2 and all((x := have.get(n)) is not None and x.timing for n in pair):
         a, b = (have[n] for n in pair)
-        ta, tb = a["timing"]["stats"]["median"], b["timing"]["stats"]["median"]
+        ta, tb = a.median, b.median
         delta = ta - tb
         sign = "+" if delta >= 0 else "-"
         cost = (
-            f" In this run {a['label']} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b['label']} "
+            f" In this run {a.label} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b.label} "
             f"({sign}{fmt_time(abs(delta))} per call)."
         )
     return f"{sentence}{cost}"
 
 
-def seed_gpus(doc: Mapping[str, Any], declared: Declared | None = None) -> list[str]:
-    """The GPUs the seed reported the cliff on."""
-    value = _declared(doc, "seed_gpus", declared)
-    return [str(g) for g in value] if isinstance(value, list) else []
+def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
+    """The GPUs the seed reported the cliff on (the artifact's since schema 1.2, else the caller's ``Declared``)."""
+    value = doc.repro.seed_gpus if "seed_gpus" in doc.repro.recorded else getattr(declared, "seed_gpus", None)
+    return [str(g) for g in value] if value is not None else []
 
 
 def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
@@ -132,47 +110,43 @@ def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
     return any(want in g.lower() for g in run_gpus)
 
 
-def not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None = None) -> list[str]:
+def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had."""
     lines: list[str] = []
     for doc in docs:
-        rid = doc["repro"]["id"]
-        v = doc.get("verdict") or {}
-        if v.get("status") in ("skipped", "error"):
+        rid = doc.repro.id
+        v = doc.verdict
+        if v.status in ("skipped", "error"):
             # Nothing ran, so nothing was a smoke run either: one line, the status's own.
-            finding = str(v.get("finding") or "no finding recorded")
+            finding = str(v.finding or "no finding recorded")
             finding = finding[len(_NOT_MEASURED) :] if finding.startswith(_NOT_MEASURED) else finding
-            lines.append(f"{rid}: not measured ({v.get('status')}): {finding}")
+            lines.append(f"{rid}: not measured ({v.status}): {finding}")
             continue
-        if (doc.get("run") or {}).get("smoke"):
-            device = (doc.get("run") or {}).get("device") or "CPU"
+        if doc.smoke:
+            device = doc.run.device or "CPU"
             lines.append(f"{rid}: a smoke run on {device} (shrunken sizes): it proves the pipeline, not the cliff.")
         by_reason: dict[str, list[str]] = {}
-        for var in doc.get("variants") or []:
-            if var.get("status") != "ok":
-                why = f"{var.get('status')}: {var.get('reason') or 'no reason recorded'}"
-                by_reason.setdefault(why, []).append(str(var.get("label") or var.get("name")))
+        for var in doc.variants:
+            if var.status != "ok":
+                why = f"{var.status}: {var.reason or 'no reason recorded'}"
+                by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
             shown = "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
             lines.append(f"{rid}: {shown} ({why})")
-    run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
+    facts = [essentials(d.fingerprint) for d in docs]
+    run_gpus = sorted({str(e["gpu"]) for e in facts})
     missing: dict[str, list[str]] = {}
     for doc in docs:
         for g in seed_gpus(doc, of(doc, declared)):
             if not _covered(g, run_gpus):
-                missing.setdefault(g, []).append(doc["repro"]["id"])
+                missing.setdefault(g, []).append(doc.repro.id)
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
         lines.append(
             f"GPUs the seeds reported on that this run did not have: {named}. This run had {', '.join(run_gpus)}."
         )
-    stacks = sorted(
-        {
-            f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}"
-            for e in (essentials(d["fingerprint"]) for d in docs)
-        }
-    )
+    stacks = sorted({f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}" for e in facts})
     if len(stacks) == 1:
         lines.append(
             f"One software stack only ({stacks[0]}): other torch, CUDA and library versions and the Docker lanes "

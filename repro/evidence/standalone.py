@@ -28,6 +28,8 @@ from repro.core.context import SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.results import Comparison
 from repro.core.verdict import headline_candidates
+from repro.evidence import model
+from repro.evidence.model import Artifact
 
 __all__ = [
     "CPU_ENV",
@@ -320,15 +322,14 @@ class Harness:
         return ", ".join(parts)
 
 
-def harness_of(doc: Mapping[str, Any]) -> Harness:
+def harness_of(doc: Artifact | Mapping[str, Any]) -> Harness:
     """The artifact's ``fingerprint.harness``, each field kept only when it matches its schema pattern."""
-    h = (doc.get("fingerprint") or {}).get("harness") or {}
-    h = h if isinstance(h, Mapping) else {}
-    state = h.get("git_state")
+    h = model.run_of(doc).machine.harness
+    state = h.git_state
     return Harness(
-        version=_checked(_VERSION, h.get("version")),
-        digest=_checked(_DIGEST, h.get("source_sha256")),
-        commit=_checked(_COMMIT, h.get("git_commit")),
+        version=_checked(_VERSION, h.version),
+        digest=_checked(_DIGEST, h.source_sha256),
+        commit=_checked(_COMMIT, h.git_commit),
         git_state=state if isinstance(state, str) and state in _GIT_STATES else None,
     )
 
@@ -373,24 +374,22 @@ class Rerun:
         return f"this run predates harness digests: harness {self.harness.version or 'unknown'}, commit {commit}"
 
 
-def rerun(doc: Mapping[str, Any]) -> Rerun:
+def rerun(doc: Artifact | Mapping[str, Any]) -> Rerun:
     """The re-run of ``doc`` from its validated fields (see ``Rerun``)."""
-    repro = doc.get("repro") or {}
-    run = doc.get("run") or {}
-    harness = harness_of(doc)
-    run_id = _checked(_RUN_ID, run.get("run_id"))
-    rid = _checked(_REPRO_ID, repro.get("id"))
+    a = model.run_of(doc)
+    harness = harness_of(a)
+    run_id = _checked(_RUN_ID, a.run.run_id)
+    rid = _checked(_REPRO_ID, a.repro.id)
     if rid is None:
         return Rerun(None, "the artifact's repro id is not one a command can carry", harness, run_id)
-    params = repro.get("params")
     args = ["repro", "run", rid]
-    for key, value in params.items() if isinstance(params, Mapping) else ():
+    for key, value in a.repro.params.items():
         shown = _value(value)
         if not isinstance(key, str) or not _PARAM.fullmatch(key) or shown is None:
             why = "a param in the artifact is not one a command can carry (see repro.params)"
             return Rerun(None, why, harness, run_id)
         args += ["--set", f"{key}={shown}"]
-    if run.get("smoke") is True:
+    if a.run.smoke:
         args.append("--smoke")
     return Rerun(tuple(args), None, harness, run_id)
 

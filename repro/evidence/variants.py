@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from repro.core.kernelnames import short_names
+from repro.core.results import Kernel, VariantResult
 from repro.evidence.markdown import (
     NAME_CHARS,
     ci_label,
@@ -17,6 +18,7 @@ from repro.evidence.markdown import (
     ratio_with_ci,
     text,
 )
+from repro.evidence.model import Artifact
 
 # Above this many variants only those the comparisons use (or only the verdict's pair) are tabled.
 MAX_VARIANTS_SHOWN = 6
@@ -28,47 +30,48 @@ MAX_RELATED_DIFFS = 2
 _CHANGED = 0.10
 
 
-def is_smoke(doc: Mapping[str, Any]) -> bool:
+def is_smoke(a: Artifact) -> bool:
     """True for a smoke run (shrunken sizes, often on CPU): it proves the pipeline, never a cliff."""
-    return bool((doc.get("run") or {}).get("smoke"))
+    return a.smoke
 
 
-def shown_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+def shown_variants(a: Artifact) -> tuple[list[VariantResult], int]:
     """The variants a report shows in full, and how many it leaves to the artifact.
 
     A grid repro (solve-512-cliff has ~80 points) would bury its story in rows. Above the cap,
     the variants some comparison uses are shown when they fit, else the verdict's own pair; then
     variants that did not run, as room allows; the comparisons table summarises the rest.
     """
-    variants = list(doc["variants"])
-    cap = MAX_VARIANTS_SHOWN_SMOKE if is_smoke(doc) else MAX_VARIANTS_SHOWN
+    variants = list(a.variants)
+    cap = MAX_VARIANTS_SHOWN_SMOKE if a.smoke else MAX_VARIANTS_SHOWN
     if len(variants) <= cap:
         return variants, 0
-    rows = [r for r in (doc["verdict"].get("breakdown") or []) if isinstance(r, Mapping)]
-    compared = {str(r.get(k)) for r in rows for k in ("num", "den")}
-    named = set(doc["verdict"].get("variants") or ())
-    if named <= compared and len([v for v in variants if v["name"] in compared]) <= cap:
+    compared = {str(x) for r in a.verdict.breakdown for x in (r.num, r.den)}
+    named = set(a.verdict.variants)
+    if named <= compared and len([v for v in variants if v.name in compared]) <= cap:
         named = compared
     # Then variants that did not run, as room allows; in catalog order.
     room = max(cap - len(named), 0)
-    extra = {id(v) for v in [v for v in variants if v["name"] not in named and v["status"] != "ok"][:room]}
-    keep = [v for v in variants if v["name"] in named or id(v) in extra]
-    if not any(v["name"] in named for v in keep):
-        keep = [v for v in variants if v["status"] == "ok"][:2] + keep
+    extra = {id(v) for v in [v for v in variants if v.name not in named and v.status != "ok"][:room]}
+    keep = [v for v in variants if v.name in named or id(v) in extra]
+    if not any(v.name in named for v in keep):
+        keep = [v for v in variants if v.status == "ok"][:2] + keep
     return keep, len(variants) - len(keep)
 
 
-def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
-    a = v.get("achieved") or {}
-    if a.get("tflops") is not None and (a.get("ceiling_unit") in (None, "TFLOP/s")):
-        rate = f"{a['tflops']:.3g} TFLOP/s"
-    elif a.get("gbps") is not None:
-        rate = f"{a['gbps']:.4g} GB/s"
+def _rate(v: VariantResult) -> tuple[str, str]:
+    a = v.achieved
+    if a is None:
+        return "-", "-"
+    if a.tflops is not None and (a.ceiling_unit in (None, "TFLOP/s")):
+        rate = f"{a.tflops:.3g} TFLOP/s"
+    elif a.gbps is not None:
+        rate = f"{a.gbps:.4g} GB/s"
     else:
         rate = "-"
     pct = "-"
-    if a.get("pct_of_ceiling") is not None:
-        pct = f"{fmt_pct(a['pct_of_ceiling'])} of {text(a['ceiling'], cell=True)}"
+    if a.pct_of_ceiling is not None:
+        pct = f"{fmt_pct(a.pct_of_ceiling)} of {text(a.ceiling, cell=True)}"
     return rate, pct
 
 
@@ -79,25 +82,25 @@ def _time_range(lo: float, hi: float) -> str:
     return f"{a.rsplit(' ', 1)[0]}-{b}" if ua == ub else f"{a}-{b}"
 
 
-def variants_table(doc: Mapping[str, Any]) -> str:
+def variants_table(a: Artifact) -> str:
     """The shown variants that ran: median and CI, samples, timer, achieved rate.
 
     Variants that did not run are in the report's "Not tested here", with why.
     """
     rows = []
-    shown, hidden = shown_variants(doc)
+    shown, hidden = shown_variants(a)
     for v in shown:
-        t = v.get("timing")
-        if v["status"] != "ok" or not t:
+        t = v.timing
+        if v.status != "ok" or not t:
             continue
-        s = t["stats"]
+        s = t.stats
         rate, pct = _rate(v)
         rows.append(
             [
-                text(v["label"], cell=True),
-                f"{fmt_time(s['median'])} ({_time_range(s['ci_low'], s['ci_high'])})",
-                str(s["n"]),
-                text(t["method"].replace("_", " "), cell=True),
+                text(v.label, cell=True),
+                f"{fmt_time(s.median)} ({_time_range(s.ci_low, s.ci_high)})",
+                str(s.n),
+                text(t.method.replace("_", " "), cell=True),
                 rate + (f" ({pct})" if pct != "-" else ""),
             ]
         )
@@ -114,15 +117,15 @@ def variants_table(doc: Mapping[str, Any]) -> str:
     return out
 
 
-def per_call_us(k: Mapping[str, Any]) -> float:
+def per_call_us(k: Kernel) -> float:
     """A kernel's microseconds per call of the timed op (``per_call``: its launches per call)."""
-    return float(k["total_us"]) / max(float(k["count"]), 1.0) * float(k["per_call"])
+    return float(k.total_us) / max(float(k.count), 1.0) * float(k.per_call)
 
 
-def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:
     """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
-    a = {k["name"]: per_call_us(k) for k in base.get("kernels", [])}
-    b = {k["name"]: per_call_us(k) for k in other.get("kernels", [])}
+    a = {k.name: per_call_us(k) for k in base.kernels}
+    b = {k.name: per_call_us(k) for k in other.kernels}
     short = short_names([*a, *b], NAME_CHARS)
 
     def c(name: str) -> str:
@@ -139,13 +142,13 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _contrast(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+def _contrast(a: VariantResult, b: VariantResult) -> dict[str, tuple[Any, Any]]:
     """The config keys whose values differ from variant ``a`` to ``b``, with both values."""
-    ca, cb = a.get("config") or {}, b.get("config") or {}
+    ca, cb = a.config or {}, b.config or {}
     return {k: (ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb)) if ca.get(k) != cb.get(k)}
 
 
-def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+def diff_pairs(doc: Artifact) -> list[tuple[VariantResult, VariantResult]]:
     """The (base, other) variant pairs whose kernels a report diffs.
 
     First the verdict's own pair (denominator -> numerator). Then the same contrast at other
@@ -153,11 +156,11 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
     -> 512 at another batch, say). Without a named pair, only variants that differ in one config
     value are paired. Unrelated variants (another batch *and* another size) are never paired.
     """
-    shown = list(doc["variants"])
-    measured = [v for v in shown if v.get("kernels")]
-    by_name = {v["name"]: v for v in measured}
-    named = list(doc["verdict"].get("variants") or ())
-    pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    shown = list(doc.variants)
+    measured = [v for v in shown if v.kernels]
+    by_name = {v.name: v for v in measured}
+    named = list(doc.verdict.variants)
+    pairs: list[tuple[VariantResult, VariantResult]] = []
     if len(named) == 2 and all(n in by_name for n in named):
         base, other = by_name[named[1]], by_name[named[0]]
         pairs.append((base, other))
@@ -169,8 +172,8 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
             if a is not b and (a, b) != (base, other) and want and _contrast(a, b) == want
         ]
         return _once(pairs + related)[: 1 + MAX_RELATED_DIFFS]
-    shown_names = {v["name"]: v for v in shown}
-    external = bool(named) and all(n in shown_names and not shown_names[n].get("kernels") for n in named)
+    shown_names = {v.name: v for v in shown}
+    external = bool(named) and all(n in shown_names and not shown_names[n].kernels for n in named)
     if named and not external:  # the verdict's pair is not among the shown, measured variants: pair nothing else
         return []
     # No pair named, or a pair timed outside the profiler (a pure CUDA twin): variants one config value apart.
@@ -178,46 +181,43 @@ def diff_pairs(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[
     return singles[: 1 + MAX_RELATED_DIFFS]
 
 
-def _once(
-    pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+def _once(pairs: Sequence[tuple[VariantResult, VariantResult]]) -> list[tuple[VariantResult, VariantResult]]:
     """Each unordered pair once: A -> B and B -> A say the same thing mirrored."""
     seen: set[frozenset[str]] = set()
     out = []
     for a, b in pairs:
-        key = frozenset((str(a["name"]), str(b["name"])))
+        key = frozenset((str(a.name), str(b.name)))
         if key not in seen:
             seen.add(key)
             out.append((a, b))
     return out
 
 
-def comparisons_table(doc: Mapping[str, Any]) -> str:
+def comparisons_table(doc: Artifact) -> str:
     """Every comparison the verdict computed: its ratio and CI, its status, its rounds; the headline in bold.
 
     The CI level is in the header when every row has the same one (the verdict's own label: "99.2%
     CI, worst of 6"), else in each cell; a threshold column appears only when rows differ in it.
     """
-    rows_in = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+    rows_in = doc.verdict.breakdown
     if not rows_in:
         return ""
-    one_level = len({repr(x.get("ci_level")) for x in rows_in}) == 1
-    thresholds = len({repr(x.get("threshold")) for x in rows_in}) > 1
+    one_level = len({repr(x.ci_level) for x in rows_in}) == 1
+    thresholds = len({repr(x.threshold) for x in rows_in}) > 1
     rows = []
     for r in rows_in:
-        name = text(r.get("comparison") or r.get("label") or "-", cell=True)
-        level = r.get("ci_level")
-        level = float(level) if isinstance(level, int | float) else 0.95
+        name = text(r.comparison or r.label or "-", cell=True)
+        level = float(r.ci_level) if r.ci_level is not None else 0.95
         label = "" if one_level else f"{level * 100:.3g}% CI"
         row = [
-            f"**{name}**" if r.get("headline") else name,
-            ratio_with_ci(r.get("ratio"), r.get("ci_low"), r.get("ci_high"), label),
-            text(str(r.get("status") or "-").replace("_", " "), cell=True),
-            str(r.get("n")) if isinstance(r.get("n"), int) else "-",
+            f"**{name}**" if r.headline else name,
+            ratio_with_ci(r.ratio, r.ci_low, r.ci_high, label),
+            text(str(r.status or "-").replace("_", " "), cell=True),
+            str(r.n) if r.n is not None else "-",
         ]
         if thresholds:
-            row.append(text(fmt_num(r.get("threshold")), cell=True))
+            row.append(text(fmt_num(r.threshold), cell=True))
         rows.append(row)
-    level_words = ci_label({**doc["verdict"], "ci_level": rows_in[0].get("ci_level")}) if one_level else "CI"
+    level_words = ci_label(rows_in[0].ci_level, [x.ci_level for x in rows_in]) if one_level else "CI"
     headers = ["comparison", f"ratio ({level_words})", "status", "rounds"] + (["threshold"] if thresholds else [])
     return md_table(rows, headers)

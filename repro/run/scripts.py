@@ -14,8 +14,9 @@ from typing import Any
 
 from repro.core.errors import UsageError
 from repro.core.spec import build_params
-from repro.evidence import artifact
+from repro.evidence import artifact, model
 from repro.evidence.declared import Declared, key
+from repro.evidence.model import Artifact, Doc
 from repro.run import catalog
 
 __all__ = ["declared", "regenerate", "script_for"]
@@ -41,19 +42,19 @@ def script_for(
     return text
 
 
-def regenerate(doc: Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tuple[str | None, str | None]:
+def regenerate(doc: Artifact | Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tuple[str | None, str | None]:
     """The script of an artifact's headline comparison, from this catalog's code for its repro id and params.
 
     Returns ``(script, note)``: with a script, the note says when this checkout's source of the
     repro differs from the one that made the artifact; without one, it says why none was made.
     """
-    repro = doc.get("repro") or {}
-    rid = str(repro.get("id"))
+    a = model.run_of(doc)
+    rid = a.repro.id
     cls = catalog.load(repro_paths).get(rid)
     if cls is None:
         return None, f"{rid} is not in this installation's catalog"
-    raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in (repro.get("params") or {}).items()}
-    head = (doc.get("verdict") or {}).get("headline")
+    raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in a.repro.params.items()}
+    head = a.verdict.headline
     notes: list[str] = []
     try:
         params = build_params(cls.id, cls.Params, raw)
@@ -65,7 +66,7 @@ def regenerate(doc: Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tupl
         return None, f"this catalog's {rid} could not build a script for the artifact's params ({type(exc).__name__})"
     if script is None:
         return None, "; ".join(notes) or f"{rid} declares no standalone script"
-    here, there = artifact.source_sha256(catalog.source_file(cls.id)), repro.get("source_sha256")
+    here, there = artifact.source_sha256(catalog.source_file(cls.id)), a.repro.source_sha256
     if there and here != there:
         notes.append(
             f"made from this installation's source of {rid} (sha256 {str(here)[:12]}), which differs from the "
@@ -74,15 +75,13 @@ def regenerate(doc: Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tupl
     return script, "; ".join(notes) or None
 
 
-def declared(docs: Sequence[Mapping[str, Any]], repro_paths: Iterable[Path] = ()) -> dict[tuple[str, str], Declared]:
+def declared(docs: Sequence[Doc | Mapping[str, Any]], repro_paths: Iterable[Path] = ()) -> dict[tuple[str, str], Declared]:
     """For each run artifact (cliff searches have none), what the catalog declares for its repro, script included."""
     paths = list(repro_paths)
     classes = catalog.load(paths)
     out: dict[tuple[str, str], Declared] = {}
-    for doc in docs:
-        if artifact.is_cliff(doc):
-            continue
-        cls = classes.get(str((doc.get("repro") or {}).get("id")))
+    for doc in model.artifacts(docs):
+        cls = classes.get(doc.repro.id)
         script, note = regenerate(doc, paths)
         if cls is None:
             out[key(doc)] = Declared(script_note=note)

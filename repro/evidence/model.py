@@ -1,0 +1,429 @@
+"""The artifact as the evidence layer reads it: validated once, then frozen, typed dataclasses.
+
+``load`` reads and validates a file (``repro.evidence.artifact.load``) and returns an ``Artifact``
+(a repro run) or a ``Cliff`` (a ``repro cliff`` search); ``of`` builds the same from a document
+already in memory. Reports, plots, scope, the re-run band and matrix collect read fields of these,
+never string keys of the JSON.
+
+The variants reuse the result types the harness writes (``repro.core.results``: ``VariantResult``,
+``Timing``, ``Stats``, ``Kernel``, ``Work``, ``Achieved``, ``Plot``); every artifact version that
+still validates fills them, since the fields later versions added have defaults. The verdict does
+not reuse ``results.Verdict``: that class carries its breakdown rows, claim and not-run entries as
+the plain mappings ``repro.core.verdict`` builds and writes (a row's qualifiers sit beside its
+fixed keys), so here they are ``Row``, ``Claim`` and ``NotRun``, with the qualifiers split out.
+The repro, run, validity and error blocks have no write-side class (``artifact.assemble`` takes
+mappings) and get one here; their fields that older versions lack are optional, and
+``ReproInfo.recorded`` says which of the declared-by-the-repro fields (1.2 and later) an artifact
+carries, since a reader must tell "recorded as null" from "not recorded".
+
+The fingerprint has its own schema (fingerprint.schema.json) and its own reader
+(``repro.env.fingerprint.essentials``); it stays the mapping the schema describes. So do the
+free-form objects the schema leaves open: params, config, extra, gpu_monitor, a row's qualifiers.
+A cliff search keeps its document (``Cliff.doc``) for ``repro.evidence.cliff_report``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.core.results import Plot, VariantResult, from_jsonable
+from repro.evidence import artifact
+
+__all__ = [
+    "Artifact",
+    "Claim",
+    "Cliff",
+    "Doc",
+    "ErrorInfo",
+    "Harness",
+    "MachineFacts",
+    "NotRun",
+    "ReproInfo",
+    "Row",
+    "RunInfo",
+    "Validity",
+    "Verdict",
+    "load",
+    "artifacts",
+    "of",
+    "of_run",
+    "run_of",
+]
+
+# Fields a repro declares that artifacts carry since schema 1.2; before, the catalog supplies them.
+DECLARABLE = ("impact", "seed_gpus", "plots", "script")
+
+
+@dataclass(frozen=True)
+class ReproInfo:
+    """Which repro ran, with which params, and what it declares about itself."""
+
+    id: str
+    title: str
+    upstream: tuple[str, ...]
+    seed_claim: str
+    params: Mapping[str, Any]
+    source_sha256: str | None
+    impact: str | None = None
+    seed_gpus: tuple[str, ...] | None = None
+    seed_source: str | None = None
+    seed_experiment: str | None = None
+    plots: tuple[Plot, ...] | None = None
+    script: str | None = None
+    recorded: frozenset[str] = frozenset()  # which of DECLARABLE the artifact carries (null included)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """When, how and where the run happened."""
+
+    run_id: str
+    created_utc: str
+    command: tuple[str, ...]
+    smoke: bool
+    device: str | None
+    duration_s: float
+    harness_version: str
+    rerun: str | None = None
+    cpu_threads: int | None = None
+    phases_s: Mapping[str, float] | None = None  # seconds per phase, in run order (1.2)
+
+
+@dataclass(frozen=True)
+class Validity:
+    flag: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """Why a run failed: an exception, a crash, a timeout, running out of memory or disk, an interrupt."""
+
+    kind: str
+    message: str
+    exit_code: int | None = None
+    signal: str | None = None
+    stderr_tail: str | None = None
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Whether the seed's own subject ran (1.3)."""
+
+    tested: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A declared comparison that got no ratio, and why (1.3)."""
+
+    comparison: str
+    label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One breakdown row of a verdict: a comparison's ratio, CI and status, and its qualifiers.
+
+    The schema leaves rows open, so every fixed field is optional and holds its value only when it
+    has the expected type; everything else a row carries is a qualifier (``repro.core.verdict``).
+    """
+
+    comparison: str | None = None
+    label: str | None = None
+    num: str | None = None
+    den: str | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    threshold: Any = None  # shown as recorded, whatever it is
+    ci_level: float | None = None
+    status: str | None = None
+    where: str | None = None
+    paired: bool | None = None
+    n: int | None = None
+    scale: float | None = None
+    basis: str | None = None
+    headline: bool = False
+    qualifiers: Mapping[str, Any] = field(default_factory=dict)
+
+
+ROW_KEYS = frozenset(f.name for f in dataclasses.fields(Row) if f.name != "qualifiers")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict as written (``repro.core.results.Verdict``), its rows, claim and not-run entries typed."""
+
+    metric: str
+    description: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_level: float | None  # None only in a document that skipped validation; so for threshold
+    threshold: float | None
+    status: str
+    finding: str
+    breakdown: tuple[Row, ...] = ()
+    variants: tuple[str, ...] = ()
+    details: tuple[str, ...] = ()
+    headline: str | None = None
+    paired: bool | None = None
+    claim: Claim | None = None
+    not_run: tuple[NotRun, ...] = ()
+
+
+@dataclass(frozen=True)
+class Harness:
+    """The harness that measured, as the fingerprint records it (each value unchecked; see ``repro.evidence.standalone``)."""
+
+    version: Any = None
+    source_sha256: Any = None
+    git_commit: Any = None
+    git_state: Any = None
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What the evidence layer reads from a fingerprint besides ``essentials``: the GPU's identity,
+    the harness, the scheduler's record, collect_env's output."""
+
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    harness: Harness = Harness()
+    gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
+    scheduler: Mapping[str, Any] = field(default_factory=dict)
+    collect_env: str = ""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One repro run, as ``repro run`` wrote it."""
+
+    schema_version: str
+    kind: str
+    repro: ReproInfo
+    run: RunInfo
+    variants: tuple[VariantResult, ...]
+    verdict: Verdict
+    validity: Validity
+    fingerprint: Mapping[str, Any]
+    extra: Mapping[str, Any]
+    warnings: tuple[str, ...]
+    error: ErrorInfo | None
+    machine: MachineFacts = MachineFacts()  # read from ``fingerprint`` at load
+
+    @property
+    def smoke(self) -> bool:
+        """A smoke run (shrunken sizes, often on CPU): it proves the pipeline, never a cliff."""
+        return self.run.smoke is True
+
+    def variant(self, name: str) -> VariantResult | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+@dataclass(frozen=True)
+class Cliff:
+    """A ``repro cliff`` search: its run, and its document for ``repro.evidence.cliff_report``."""
+
+    schema_version: str
+    kind: str
+    run: RunInfo
+    doc: Mapping[str, Any] = field(repr=False)
+
+
+Doc = Artifact | Cliff
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _num(value: Any) -> float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in _list(value))
+
+
+def _row(raw: Mapping[str, Any]) -> Row:
+    n, paired, level = raw.get("n"), raw.get("paired"), raw.get("ci_level")
+    return Row(
+        comparison=_str(raw.get("comparison")),
+        label=_str(raw.get("label")),
+        num=_str(raw.get("num")),
+        den=_str(raw.get("den")),
+        ratio=_num(raw.get("ratio")),
+        ci_low=_num(raw.get("ci_low")),
+        ci_high=_num(raw.get("ci_high")),
+        threshold=raw.get("threshold"),
+        ci_level=_num(level),
+        status=_str(raw.get("status")),
+        where=_str(raw.get("where")),
+        paired=paired if isinstance(paired, bool) else None,
+        n=n if isinstance(n, int) and not isinstance(n, bool) else None,
+        scale=_num(raw.get("scale")),
+        basis=_str(raw.get("basis")),
+        headline=bool(raw.get("headline")),
+        qualifiers={k: v for k, v in raw.items() if k not in ROW_KEYS},
+    )
+
+
+def _verdict(raw: Mapping[str, Any]) -> Verdict:
+    claim = raw.get("claim")
+    return Verdict(
+        metric=str(raw.get("metric") or ""),
+        description=str(raw.get("description") or ""),
+        value=_num(raw.get("value")),
+        ci_low=_num(raw.get("ci_low")),
+        ci_high=_num(raw.get("ci_high")),
+        ci_level=_num(raw.get("ci_level")),
+        threshold=_num(raw.get("threshold")),
+        status=str(raw.get("status") or ""),
+        finding=str(raw.get("finding") or ""),
+        breakdown=tuple(_row(r) for r in _list(raw.get("breakdown")) if isinstance(r, Mapping)),
+        variants=_strs(raw.get("variants")),
+        details=_strs(raw.get("details")),
+        headline=_str(raw.get("headline")),
+        paired=raw.get("paired") if isinstance(raw.get("paired"), bool) else None,
+        claim=Claim(bool(claim.get("tested")), _str(claim.get("reason"))) if isinstance(claim, Mapping) else None,
+        not_run=tuple(
+            NotRun(str(x.get("comparison")), str(x.get("label")), str(x.get("reason")))
+            for x in _list(raw.get("not_run"))
+            if isinstance(x, Mapping)
+        ),
+    )
+
+
+def _repro(raw: Mapping[str, Any]) -> ReproInfo:
+    plots = raw.get("plots")
+    gpus = raw.get("seed_gpus")
+    return ReproInfo(
+        id=str(raw.get("id")),
+        title=str(raw.get("title") or ""),
+        upstream=_strs(raw.get("upstream")),
+        seed_claim=str(raw.get("seed_claim") or ""),
+        params=_map(raw.get("params")),
+        source_sha256=_str(raw.get("source_sha256")),
+        impact=_str(raw.get("impact")),
+        seed_gpus=_strs(gpus) if isinstance(gpus, list | tuple) else None,
+        seed_source=_str(raw.get("seed_source")),
+        seed_experiment=raw.get("seed_experiment") if isinstance(raw.get("seed_experiment"), str) else None,
+        plots=tuple(from_jsonable(Plot, p) for p in plots if isinstance(p, Mapping))
+        if isinstance(plots, list | tuple)
+        else None,
+        script=_str(raw.get("script")),
+        recorded=frozenset(k for k in DECLARABLE if k in raw),
+    )
+
+
+def of_run(raw: Any) -> RunInfo:
+    """A document's ``run`` block (artifacts and cliff searches share it)."""
+    raw = _map(raw)
+    phases = raw.get("phases_s")
+    threads = raw.get("cpu_threads")
+    return RunInfo(
+        run_id=str(raw.get("run_id")),
+        created_utc=str(raw.get("created_utc") or ""),
+        command=_strs(raw.get("command")),
+        smoke=raw.get("smoke") is True,
+        device=_str(raw.get("device")),
+        duration_s=float(_num(raw.get("duration_s")) or 0.0),
+        harness_version=str(raw.get("harness_version") or ""),
+        rerun=_str(raw.get("rerun")),
+        cpu_threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
+        phases_s={str(k): float(v) for k, v in phases.items() if _num(v) is not None}
+        if isinstance(phases, Mapping)
+        else None,
+    )
+
+
+def _variant(raw: Mapping[str, Any]) -> VariantResult:
+    v: VariantResult = from_jsonable(VariantResult, raw)
+    return v
+
+
+def _error(raw: Any) -> ErrorInfo | None:
+    if not isinstance(raw, Mapping):
+        return None
+    code = raw.get("exit_code")
+    return ErrorInfo(
+        kind=str(raw.get("kind")),
+        message=str(raw.get("message")),
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        signal=_str(raw.get("signal")),
+        stderr_tail=_str(raw.get("stderr_tail")),
+        traceback=_str(raw.get("traceback")),
+    )
+
+
+def _machine(fp: Mapping[str, Any]) -> MachineFacts:
+    gpu, h = _map(fp.get("gpu")), _map(fp.get("harness"))
+    return MachineFacts(
+        gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
+        gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
+        harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
+        gpu_state=_map(gpu.get("state")),
+        scheduler=_map(fp.get("scheduler")),
+        collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
+    )
+
+
+def of(doc: Doc | Mapping[str, Any]) -> Doc:
+    """The typed form of a document already read (and validated: ``load`` does both)."""
+    if isinstance(doc, Artifact | Cliff):
+        return doc
+    if artifact.is_cliff(doc):
+        return Cliff(str(doc.get("schema_version")), artifact.CLIFF_KIND, of_run(doc.get("run")), doc)
+    validity = _map(doc.get("validity"))
+    return Artifact(
+        schema_version=str(doc.get("schema_version")),
+        kind=str(doc.get("kind") or artifact.ARTIFACT_KIND),
+        repro=_repro(_map(doc.get("repro"))),
+        run=of_run(doc.get("run")),
+        variants=tuple(_variant(v) for v in _list(doc.get("variants")) if isinstance(v, Mapping)),
+        verdict=_verdict(_map(doc.get("verdict"))),
+        validity=Validity(str(validity.get("flag") or ""), _strs(validity.get("reasons"))),
+        fingerprint=_map(doc.get("fingerprint")),
+        extra=_map(doc.get("extra")),
+        warnings=_strs(doc.get("warnings")),
+        error=_error(doc.get("error")),
+        machine=_machine(_map(doc.get("fingerprint"))),
+    )
+
+
+def run_of(doc: Artifact | Mapping[str, Any]) -> Artifact:
+    """The typed form of a repro run's document; a cliff search is a ValueError (it has no verdict)."""
+    a = of(doc)
+    if not isinstance(a, Artifact):
+        raise ValueError(f"run {a.run.run_id}: a cliff search, not a repro run")
+    return a
+
+
+def artifacts(docs: Sequence[Doc | Mapping[str, Any]]) -> list[Artifact]:
+    """The repro runs among ``docs`` (cliff searches left out), typed."""
+    return [d for d in map(of, docs) if isinstance(d, Artifact)]
+
+
+def load(path: Path) -> Doc:
+    """Read, validate and type one artifact file; any problem is a UsageError naming the file."""
+    return of(artifact.load(path))
