@@ -15,10 +15,11 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from repro.core import stats
+from repro.core import verdict as core_verdict
 from repro.core.context import SamplingConfig
-from repro.core.results import DECIDED
+from repro.core.results import DECIDED, Achieved, Plot
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
-from repro.evidence import artifact
+from repro.evidence import artifact, model
 from repro.run import catalog
 from repro.run.execute import RunRequest, execute
 
@@ -238,3 +239,56 @@ def test_the_schema_and_the_result_types_describe_the_same_fields(definition: st
     fields = {f.name for f in dataclasses.fields(model)}
     assert set(schema["properties"]) == fields
     assert set(schema.get("required", ())) <= fields
+
+
+def _at(path: str) -> dict[str, Any]:
+    """The schema object at a '/'-separated path of the artifact schema."""
+    node: Any = json.loads((artifact.SCHEMA_DIR / "artifact.schema.json").read_text())
+    for part in path.split("/") if path else []:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    assert isinstance(node, dict)
+    return node
+
+
+# (schema location, the type that reads it, fields derived at load rather than read from the document)
+READ_MODEL: list[tuple[str, type, frozenset[str]]] = [
+    ("", model.Artifact, frozenset({"machine", "raw"})),
+    ("properties/repro", model.ReproInfo, frozenset({"recorded"})),
+    ("properties/repro/properties/plots/items", Plot, frozenset()),
+    ("properties/run", model.RunInfo, frozenset()),
+    ("properties/validity", model.Validity, frozenset()),
+    ("properties/error/oneOf/1", model.ErrorInfo, frozenset()),
+    ("$defs/verdict", model.Verdict, frozenset()),
+    ("$defs/verdict/properties/claim", model.Claim, frozenset()),
+    ("$defs/verdict/properties/not_run/items", model.NotRun, frozenset()),
+    ("$defs/variant", VariantResult, frozenset()),
+    ("$defs/variant/properties/work", Work, frozenset()),
+    ("$defs/variant/properties/achieved", Achieved, frozenset()),
+    ("$defs/timing", Timing, frozenset()),
+    ("$defs/stats", Stats, frozenset()),
+    ("$defs/kernel", Kernel, frozenset()),
+]
+
+
+@pytest.mark.parametrize(("where", "cls", "derived"), READ_MODEL, ids=[c.__name__ for _, c, _ in READ_MODEL])
+def test_the_schema_and_the_read_model_describe_the_same_fields(where: str, cls: type, derived: frozenset[str]) -> None:
+    """One format for reading too: each class of repro.evidence.model (and each result type it reuses)
+    has a field per property of its schema object and no other, and every field without a default
+    is one the schema requires, so every document that validates fills it."""
+    node = _at(where)
+    named = set(node.get("properties", ())) | set(node.get("required", ()))
+    fields = {f.name for f in dataclasses.fields(cls)} - derived
+    assert named == fields
+    needed = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    assert needed <= set(node.get("required", ())), needed - set(node.get("required", ()))
+
+
+def test_the_read_verdict_and_its_rows_have_the_written_fields() -> None:
+    """The read verdict has the write-side verdict's fields; a row's fixed fields are the keys
+    ``repro.core.verdict.breakdown_row`` writes, and nothing else is taken from a row but qualifiers."""
+    assert [f.name for f in dataclasses.fields(model.Verdict)] == [f.name for f in dataclasses.fields(Verdict)]
+    assert model.ROW_KEYS == core_verdict._ROW_KEYS

@@ -314,8 +314,8 @@ def test_local_run_crash_collect_resume(tmp_path: Path) -> None:
     assert [r.status for r in rows] == ["smoke", "skipped", "smoke", "smoke", "skipped", "error"]
     crashed = rows[5]
     assert crashed.note == "crash: the repro process died of SIGSEGV" and crashed.doc is not None
-    assert crashed.doc["fingerprint"]["scheduler"]["matrix_cell"] == "005-knob-test-crash-on-lane"
-    assert rows[3].doc is not None and rows[3].doc["fingerprint"]["env"]["TORCH_LINALG_PREFER_CUSOLVER"] == "1"
+    assert crashed.doc.machine.scheduler.matrix_cell == "005-knob-test-crash-on-lane"
+    assert rows[3].doc is not None and rows[3].doc.fingerprint["env"]["TORCH_LINALG_PREFER_CUSOLVER"] == "1"
     (report,) = (out / "collected").glob("*/report.md")
     text = report.read_text()
     assert "| 5   | knob   | test-crash-on-lane" in text and "cell 5 `005-knob-test-crash-on-lane`: error" in text

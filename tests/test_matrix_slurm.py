@@ -81,7 +81,7 @@ def test_job_array_crash_and_resume(slurm_cluster: str, tmp_path: Path) -> None:
             pytest.fail(f"cell {row.cell.id} came back without an artifact: {row.note}")
         assert row.artifact is not None
         artifact.load(row.artifact)  # validates against the schema
-        sched = row.doc["fingerprint"]["scheduler"] if row.doc else {}
+        sched = row.doc.fingerprint["scheduler"] if row.doc else {}
         # The fingerprint names the job array, this cell's task (= its number) and the node.
         assert sched["kind"] == "slurm" and sched["array_job_id"] == job, sched
         assert sched["array_task_id"] == str(row.cell.index) and sched["matrix_cell"] == row.cell.id

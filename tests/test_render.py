@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from repro.core.context import SamplingConfig
-from repro.evidence import markdown, variants
+from repro.core.results import Kernel, VariantResult
+from repro.evidence import markdown, model, variants
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, report
 from repro.run.execute import RunRequest, execute
 
@@ -62,18 +63,12 @@ def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[
 
 
 def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
-    a = {
-        "kernels": [
-            {"name": "gemm_a", "count": 1, "total_us": 10.0, "per_call": 1.0},
-            {"name": "bias_add", "count": 1, "total_us": 2.0, "per_call": 1.0},
-        ]
-    }
-    b = {
-        "kernels": [
-            {"name": "gemm_a", "count": 1, "total_us": 20.0, "per_call": 1.0},
-            {"name": "gemm_epilogue", "count": 1, "total_us": 5.0, "per_call": 1.0},
-        ]
-    }
+    def variant(*kernels: tuple[str, float]) -> VariantResult:
+        rows = tuple(Kernel(name, 1, us, us, 1.0) for name, us in kernels)
+        return VariantResult(name="v", label="v", config={}, status="ok", kernels=rows)
+
+    a = variant(("gemm_a", 10.0), ("bias_add", 2.0))
+    b = variant(("gemm_a", 20.0), ("gemm_epilogue", 5.0))
     lines = variants.kernel_diff(a, b)
     assert any(ln.startswith("+ `gemm_epilogue` appears") for ln in lines)
     assert any(ln.startswith("- `bias_add` disappears") for ln in lines)
@@ -102,14 +97,14 @@ def _grid_doc(smoke_doc: dict[str, Any], smoke: bool) -> dict[str, Any]:
 
 def test_kernel_diff_pairs_only_the_verdicts_pair_and_the_same_contrast(smoke_doc: dict[str, Any]) -> None:
     doc = _grid_doc(smoke_doc, smoke=False)
-    pairs = [(a["name"], b["name"]) for a, b in variants.diff_pairs(doc)]
+    pairs = [(a.name, b.name) for a, b in variants.diff_pairs(model.run_of(doc))]
     assert pairs[0] == ("default_b4_n31", "default_b4_n32")
     # Besides the verdict's pair, only n=31 -> n=32 at another setting (the same contrast).
     assert pairs[1:] == [("default_b2_n31", "default_b2_n32")]
     # Without a named pair only variants one config value apart are paired, never b2_n30 -> b4_n34.
     doc["verdict"]["variants"] = None
-    for a, b in variants.diff_pairs(doc):
-        assert len(variants._contrast(a, b)) == 1, (a["name"], b["name"])
+    for a, b in variants.diff_pairs(model.run_of(doc)):
+        assert len(variants._contrast(a, b)) == 1, (a.name, b.name)
 
 
 def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any]) -> None:

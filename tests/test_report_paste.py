@@ -116,11 +116,11 @@ def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str,
 def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
     worst = 1 - 0.05 / 6
     rows = [{"ci_level": worst}] * 6 + [{"ci_level": 0.95}]
-    assert markdown.ci_label({"ci_level": 0.95}) == "95% CI"
-    assert markdown.ci_label({"ci_level": worst, "breakdown": rows}) == "99.2% CI, worst of 6"
-    assert markdown.ci_label({"ci_level": worst}) == "99.2% CI, worst of 6"  # from the level alone
-    assert markdown.ci_label({"ci_level": 0.9}) == "90% CI"
-    assert markdown.ci_label({"ci_level": "x"}) == "95% CI"
+    assert markdown.ci_label(0.95) == "95% CI"
+    assert markdown.ci_label(worst, [r["ci_level"] for r in rows]) == "99.2% CI, worst of 6"
+    assert markdown.ci_label(worst) == "99.2% CI, worst of 6"  # from the level alone
+    assert markdown.ci_label(0.9) == "90% CI"
+    assert markdown.ci_label("x") == "95% CI"
 
 
 def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[dict[str, Any]]) -> None:

@@ -70,7 +70,7 @@ def main(out: Path) -> int:
         render(_name("report", f) + ".md", ["report", f])
     for f in files:
         render(_name("report-file", f) + ".md", ["report", f])
-    pairs = list(zip(folders, folders[1:])) + [(folders[0], f) for f in folders[1:]]
+    pairs = list(zip(folders, folders[1:], strict=False)) + [(folders[0], f) for f in folders[1:]]
     for a, b in pairs:
         render(_name("compare", a, b) + ".md", ["compare", a, b])
         render(_name("compare", a, b) + ".json", ["compare", "--json", a, b])
@@ -79,8 +79,11 @@ def main(out: Path) -> int:
         (out / (_name("matrix", m) + ".md")).write_text(collect.markdown(plan, rows))
         (out / (_name("matrix", m) + ".json")).write_text(json.dumps(collect.as_json(plan, rows), indent=2) + "\n")
     n = len(list(out.iterdir()))
-    print(f"{n} files in {out}: {len(folders)} run folders, {len(files)} artifacts, {len(pairs)} pairs, "
-          f"{len(matrices)} matrices", file=sys.stderr)
+    print(
+        f"{n} files in {out}: {len(folders)} run folders, {len(files)} artifacts, {len(pairs)} pairs, "
+        f"{len(matrices)} matrices",
+        file=sys.stderr,
+    )
     return 0
 
 

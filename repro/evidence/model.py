@@ -44,6 +44,7 @@ __all__ = [
     "NotRun",
     "ReproInfo",
     "Row",
+    "Scheduler",
     "RunInfo",
     "Validity",
     "Verdict",
@@ -182,12 +183,25 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Harness:
-    """The harness that measured, as the fingerprint records it (each value unchecked; see ``repro.evidence.standalone``)."""
+    """The harness that measured, as the fingerprint records it (unchecked: see ``standalone.harness_of``)."""
 
     version: Any = None
     source_sha256: Any = None
     git_commit: Any = None
     git_state: Any = None
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The scheduler that placed the process and the ``repro matrix`` cell (fingerprint ``scheduler``)."""
+
+    kind: str | None = None
+    matrix_cell: str | None = None
+    job_id: str | None = None
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    node: str | None = None
+    pod: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +213,7 @@ class MachineFacts:
     gpu_uuid: str | None = None
     harness: Harness = Harness()
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
-    scheduler: Mapping[str, Any] = field(default_factory=dict)
+    scheduler: Scheduler = Scheduler()
     collect_env: str = ""
 
 
@@ -219,6 +233,9 @@ class Artifact:
     warnings: tuple[str, ...]
     error: ErrorInfo | None
     machine: MachineFacts = MachineFacts()  # read from ``fingerprint`` at load
+    # The validated document itself, for output that passes parts of it through unchanged (matrix
+    # collect's JSON carries each cell's verdict as written); nothing renders from it.
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def smoke(self) -> bool:
@@ -377,13 +394,13 @@ def _error(raw: Any) -> ErrorInfo | None:
 
 
 def _machine(fp: Mapping[str, Any]) -> MachineFacts:
-    gpu, h = _map(fp.get("gpu")), _map(fp.get("harness"))
+    gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
     return MachineFacts(
         gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
         gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
         harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
         gpu_state=_map(gpu.get("state")),
-        scheduler=_map(fp.get("scheduler")),
+        scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
         collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
     )
 
@@ -408,6 +425,7 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
         warnings=_strs(doc.get("warnings")),
         error=_error(doc.get("error")),
         machine=_machine(_map(doc.get("fingerprint"))),
+        raw=doc,
     )
 
 

@@ -517,9 +517,7 @@ def report(
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
     sections = [
-        repro_section(
-            d, which.get(id(d)), [f for f in figures if f.repro_id == d.repro.id], of(d, declared), known
-        )
+        repro_section(d, which.get(id(d)), [f for f in figures if f.repro_id == d.repro.id], of(d, declared), known)
         for d in runs
     ]
     env = _environment(full, machine_of)

@@ -75,7 +75,9 @@ def regenerate(doc: Artifact | Mapping[str, Any], repro_paths: Iterable[Path] = 
     return script, "; ".join(notes) or None
 
 
-def declared(docs: Sequence[Doc | Mapping[str, Any]], repro_paths: Iterable[Path] = ()) -> dict[tuple[str, str], Declared]:
+def declared(
+    docs: Sequence[Doc | Mapping[str, Any]], repro_paths: Iterable[Path] = ()
+) -> dict[tuple[str, str], Declared]:
     """For each run artifact (cliff searches have none), what the catalog declares for its repro, script included."""
     paths = list(repro_paths)
     classes = catalog.load(paths)

@@ -8,12 +8,15 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro.core.errors import UsageError
 from repro.core.terminal import clean
 from repro.lanes.matrix.cell import CELLS_DIR, cell_dir, read_plan
 from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
+
+if TYPE_CHECKING:
+    from repro.evidence.model import Artifact
 
 SCHEDULER_DIR = "scheduler"  # one file per `repro matrix run`: what the scheduler said about each cell
 COLLECTED_DIR = "collected"
@@ -28,7 +31,7 @@ class Row:
     cell: Cell
     status: str  # a verdict status, or "missing" / "invalid"
     artifact: Path | None
-    doc: Mapping[str, Any] | None
+    doc: Artifact | None
     attempts: int
     note: str
     scheduler: Mapping[str, Any]
@@ -98,8 +101,8 @@ def _reason(rec: Mapping[str, Any]) -> str:
     return f"{rec.get('backend', 'scheduler')}: " + ", ".join(bits) + where
 
 
-def _cell_of(doc: Mapping[str, Any]) -> Any:
-    return ((doc.get("fingerprint") or {}).get("scheduler") or {}).get("matrix_cell")
+def _cell_of(doc: Artifact) -> str | None:
+    return doc.machine.scheduler.matrix_cell
 
 
 def row(root: Path, cell: Cell, records: Mapping[str, Mapping[str, Any]], uid: int | None = None) -> Row:
@@ -109,26 +112,31 @@ def row(root: Path, cell: Cell, records: Mapping[str, Mapping[str, Any]], uid: i
     the plan file's owner) and writable by it alone, and the artifact names this cell. Others are
     listed in ``ignored`` and never decide, so a resumed run reruns a cell whose only result is forged.
     """
-    from repro.evidence import artifact
+    from repro.evidence import model
+    from repro.evidence.model import Artifact
 
     uid = runner_uid(root) if uid is None else uid
     rec = records.get(cell.id, {})
     ignored: list[str] = []
     trusted = 0
-    newest: tuple[Path | None, dict[str, Any] | None, str] | None = None  # (artifact, its doc, why unreadable)
+    newest: tuple[Path | None, Artifact | None, str] | None = None  # (artifact, its doc, why unreadable)
     for attempt in reversed(_attempts(root, cell)):
         path = attempt / f"{cell.repro_id}.json"
         has_artifact = os.path.lexists(path)
         why = untrusted(attempt, uid) or (untrusted(path, uid) if has_artifact else None)
-        doc: dict[str, Any] | None = None
+        doc: Artifact | None = None
         error = ""
         if why is None and has_artifact:
             try:
-                doc = artifact.load(path)
+                loaded = model.load(path)
             except UsageError as exc:
                 error = str(exc)
             else:
-                if _cell_of(doc) != cell.id:
+                if isinstance(loaded, Artifact):
+                    doc = loaded
+                else:
+                    error = f"{path}: a cliff search, not a repro run; expected the cell's `repro run` artifact"
+                if doc is not None and _cell_of(doc) != cell.id:
                     why = f"its artifact is cell {_cell_of(doc)!r}'s, not {cell.id!r}'s"
         if why is not None:
             ignored.append(f"{attempt.name}: {why}")
@@ -143,11 +151,11 @@ def row(root: Path, cell: Cell, records: Mapping[str, Mapping[str, Any]], uid: i
     found, doc, error = newest
     if doc is None:
         return Row(cell, "invalid", found, None, trusted, error + extra, rec, tuple(ignored))
-    v = doc["verdict"]
-    note = v["finding"]
-    if v["status"] == "error" and doc.get("error"):
-        note = f"{doc['error'].get('kind', 'error')}: {doc['error'].get('message', '')}"
-    return Row(cell, v["status"], found, doc, trusted, note + extra, rec, tuple(ignored))
+    v = doc.verdict
+    note = v.finding
+    if v.status == "error" and doc.error:
+        note = f"{doc.error.kind}: {doc.error.message}"
+    return Row(cell, v.status, found, doc, trusted, note + extra, rec, tuple(ignored))
 
 
 def collect(root: Path) -> tuple[Plan, list[Row]]:
@@ -163,12 +171,12 @@ def collect(root: Path) -> tuple[Plan, list[Row]]:
 
 def _where(r: Row) -> str:
     """Job/task or pod and node, from the artifact's fingerprint, else from the scheduler's record."""
-    fp_s = ((r.doc or {}).get("fingerprint") or {}).get("scheduler") or {}
-    if fp_s.get("kind") == "slurm":
-        job = f"{fp_s.get('array_job_id') or fp_s.get('job_id')}_{fp_s.get('array_task_id')}"
-        return f"slurm {job} on {fp_s.get('node', '?')}"
-    if fp_s.get("kind") == "k8s":
-        return f"pod {fp_s.get('pod', '?')} on {fp_s.get('node', '?')}"
+    fp_s = r.doc.machine.scheduler if r.doc is not None else None
+    if fp_s is not None and fp_s.kind == "slurm":
+        job = f"{fp_s.array_job_id or fp_s.job_id}_{fp_s.array_task_id}"
+        return f"slurm {job} on {fp_s.node or '?'}"
+    if fp_s is not None and fp_s.kind == "k8s":
+        return f"pod {fp_s.pod or '?'} on {fp_s.node or '?'}"
     rec = r.scheduler
     if rec.get("task"):
         return f"{rec.get('backend')} {rec['task']}" + (f" on {rec['node']}" if rec.get("node") else "")
@@ -183,12 +191,12 @@ def table_rows(rows: Sequence[Row]) -> list[list[str]]:
 
     out = []
     for r in rows:
-        ratio = verdict_cell(r.doc) if r.doc is not None else "-"
+        ratio = verdict_cell(r.doc.verdict) if r.doc is not None else "-"
         gpu = "-"
         if r.doc is not None:
             from repro.env.fingerprint import essentials
 
-            gpu = essentials(r.doc["fingerprint"])["gpu"]
+            gpu = essentials(r.doc.fingerprint)["gpu"]
         out.append(
             [
                 str(r.cell.index),
@@ -255,7 +263,7 @@ def as_json(plan: Plan, rows: Sequence[Row]) -> dict[str, Any]:
                 "ignored": list(r.ignored),
                 "note": r.note,
                 "scheduler": dict(r.scheduler),
-                "verdict": (r.doc or {}).get("verdict"),
+                "verdict": r.doc.raw.get("verdict") if r.doc is not None else None,
             }
             for r in rows
         ],
