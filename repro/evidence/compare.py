@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
+from repro.core.results import VariantResult, from_jsonable
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report
 from repro.evidence.markdown import REPORT_LIMIT, code, ratio_with_ci, table, text
@@ -160,7 +161,10 @@ def key_kernels(doc: Mapping[str, Any], n: int = KEY_KERNELS_JSON) -> list[dict[
         {
             "variant": v["name"],
             "kernel_source": v.get("kernel_source"),
-            "kernels": [{"name": k["name"], "us_per_call": round(per_call_us(k), 3)} for k in v["kernels"][:n]],
+            "kernels": [
+                {"name": k.name, "us_per_call": round(per_call_us(k), 3)}
+                for k in from_jsonable(VariantResult, v).kernels[:n]
+            ],
         }
         for v in variants
     ]
