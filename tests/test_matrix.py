@@ -489,14 +489,14 @@ def test_cell_command_picks_its_cell_from_an_index_variable(tmp_path: Path, monk
 
 
 def test_report_of_a_large_matrix_fits_one_github_comment() -> None:
-    from repro.evidence import artifact
+    from repro.evidence import model
     from repro.evidence.markdown import REPORT_LIMIT
 
     # A real H200 artifact stands in for every cell of a 60-cell matrix.
     path = ROOT / "artifacts/reference/h200/paired/all/20261129T233452Z-51a4de/5090-linear.json"
-    doc = artifact.load(path)
+    doc = model.run_of(model.load(path))
     p = plan_mod.build(spec(lanes=[{"name": f"lane{i}"} for i in range(10)], repros=["5090-linear"] * 6))
-    rows = [collect.Row(c, doc["verdict"]["status"], path, doc, 1, doc["verdict"]["finding"], {}) for c in p.cells]
+    rows = [collect.Row(c, doc.verdict.status, path, doc, 1, doc.verdict.finding, {}) for c in p.cells]
     text = collect.markdown(p, rows)
     assert len(p.cells) == 60 and len(text) <= REPORT_LIMIT
     assert all(f"| {c.index:<3} | lane" in text for c in p.cells)
