@@ -429,7 +429,7 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
     )
 
 
-def run_of(doc: Artifact | Mapping[str, Any]) -> Artifact:
+def run_of(doc: Doc | Mapping[str, Any]) -> Artifact:
     """The typed form of a repro run's document; a cliff search is a ValueError (it has no verdict)."""
     a = of(doc)
     if not isinstance(a, Artifact):
