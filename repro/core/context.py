@@ -3,6 +3,7 @@ the sampling rules. The harness's implementation is ``repro.run.context.RunConte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,6 +47,30 @@ class SamplingConfig:
     min_episodes: int = 6
     episode_s: float = 0.3
     episode_gap_s: float = 0.5
+    # The floors above (min_rounds, episode_s) are sized for this CI target. A CI's width
+    # shrinks as 1/sqrt(rounds), so a target k times looser needs about k^2 times fewer rounds:
+    # both floors scale down by (floor_target / target_rel_ci)^2, never up, and never below
+    # one round per episode. min_episodes and the idle gap do not scale.
+    floor_target: float = 0.01
+    # An arm whose sample takes at least this long is timed once per round, with no untimed
+    # call before it: at that length what the previous arm left behind (a launch queue, a
+    # cache, a clock ramp) is a small share of the sample, and three samples plus a warm-up
+    # call of a 100 ms solve cost 0.4 s every round.
+    long_sample_s: float = 0.01
+
+    def floor_scale(self) -> float:
+        """How much of the floors this target needs: 1 at ``floor_target`` or stricter, less when looser."""
+        return min(1.0, (self.floor_target / self.target_rel_ci) ** 2) if self.target_rel_ci > 0 else 1.0
+
+    def episode_floor(self, budget_s: float) -> tuple[int, float]:
+        """(rounds, seconds) the first episode takes at least, which fixes every episode's rounds.
+
+        ``budget_s`` is the whole schedule's budget: an episode never asks for more than its
+        share of it, so the floor of ``min_episodes`` episodes fits the budget but for the gaps.
+        """
+        scale = self.floor_scale()
+        rounds = max(1, -(-max(self.min_episodes, math.ceil(self.min_rounds * scale)) // self.min_episodes))
+        return rounds, min(self.episode_s * scale, budget_s / self.min_episodes)
 
 
 @dataclass(frozen=True)
@@ -127,6 +152,13 @@ class Context(Protocol):
         self, arms: Sequence[Arm], *, group: str | None = None, sampling: SamplingConfig | None = None
     ) -> list[VariantResult]:
         """Time ``arms`` in interleaved rounds, so drift hits every arm alike; one result per arm."""
+
+    def measure_groups(
+        self, groups: Mapping[str, Sequence[Arm]], *, sampling: SamplingConfig | None = None
+    ) -> dict[str, list[VariantResult]]:
+        """Time several groups of arms in one schedule of interleaved rounds, sharing its episodes
+        and idle gaps; each comparison's two arms must be in one group. Results by group, in the
+        order given. An arm whose global state differs from the others' sets it in ``prepare``."""
 
     def kernel_rounds(
         self,
