@@ -76,8 +76,8 @@ BudgetOpt = Annotated[
         "--budget",
         metavar="SECONDS",
         help="Seconds of sampling per variant (default 5): a repro's paired rounds stop once this times its "
-        "variants is spent, but not before 6 episodes of at least one round each, with a 0.5 s idle gap between "
-        "episodes (about 2.5 s + 6 rounds per repro at the least).",
+        "variants is spent, but not before 6 episodes of at least one round and min(0.3 s, a sixth of that) each, "
+        "with a 0.5 s idle gap between episodes.",
     ),
 ]
 TargetOpt = Annotated[
@@ -86,8 +86,8 @@ TargetOpt = Annotated[
         "--target-ci",
         metavar="FRACTION",
         help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01; 0.05 with "
-        "--quick). The floors are sized for 0.01 (20 rounds in 6 episodes of 0.3 s or more) and shrink by "
-        "(0.01/FRACTION)^2 for a looser target, down to one round per episode.",
+        "--quick). Paired rounds never stop before their floor, whatever the target: 20 rounds in 6 episodes of "
+        "at least 0.3 s (less under a small --budget) with a 0.5 s idle gap between episodes.",
     ),
 ]
 QuickOpt = Annotated[

@@ -3,7 +3,6 @@ the sampling rules. The harness's implementation is ``repro.run.context.RunConte
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,20 +46,16 @@ class SamplingConfig:
     min_episodes: int = 6
     episode_s: float = 0.3
     episode_gap_s: float = 0.5
-    # The floors above (min_rounds, episode_s) are sized for this CI target. A CI's width
-    # shrinks as 1/sqrt(rounds), so a target k times looser needs about k^2 times fewer rounds:
-    # both floors scale down by (floor_target / target_rel_ci)^2, never up, and never below
-    # one round per episode. min_episodes and the idle gap do not scale.
-    floor_target: float = 0.01
+    # The floors (min_episodes episodes of at least min_rounds / min_episodes rounds and
+    # episode_s seconds, the idle gap between them) do not scale with the CI target: an episode
+    # much shorter than the gap spends the schedule idle, and a noisier median per episode then
+    # needs more episodes (on a synthetic clock, a 2% target with 0.075 s episodes took twice
+    # as long as 1% with 0.3 s ones); with the same episodes, a looser target never stops later.
     # An arm whose sample takes at least this long is timed once per round, with no untimed
     # call before it: at that length what the previous arm left behind (a launch queue, a
     # cache, a clock ramp) is a small share of the sample, and three samples plus a warm-up
     # call of a 100 ms solve cost 0.4 s every round.
     long_sample_s: float = 0.01
-
-    def floor_scale(self) -> float:
-        """How much of the floors this target needs: 1 at ``floor_target`` or stricter, less when looser."""
-        return min(1.0, (self.floor_target / self.target_rel_ci) ** 2) if self.target_rel_ci > 0 else 1.0
 
     def episode_floor(self, budget_s: float) -> tuple[int, float]:
         """(rounds, seconds) the first episode takes at least, which fixes every episode's rounds.
@@ -68,9 +63,7 @@ class SamplingConfig:
         ``budget_s`` is the whole schedule's budget: an episode never asks for more than its
         share of it, so the floor of ``min_episodes`` episodes fits the budget but for the gaps.
         """
-        scale = self.floor_scale()
-        rounds = max(1, -(-max(self.min_episodes, math.ceil(self.min_rounds * scale)) // self.min_episodes))
-        return rounds, min(self.episode_s * scale, budget_s / self.min_episodes)
+        return max(1, -(-self.min_rounds // self.min_episodes)), min(self.episode_s, budget_s / self.min_episodes)
 
 
 @dataclass(frozen=True)

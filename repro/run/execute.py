@@ -256,7 +256,7 @@ def execute(
                 )
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
-        elif req.quick:
+        if req.quick:  # after as_smoke: a smoke verdict is never undecided, it decides nothing
             verdict = as_quick(verdict, full_command(req))
         spent = dict(ctx.spent)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
