@@ -10,16 +10,52 @@ import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
 from repro.core.results import Comparison, Kernel, StopReason, Timing, VariantResult
 from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, quiet_profiler_stderr
+from repro.run.progress import Progress
 from repro.run.sampling import paired_stop, round_order
 
-if TYPE_CHECKING:
-    from repro.run.context import RunContext
+
+class ScheduleContext(Protocol):
+    """What the schedule uses of ``repro.run.context.RunContext`` (which imports this module)."""
+
+    device: str
+    quick: bool
+    comparisons: Sequence[Comparison]
+    spent: dict[str, float]
+    progress: Progress
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def sleep(self) -> Callable[[float], None]: ...
+
+    @property
+    def cuda(self) -> bool: ...
+
+    def synchronize(self) -> None: ...
+
+    def skipped(self, name: str, label: str, reason: str, **config: Any) -> VariantResult: ...
+
+    def errored(self, name: str, label: str, exc: BaseException, **config: Any) -> VariantResult: ...
+
+    def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> tuple[Callable[[], Any], Callable[[], float], int, int]: ...
+
+    def _monitor(self, period_s: float | None = 0.05) -> Any: ...
+
+    def _method(self, graph: bool) -> Literal["graph_replay", "cuda_events", "perf_counter"]: ...
+
+    def _result(
+        self, arm: Arm, timing: Timing, kernels: list[Kernel], iters: int, gpu_monitor: dict[str, Any] | None
+    ) -> VariantResult: ...
+
+    def _write_trace(self, name: str, raw: bytes) -> None: ...
+
 
 __all__ = ["QUICK_SKIP", "measure_groups", "split_trace"]
 
@@ -54,7 +90,7 @@ class _Group:
 
 
 def measure_groups(
-    ctx: RunContext, groups: Mapping[str, Sequence[Arm]], cfg: SamplingConfig, *, contain: bool = True
+    ctx: ScheduleContext, groups: Mapping[str, Sequence[Arm]], cfg: SamplingConfig, *, contain: bool = True
 ) -> dict[str, list[VariantResult]]:
     """Time every group's arms in one schedule of interleaved rounds (see ``Context.measure_groups``).
 
@@ -136,14 +172,14 @@ def measure_groups(
     return out
 
 
-def _wanted(ctx: RunContext) -> set[str] | None:
+def _wanted(ctx: ScheduleContext) -> set[str] | None:
     """The arms a quick run times: those its (headline) comparisons use; None times every arm."""
     if not ctx.quick or not ctx.comparisons:
         return None
     return {n for c in ctx.comparisons for n in (c.num, c.den)}
 
 
-def _block(ctx: RunContext, a: _Arm, cfg: SamplingConfig) -> None:
+def _block(ctx: ScheduleContext, a: _Arm, cfg: SamplingConfig) -> None:
     """One arm's block of a round: an untimed call (unless the arm is slow), then its samples."""
     if a.arm.prepare is not None:
         a.arm.prepare()
@@ -160,7 +196,7 @@ def _block(ctx: RunContext, a: _Arm, cfg: SamplingConfig) -> None:
 
 
 def _rounds(
-    ctx: RunContext, sched: list[_Group], cfg: SamplingConfig, budget: float, t0: float, monitor: Any
+    ctx: ScheduleContext, sched: list[_Group], cfg: SamplingConfig, budget: float, t0: float, monitor: Any
 ) -> int | None:
     """Run rounds until every group has stopped; returns the rounds per episode."""
     min_rounds, min_s = cfg.episode_floor(budget)
@@ -215,7 +251,7 @@ def _rounds(
 
 
 def _profile_all(
-    ctx: RunContext, arms: Sequence[_Arm], cfg: SamplingConfig, name: str
+    ctx: ScheduleContext, arms: Sequence[_Arm], cfg: SamplingConfig, name: str
 ) -> dict[str, tuple[list[Kernel], int, float]]:
     """One short profiled pass per arm, all in one profiler session (CUPTI starts once):
     arm name -> (kernel table, profiled iterations, its share of the session's seconds)."""
