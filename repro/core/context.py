@@ -23,7 +23,9 @@ class SamplingConfig:
     warmup_s: float = 0.2
     min_samples: int = MIN_SAMPLES
     max_samples: int = 2000
-    profile_iters: int = 3
+    # One profiled pass per arm after sampling: the kernel table and the report's kernel diff
+    # need each kernel once per call, not statistics (those come from the timed samples).
+    profile_iters: int = 1
     # Paired rounds: a distribution-free 95% CI of a median needs n >= 6 rounds; 20 keep
     # one odd round from deciding anything, and let the CI reflect between-round spread.
     min_rounds: int = 20
