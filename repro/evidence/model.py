@@ -92,6 +92,8 @@ class RunInfo:
     rerun: str | None = None
     cpu_threads: int | None = None
     phases_s: Mapping[str, float] | None = None  # seconds per phase, in run order (1.2)
+    measure_s: Mapping[str, float] | None = None  # the measure phase's split: warm-up, sampling, profiling (1.4)
+    quick: bool = False  # a quick run (repro all --quick): headline comparisons only (1.4)
 
 
 @dataclass(frozen=True)
@@ -233,8 +235,9 @@ class Artifact:
     warnings: tuple[str, ...]
     error: ErrorInfo | None
     machine: MachineFacts = MachineFacts()  # read from ``fingerprint`` at load
-    # The validated document itself, for output that passes parts of it through unchanged (matrix
-    # collect's JSON carries each cell's verdict as written); nothing renders from it.
+    # The validated document itself, for what passes parts of it through unchanged (matrix collect's
+    # JSON carries each cell's verdict as written) and for artifact.py's readers of a whole document
+    # that `repro all` shares with the report (``artifact.format_busy``).
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -353,10 +356,14 @@ def _repro(raw: Mapping[str, Any]) -> ReproInfo:
     )
 
 
+def _seconds(value: Any) -> Mapping[str, float] | None:
+    return {str(k): float(v) for k, v in value.items() if _num(v) is not None} if isinstance(value, Mapping) else None
+
+
 def of_run(raw: Any) -> RunInfo:
     """A document's ``run`` block (artifacts and cliff searches share it)."""
     raw = _map(raw)
-    phases = raw.get("phases_s")
+    phases, split = raw.get("phases_s"), raw.get("measure_s")
     threads = raw.get("cpu_threads")
     return RunInfo(
         run_id=str(raw.get("run_id")),
@@ -368,9 +375,9 @@ def of_run(raw: Any) -> RunInfo:
         harness_version=str(raw.get("harness_version") or ""),
         rerun=_str(raw.get("rerun")),
         cpu_threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
-        phases_s={str(k): float(v) for k, v in phases.items() if _num(v) is not None}
-        if isinstance(phases, Mapping)
-        else None,
+        phases_s=_seconds(phases),
+        measure_s=_seconds(split),
+        quick=raw.get("quick") is True,
     )
 
 

@@ -112,6 +112,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
 
 def _status(doc: Artifact) -> str:
     status = f"**{text(doc.verdict.status, cell=True)}**"
+    status += " (quick run)" if doc.run.quick else ""
     return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
 
 
@@ -135,7 +136,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
 LEGEND = (
     "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
     "measured across other GPUs of this model (the harness's repro/evidence/data/rerun_band.json names "
-    "their GPU uuids and run ids). \"Worst of k\": k comparisons decide together, each CI held at "
+    'their GPU uuids and run ids). "Worst of k": k comparisons decide together, each CI held at '
     "1 - 0.05/k (Bonferroni), and the headline is the largest ratio._"
 )
 
@@ -323,8 +324,9 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
     phases = list((doc.run.phases_s or {}).items())
     spent = artifact.format_breakdown(phases, min_s=0.5)
+    busy = artifact.format_busy(doc.raw)  # artifact.py's reading of the document, shared with `repro all`
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s.")
+        facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
@@ -509,6 +511,12 @@ def report(
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
+            "",
+        ]
+    if any(d.run.quick for d in runs):
+        head += [
+            "_Quick run (`--quick`): headline comparisons only, at a looser CI target; `undecided` means the CI "
+            "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
     scope_md = _not_tested(runs, declared)
