@@ -1,7 +1,7 @@
 """Golden outputs: `repro report` and `repro compare` of committed artifacts, one per schema version
 (1.0 to 1.3 artifacts and a cliff search), byte for byte.
 
-The goldens were rendered before the evidence layer read artifacts through ``repro.evidence.model``;
+The goldens were rendered by the code before the evidence layer read artifacts through ``repro.evidence.model``;
 a change in wording changes them on purpose: regenerate with ``python tests/test_report_golden.py``
 and review the diff. ``tools/evidence_snapshot.py`` renders every committed artifact the same way.
 """
