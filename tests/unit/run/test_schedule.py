@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ROOT, TESTS
 from typer.testing import CliRunner
 
 from repro.cli.main import app
@@ -23,8 +24,8 @@ from repro.evidence.report import report
 from repro.run import schedule
 from repro.run.context import RunContext
 
-PLUGINS = Path(__file__).parent / "plugins"
-REFERENCE = Path(__file__).resolve().parent.parent / "artifacts" / "reference" / "h200" / "evidence" / "all"
+PLUGINS = TESTS / "plugins"
+REFERENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all"
 
 
 class _Clock:
