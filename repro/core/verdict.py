@@ -30,13 +30,30 @@ CI_LEVEL = 0.95
 MIN_KERNEL_ROUNDS = 7
 
 
+# Most decimals a ratio is printed with: past four, a CI narrower than 0.0001 reads as a point.
+MAX_PLACES = 4
+
+
+def ratio_places(value: float, lo: float, hi: float) -> int:
+    """Decimals for a ratio and its CI: two, or as many more (up to MAX_PLACES) as it takes for the
+    CI's two ends to print as different numbers, so its width shows."""
+    for places in range(2, MAX_PLACES + 1):
+        if f"{lo:.{places}f}" != f"{hi:.{places}f}":
+            return places
+    return MAX_PLACES
+
+
 def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = None, level: float = CI_LEVEL) -> str:
-    """``1.93x (95% CI 1.90-1.95)``; ``n/a`` when there is no value."""
+    """``1.93x (95% CI 1.90-1.95)``, ``1.002x (95% CI 1.002-1.003)``; ``n/a`` when there is no value.
+
+    The one ratio format of findings and reports: decimals from ``ratio_places``.
+    """
     if value is None:
         return "n/a"
     if lo is None or hi is None:
         return f"{value:.2f}x"
-    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
+    places = ratio_places(value, lo, hi)
+    return f"{value:.{places}f}x ({level * 100:.3g}% CI {lo:.{places}f}-{hi:.{places}f})"
 
 
 def decide(lo: float, hi: float, threshold: float) -> tuple[Decided, str]:
@@ -468,6 +485,7 @@ __all__ = [
     "judge",
     "measured",
     "outcome",
+    "ratio_places",
     "ratio_verdict",
     "unavailable",
 ]

@@ -1,0 +1,140 @@
+"""The lines of a repro's short report section, each computed from the artifact's fields: the seed's
+source and its experiment beside ours, what the headline holds for, the kernels that differ, the
+re-run band, the re-run block."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from repro.evidence import band, scope
+from repro.evidence.markdown import ci_label, fence, fmt_pct, ratio_with_ci, text, verdict_cell
+from repro.evidence.standalone import rerun
+from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff
+
+__all__ = ["band_line", "diff_lines", "rerun_block", "scope_line", "seed_source", "seed_vs_ours"]
+
+# Kernel-diff bullets in a repro's section; the rest are in the artifact.
+DIFF_BULLETS = 3
+DECIDED = ("reproduced", "not_reproduced")
+
+
+# How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
+# prefix before a colon), or "An article on ... found ..." (a phrase before the verb).
+_SOURCE_WORDS = r"(?:forums? thread|thread|article|blog post|post|paper|talk|tweet|issue|report|video)"
+_SOURCE_PREFIX = re.compile(rf"^(?P<src>[^:]{{0,160}}\b{_SOURCE_WORDS}\b[^:]{{0,160}}):\s*(?P<rest>.+)$", re.S | re.I)
+_SOURCE_PHRASE = re.compile(
+    rf"\b(?P<src>(?:an?|the)\s+{_SOURCE_WORDS}(?:\s+(?:on|about|by|from)\s+[^,;:]{{1,120}}?)?)"
+    r"(?=\s+(?:found|finds|reported|reports|showed|shows|says|said|claims|claimed|measured)\b|[,;:]|$)",
+    re.I,
+)
+
+
+def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
+
+    Never blank: a claim that names no source says so.
+    """
+    r = doc.get("repro") or {}
+    claim = str(r.get("seed_claim") or "")
+    links = [str(u) for u in r.get("upstream") or []]
+    if links:
+        return ", ".join(text(u) for u in links), text(claim)
+    if m := _SOURCE_PREFIX.match(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
+    if m := _SOURCE_PHRASE.search(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
+    return "the seed gives no source; no link recorded", text(claim)
+
+
+def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
+    rows = (doc.get("verdict") or {}).get("breakdown") or []
+    return [
+        r
+        for r in rows
+        if isinstance(r, Mapping)
+        and not r.get("headline")
+        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
+    ]
+
+
+def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
+    out = []
+    said = (doc.get("repro") or {}).get("seed_experiment")
+    if isinstance(said, str) and said.strip():
+        out.append(f"Seed's experiment vs ours: {text(said)}")
+    v = doc["verdict"]
+    for row in _seed_rows(doc):
+        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
+        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
+        out.append(
+            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
+            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
+            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
+        )
+    return out
+
+
+def scope_line(doc: Mapping[str, Any]) -> str | None:
+    status = doc["verdict"].get("status")
+    if status not in DECIDED:
+        return None  # a smoke, skipped or error run holds for nothing
+    holds = scope.conditions(doc)
+    if holds == "-":
+        return None
+    return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
+
+
+def diff_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
+    if is_smoke(doc):
+        return []
+    pairs = diff_pairs(doc)
+    if not pairs or not doc["verdict"].get("variants"):
+        return []
+    base, other = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
+        base, other = other, base  # as the comparison reads: from its denominator to its numerator
+    changes = kernel_diff(base, other)
+    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
+    if not changes:
+        return [f"{head} the same kernels, times within 10%"]
+    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
+    # would open a list inside the list item.
+    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+
+
+def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
+    v = doc["verdict"]
+    if v.get("status") not in DECIDED:
+        return None
+    b = band.lookup(doc, bands)
+    if b is None:
+        return (
+            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
+            "the CI alone says nothing about another GPU."
+        )
+    values = [p.value for p in b.points]
+    agreement = band.agree(b.center, float(v["value"]), b)
+    return (
+        f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
+        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
+    )
+
+
+def rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
+
+    The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
+    harness digests names its version and commit instead, as a comment.
+    """
+    r = rerun(doc)
+    if r.args is None:
+        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
+    lines = r.lines()
+    if r.predates():
+        lines.insert(0, f"# {r.predates()}")
+    return [], fence("\n".join(lines), "bash")

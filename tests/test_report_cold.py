@@ -1,0 +1,61 @@
+"""The committed H200 evidence run, rendered again: each answer a cold reader asked for is in the report."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro.core.verdict import fmt_ratio
+from repro.evidence import artifact, markdown
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
+from repro.run import scripts
+
+ROOT = Path(__file__).resolve().parents[1]
+EVIDENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all" / "20261201T111151Z-438281"
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return [artifact.load(p) for p in artifact.expand([EVIDENCE])]
+
+
+@pytest.fixture(scope="module")
+def rendered(docs: list[dict[str, Any]]) -> str:
+    return report(docs, declared=scripts.declared(docs))
+
+
+def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    return copy.deepcopy(next(d for d in docs if d["repro"]["id"] == rid))
+
+
+def section(text: str, rid: str) -> str:
+    return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
+
+
+def visible(text: str, rid: str) -> str:
+    """A repro's section without its details block."""
+    return section(text, rid).split("<details>", 1)[0]
+
+
+def test_the_evidence_report_still_fits_one_screen(rendered: str) -> None:
+    assert len(rendered) <= PASTE_LIMIT
+    assert rendered.count("\n") + 1 <= PASTE_LINES
+
+
+def test_one_ratio_format_shows_the_ci_width_everywhere(rendered: str, docs: list[dict[str, Any]]) -> None:
+    adam = visible(rendered, "fused-adam-capturable")
+    # The finding recorded "1.00x (95% CI 1.00-1.00)"; the tables say 1.002 (1.002-1.003).
+    assert "1.00x (95% CI 1.00-1.00)" not in rendered
+    assert "1.002x (95% CI 1.002-1.003)" in adam.split("\n", 2)[1]
+    row = next(ln for ln in rendered.splitlines() if ln.startswith("| fused-adam-capturable"))
+    assert "1.002x (95% CI 1.002-1.003)" in row
+    # The finding's format and the report's are one: as many decimals as the CI's ends need.
+    v = by_id(docs, "fused-adam-capturable")["verdict"]
+    said = fmt_ratio(v["value"], v["ci_low"], v["ci_high"])
+    assert said == "1.002x (95% CI 1.002-1.003)"
+    assert markdown.ratio_with_ci(v["value"], v["ci_low"], v["ci_high"]) == said
+    assert fmt_ratio(1.5, 1.4, 1.6) == "1.50x (95% CI 1.40-1.60)"
+    assert fmt_ratio(1.0, 1.0, 1.0) == "1.0000x (95% CI 1.0000-1.0000)"
