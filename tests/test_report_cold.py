@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from repro.core.verdict import fmt_ratio
-from repro.evidence import artifact, markdown
+from repro.evidence import artifact, markdown, plots
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
 from repro.run import scripts
 
@@ -59,3 +59,36 @@ def test_one_ratio_format_shows_the_ci_width_everywhere(rendered: str, docs: lis
     assert markdown.ratio_with_ci(v["value"], v["ci_low"], v["ci_high"]) == said
     assert fmt_ratio(1.5, 1.4, 1.6) == "1.50x (95% CI 1.40-1.60)"
     assert fmt_ratio(1.0, 1.0, 1.0) == "1.0000x (95% CI 1.0000-1.0000)"
+
+
+def test_holds_and_does_not_hold_follow_each_rows_own_status(rendered: str, docs: list[dict[str, Any]]) -> None:
+    memset = visible(rendered, "graph-memset")
+    holds = next(ln for ln in memset.splitlines() if ln.startswith("- Holds for: "))
+    fails = next(ln for ln in memset.splitlines() if ln.startswith("- Does not hold for: "))
+    assert "torch graph, with matmul" not in holds and "torch graph, with matmul: 0.99x" in fails
+    assert "pure CUDA twin (the headline)" in holds and "torch graph: 1.30x" in holds
+    # Flip one row's status and it changes sides.
+    doc = by_id(docs, "graph-memset")
+    row = next(r for r in doc["verdict"]["breakdown"] if r.get("source") == "torch graph")
+    row["status"] = "not_reproduced"
+    flipped = visible(report([doc]), "graph-memset")
+    assert "torch graph: 1.30x" in next(ln for ln in flipped.splitlines() if ln.startswith("- Does not hold"))
+
+
+def test_plot_captions_say_which_ratio_they_show(docs: list[dict[str, Any]]) -> None:
+    caption = next(f.alt for f in plots.describe(docs) if f.repro_id == "solve-512-cliff")
+    # 9.37x is a ratio of two medians; the table's 9.33x is a paired, work-scaled ratio: both named.
+    assert "9.37x" in caption
+    assert "(a ratio of two medians, not scaled by work; the comparisons table gives the paired ratios)" in caption
+
+
+def test_the_kernel_diff_ranks_by_change_in_time_per_call(rendered: str) -> None:
+    lora = visible(rendered, "lora-batch-scaling")
+    head = next(ln for ln in lora.splitlines() if ln.startswith("- Kernels, "))
+    assert "(all kernels 23.3 ms -> 45.2 ms per call; largest changes first):" in head
+    bullets = lora.split(head, 1)[1].splitlines()[1:4]
+    # The GEMMs present at both batches doubled; the small new kernels (~0.29 ms) are not the story.
+    assert all(b.startswith("  - `") and " -> " in b and "appears" not in b for b in bullets)
+    assert "5357.8 -> 10465.7 us/call" in bullets[0]
+    solve = visible(rendered, "solve-512-cliff")
+    assert "`getrf_panel` disappears" in solve and "`getrf_pivot<getrf_params_>` appears" in solve

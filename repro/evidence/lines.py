@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.evidence import band, scope
-from repro.evidence.markdown import ci_label, fence, fmt_pct, ratio_with_ci, text, verdict_cell
+from repro.evidence.markdown import ci_label, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_cell
 from repro.evidence.standalone import rerun
-from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff
+from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff, kernel_total_us
 
-__all__ = ["band_line", "diff_lines", "rerun_block", "scope_line", "seed_source", "seed_vs_ours"]
+__all__ = ["band_line", "diff_lines", "rerun_block", "scope_lines", "seed_source", "seed_vs_ours"]
 
 # Kernel-diff bullets in a repro's section; the rest are in the artifact.
 DIFF_BULLETS = 3
@@ -77,14 +77,22 @@ def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def scope_line(doc: Mapping[str, Any]) -> str | None:
+def scope_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Where the effect holds and where it does not: the headline's settings on the side its own status
+    puts them, then every other comparison on the side its row's status puts it."""
     status = doc["verdict"].get("status")
     if status not in DECIDED:
-        return None  # a smoke, skipped or error run holds for nothing
-    holds = scope.conditions(doc)
-    if holds == "-":
-        return None
-    return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
+        return []  # a smoke, skipped, inconclusive or error run holds for nothing
+    found = scope.conditions(doc)
+    if found is None:
+        return []
+    head, holds, fails = found
+    if status == "reproduced":
+        holds = [f"{head} (the headline)", *holds]
+    else:
+        fails = [f"{head} (the headline)", *fails]
+    out = [f"Holds for: {text('; '.join(holds))}"] if holds else []
+    return out + ([f"Does not hold for: {text('; '.join(fails))}"] if fails else [])
 
 
 def diff_lines(doc: Mapping[str, Any]) -> list[str]:
@@ -99,9 +107,13 @@ def diff_lines(doc: Mapping[str, Any]) -> list[str]:
     if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
+    total = (
+        f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)} per call"
+    )
+    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])} ({total}"
     if not changes:
-        return [f"{head} the same kernels, times within 10%"]
+        return [f"{head}): the same kernels, times within 10%"]
+    head += "; largest changes first):"
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
     return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]

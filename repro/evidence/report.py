@@ -23,7 +23,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.bundle import script_member
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.lines import band_line, diff_lines, rerun_block, scope_line, seed_source, seed_vs_ours
+from repro.evidence.lines import band_line, diff_lines, rerun_block, scope_lines, seed_source, seed_vs_ours
 from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
     PASTE_LIMIT,
@@ -264,7 +264,7 @@ def repro_section(
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += seed_vs_ours(doc)
-    items += [x for x in [scope_line(doc)] if x]
+    items += scope_lines(doc)
     items += diff_lines(doc)
     if v.get("status") == "reproduced":
         impact = scope.impact(doc, declared)
