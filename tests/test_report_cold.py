@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from repro.core.verdict import fmt_ratio
-from repro.evidence import artifact, markdown, plots
+from repro.evidence import artifact, band, markdown, plots
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
 from repro.run import scripts
 
@@ -85,10 +86,52 @@ def test_plot_captions_say_which_ratio_they_show(docs: list[dict[str, Any]]) -> 
 def test_the_kernel_diff_ranks_by_change_in_time_per_call(rendered: str) -> None:
     lora = visible(rendered, "lora-batch-scaling")
     head = next(ln for ln in lora.splitlines() if ln.startswith("- Kernels, "))
-    assert "(all kernels 23.3 ms -> 45.2 ms per call; largest changes first):" in head
+    assert "(all kernels 23.3 ms -> 45.2 ms; biggest change first):" in head
     bullets = lora.split(head, 1)[1].splitlines()[1:4]
     # The GEMMs present at both batches doubled; the small new kernels (~0.29 ms) are not the story.
     assert all(b.startswith("  - `") and " -> " in b and "appears" not in b for b in bullets)
     assert "5357.8 -> 10465.7 us/call" in bullets[0]
     solve = visible(rendered, "solve-512-cliff")
     assert "`getrf_panel` disappears" in solve and "`getrf_pivot<getrf_params_>` appears" in solve
+
+
+def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
+    rendered: str, docs: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
+    # The band holds this run's GPU too: the others are named apart, and this run sits below them.
+    assert "5 other NVIDIA H200 GPUs read 9.349-9.586; this run 9.335 is below all of them, within twice" in line
+    assert (
+        "`python -m repro.evidence.band --show REPRO`" in rendered and "repro/evidence/data/rerun_band.json" in rendered
+    )
+    doc = by_id(docs, "solve-512-cliff")
+    key = band.key_of(doc, joining=False)
+    assert key is not None
+    far = [band.Band(*key, points=(band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",))))]
+    assert "this run 9.335 is below all of them, outside twice the band" in report([doc], bands=far)
+    assert band.main(["--show", "solve-512-cliff"]) == 0
+    out = capsys.readouterr().out
+    uuid = doc["fingerprint"]["gpu"]["uuid"]
+    assert f"GPU {uuid[:8]}: 9.335 (runs 20261201T111151Z-438281)" in out and "rerun_band.json" in out
+    assert band.main(["--show", "nope"]) == 2
+    assert "no re-run band for nope; bands exist for: " in capsys.readouterr().err
+
+
+def test_the_identity_line_says_container_when_a_marker_is_set(rendered: str, docs: list[dict[str, Any]]) -> None:
+    assert "torch 2.11.0+cu130 (CUDA 13.0, container)" in rendered.splitlines()[2]
+    doc = by_id(docs, "5090-linear")
+    doc["fingerprint"]["container"].update(dockerenv=False, containerenv=False)
+    assert "(CUDA 13.0, host)" in report([doc]).splitlines()[2]
+    doc["fingerprint"]["container"]["containerenv"] = True
+    assert "(CUDA 13.0, container)" in report([doc]).splitlines()[2]
+
+
+def test_the_gpu_tool_writes_the_bundle_name_the_report_tells_users_to_attach(rendered: str) -> None:
+    tool = (ROOT / "tools" / "gpu-final.sh").read_text()
+    out = re.search(r'repro bundle "\$run" --out "([^"]+)"', tool)
+    assert out is not None
+    name = re.search(r"^bundle=(.+)$", tool, re.M)
+    assert out.group(1) == "$bundle" and name is not None
+    assert name.group(1) == '"$out/$(basename "$run").bundle.tar.gz"'
+    assert "Attach `20261201T111151Z-438281.bundle.tar.gz`" in rendered
+    assert 'bundle.tar.gz" ' not in tool and '"$out/bundle.tar.gz"' not in tool

@@ -107,19 +107,18 @@ def diff_lines(doc: Mapping[str, Any]) -> list[str]:
     if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    total = (
-        f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)} per call"
-    )
+    total = f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
     head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
-    head += "; largest changes first):"
+    head += "; biggest change first):"
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
     return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
 
 
 def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
+    """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
     v = doc["verdict"]
     if v.get("status") not in DECIDED:
         return None
@@ -129,11 +128,22 @@ def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
             "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
             "the CI alone says nothing about another GPU."
         )
-    values = [p.value for p in b.points]
-    agreement = band.agree(b.center, float(v["value"]), b)
+    value = float(v["value"])
+    uuid = str(((doc.get("fingerprint") or {}).get("gpu") or {}).get("uuid") or "")
+    others = [p.value for p in b.points if p.uuid != uuid] or [p.value for p in b.points]
+    if value < min(others):
+        where = "below all of them"
+    elif value > max(others):
+        where = "above all of them"
+    else:
+        where = "among them"
+    agreement = band.agree(b.center, value, b)
+    within = "within" if agreement == "consistent" else "outside"
+    gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     return (
-        f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
-        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
+        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}; this run "
+        f"{value:.4g} is {where}, {within} twice the band (±{fmt_pct(b.half_width * 100)} of the "
+        f"{len(b.points)} GPUs' median {b.center:.4g}): {agreement}."
     )
 
 

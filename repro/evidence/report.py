@@ -129,8 +129,9 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
 
 LEGEND = (
     "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "measured across other GPUs of this model (the harness's repro/evidence/data/rerun_band.json names "
-    'their GPU uuids and run ids). "Worst of k": k comparisons decide together, each CI held at '
+    "measured across other GPUs of this model (`python -m repro.evidence.band --show REPRO` lists their GPU "
+    'uuids and run ids, from the harness\'s repro/evidence/data/rerun_band.json). "Worst of k": k comparisons '
+    "decide together, each CI held at "
     "1 - 0.05/k (Bonferroni), and the headline is the largest ratio._"
 )
 
