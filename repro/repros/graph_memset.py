@@ -383,6 +383,13 @@ class GraphMemset(Repro[MemsetParams]):
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch
 
+        # The twin runs first, before this process captures any CUDA graph: a live graph in
+        # another process on the GPU slows the twin's kernel nodes but not its memset nodes
+        # (artifacts/reference/h200/twin-context), and the standalone script runs it alone.
+        twin: list[VariantResult] = []
+        info: dict[str, Any] = {}
+        if p.twin:
+            twin, info = self._twin(p, ctx, torch.cuda.current_device())
         dev = torch.device("cuda", torch.cuda.current_device())
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[p.matmul_dtype]
         gen = torch.Generator(device=dev)
@@ -459,7 +466,6 @@ class GraphMemset(Repro[MemsetParams]):
         extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:
-            twin, info = self._twin(p, ctx, torch.cuda.current_device())
             variants += twin
             extra["twin"] = info
             if info.get("status") != "ok":
