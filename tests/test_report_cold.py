@@ -135,3 +135,37 @@ def test_the_gpu_tool_writes_the_bundle_name_the_report_tells_users_to_attach(re
     assert name.group(1) == '"$out/$(basename "$run").bundle.tar.gz"'
     assert "Attach `20261201T111151Z-438281.bundle.tar.gz`" in rendered
     assert 'bundle.tar.gz" ' not in tool and '"$out/bundle.tar.gz"' not in tool
+
+
+def test_the_seed_vs_ours_line_is_computed_from_the_numbers(rendered: str, docs: list[dict[str, Any]]) -> None:
+    line = next(ln for ln in visible(rendered, "graph-memset").splitlines() if "re-run here" in ln)
+    assert "the two agree: their CIs overlap (1.351 against 1.35)" in line
+    doc = by_id(docs, "graph-memset")
+    row = next(r for r in doc["verdict"]["breakdown"] if r.get("source") == "the seed's program")
+    row.update(ratio=1.5, ci_low=1.48, ci_high=1.52)
+    moved = next(ln for ln in visible(report([doc]), "graph-memset").splitlines() if "re-run here" in ln)
+    assert "the two differ by +11%, beyond both CIs" in moved and "agree" not in moved
+
+
+def test_an_off_architecture_artifact_validates_and_reports_inconclusive(docs: list[dict[str, Any]]) -> None:
+    from repro.core.results import Verdict
+    from repro.core.verdict import off_architecture
+
+    doc = by_id(docs, "5090-linear")
+    doc["schema_version"] = "1.4"
+    doc["repro"]["claim_arch"] = ["12.0"]
+    fields = {
+        **doc["verdict"],
+        "breakdown": tuple(doc["verdict"]["breakdown"]),
+        "variants": ("linear_fp32", "manual_fp32"),
+    }
+    fields["details"] = tuple(fields["details"])
+    v = off_architecture(Verdict(**fields), ["12.0"], doc["fingerprint"]["gpu"]["compute_capability"], "NVIDIA H200")
+    doc["verdict"] = artifact.to_jsonable(v)
+    assert artifact.validation_errors(doc) == []
+    text = report([doc])
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 5090-linear"))
+    assert "| **inconclusive** | 0.92x (95% CI 0.91-0.92) |" in row
+    assert "instead, on this GPU: t(nn.Linear)/t(x @ w.t() + b), fp32 was 0.92x" in visible(text, "5090-linear")
+    doc["repro"]["claim_arch"] = ["sm_120"]
+    assert artifact.validation_errors(doc)  # a compute capability, as the fingerprint writes it

@@ -383,6 +383,38 @@ def as_smoke(v: Verdict, device: str | None) -> Verdict:
     )
 
 
+def off_architecture(v: Verdict, claim_arch: Sequence[str], cc: str | None, gpu: str | None = None) -> Verdict:
+    """A decided verdict on a GPU outside the architectures the claim is about, made ``inconclusive``.
+
+    The claim was not tested (a ratio on an H200 says nothing about a cliff seen only on sm_120), so
+    the status is not ``not_reproduced`` (nor ``reproduced``); the finding keeps what was measured,
+    on this GPU, after the reason, and ``not_run`` names the headline with "not on this architecture".
+    """
+    if v.status not in DECIDED or not claim_arch or not cc or cc in claim_arch:
+        return v
+    want = ", ".join(f"{a} (sm_{a.replace('.', '')})" for a in claim_arch)
+    here = f"{gpu or 'this GPU'} is {cc} (sm_{cc.replace('.', '')})"
+    reason = f"not on this architecture: the claim is about compute capability {want}; {here}"
+    measured_words = v.finding
+    for lead_words in ("Reproduced: ", "Not reproduced (inconclusive): ", "Not reproduced: "):
+        if measured_words.startswith(lead_words):
+            measured_words = measured_words[len(lead_words) :]
+            break
+    finding = f"Inconclusive, the seed's claim was not tested ({reason}); instead, on this GPU: {measured_words}"
+    headline = v.headline or v.metric
+    label = next((str(r.get("label")) for r in v.breakdown if r.get("headline")), headline)
+    not_run = (*v.not_run, {"comparison": headline, "label": label, "reason": "not on this architecture"})
+    return Verdict(
+        **{
+            **_fields(v),
+            "status": "inconclusive",
+            "finding": finding,
+            "claim": {"tested": False, "reason": reason},
+            "not_run": not_run,
+        }
+    )
+
+
 # --------------------------------------------------------------------------- repros that judge themselves
 
 
@@ -484,6 +516,7 @@ __all__ = [
     "decide",
     "judge",
     "measured",
+    "off_architecture",
     "outcome",
     "ratio_places",
     "ratio_verdict",

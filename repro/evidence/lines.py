@@ -60,7 +60,22 @@ def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
+def _agreement(row: Mapping[str, Any], v: Mapping[str, Any]) -> str:
+    """Whether the seed's program and the headline agree, from their numbers: CIs that overlap agree."""
+    raw = [row.get("ratio"), row.get("ci_low"), row.get("ci_high"), v.get("value"), v.get("ci_low"), v.get("ci_high")]
+    nums = [float(x) for x in raw if isinstance(x, int | float)]
+    if len(nums) != len(raw):
+        return "one of the two has no CI, so they are not compared"
+    r, lo, hi, h, hlo, hhi = nums
+    if lo <= hhi and hlo <= hi:
+        return f"the two agree: their CIs overlap ({r:.4g} against {h:.4g})"
+    gap = (r / h - 1) * 100 if h else 0.0
+    return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"
+
+
 def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
+    """The seed's experiment as the repro describes it, then, where the seed's program ran here, its
+    ratio beside the headline and whether the two agree, computed from their CIs."""
     out = []
     said = (doc.get("repro") or {}).get("seed_experiment")
     if isinstance(said, str) and said.strip():
@@ -72,7 +87,7 @@ def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
         out.append(
             f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
             f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
-            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
+            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}; {text(_agreement(row, v))}."
         )
     return out
 

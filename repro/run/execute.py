@@ -26,7 +26,7 @@ from repro.core.spec import (
     check_comparisons,
     params_to_dict,
 )
-from repro.core.verdict import as_smoke, unavailable
+from repro.core.verdict import as_smoke, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.run import catalog
@@ -160,6 +160,7 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
         "seed_gpus": list(cls.seed_gpus),
         "seed_source": cls.seed_source or None,
         "seed_experiment": cls.seed_experiment or None,
+        "claim_arch": list(cls.claim_arch),
         "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }
@@ -253,6 +254,8 @@ def execute(
             collect_env=env,
             ceilings=ceilings,
         )
+    cc = (fp.get("gpu") or {}).get("compute_capability")
+    verdict = off_architecture(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"))
     variants = result.variants if result else ()
     doc = document(
         req,
