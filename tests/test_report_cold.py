@@ -80,7 +80,7 @@ def test_plot_captions_say_which_ratio_they_show(docs: list[dict[str, Any]]) -> 
     caption = next(f.alt for f in plots.describe(docs) if f.repro_id == "solve-512-cliff")
     # 9.37x is a ratio of two medians; the table's 9.33x is a paired, work-scaled ratio: both named.
     assert "9.37x" in caption
-    assert "(a ratio of two medians, not scaled by work; the comparisons table gives the paired ratios)" in caption
+    assert "(a ratio of two medians, unscaled; the tables give paired ratios) is 9.37x" in caption
 
 
 def test_the_kernel_diff_ranks_by_change_in_time_per_call(rendered: str) -> None:
@@ -100,7 +100,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
 ) -> None:
     line = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     # The band holds this run's GPU too: the others are named apart, and this run sits below them.
-    assert "5 other NVIDIA H200 GPUs read 9.349-9.586; this run 9.335 is below all of them, within twice" in line
+    assert "5 other NVIDIA H200 GPUs read 9.349-9.586; this run 9.335, below all of them, is within twice" in line
     assert (
         "`python -m repro.evidence.band --show REPRO`" in rendered and "repro/evidence/data/rerun_band.json" in rendered
     )
@@ -108,7 +108,9 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     key = band.key_of(doc, joining=False)
     assert key is not None
     far = [band.Band(*key, points=(band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",))))]
-    assert "this run 9.335 is below all of them, outside twice the band" in report([doc], bands=far)
+    assert "this run 9.335, below all of them, is outside twice their ±2.4% band: differs beyond" in report(
+        [doc], bands=far
+    )
     assert band.main(["--show", "solve-512-cliff"]) == 0
     out = capsys.readouterr().out
     uuid = doc["fingerprint"]["gpu"]["uuid"]
@@ -169,3 +171,29 @@ def test_an_off_architecture_artifact_validates_and_reports_inconclusive(docs: l
     assert "instead, on this GPU: t(nn.Linear)/t(x @ w.t() + b), fp32 was 0.92x" in visible(text, "5090-linear")
     doc["repro"]["claim_arch"] = ["sm_120"]
     assert artifact.validation_errors(doc)  # a compute capability, as the fingerprint writes it
+
+
+def test_clock_wording_comes_from_the_monitor_numbers(rendered: str, docs: list[dict[str, Any]]) -> None:
+    from repro.evidence.clocks import clock_words
+
+    lora = visible(rendered, "lora-batch-scaling")
+    # The JSON: min 1365, max 1785, median of polls 1710; the record said "held the SM clock at 1710".
+    assert "held the SM clock" not in rendered
+    assert "(suspect: power cap, SM clock 1365-1785 MHz (median 1710) of 1980 MHz max (bs1, bs2, bs4))" in lora
+    mon = by_id(docs, "5090-linear")["variants"][2]["gpu_monitor"]
+    assert clock_words(mon) == "SM clock 1620-1980 MHz (median 1845)"
+    assert clock_words({"sm_clock_min_mhz": 1980, "sm_clock_max_mhz": 1980, "sm_clock_during_mhz": 1980}) == (
+        "SM clock 1980 MHz"
+    )
+    assert clock_words({}) == "SM clock not recorded"
+    assert "(SM clock 1845 MHz)" not in rendered
+
+
+def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(rendered: str) -> None:
+    state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state when each repro started"))
+    assert "no clock events at start." in state
+    assert (
+        "While measuring, clock events: 5090-linear (linear_tf32, manual_tf32: sw_power_cap, SM clock 1620-1980"
+        in state
+    )
+    assert "lora-batch-scaling (bs1, bs2, bs4: sw_power_cap, SM clock 1365-1785 MHz (median 1710))" in state

@@ -157,8 +157,7 @@ def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     return (
         f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}; this run "
-        f"{value:.4g} is {where}, {within} twice the band (±{fmt_pct(b.half_width * 100)} of the "
-        f"{len(b.points)} GPUs' median {b.center:.4g}): {agreement}."
+        f"{value:.4g}, {where}, is {within} twice their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
 
 

@@ -22,6 +22,7 @@ from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.bundle import script_member
+from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import band_line, diff_lines, rerun_block, scope_lines, seed_source, seed_vs_ours
 from repro.evidence.machines import machine_summary, machines, state_line
@@ -129,10 +130,9 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
 
 LEGEND = (
     "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "measured across other GPUs of this model (`python -m repro.evidence.band --show REPRO` lists their GPU "
-    'uuids and run ids, from the harness\'s repro/evidence/data/rerun_band.json). "Worst of k": k comparisons '
-    "decide together, each CI held at "
-    "1 - 0.05/k (Bonferroni), and the headline is the largest ratio._"
+    "across other GPUs of this model (`python -m repro.evidence.band --show REPRO` lists their uuids and runs, "
+    'from repro/evidence/data/rerun_band.json). "Worst of k": k comparisons decide together, each CI at '
+    "1 - 0.05/k (Bonferroni); the headline is the largest ratio._"
 )
 
 
@@ -180,7 +180,7 @@ def _notes(doc: Mapping[str, Any]) -> list[str]:
     reasons = [str(x) for x in validity.get("reasons") or []] if validity.get("flag") == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
-    warnings = [str(w) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    warnings = [restate(str(w), doc) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
@@ -254,7 +254,8 @@ def repro_section(
     validity = doc.get("validity") or {}
     status = f"**{text(v['status'])}**"
     if validity.get("flag") == "suspect" and validity.get("reasons"):
-        status += f" (suspect: {text('; '.join(_grouped([str(x) for x in validity['reasons']])))})"
+        reasons = [restate(str(x), doc) for x in validity["reasons"]]
+        status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(str(v["status"]), "")
     finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
