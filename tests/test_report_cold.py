@@ -197,3 +197,16 @@ def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(rende
         in state
     )
     assert "lora-batch-scaling (bs1, bs2, bs4: sw_power_cap, SM clock 1365-1785 MHz (median 1710))" in state
+
+
+def test_a_reproduced_status_names_the_only_setting_it_holds_for(rendered: str, docs: list[dict[str, Any]]) -> None:
+    row = next(ln for ln in rendered.splitlines() if ln.startswith("| solve-512-cliff"))
+    assert "| **reproduced** (cusolver backend only) |" in row
+    memset = next(ln for ln in rendered.splitlines() if ln.startswith("| graph-memset"))
+    assert "| **reproduced** |" in memset  # it held in three sources, not one
+    fails = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Does not hold"))
+    assert "default backend (MAGMA here): at most 0.98x" in fails
+    doc = by_id(docs, "solve-512-cliff")
+    for r in doc["verdict"]["breakdown"]:
+        r["status"] = "reproduced"
+    assert "| **reproduced** |" in report([doc])

@@ -106,6 +106,12 @@ def scope_lines(doc: Mapping[str, Any]) -> list[str]:
         holds = [f"{head} (the headline)", *holds]
     else:
         fails = [f"{head} (the headline)", *fails]
+    torch = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}
+    if torch.get("has_magma") is not None:
+        # What "default" means for torch.linalg here: MAGMA where torch was built with it.
+        said = "default backend (MAGMA here)" if torch["has_magma"] else "default backend (no MAGMA here)"
+        holds = [h.replace("default backend", said, 1) for h in holds]
+        fails = [f.replace("default backend", said, 1) for f in fails]
     out = [f"Holds for: {text('; '.join(holds))}"] if holds else []
     return out + ([f"Does not hold for: {text('; '.join(fails))}"] if fails else [])
 

@@ -108,6 +108,8 @@ def _band_cell(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
 
 def _status(doc: Mapping[str, Any]) -> str:
     status = f"**{text(doc['verdict']['status'], cell=True)}**"
+    if setting := scope.only(doc):
+        status += f" ({text(setting, cell=True)} only)"
     return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
 
 

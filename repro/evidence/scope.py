@@ -16,7 +16,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
 
-__all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
+__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus"]
 
 # Breakdown-row keys that are the harness's own; every other key is a qualifier.
 _ROW_KEYS = frozenset(
@@ -90,6 +90,22 @@ def conditions(doc: Mapping[str, Any]) -> tuple[str, list[str], list[str]] | Non
             said = f"at least {ratios[0]:.2f}x" if held else f"at most {ratios[-1]:.2f}x"
         (holds if held else fails).append(f"{name}: {said}")
     return out, _capped(holds), _capped(fails)
+
+
+def only(doc: Mapping[str, Any]) -> str | None:
+    """``cusolver backend`` when every comparison that reproduced shares the headline's first setting and
+    some comparison with another value of it did not: the summary row's status then says "only"."""
+    head = _head_row(doc)
+    quals = _qualifiers(head) if head is not None else {}
+    if head is None or head.get("status") != "reproduced" or not quals:
+        return None
+    key = next(iter(quals))
+    rows = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+    held = [r for r in rows if r.get("status") == "reproduced"]
+    others = [r for r in rows if r.get(key) != quals[key]]
+    if all(r.get(key) == quals[key] for r in held) and others and all(r.get("status") != "reproduced" for r in others):
+        return _one(key, quals[key])
+    return None
 
 
 def _capped(parts: list[str]) -> list[str]:
