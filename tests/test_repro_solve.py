@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro.core.context import SamplingConfig
+from repro.core.context import Arm, SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import Kernel, RunResult, Timing, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
@@ -119,10 +119,10 @@ class _SweepFails(RunContext):
 
     fail_group: str = ""
 
-    def measure_paired(self, arms: Any, *, group: str | None = None, sampling: Any = None) -> list[VariantResult]:
-        if group == self.fail_group:
+    def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> Any:
+        if arm.name.startswith(self.fail_group + "_"):
             raise RuntimeError("CUDA out of memory (simulated, while timing)")
-        return super().measure_paired(arms, group=group, sampling=sampling)
+        return super()._setup_arm(arm, cfg)
 
 
 def test_a_failing_sweep_costs_that_sweep_not_the_grid(fast: SamplingConfig) -> None:

@@ -415,6 +415,32 @@ def off_architecture(v: Verdict, claim_arch: Sequence[str], cc: str | None, gpu:
     )
 
 
+def as_quick(v: Verdict, full_command: str) -> Verdict:
+    """A quick run's verdict: a not-reproduced whose CI (or a headline comparison's) straddles the
+    threshold becomes ``undecided``, since the full run's narrower CI may land on either side; the
+    finding names the full command. Every other verdict stands as it is."""
+    straddles = v.status == "not_reproduced" and (
+        (v.ci_low is not None and v.ci_high is not None and v.ci_low < v.threshold <= v.ci_high)
+        or any(r.get("where") == "straddles" for r in v.breakdown)
+    )
+    if not straddles:
+        return v
+    sentence = (
+        f"Undecided in a quick run: {v.metric} was {fmt_ratio(v.value, v.ci_low, v.ci_high)}, a CI that "
+        f"straddles the threshold {v.threshold:g}; the full run decides: `{full_command}`."
+    )
+    rows = tuple({**r, "status": "undecided"} if r.get("where") == "straddles" else r for r in v.breakdown)
+    return Verdict(
+        **{
+            **_fields(v),
+            "status": "undecided",
+            "finding": sentence,
+            "details": (f"The quick run's words: {v.finding}", *v.details),
+            "breakdown": rows,
+        }
+    )
+
+
 # --------------------------------------------------------------------------- repros that judge themselves
 
 

@@ -24,7 +24,7 @@ from repro.core import fsio
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 BAND_VERSION = 1
 # Statuses whose headline is a measured ratio.
-MEASURED = ("reproduced", "not_reproduced", "inconclusive")
+MEASURED = ("reproduced", "not_reproduced", "inconclusive", "undecided")
 # Fewer GPUs than this say nothing about a spread between GPUs.
 MIN_GPUS = 2
 

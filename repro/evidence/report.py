@@ -110,7 +110,12 @@ def _status(doc: Mapping[str, Any]) -> str:
     status = f"**{text(doc['verdict']['status'], cell=True)}**"
     if setting := scope.only(doc):
         status += f" ({text(setting, cell=True)} only)"
+    status += " (quick run)" if _quick(doc) else ""
     return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
+
+
+def _quick(doc: Mapping[str, Any]) -> bool:
+    return (doc.get("run") or {}).get("quick") is True
 
 
 def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] | None = None) -> str:
@@ -207,8 +212,9 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
     phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
     spent = artifact.format_breakdown(phases, min_s=0.5)
+    busy = artifact.format_busy(doc)
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
+        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
@@ -392,6 +398,12 @@ def report(
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
+            "",
+        ]
+    if any(_quick(d) for d in docs):
+        head += [
+            "_Quick run (`--quick`): headline comparisons only, at a looser CI target; `undecided` means the CI "
+            "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
     scope_md = _not_tested(docs, declared)

@@ -455,14 +455,13 @@ class GraphMemset(Repro[MemsetParams]):
                     calls_per_sample=p.ops,
                 )
             )
-        # Each family of graphs in interleaved rounds: memset vs fill, then with the matmul.
-        for with_mm, arms in groups.items():
-            if not arms:
-                continue
-            try:
-                variants += ctx.measure_paired(arms, group="torch_mm" if with_mm else "torch")
-            except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
-                variants += [ctx.errored(a.name, a.label, exc, **a.config) for a in arms]
+        # Both families of graphs (memset vs fill, and the same with the matmul) in one schedule of
+        # interleaved rounds: each family is a group, and the two share the episodes and idle gaps.
+        named = {("torch_mm" if with_mm else "torch"): arms for with_mm, arms in groups.items() if arms}
+        try:
+            variants += [v for vs in (ctx.measure_groups(named) if named else {}).values() for v in vs]
+        except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
+            variants += [ctx.errored(a.name, a.label, exc, **a.config) for arms in named.values() for a in arms]
         extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:

@@ -10,7 +10,7 @@ separate add, so a gap points at the GEMM heuristic cuBLAS picks for each call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,30 +233,35 @@ class Linear5090(Repro[LinearParams]):
         def manual() -> Any:
             return x @ w.t() + b
 
-        variants: list[VariantResult] = []
+        def precision_set(on: bool) -> Callable[[], None]:
+            def prepare() -> None:  # the arms of both precisions are interleaved: each block sets its own
+                torch.backends.cuda.matmul.allow_tf32 = on
+
+            return prepare
+
         # TF32 is a tensor-core mode; on CPU it is the same fp32 path, so it is not timed there.
         modes = [False, True] if p.tf32_variants and ctx.cuda else [False]
-        with torch.no_grad():
-            for on in modes:
-                precision = "tf32" if on else "fp32"
-                with tf32(on):
-                    # The two forms of one precision in interleaved rounds: the ratio's CI
-                    # comes from the per-round ratios, so GPU drift cancels in it.
-                    variants += ctx.measure_paired(
-                        [
-                            Arm(
-                                f"{name}_{precision}",
-                                fn,
-                                label=f"{form} ({precision.upper()})",
-                                config={"form": name, "allow_tf32": on, "shape": [p.batch, p.tokens, p.features]},
-                                work=Work(flops=flops, bytes=moved, ceiling=precision),
-                            )
-                            for name, form, fn in (("linear", "nn.Linear", linear), ("manual", "x @ w.t() + b", manual))
-                        ],
-                        group=precision,
-                    )
+        groups: dict[str, list[Arm]] = {}
+        for on in modes:
+            precision = "tf32" if on else "fp32"
+            # The two forms of one precision are a group: the ratio's CI comes from the per-round
+            # ratios, so GPU drift cancels in it. Both precisions share one schedule of rounds.
+            groups[precision] = [
+                Arm(
+                    f"{name}_{precision}",
+                    fn,
+                    label=f"{form} ({precision.upper()})",
+                    config={"form": name, "allow_tf32": on, "shape": [p.batch, p.tokens, p.features]},
+                    work=Work(flops=flops, bytes=moved, ceiling=precision),
+                    prepare=precision_set(on),
+                )
+                for name, form, fn in (("linear", "nn.Linear", linear), ("manual", "x @ w.t() + b", manual))
+            ]
+        with torch.no_grad(), tf32(False):
+            measured = ctx.measure_groups(groups)
+            precision_set(False)()  # the check below compares in plain fp32
             torch.testing.assert_close(linear(), manual(), rtol=1e-3, atol=1e-3)
-        return RunResult(variants=tuple(variants))
+        return RunResult(variants=tuple(v for vs in measured.values() for v in vs))
 
     def explain(self, p: LinearParams, result: RunResult, outcome: Outcome) -> Finding:
         lin, man = result.variant("linear_fp32"), result.variant("manual_fp32")

@@ -26,7 +26,7 @@ from repro.core.spec import (
     check_comparisons,
     params_to_dict,
 )
-from repro.core.verdict import as_smoke, off_architecture, unavailable
+from repro.core.verdict import as_quick, as_smoke, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.evidence.clocks import clock_words
@@ -61,6 +61,9 @@ class RunRequest:
     command: Sequence[str] = ()
     traces: bool = True
     collect_env: bool = True  # run torch.utils.collect_env after the repro (takes seconds)
+    # Headline comparisons only, the arms no headline uses not timed; a straddling CI is
+    # ``undecided`` (see repro.core.verdict.as_quick). The CI target comes with ``sampling``.
+    quick: bool = False
 
 
 def resolve(req: RunRequest) -> tuple[type[Repro[Any]], Any]:
@@ -169,11 +172,19 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
     }
 
 
+def full_command(req: RunRequest) -> str:
+    """The command of the same run with the full evidence (no --quick, the default CI target)."""
+    parts = ["repro", "run", req.repro_id, *(f"--set {k}={v}" for k, v in req.overrides.items())]
+    return " ".join(parts)
+
+
 def rerun_command(req: RunRequest) -> str:
     parts = ["repro", "run", req.repro_id]
     parts += [f"--set {k}={v}" for k, v in req.overrides.items()]
     if req.smoke:
         parts.append("--smoke")
+    if req.quick:
+        parts.append("--quick")
     return " ".join(parts)
 
 
@@ -205,6 +216,7 @@ def execute(
     missing = [m for m in cls.requires.python_modules if not _importable(m)]
 
     result: RunResult | None = None
+    spent: dict[str, float] = {}
     verdict: Verdict
     error: dict[str, Any] | None = None
     ceilings: dict[str, Any] | None = None
@@ -222,7 +234,7 @@ def execute(
         repro = cls()
         ctx = _context(req, device, run_dir, log, progress)
         try:
-            ctx.comparisons = tuple(repro.comparisons(params))
+            ctx.comparisons = tuple(c for c in repro.comparisons(params) if c.headline or not req.quick)
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
             ctx.record_arms = legacy
             log(f"{cls.id}: running on {device}")
@@ -248,6 +260,9 @@ def execute(
                 )
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
+        if req.quick:  # after as_smoke: a smoke verdict is never undecided, it decides nothing
+            verdict = as_quick(verdict, full_command(req))
+        spent = dict(ctx.spent)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
     with _timed(phases, "collect_env"):
         env = fingerprint.collect_env_for_run(run_dir) if has_torch and req.collect_env else None
@@ -274,6 +289,7 @@ def execute(
         warnings=_warnings(variants, result),
         error=error,
         phases=phases,
+        measure=spent,
     )
     path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
     return doc, path
@@ -294,10 +310,12 @@ def document(
     warnings: Sequence[str] = (),
     error: Mapping[str, Any] | None = None,
     phases: Mapping[str, float] | None = None,
+    measure: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The artifact of one run of ``req``, redacted: the one place an artifact document is put together.
 
-    ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran.
+    ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran;
+    ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``).
     """
     doc = artifact.assemble(
         repro=repro_section(cls, params),
@@ -311,6 +329,8 @@ def document(
             "duration_s": seconds,
             "cpu_threads": CPU_THREADS if device == "cpu" else None,
             **({"phases_s": dict(phases)} if phases else {}),
+            **({"measure_s": dict(measure)} if measure else {}),
+            **({"quick": True} if req.quick else {}),
         },
         variants=variants,
         verdict=verdict,
@@ -479,6 +499,7 @@ def _context(
         nvml=nv,
         log=log,
         progress=progress,
+        quick=req.quick,
     )
 
 
