@@ -65,10 +65,10 @@ def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[di
     solve = _scope_line(text, "solve-512-cliff")
     assert solve.startswith("- Holds for: cusolver backend, batch 128")  # reproduced: what it holds for
     assert "- Does not hold for: default backend (MAGMA here): at most 0.97x" in solve
-    assert "pure CUDA twin (the headline); torch graph: 1.30x" in _scope_line(text, "graph-memset")
+    assert "pure CUDA twin (headline); torch graph: 1.30x" in _scope_line(text, "graph-memset")
     lora = _scope_line(text, "lora-batch-scaling")
-    assert lora.startswith("- Does not hold for: batch 2, no memory cap (the headline)")  # not reproduced
-    assert "fp32 (TF32 off) (the headline); tf32: 0.59x" in _scope_line(text, "5090-linear")
+    assert lora.startswith("- Does not hold for: batch 2, no memory cap (headline)")  # not reproduced
+    assert "fp32 (TF32 off) (headline); tf32: 0.59x" in _scope_line(text, "5090-linear")
     # From the breakdown rows, not the prose: change a qualifier and the line follows.
     changed = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     for row in changed["verdict"]["breakdown"]:

@@ -103,9 +103,9 @@ def scope_lines(doc: Mapping[str, Any]) -> list[str]:
         return []
     head, holds, fails = found
     if status == "reproduced":
-        holds = [f"{head} (the headline)", *holds]
+        holds = [f"{head} (headline)", *holds]
     else:
-        fails = [f"{head} (the headline)", *fails]
+        fails = [f"{head} (headline)", *fails]
     torch = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}
     if torch.get("has_magma") is not None:
         # What "default" means for torch.linalg here: MAGMA where torch was built with it.
@@ -132,7 +132,7 @@ def diff_lines(doc: Mapping[str, Any]) -> list[str]:
     head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
-    head += "; biggest change first):"
+    head += "):"  # the bullets come largest change in time per call first (kernel_diff)
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
     return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
@@ -163,7 +163,7 @@ def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     return (
         f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}; this run "
-        f"{value:.4g}, {where}, is {within} twice their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"{value:.4g}, {where}, {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
 
 
