@@ -89,7 +89,7 @@ def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> Non
 def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
     line = bench.splitlines()[2]
     assert line == (
-        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, host), gpu-repro 0.1.0, "
+        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container), gpu-repro 0.1.0, "
         "no source digest recorded, commit 680f57eaec77, 2026-11-30"
     )
     doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
@@ -133,7 +133,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert solve.endswith("| ±10% over 3 GPUs |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
-    assert "3 NVIDIA H200 GPUs read 9-11, ±10% of 10; this run 9.547, consistent." in line
+    assert "3 NVIDIA H200 GPUs read 9-11; this run 9.547, among them, within 2x their ±10% band: consistent." in line
     shipped = band.lookup(doc)
     assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
