@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ROOT
 
 from repro.core.verdict import fmt_ratio
 from repro.evidence import artifact, band, markdown, plots
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
 from repro.run import scripts
 
-ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all" / "20261201T111151Z-438281"
 
 
