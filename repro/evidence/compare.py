@@ -372,7 +372,7 @@ def _cell(doc_result: Mapping[str, Any] | None) -> str:
         return "not run"
     r = doc_result
     status = f"**{text(r['status'], cell=True)}**" + (f" ({text(r['error'], cell=True)})" if r["error"] else "")
-    ratio = ratio_with_ci(r["value"], r["ci_low"], r["ci_high"], "95% CI", 2)
+    ratio = ratio_with_ci(r["value"], r["ci_low"], r["ci_high"], "95% CI")
     lines = [status, ratio]
     suspect = r["validity"] == "suspect"
     flags = [f for f, on in (("smoke", r["smoke"]), (f"validity: {text(r['validity'], cell=True)}", suspect)) if on]

@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from repro.core.verdict import CI_LEVEL
+from repro.core.verdict import CI_LEVEL, fmt_ratio, ratio_places
 from repro.evidence.model import Verdict
 
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
@@ -141,33 +141,25 @@ def verdict_label(v: Verdict) -> str:
     return ci_label(v.ci_level, [r.ci_level for r in v.breakdown])
 
 
-def _decimals(*values: float) -> int:
-    """Two decimals, or as many more (up to 4) as it takes to tell the CI's ends apart."""
-    lo, hi = values[1], values[2]
-    for places in (2, 3, 4):
-        if f"{lo:.{places}f}" != f"{hi:.{places}f}":
-            return places
-    return 4
-
-
 def ratio_with_ci(value: Any, lo: Any, hi: Any, label: str = "95% CI", places: int | None = None) -> str:
     """``9.55x (99.2% CI 9.51-9.59, worst of 6)``; ``n/a`` without a value.
 
-    ``places``: decimals; None gives ``0.918x (95% CI 0.916-0.922)`` where two decimals would
-    print the same number twice.
+    ``places``: decimals; None (the default everywhere a ratio is shown) gives
+    ``repro.core.verdict.ratio_places``, the same digits as the finding: ``1.002x (95% CI 1.002-1.003)``
+    where two decimals would print both ends as one number.
     """
     if not isinstance(value, int | float):
         return "n/a"
     if not isinstance(lo, int | float) or not isinstance(hi, int | float):
         return f"{value:.2f}x"
-    places = _decimals(value, lo, hi) if places is None else places
+    places = ratio_places(value, lo, hi) if places is None else places
     level, _, rest = label.partition(", ")
     more = f", {rest}" if rest else ""
     said = f"{level} " if level else ""
     return f"{value:.{places}f}x ({said}{lo:.{places}f}-{hi:.{places}f}{more})"
 
 
-def verdict_cell(v: Verdict, places: int | None = 2) -> str:
+def verdict_cell(v: Verdict, places: int | None = None) -> str:
     """The verdict's ratio with its CI at the level the artifact records, as a table cell shows it."""
     return ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places)
 
@@ -205,3 +197,21 @@ def details(summary: str, body: str, lang: str = "") -> str:
     """A collapsed block: ``summary`` is plain text (escaped here), ``body`` goes verbatim into a code fence."""
     # The blank line after </summary> is what makes GitHub render the body as markdown.
     return f"<details><summary>{html_text(summary)}</summary>\n\n{fence(body, lang)}\n\n</details>\n"
+
+
+def _two_places(value: float, lo: float, hi: float, level: float) -> str:
+    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
+
+
+def current_ratios(words: str, v: Verdict) -> str:
+    """``words`` (a finding or detail an artifact recorded) with each ratio of the verdict and its
+    breakdown in the one format (``fmt_ratio``): artifacts written before it printed every ratio at
+    two decimals, so ``1.00x (95% CI 1.00-1.00)`` hid a CI the tables show as 1.002-1.003."""
+    rows = [(v.value, v.ci_low, v.ci_high, v.ci_level)]
+    rows += [(r.ratio, r.ci_low, r.ci_high, r.ci_level) for r in v.breakdown]
+    for value, lo, hi, level in rows:
+        if value is None or lo is None or hi is None:
+            continue
+        at = float(level) if level is not None else CI_LEVEL
+        words = words.replace(_two_places(value, lo, hi, at), fmt_ratio(value, lo, hi, at))
+    return words

@@ -215,6 +215,8 @@ class MachineFacts:
     gpu_uuid: str | None = None
     harness: Harness = Harness()
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
+    sm_clock_max_mhz: float | None = None  # the GPU's maximum SM clock, as NVML reported it
+    torch_has_magma: bool | None = None  # torch was built with MAGMA (torch.linalg's default backend)
     scheduler: Scheduler = Scheduler()
     collect_env: str = ""
 
@@ -402,11 +404,14 @@ def _error(raw: Any) -> ErrorInfo | None:
 
 def _machine(fp: Mapping[str, Any]) -> MachineFacts:
     gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
+    magma = _map(_map(fp.get("software")).get("torch")).get("has_magma")
     return MachineFacts(
         gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
         gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
         harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
         gpu_state=_map(gpu.get("state")),
+        sm_clock_max_mhz=_num(_map(gpu.get("nvml")).get("sm_clock_max_mhz")),
+        torch_has_magma=magma if isinstance(magma, bool) else None,
         scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
         collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
     )

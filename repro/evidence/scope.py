@@ -17,7 +17,7 @@ from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
 
-__all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
+__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus"]
 
 MAX_CONTRASTS = 3
 # How the harness opens the finding of a repro that did not run (repro.core.verdict.unavailable).
@@ -42,18 +42,23 @@ def qualifier_text(quals: Mapping[str, Any]) -> str:
     return ", ".join(p for k, v in quals.items() if (p := _one(k, v)))
 
 
-def conditions(doc: Artifact) -> str:
-    """What the headline number holds for, then how the other settings fared.
+def _head_row(doc: Artifact) -> Row | None:
+    return next((r for r in doc.verdict.breakdown if r.headline), None)
 
-    ``cusolver backend, batch 128; default backend: at most 0.97x, not reproduced``. The
-    contrast groups the other rows by their first qualifier that differs from the headline's.
+
+def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
+    """(the headline's settings, where the effect holds, where it does not), each from its row's own status.
+
+    ``("cusolver backend, batch 128", ["cusolver backend, batch 64: 5.35x"], ["default backend: at
+    most 0.98x"])``. The other rows are grouped by their first qualifier that differs from the
+    headline's, and by status, so one group never mixes rows that held with rows that did not.
     """
-    head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    head = _head_row(doc)
     if head is None:
-        return "-"
+        return None
     quals = head.qualifiers
     out = qualifier_text(quals) or str(head.label or "-")
-    groups: dict[str, list[Row]] = {}
+    groups: dict[tuple[str, bool], list[Row]] = {}
     for row in doc.verdict.breakdown:
         if row is head or row.ratio is None:
             continue
@@ -65,17 +70,40 @@ def conditions(doc: Artifact) -> str:
         first = next(iter(quals))
         if key != first and (lead := _one(first, quals[first])):
             name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
-        groups.setdefault(name, []).append(row)
-    parts = []
-    for name, rows in list(groups.items())[:MAX_CONTRASTS]:
-        top = max(rows, key=lambda r: float(r.ratio or 0.0))
-        statuses = {r.status for r in rows}
-        status = "reproduced" if "reproduced" in statuses else str(top.status or "").replace("_", " ")
-        bound = "at most " if len(rows) > 1 else ""
-        parts.append(f"{name}: {bound}{float(top.ratio or 0.0):.2f}x, {status}")
-    if len(groups) > MAX_CONTRASTS:
-        parts.append(f"{len(groups) - MAX_CONTRASTS} more in the breakdown")
-    return out + ("; " + "; ".join(parts) if parts else "")
+        groups.setdefault((name, row.status == "reproduced"), []).append(row)
+    holds: list[str] = []
+    fails: list[str] = []
+    for (name, held), rows in groups.items():
+        ratios = sorted(float(r.ratio or 0.0) for r in rows)
+        if len(rows) == 1:
+            said = f"{ratios[0]:.2f}x"
+        else:
+            said = f"at least {ratios[0]:.2f}x" if held else f"at most {ratios[-1]:.2f}x"
+        (holds if held else fails).append(f"{name}: {said}")
+    return out, _capped(holds), _capped(fails)
+
+
+def only(doc: Artifact) -> str | None:
+    """``cusolver backend`` when every comparison that reproduced shares the headline's first setting and
+    some comparison with another value of it did not: the summary row's status then says "only"."""
+    head = _head_row(doc)
+    quals = head.qualifiers if head is not None else {}
+    if head is None or head.status != "reproduced" or not quals:
+        return None
+    key = next(iter(quals))
+    rows = doc.verdict.breakdown
+    held = [r for r in rows if r.status == "reproduced"]
+    others = [r for r in rows if r.qualifiers.get(key) != quals[key]]
+    shared = all(r.qualifiers.get(key) == quals[key] for r in held)
+    if shared and others and all(r.status != "reproduced" for r in others):
+        return _one(key, quals[key])
+    return None
+
+
+def _capped(parts: list[str]) -> list[str]:
+    if len(parts) <= MAX_CONTRASTS:
+        return parts
+    return parts[:MAX_CONTRASTS] + [f"{len(parts) - MAX_CONTRASTS} more in the breakdown"]
 
 
 def impact(doc: Artifact, declared: Declared | None = None) -> str | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
 from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, achieved
+from repro.evidence.clocks import clock_words
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
@@ -287,7 +288,7 @@ class RunContext:
         if gpu_monitor and gpu_monitor["throttled"]:
             notes.append(
                 f"clocks-event reasons while measuring: {', '.join(gpu_monitor['throttled'])} "
-                f"(SM clock {gpu_monitor['sm_clock_during_mhz']} MHz)"
+                f"({clock_words(gpu_monitor)})"
             )
         # A paired variant is judged by its comparison's CI (the verdict's), not its own.
         unpaired = timing.group is None

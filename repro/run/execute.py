@@ -26,9 +26,10 @@ from repro.core.spec import (
     check_comparisons,
     params_to_dict,
 )
-from repro.core.verdict import as_quick, as_smoke, unavailable
+from repro.core.verdict import as_quick, as_smoke, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
+from repro.evidence.clocks import clock_words
 from repro.run import catalog
 from repro.run.context import RunContext
 from repro.run.progress import Progress, no_progress
@@ -130,11 +131,13 @@ def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -
         if hard:
             reasons.append(f"{v.name}: clocks-event reasons {', '.join(hard)} while measuring")
         if "sw_power_cap" in seen and max_clock and clock and clock < POWER_CAP_FLOOR * max_clock:
-            reasons.append(f"{v.name}: power cap held the SM clock at {clock} of {max_clock} MHz")
+            reasons.append(f"{v.name}: power cap, {clock_words(mon, max_clock)}")
         if mon.get("other_pids"):
             reasons.append(f"{v.name}: other processes on the GPU (pids {', '.join(map(str, mon['other_pids']))})")
         if max_clock and clock and clock < CLOCK_FLOOR * max_clock:
-            reasons.append(f"{v.name}: SM clock {clock} MHz is under {CLOCK_FLOOR:.0%} of its {max_clock} MHz maximum")
+            reasons.append(
+                f"{v.name}: {clock_words(mon, max_clock)}: the median is under {CLOCK_FLOOR:.0%} of the maximum"
+            )
         if mon.get("ecc_new_errors"):
             reasons.append(f"{v.name}: {mon['ecc_new_errors']} new uncorrected ECC errors")
     return {"flag": "suspect" if reasons else "valid", "reasons": reasons}
@@ -163,6 +166,7 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
         "seed_gpus": list(cls.seed_gpus),
         "seed_source": cls.seed_source or None,
         "seed_experiment": cls.seed_experiment or None,
+        "claim_arch": list(cls.claim_arch),
         "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }
@@ -268,6 +272,8 @@ def execute(
             collect_env=env,
             ceilings=ceilings,
         )
+    cc = (fp.get("gpu") or {}).get("compute_capability")
+    verdict = off_architecture(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"))
     variants = result.variants if result else ()
     doc = document(
         req,
