@@ -75,6 +75,7 @@ class ReproInfo:
     seed_experiment: str | None = None
     plots: tuple[Plot, ...] | None = None
     script: str | None = None
+    claim_arch: tuple[str, ...] = ()  # compute capabilities the seed's claim is specific to (1.4)
     recorded: frozenset[str] = frozenset()  # which of DECLARABLE the artifact carries (null included)
 
 
@@ -354,6 +355,7 @@ def _repro(raw: Mapping[str, Any]) -> ReproInfo:
         if isinstance(plots, list | tuple)
         else None,
         script=_str(raw.get("script")),
+        claim_arch=_strs(raw.get("claim_arch")),
         recorded=frozenset(k for k in DECLARABLE if k in raw),
     )
 
