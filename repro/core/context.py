@@ -165,6 +165,10 @@ class Context(Protocol):
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
-        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in
-        ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``."""
+        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in up
+        to ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``. With
+        ``pairs`` ((numerator, denominator) names) the rounds stop at the end of the first episode
+        after ``min_iters`` rounds where every pair's paired CI is within the sampling's target."""

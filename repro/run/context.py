@@ -21,7 +21,7 @@ from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, 
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
-from repro.run.sampling import kernel_episode, round_order, sample_adaptively
+from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
 from repro.run.schedule import QUICK_SKIP, measure_groups
 
 if TYPE_CHECKING:
@@ -210,49 +210,75 @@ class RunContext:
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
         """Per-call device time (seconds) of the kernels whose names ``match``, for each fn,
-        in ``iters`` interleaved rounds inside one profiler session (CUPTI starts once).
+        in up to ``iters`` interleaved rounds.
 
         ``out[name][i]`` is round i's call of ``name``; the lists align by round, so a
         ratio of two of them is paired. A call with no matching kernel gives 0.0.
-        ``episodes`` > 1 splits the rounds into that many episodes of
-        ``kernel_episode(iters, episodes)`` rounds, separated by the sampling's idle gap
-        and each opened by one untimed call of every fn (see ``SamplingConfig``).
+        ``episodes`` > 1 splits the rounds into episodes of ``kernel_episode(iters, episodes)``
+        rounds, separated by the sampling's idle gap and each after the first opened by one
+        untimed call of every fn (see ``SamplingConfig``). Each episode is one profiler
+        session, so its times are known when it ends: with ``pairs`` ((numerator, denominator)
+        names), the rounds stop at the first episode's end where ``kernel_enough`` holds (at
+        least ``min_iters`` rounds, every pair's paired CI within the sampling's target), and
+        the lists hold the rounds done.
         """
-        from torch.profiler import ProfilerActivity, profile, record_function
-
         if not self.cuda:
             raise RuntimeError("kernel_rounds needs CUDA")
         names = list(fns)
+        episode = kernel_episode(iters, episodes)
+        step = episode or iters
+        out: dict[str, list[float]] = {n: [] for n in names}
         self.synchronize()
         t0 = self.clock()
-        calls: list[tuple[str, int]] = []
         with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-            episode = kernel_episode(iters, episodes)
-            warm = 0
-
-            def call(name: str, label: str) -> None:  # one profiled call in its own range
-                if prepare and name in prepare:
-                    prepare[name]()
-                with record_function(label):
-                    fns[name]()
-                self.synchronize()
-
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for r in range(iters):
-                    if episode and r and r % episode == 0:
-                        self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
-                        for name in names:
-                            call(name, f"gpu_repro_warm_{warm}")
-                            warm += 1
-                    for i in round_order(len(names), r):
-                        call(names[i], f"gpu_repro_call_{len(calls)}")
-                        calls.append((names[i], r))
-        totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
+            for start in range(0, iters, step):
+                if start:
+                    self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
+                got = self._kernel_session(fns, range(start, min(start + step, iters)), match, prepare, bool(start))
+                for name in names:
+                    out[name] += got[name]
+                if pairs and kernel_enough(out, pairs, episode, min_iters, self.sampling.target_rel_ci):
+                    break
         self._spend("sampling", self.clock() - t0)
-        out: dict[str, list[float]] = {n: [0.0] * iters for n in names}
+        return out
+
+    def _kernel_session(
+        self,
+        fns: Mapping[str, Callable[[], Any]],
+        rounds: range,
+        match: Callable[[str], bool],
+        prepare: Mapping[str, Callable[[], None]] | None,
+        warm: bool,
+    ) -> dict[str, list[float]]:
+        """One profiler session of ``rounds`` (after one untimed call of every fn when ``warm``):
+        the matched kernels' device time of each call, by fn, in round order."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        names = list(fns)
+        calls: list[tuple[str, int]] = []
+
+        def call(name: str, label: str) -> None:  # one profiled call in its own range
+            if prepare and name in prepare:
+                prepare[name]()
+            with record_function(label):
+                fns[name]()
+            self.synchronize()
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            if warm:
+                for i, name in enumerate(names):
+                    call(name, f"gpu_repro_warm_{i}")
+            for r in rounds:
+                for i in round_order(len(names), r):
+                    call(names[i], f"gpu_repro_call_{len(calls)}")
+                    calls.append((names[i], r - rounds.start))
+        totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
+        out: dict[str, list[float]] = {n: [0.0] * len(rounds) for n in names}
         for (name, r), t in zip(calls, totals, strict=True):
             out[name][r] = t
         return out
