@@ -130,6 +130,11 @@ class Context(Protocol):
     def synchronize(self) -> None:
         """Wait for the device's queued work (a no-op on CPU)."""
 
+    def untimed(self, name: str) -> str | None:
+        """Why this run leaves the arm ``name`` untimed, or None when it times it: a quick run
+        times only the arms of headline comparisons (``measure`` and the schedules skip the
+        others themselves; a repro that times arms its own way asks here)."""
+
     def measure(
         self,
         name: str,

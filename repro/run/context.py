@@ -98,6 +98,12 @@ class RunContext:
 
             torch.cuda.synchronize()
 
+    def untimed(self, name: str) -> str | None:
+        """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses, else None."""
+        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
+            return QUICK_SKIP
+        return None
+
     def measure(
         self,
         name: str,
@@ -120,8 +126,9 @@ class RunContext:
         overrides the run's rules for a repro with many small variants.
         """
         cfg = sampling or self.sampling
-        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
-            return self.skipped(name, label or name, QUICK_SKIP, extra=extra, **dict(config or {}))
+        why = self.untimed(name)
+        if why is not None:
+            return self.skipped(name, label or name, why, extra=extra, **dict(config or {}))
         self.progress("warm-up", name, 0, None)
         arm = Arm(
             name=name,
