@@ -22,7 +22,7 @@ from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
 from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
-from repro.run.schedule import QUICK_SKIP, measure_groups
+from repro.run.schedule import QUICK_SKIP, QUICK_UNPROFILED, measure_groups
 
 if TYPE_CHECKING:
     from repro.core.context import Context
@@ -170,11 +170,14 @@ class RunContext:
             samples=tuple(samples),
             warmup_s=warm_s,
         )
-        self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
-        t_prof = self.clock()
-        kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
-        timing = dataclasses.replace(timing, profile_s=self.clock() - t_prof)
-        self._spend("profiling", timing.profile_s or 0.0)
+        kernels: list[Kernel] = []
+        iters = 0
+        if not self.quick:  # a quick run takes no kernel table (see QUICK_UNPROFILED)
+            self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
+            t_prof = self.clock()
+            kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+            timing = dataclasses.replace(timing, profile_s=self.clock() - t_prof)
+            self._spend("profiling", timing.profile_s or 0.0)
         self.progress("done", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
 
@@ -205,8 +208,9 @@ class RunContext:
         the target, or is decided with a CI under ``decided_rel_ci``, or when the schedule's
         budget (the per-variant budget times the number of arms) is spent; the others go on
         without it. NVML is read between rounds, never beside the timed work. After the
-        rounds, every arm gets one short profiled pass, all in one profiler session. A group
-        whose warm-up or blocks raise leaves the schedule, its arms errors; the others go on.
+        rounds, every arm gets one short profiled pass, all in one profiler session (none in a
+        quick run). A group whose warm-up or blocks raise leaves the schedule, its arms errors;
+        the others go on.
         """
         return measure_groups(self, groups, sampling or self.sampling)
 
@@ -337,7 +341,7 @@ class RunContext:
             device=self.device,
             timing=timing,
             kernels=tuple(kernels),
-            kernel_source="cuda" if self.cuda else "cpu",
+            kernel_source=QUICK_UNPROFILED if self.quick else ("cuda" if self.cuda else "cpu"),
             profiled_iterations=iters,
             work=arm.work,
             achieved=achieved(arm.work, timing.stats.median, self.ceilings),
