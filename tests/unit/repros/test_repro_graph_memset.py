@@ -27,6 +27,7 @@ from repro.repros._twin import build_twin
 from repro.repros.graph_memset import GraphMemset, MemsetParams, parse_twin_output, twin_variants
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
+from repro.run.schedule import QUICK_SKIP
 
 RID = "graph-memset"
 
@@ -266,7 +267,9 @@ def test_twin_run_turns_its_output_into_variants(
     assert json.loads(argv_file.read_text()) == [
         "--device", "3", "--ops", "1000", "--replays", "4", "--rounds", "2", "--warmup", "2", "--work-iters", "128",
         "--episodes", "10", "--gap-ms", "0",  # no idle gaps off CUDA
+        "--work-replays", "100",
     ]  # fmt: skip
+    assert info["variants"] == [n for n, _ in gm.TWIN_VARIANTS]  # a full run asks for every variant
     assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
     assert all(v.timing is not None and v.timing.group == "twin" and len(v.timing.rounds or ()) == 2 for v in variants)
     assert info["source_sha256"] == hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
@@ -504,3 +507,51 @@ def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
     }
     _, lo1, hi1, _, _, _ = variant_ratio(flat["twin_memset"], flat["twin_fill"])
     assert hi1 - lo1 < (hi - lo) / 2
+
+
+def test_a_quick_twin_runs_only_the_headline_pair_and_skips_the_rest(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv_file = tmp_path / "argv.json"
+    doc = json.loads(with_per_round(CAPTURED))
+    printed = {**doc, "variants": {n: doc["variants"][n] for n in ("memset", "fill")}}
+    out = json.dumps(printed)
+    body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({out!r})"
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
+    p = build_params(RID, MemsetParams, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2"})
+    ctx = RunContext(device="cpu", smoke=False, sampling=fast, quick=True)
+    ctx.comparisons = tuple(c for c in GraphMemset().comparisons(p) if c.headline)
+    variants, info = GraphMemset()._twin(p, ctx, 0)
+    argv = json.loads(argv_file.read_text())
+    assert argv[argv.index("--variants") + 1] == "memset,fill" and info["variants"] == ["memset", "fill"]
+    status = {v.name: v.status for v in variants}
+    assert status == {f"twin_{n}": "ok" if n in ("memset", "fill") else "skipped" for n, _ in gm.TWIN_VARIANTS}
+    assert {v.reason for v in variants if v.status == "skipped"} == {QUICK_SKIP}
+    assert info["status"] == "ok"
+
+
+def test_parse_needs_samples_only_for_the_variants_asked_for() -> None:
+    doc = json.loads(CAPTURED)
+    two = json.dumps({**doc, "variants": {n: doc["variants"][n] for n in ("memset", "fill")}})
+    assert set(parse_twin_output(two, ["memset", "fill"])["variants"]) == {"memset", "fill"}
+    with pytest.raises(ValueError, match="no samples for variant 'work_only'"):
+        parse_twin_output(two)  # a full run asked for every variant
+    with pytest.raises(ValueError, match="no samples for variant 'fill'"):
+        parse_twin_output(json.dumps({**doc, "variants": {"memset": doc["variants"]["memset"]}}), ["memset", "fill"])
+
+
+def test_work_variants_pair_their_rounds_by_work_per_round() -> None:
+    """--work-replays 2 --rounds 2 gives work_per_round 1: each work replay is a round, paired with the
+    other work variant's replay of the same round, while the other variants keep rounds of 2."""
+    doc = json.loads(with_per_round(CAPTURED))
+    short = {n: (xs[:2] if "work" in n else xs) for n, xs in doc["variants"].items()}
+    doc = parse_twin_output(json.dumps({**doc, "variants": short, "work_replays": 2, "work_per_round": 1}))
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    variants = {v.name: v for v in twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)}
+    for name in ("twin_work_only", "twin_memset_work", "twin_fill_work"):
+        t = variants[name].timing
+        assert t is not None and t.rounds == tuple(short[name.removeprefix("twin_")]) and t.stats.n == 2
+    memset = variants["twin_memset"].timing
+    assert memset is not None and len(memset.rounds or ()) == 2 and memset.stats.n == 4
+    assert gm.twin_per_round(doc, "memset_work") == 1 and gm.twin_per_round(doc, "fill") == 2
+    assert gm.twin_per_round({"per_round": 5}, "fill_work") == 5  # an older twin: one per_round for all
