@@ -130,6 +130,11 @@ class Context(Protocol):
     def synchronize(self) -> None:
         """Wait for the device's queued work (a no-op on CPU)."""
 
+    def untimed(self, name: str) -> str | None:
+        """Why this run leaves the arm ``name`` untimed, or None when it times it: a quick run
+        times only the arms of headline comparisons (``measure`` and the schedules skip the
+        others themselves; a repro that times arms its own way asks here)."""
+
     def measure(
         self,
         name: str,
@@ -165,6 +170,10 @@ class Context(Protocol):
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
-        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in
-        ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``."""
+        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in up
+        to ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``. With
+        ``pairs`` ((numerator, denominator) names) the rounds stop at the end of the first episode
+        after ``min_iters`` rounds where every pair's paired CI is within the sampling's target."""

@@ -194,7 +194,9 @@ def test_graph_memset_bash_script_runs_with_a_fake_nvcc_and_prints_the_harness_r
     native = "-O3 -arch=native -o graph_memset graph_memset.cu"
     assert calls == ([native, "-O3 -arch=sm_90 -o graph_memset graph_memset.cu"] if no_native else [native])
     args = (tmp_path / "args.txt").read_text().strip()
-    assert args == "--ops 100 --replays 50 --rounds 10 --warmup 5 --work-iters 128 --episodes 2 --gap-ms 500"
+    assert args == (
+        "--ops 100 --replays 50 --rounds 10 --warmup 5 --work-iters 128 --episodes 2 --gap-ms 500 --work-replays 20"
+    )
     # The printed ratios are the harness's: twin_variants pairs the rounds, variant_ratio takes the ratio.
     build = TwinBuild(tmp_path / "x", True, "sm_90", "nvcc", "0")
     have = {
