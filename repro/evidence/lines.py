@@ -259,9 +259,10 @@ def _needs(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     if str(extra.get("memset_via") or "").startswith("cuda.bindings"):
         lines.append(shlex.join(["pip", "install", f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"]))
         words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
-    twin = extra.get("twin") if isinstance(extra.get("twin"), Mapping) else {}
-    if isinstance(twin.get("nvcc"), str):
-        nvcc = text(twin["nvcc"].split("/")[0].removeprefix("Build "))
+    twin = extra.get("twin")
+    said = twin.get("nvcc") if isinstance(twin, Mapping) else None
+    if isinstance(said, str):
+        nvcc = text(said.split("/")[0].removeprefix("Build "))
         words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc})")
     return lines, words
 
