@@ -49,9 +49,14 @@ tar -xzf "$bundle" -C /tmp/rerun
 python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
+# The report's one install block (before the first section): the bundled harness's line only, as
+# this machine's torch is already in the venv; then 5090-linear's `repro run` line.
+head = text.split("\n## `", 1)[0].split("**Re-run**", 1)[1]
+install = head.split("```bash\n", 1)[1].split("```", 1)[0]
 section = text.split("## `5090-linear`", 1)[1]
 block = section.split("```bash\n", 1)[1].split("```", 1)[0]
 print("set -e")
+print("\n".join(line for line in install.splitlines() if line.startswith("pip install ./")))
 print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
 (cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 bash "$out/rerun.sh") \

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from repro.api import (
@@ -388,7 +388,7 @@ class GraphMemset(Repro[MemsetParams]):
             return skipped, info
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
         try:
-            ran = run_twin(cmd, p.twin_timeout_s)
+            ran, monitor = ctx.monitored(lambda: run_twin(cmd, p.twin_timeout_s))
             doc = parse_twin_output(ran.stdout, wanted if len(wanted) < len(TWIN_VARIANTS) else None)
         except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))
@@ -396,7 +396,7 @@ class GraphMemset(Repro[MemsetParams]):
             status="ok", reason=None, wall_s=ran.wall_s, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
         )
         timed = twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings)
-        return [*timed, *skipped], info
+        return [*(replace(v, gpu_monitor=monitor) for v in timed), *skipped], info
 
     def explain(self, p: MemsetParams, result: RunResult, outcome: Outcome) -> Finding:
         have = {v.name: v for v in result.variants}

@@ -557,3 +557,41 @@ def test_work_variants_pair_their_rounds_by_work_per_round() -> None:
     assert memset is not None and len(memset.rounds or ()) == 2 and memset.stats.n == 4
     assert twin_mod.twin_per_round(doc, "memset_work") == 1 and twin_mod.twin_per_round(doc, "fill") == 2
     assert twin_mod.twin_per_round({"per_round": 5}, "fill_work") == 5  # an older twin: one per_round for all
+
+
+class _FakeMonitor:
+    """What RunContext._monitor returns with NVML: a context manager with before and summary()."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, Any] = {"compute_pids": [111]}
+        self.entered = False
+
+    def __enter__(self) -> _FakeMonitor:
+        self.entered = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        assert self.entered
+        return {"sm_clock_min_mhz": 1500, "throttled": ["sw_power_cap"], "other_pids": [111, 222]}
+
+
+def test_the_twin_variants_carry_the_gpu_monitor_around_its_process(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = f"sys.stdout.write({with_per_round(CAPTURED)!r})"
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
+    monitor = _FakeMonitor()
+    ctx = RunContext(device="cpu", smoke=False, sampling=fast)
+    monkeypatch.setattr(ctx, "_monitor", lambda *_, **__: monitor)
+    p = build_params(RID, MemsetParams, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
+    variants, _ = GraphMemset()._twin(p, ctx, 0)
+    assert [v.status for v in variants] == ["ok"] * 5 and monitor.entered
+    for v in variants:
+        # 222 appeared only while the twin ran (the twin itself); 111 was on the GPU before it.
+        assert v.gpu_monitor == {"sm_clock_min_mhz": 1500, "throttled": ["sw_power_cap"], "other_pids": [111]}
+    # Without NVML there is no monitor and nothing is made up.
+    plain, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
+    assert all(v.gpu_monitor is None for v in plain)
