@@ -218,6 +218,8 @@ class MachineFacts:
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
     sm_clock_max_mhz: float | None = None  # the GPU's maximum SM clock, as NVML reported it
     torch_has_magma: bool | None = None  # torch was built with MAGMA (torch.linalg's default backend)
+    torch_version: str | None = None  # as recorded (unchecked: a re-run line checks it)
+    torch_cuda_built: str | None = None  # the CUDA torch was built with, as recorded (unchecked)
     scheduler: Scheduler = Scheduler()
     collect_env: str = ""
 
@@ -406,7 +408,8 @@ def _error(raw: Any) -> ErrorInfo | None:
 
 def _machine(fp: Mapping[str, Any]) -> MachineFacts:
     gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
-    magma = _map(_map(fp.get("software")).get("torch")).get("has_magma")
+    torch = _map(_map(fp.get("software")).get("torch"))
+    magma = torch.get("has_magma")
     return MachineFacts(
         gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
         gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
@@ -414,6 +417,8 @@ def _machine(fp: Mapping[str, Any]) -> MachineFacts:
         gpu_state=_map(gpu.get("state")),
         sm_clock_max_mhz=_num(_map(gpu.get("nvml")).get("sm_clock_max_mhz")),
         torch_has_magma=magma if isinstance(magma, bool) else None,
+        torch_version=torch.get("version") if isinstance(torch.get("version"), str) else None,
+        torch_cuda_built=torch.get("cuda_built") if isinstance(torch.get("cuda_built"), str) else None,
         scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
         collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
     )

@@ -107,24 +107,28 @@ def _capped(parts: list[str]) -> list[str]:
 
 
 def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence (the artifact's since schema 1.2, else the caller's ``Declared``),
-    then what the headline pair cost per call in this run."""
+    """The repro's impact sentence (the artifact's since schema 1.2, else the caller's ``Declared``), scoped
+    to what this run measured: the comparisons it did not hold for (each row's own status) and a suspect
+    run said first, then the headline pair's cost per call."""
     sentence = doc.repro.impact if "impact" in doc.repro.recorded else getattr(declared, "impact", None)
     if not sentence:
         return None
-    pair = doc.verdict.variants
+    v = doc.verdict
+    found = conditions(doc) if v.status == "reproduced" else None
+    # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
+    scope = 'only where it held here (not the "Does not hold for" rows): ' if found and found[2] else ""
+    if doc.validity.flag == "suspect":
+        scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
+    pair = v.variants
     have = {x.name: x for x in doc.variants}
     cost = ""
     if len(pair) == 2 and all((x := have.get(n)) is not None and x.timing for n in pair):
-        a, b = (have[n] for n in pair)
-        ta, tb = a.median, b.median
+        ta, tb = (have[n].median for n in pair)
         delta = ta - tb
         sign = "+" if delta >= 0 else "-"
-        cost = (
-            f" In this run {a.label} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b.label} "
-            f"({sign}{fmt_time(abs(delta))} per call)."
-        )
-    return f"{sentence}{cost}"
+        # The two medians are in the variant table; the difference per call is what a user pays.
+        cost = f" Here: {sign}{fmt_time(abs(delta))} per call ({fmt_time(ta)} against {fmt_time(tb)})."
+    return f"{scope}{sentence}{cost}"
 
 
 def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
@@ -160,8 +164,15 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
-            shown = "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
-            lines.append(f"{rid}: {shown} ({why})")
+            shown = labels[:3]
+            lead = shown[0].split(", ", 1)[0] + ", "
+            if len(shown) > 1 and all(x.startswith(lead) for x in shown):
+                # "TE FusedAdam, a; TE FusedAdam, b" -> "TE FusedAdam (a; b)": the shared name once.
+                said = f"{lead[:-2]} ({'; '.join(x[len(lead) :] for x in shown)})"
+            else:
+                said = "; ".join(shown)
+            said += f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
+            lines.append(f"{rid}: {said} ({why})")
     facts = [essentials(d.fingerprint) for d in docs]
     run_gpus = sorted({str(e["gpu"]) for e in facts})
     missing: dict[str, list[str]] = {}

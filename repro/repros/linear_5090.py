@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.api import (
+    QUICK_UNPROFILED,
     Arm,
     Comparison,
     Context,
@@ -268,6 +269,8 @@ class Linear5090(Repro[LinearParams]):
         details: list[str] = []
         if lin.kernel_source == "cuda":
             sentence = _kernel_clause(lin, man)
+        elif lin.kernel_source == QUICK_UNPROFILED:
+            sentence = f"no kernels to name: {QUICK_UNPROFILED}"
         else:
             sentence = f"the heaviest ops were {top_kernel(lin)} and {top_kernel(man)}"
         if not outcome.smoke:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.api import (
+    QUICK_UNPROFILED,
     Arm,
     Comparison,
     Context,
@@ -206,6 +207,12 @@ class Solve512Cliff(Repro[SolveParams]):
         "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
         "unknowns multiplies the cost of every solve_ex call under the affected backend."
     )
+    stack = (
+        "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
+        "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends square batches below n=512 "
+        "to cuBLAS batched getrf, else to looped cuSOLVER getrf. Not shown: whether a library is slow at 512 "
+        "by itself; other PyTorch versions' rule."
+    )
     seed_gpus = ("RTX 6000 Ada",)
     plots = (
         Plot(
@@ -366,7 +373,7 @@ class Solve512Cliff(Repro[SolveParams]):
                 have = {int(v.config["n"]): v for v in [*done, *measured.get(group, [])]}
                 for n in sizes:
                     v = have[n]
-                    if v.status == "ok":
+                    if v.status == "ok" and v.kernel_source != QUICK_UNPROFILED:  # a quick run reads no path
                         path = classify_path([k.name for k in v.kernels], ctx.device)
                         v = dataclasses.replace(v, extra={**v.extra, "path": path, "lu_kernels": lu_kernels(v.kernels)})
                     variants.append(v)
@@ -507,7 +514,9 @@ class Solve512Cliff(Repro[SolveParams]):
         p_below = have[head.comparison.den].extra.get("path", PATH_UNKNOWN)
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
-        if p_below != p_at:
+        if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
+            sentence = f"the LU path was not read: {QUICK_UNPROFILED}"
+        elif p_below != p_at:
             sentence = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}"
         else:
             sentence = f"the LU ran {p_at} on both sides on torch {torch_version}"

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core import stats
-from repro.core.context import Arm, SamplingConfig
+from repro.core.context import Arm, SamplingConfig, T
 from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, achieved
 from repro.evidence.clocks import clock_words
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
-from repro.run.sampling import kernel_episode, round_order, sample_adaptively
-from repro.run.schedule import QUICK_SKIP, measure_groups
+from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
+from repro.run.schedule import QUICK_SKIP, QUICK_UNPROFILED, measure_groups
 
 if TYPE_CHECKING:
     from repro.core.context import Context
@@ -99,6 +99,25 @@ class RunContext:
 
             torch.cuda.synchronize()
 
+    def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
+        monitor = self._monitor()
+        if monitor is None:
+            return run(), None
+        with monitor:
+            out = run()
+        summary = dict(monitor.summary())
+        # The work ran in a process this one started, so a compute process that appeared only
+        # while it ran is that process; one already on the GPU before it started is another's.
+        before = set(monitor.before.get("compute_pids") or ())
+        summary["other_pids"] = [p for p in summary["other_pids"] if p in before]
+        return out, summary
+
+    def untimed(self, name: str) -> str | None:
+        """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses, else None."""
+        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
+            return QUICK_SKIP
+        return None
+
     def measure(
         self,
         name: str,
@@ -121,8 +140,9 @@ class RunContext:
         overrides the run's rules for a repro with many small variants.
         """
         cfg = sampling or self.sampling
-        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
-            return self.skipped(name, label or name, QUICK_SKIP, extra=extra, **dict(config or {}))
+        why = self.untimed(name)
+        if why is not None:
+            return self.skipped(name, label or name, why, extra=extra, **dict(config or {}))
         self.progress("warm-up", name, 0, None)
         arm = Arm(
             name=name,
@@ -164,11 +184,14 @@ class RunContext:
             samples=tuple(samples),
             warmup_s=warm_s,
         )
-        self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
-        t_prof = self.clock()
-        kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
-        timing = dataclasses.replace(timing, profile_s=self.clock() - t_prof)
-        self._spend("profiling", timing.profile_s or 0.0)
+        kernels: list[Kernel] = []
+        iters = 0
+        if not self.quick:  # a quick run takes no kernel table (see QUICK_UNPROFILED)
+            self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
+            t_prof = self.clock()
+            kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+            timing = dataclasses.replace(timing, profile_s=self.clock() - t_prof)
+            self._spend("profiling", timing.profile_s or 0.0)
         self.progress("done", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
 
@@ -199,8 +222,9 @@ class RunContext:
         the target, or is decided with a CI under ``decided_rel_ci``, or when the schedule's
         budget (the per-variant budget times the number of arms) is spent; the others go on
         without it. NVML is read between rounds, never beside the timed work. After the
-        rounds, every arm gets one short profiled pass, all in one profiler session. A group
-        whose warm-up or blocks raise leaves the schedule, its arms errors; the others go on.
+        rounds, every arm gets one short profiled pass, all in one profiler session (none in a
+        quick run). A group whose warm-up or blocks raise leaves the schedule, its arms errors;
+        the others go on.
         """
         return measure_groups(self, groups, sampling or self.sampling)
 
@@ -211,49 +235,75 @@ class RunContext:
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
         """Per-call device time (seconds) of the kernels whose names ``match``, for each fn,
-        in ``iters`` interleaved rounds inside one profiler session (CUPTI starts once).
+        in up to ``iters`` interleaved rounds.
 
         ``out[name][i]`` is round i's call of ``name``; the lists align by round, so a
         ratio of two of them is paired. A call with no matching kernel gives 0.0.
-        ``episodes`` > 1 splits the rounds into that many episodes of
-        ``kernel_episode(iters, episodes)`` rounds, separated by the sampling's idle gap
-        and each opened by one untimed call of every fn (see ``SamplingConfig``).
+        ``episodes`` > 1 splits the rounds into episodes of ``kernel_episode(iters, episodes)``
+        rounds, separated by the sampling's idle gap and each after the first opened by one
+        untimed call of every fn (see ``SamplingConfig``). Each episode is one profiler
+        session, so its times are known when it ends: with ``pairs`` ((numerator, denominator)
+        names), the rounds stop at the first episode's end where ``kernel_enough`` holds (at
+        least ``min_iters`` rounds, every pair's paired CI within the sampling's target), and
+        the lists hold the rounds done.
         """
-        from torch.profiler import ProfilerActivity, profile, record_function
-
         if not self.cuda:
             raise RuntimeError("kernel_rounds needs CUDA")
         names = list(fns)
+        episode = kernel_episode(iters, episodes)
+        step = episode or iters
+        out: dict[str, list[float]] = {n: [] for n in names}
         self.synchronize()
         t0 = self.clock()
-        calls: list[tuple[str, int]] = []
         with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-            episode = kernel_episode(iters, episodes)
-            warm = 0
-
-            def call(name: str, label: str) -> None:  # one profiled call in its own range
-                if prepare and name in prepare:
-                    prepare[name]()
-                with record_function(label):
-                    fns[name]()
-                self.synchronize()
-
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for r in range(iters):
-                    if episode and r and r % episode == 0:
-                        self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
-                        for name in names:
-                            call(name, f"gpu_repro_warm_{warm}")
-                            warm += 1
-                    for i in round_order(len(names), r):
-                        call(names[i], f"gpu_repro_call_{len(calls)}")
-                        calls.append((names[i], r))
-        totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
+            for start in range(0, iters, step):
+                if start:
+                    self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
+                got = self._kernel_session(fns, range(start, min(start + step, iters)), match, prepare, bool(start))
+                for name in names:
+                    out[name] += got[name]
+                if pairs and kernel_enough(out, pairs, episode, min_iters, self.sampling.target_rel_ci):
+                    break
         self._spend("sampling", self.clock() - t0)
-        out: dict[str, list[float]] = {n: [0.0] * iters for n in names}
+        return out
+
+    def _kernel_session(
+        self,
+        fns: Mapping[str, Callable[[], Any]],
+        rounds: range,
+        match: Callable[[str], bool],
+        prepare: Mapping[str, Callable[[], None]] | None,
+        warm: bool,
+    ) -> dict[str, list[float]]:
+        """One profiler session of ``rounds`` (after one untimed call of every fn when ``warm``):
+        the matched kernels' device time of each call, by fn, in round order."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        names = list(fns)
+        calls: list[tuple[str, int]] = []
+
+        def call(name: str, label: str) -> None:  # one profiled call in its own range
+            if prepare and name in prepare:
+                prepare[name]()
+            with record_function(label):
+                fns[name]()
+            self.synchronize()
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            if warm:
+                for i, name in enumerate(names):
+                    call(name, f"gpu_repro_warm_{i}")
+            for r in rounds:
+                for i in round_order(len(names), r):
+                    call(names[i], f"gpu_repro_call_{len(calls)}")
+                    calls.append((names[i], r - rounds.start))
+        totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
+        out: dict[str, list[float]] = {n: [0.0] * len(rounds) for n in names}
         for (name, r), t in zip(calls, totals, strict=True):
             out[name][r] = t
         return out
@@ -305,7 +355,7 @@ class RunContext:
             device=self.device,
             timing=timing,
             kernels=tuple(kernels),
-            kernel_source="cuda" if self.cuda else "cpu",
+            kernel_source=QUICK_UNPROFILED if self.quick else ("cuda" if self.cuda else "cpu"),
             profiled_iterations=iters,
             work=arm.work,
             achieved=achieved(arm.work, timing.stats.median, self.ceilings),

@@ -1,6 +1,6 @@
 """One schedule of paired rounds for all of a repro's groups: the episodes and idle gaps are
 shared, each group stops on its own rule, and every arm gets one profiled pass afterwards, all
-in one profiler session."""
+in one profiler session (none in a quick run)."""
 
 from __future__ import annotations
 
@@ -57,9 +57,15 @@ class ScheduleContext(Protocol):
     def _write_trace(self, name: str, raw: bytes) -> None: ...
 
 
-__all__ = ["QUICK_SKIP", "measure_groups", "split_trace"]
+__all__ = ["QUICK_SKIP", "QUICK_UNPROFILED", "measure_groups", "split_trace"]
 
 QUICK_SKIP = "not timed in a quick run: no headline comparison uses it"
+# A quick run gives no arm its profiled pass: no verdict reads the kernel table (fused-adam's
+# per-kernel rounds are their own profiler sessions and still run), and a process's first
+# profiled pass took 4.2-5.5 s in three of the five repros of the H200 bench
+# (artifacts/reference/h200/bench/all, profile_s of each repro's first variant). The variants'
+# kernel_source says so.
+QUICK_UNPROFILED = "not profiled (a quick run takes no kernel table)"
 _PROFILE_RANGE = "gpu_repro_profile_"
 
 
@@ -137,7 +143,8 @@ def measure_groups(
     ctx.spent["sampling"] = ctx.spent.get("sampling", 0.0) + ctx.clock() - t0
     gpu_monitor = monitor.summary() if monitor is not None else None
     every = [a for grp in sched for a in grp.arms]
-    kernels = _profile_all(ctx, every, cfg, "+".join(grp.name for grp in sched)) if every else {}
+    profiled = every and not ctx.quick  # a quick run takes no kernel table (QUICK_UNPROFILED)
+    kernels = _profile_all(ctx, every, cfg, "+".join(grp.name for grp in sched)) if profiled else {}
     for grp in sched:
         for sa in grp.arms:
             st = stats.summarize(sa.rounds)
@@ -156,9 +163,9 @@ def measure_groups(
                 rounds=tuple(sa.rounds),
                 episode_rounds=episode,
                 warmup_s=sa.warm_s,
-                profile_s=kernels[sa.arm.name][2],
+                profile_s=kernels[sa.arm.name][2] if profiled else None,
             )
-            ks, iters, _ = kernels[sa.arm.name]
+            ks, iters, _ = kernels.get(sa.arm.name, ([], 0, 0.0))
             ctx.progress("done", sa.arm.name, st.n, st.rel_ci_halfwidth)
             out[grp.name].append(ctx._result(sa.arm, timing, ks, iters, gpu_monitor))
     for bad in failed:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, TESTS
+from helpers import ROOT, TESTS, timing_for
 from typer.testing import CliRunner
 
 from repro.cli.main import app
 from repro.cli.options import QUICK_TARGET, sampling_config
 from repro.core.context import Arm, SamplingConfig
-from repro.core.results import Comparison, Verdict
+from repro.core.results import Comparison, RunResult, VariantResult, Verdict
 from repro.core.verdict import as_quick
 from repro.evidence import artifact
 from repro.evidence.report import report
@@ -214,6 +214,20 @@ def test_quick_times_only_the_arms_a_headline_comparison_uses() -> None:
     assert ctx.measure("alone", lambda: None).reason == schedule.QUICK_SKIP
 
 
+def test_quick_profiles_no_arm_and_each_variant_says_so() -> None:
+    quick = _ctx(COST, COMPS[:1], SamplingConfig())
+    quick.quick = True
+    timed = [v for v in quick.measure_groups({"g1": _arms(("a1", "b1"))})["g1"]]
+    timed.append(quick.measure("a1", lambda: None))
+    for v in timed:
+        assert v.status == "ok" and v.kernel_source == schedule.QUICK_UNPROFILED and v.profiled_iterations == 0
+        assert v.timing is not None and v.timing.profile_s is None and not v.kernels
+    assert "profiling" not in quick.spent
+    full = _ctx(COST, COMPS[:1], SamplingConfig())
+    v = full.measure_groups({"g1": _arms(("a1", "b1"))})["g1"][0]
+    assert v.kernel_source == "cuda" and v.timing is not None and v.timing.profile_s is not None
+
+
 def test_a_failing_group_leaves_the_schedule_and_the_others_go_on() -> None:
     class Fails(_Synthetic):
         def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> Any:
@@ -279,6 +293,8 @@ def test_quick_run_says_so_in_artifact_and_report_and_fail_on_works(
     assert doc["run"]["quick"] is True and "--quick" in doc["run"]["rerun"]
     assert doc["verdict"]["status"] == "reproduced" and code == 3
     assert "(quick run)" in md and "Quick run (`--quick`)" in md
+    timed = [v for v in doc["variants"] if v["status"] == "ok"]
+    assert timed and all(v["kernel_source"] == schedule.QUICK_UNPROFILED for v in timed)
 
 
 def test_quick_run_straddling_is_undecided(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,3 +348,24 @@ def test_repro_all_quick_reaches_the_worker(tmp_path: Path) -> None:
     doc = json.loads(art.read_text())
     assert doc["run"]["quick"] is True and doc["verdict"]["status"] == "smoke"
     assert doc["variants"][0]["timing"]["target_rel_ci"] == QUICK_TARGET
+
+
+def test_a_quick_5090_linear_finding_names_no_kernels() -> None:
+    from repro.repros.linear_5090 import Linear5090, LinearParams
+
+    def timed(name: str, t: float) -> VariantResult:
+        samples = [t * (1 + 0.001 * (i % 5)) for i in range(40)]
+        return VariantResult(
+            name=name,
+            label=name,
+            config={},
+            status="ok",
+            device="cuda",
+            timing=timing_for(samples),
+            kernel_source=schedule.QUICK_UNPROFILED,
+        )
+
+    res = RunResult(variants=(timed("linear_fp32", 2e-3), timed("manual_fp32", 1e-3)))
+    verdict = Linear5090().verdict(LinearParams(), res)
+    assert f"no kernels to name: {schedule.QUICK_UNPROFILED}" in verdict.finding
+    assert "no kernels captured" not in verdict.finding
