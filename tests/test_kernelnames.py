@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from repro.core.kernelnames import ELLIPSIS, recut, short_names
 
@@ -56,3 +60,25 @@ def test_a_name_nested_past_the_recursion_limit_is_shortened_without_a_crash() -
     assert len(short[deep]) <= 90 and short[deep].startswith("f<f<")
     assert len(short[flat]) <= 90 and short[flat].startswith("g<Functor0")
     assert recut(f"ran {deep[:10]}{ELLIPSIS}", [deep, flat]).startswith("ran f<")
+
+
+def test_the_kernel_diff_lists_tied_kernels_alike_in_every_process() -> None:
+    # Twenty kernels appear, all at the same time per call: which three the diff names must not
+    # depend on the process's string hashing (PYTHONHASHSEED), or two renders of one artifact differ.
+    code = (
+        "from repro.evidence.variants import kernel_diff\n"
+        "k = lambda n: {'name': n, 'count': 1, 'total_us': 5.0, 'mean_us': 5.0, 'per_call': 1.0}\n"
+        "print(kernel_diff({'kernels': [k('base')]}, {'kernels': [k('base')] + [k(f'new{i}') for i in range(20)]}))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env=dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=str(root)),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(outs) == 1 and "new0" in outs.pop()

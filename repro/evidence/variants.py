@@ -129,11 +129,12 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
         return code(short[name], 2 * NAME_CHARS)
 
     out = []
-    for name in sorted(set(b) - set(a), key=lambda n: -b[n])[:3]:
+    # Ties go by name: set order changes from one process to the next (hash randomization).
+    for name in sorted(set(b) - set(a), key=lambda n: (-b[n], n))[:3]:
         out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
-    for name in sorted(set(a) - set(b), key=lambda n: -a[n])[:3]:
+    for name in sorted(set(a) - set(b), key=lambda n: (-a[n], n))[:3]:
         out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
-    for name in sorted(set(a) & set(b), key=lambda n: -abs(b[n] - a[n]))[:3]:
+    for name in sorted(set(a) & set(b), key=lambda n: (-abs(b[n] - a[n]), n))[:3]:
         if a[name] > 0 and abs(b[name] - a[name]) / a[name] > _CHANGED:
             out.append(f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call")
     return out
