@@ -13,7 +13,7 @@ import pytest
 
 # A test still running after this long says so on the terminal, and again every as long after, so
 # that a person watching `make test` (or CI's log) tells a slow test from a hung one. The variable
-# exists for the test of this mechanism (tests/test_heartbeat.py).
+# exists for the test of this mechanism (tests/system/test_heartbeat.py).
 PROGRESS_EVERY_S = float(os.environ.get("GPU_REPRO_TEST_PROGRESS_S", "30"))
 
 # The terminal's stderr, duplicated before any test runs: while a test runs, pytest captures fds 1

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import tarfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 from repro.core.spec import Timing
 from repro.core.stats import summarize
+
+# The repository and its tests/ folder, wherever under tests/ a test file sits.
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 
 # Timing.method's values (repro.core.results.Timing); mypy checks the two agree where timing_for passes it on.
 TimingMethod = Literal["cuda_events", "graph_replay", "perf_counter", "external"]

@@ -30,7 +30,9 @@ step "repro all: exit $?"
 run=$(find "$out/all" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
 
 step "repro bundle"
-.venv/bin/repro bundle "$run" --out "$out/bundle.tar.gz" >>"$out/steps.txt" 2>&1
+# The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
+bundle="$out/$(basename "$run").bundle.tar.gz"
+.venv/bin/repro bundle "$run" --out "$bundle" >>"$out/steps.txt" 2>&1
 step "bundle: exit $?"
 
 step "bundled harness into a fresh venv; the report's re-run lines of 5090-linear"
@@ -43,7 +45,7 @@ python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
 # pip into the fresh venv: `python -m pip` of its own Python, which installs into it (ensurepip would
 # find the outer venv's pip through the .pth and put none here, leaving `pip` on PATH the outer one).
 printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$fresh/bin/python" >"$fresh/bin/pip" && chmod +x "$fresh/bin/pip"
-tar -xzf "$out/bundle.tar.gz" -C /tmp/rerun
+tar -xzf "$bundle" -C /tmp/rerun
 python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
 import sys
 text = open(sys.argv[1]).read()

@@ -17,7 +17,7 @@ CIs do not overlap". Two points of one group are judged by the paired version of
 CI of their per-round ratio must exclude 1. The unpaired version (each point's own CI over
 rounds, compared with the other's) puts the shared drift back in: a slow round widens both
 CIs though it cancels in the ratio, so under a per-round drift of 0.25 a x1.3 step was found
-in 0 of 20 synthetic runs while the paired rule finds it in all of them (tests/test_cliff.py).
+in 0 of 20 synthetic runs while the paired rule finds it in all of them (tests/unit/cliff/test_cliff.py).
 Whether the unpaired CIs overlap is still recorded on each step (``points_apart``), for the
 reader. The threshold is symmetric in log terms: a rise to more than ``1 + threshold`` or a
 fall to below ``1 / (1 + threshold)`` (with 10%, a rise over 10% or a fall over 9.1%), so a

@@ -194,6 +194,10 @@ class Repro(Generic[P]):
     # The seed's experiment as posted (sizes, dtype, launch shape, timing method, or that it gave
     # no program) against what this repro measures, and why the two numbers may differ.
     seed_experiment: ClassVar[str] = ""
+    # The compute capabilities ("12.0" for sm_120) the seed's claim is specific to: a claim about one
+    # GPU architecture is not tested on another, so there a decided status becomes inconclusive
+    # (``repro.core.verdict.off_architecture``). Empty: the claim holds for any GPU.
+    claim_arch: ClassVar[tuple[str, ...]] = ()
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
     # The keys of the variants' ``config`` (``Arm.config``, ``ctx.skipped(..., **config)``)

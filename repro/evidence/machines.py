@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.env.fingerprint import essentials
+from repro.evidence.clocks import during_measurement
 from repro.evidence.markdown import text
 
 
@@ -166,5 +167,5 @@ def state_line(docs: Sequence[Mapping[str, Any]]) -> str:
         f"more than one compute process at the start of {', '.join(crowded)}" if crowded else "one compute process"
     )
     events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
-    parts.append(f"clock events: {'; '.join(events)}" if events else "no clock events")
-    return text("GPU state when each repro started: " + ", ".join(parts) + ".")
+    parts.append(f"clock events at start: {'; '.join(events)}" if events else "no clock events at start")
+    return text("GPU state when each repro started: " + ", ".join(parts) + ". " + during_measurement(docs))

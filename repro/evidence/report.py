@@ -22,29 +22,28 @@ from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.bundle import script_member
+from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.lines import band_line, diff_lines, rerun_block, scope_lines, seed_source, seed_vs_ours
 from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
     PASTE_LIMIT,
     PASTE_LINES,
     REPORT_LIMIT,
-    ci_label,
     code,
+    current_ratios,
     fence,
     fmt_pct,
     html_text,
     md_table,
-    ratio_with_ci,
     text,
     verdict_cell,
 )
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.standalone import harness_of, rerun
+from repro.evidence.standalone import harness_of
 from repro.evidence.variants import (
     comparisons_table,
-    diff_pairs,
     is_smoke,
-    kernel_diff,
     variants_table,
 )
 
@@ -61,8 +60,6 @@ __all__ = [
     "summary_table",
 ]
 
-# Kernel-diff bullets in a repro's section; the rest are in the artifact.
-DIFF_BULLETS = 3
 # Warnings listed in a repro's details block.
 WARNINGS_SHOWN = 5
 _DECIDED = ("reproduced", "not_reproduced")
@@ -111,7 +108,14 @@ def _band_cell(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
 
 def _status(doc: Mapping[str, Any]) -> str:
     status = f"**{text(doc['verdict']['status'], cell=True)}**"
+    if setting := scope.only(doc):
+        status += f" ({text(setting, cell=True)} only)"
+    status += " (quick run)" if _quick(doc) else ""
     return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
+
+
+def _quick(doc: Mapping[str, Any]) -> bool:
+    return (doc.get("run") or {}).get("quick") is True
 
 
 def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] | None = None) -> str:
@@ -133,9 +137,9 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
 
 LEGEND = (
     "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "measured across other GPUs of this model (the harness's repro/evidence/data/rerun_band.json names "
-    "their GPU uuids and run ids). \"Worst of k\": k comparisons decide together, each CI held at "
-    "1 - 0.05/k (Bonferroni), and the headline is the largest ratio._"
+    "across other GPUs of this model (`python -m repro.evidence.band --show REPRO` lists their uuids and runs, "
+    'from repro/evidence/data/rerun_band.json). "Worst of k": k comparisons decide together, each CI at '
+    "1 - 0.05/k (Bonferroni); the headline is the largest ratio._"
 )
 
 
@@ -152,125 +156,6 @@ def _not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None
 
 
 # --------------------------------------------------------------------------- a repro's section
-
-# How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
-# prefix before a colon), or "An article on ... found ..." (a phrase before the verb).
-_SOURCE_WORDS = r"(?:forums? thread|thread|article|blog post|post|paper|talk|tweet|issue|report|video)"
-_SOURCE_PREFIX = re.compile(rf"^(?P<src>[^:]{{0,160}}\b{_SOURCE_WORDS}\b[^:]{{0,160}}):\s*(?P<rest>.+)$", re.S | re.I)
-_SOURCE_PHRASE = re.compile(
-    rf"\b(?P<src>(?:an?|the)\s+{_SOURCE_WORDS}(?:\s+(?:on|about|by|from)\s+[^,;:]{{1,120}}?)?)"
-    r"(?=\s+(?:found|finds|reported|reports|showed|shows|says|said|claims|claimed|measured)\b|[,;:]|$)",
-    re.I,
-)
-
-
-def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
-    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
-
-    Never blank: a claim that names no source says so.
-    """
-    r = doc.get("repro") or {}
-    claim = str(r.get("seed_claim") or "")
-    links = [str(u) for u in r.get("upstream") or []]
-    if links:
-        return ", ".join(text(u) for u in links), text(claim)
-    if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
-    if m := _SOURCE_PHRASE.search(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
-    return "the seed gives no source; no link recorded", text(claim)
-
-
-def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
-    rows = (doc.get("verdict") or {}).get("breakdown") or []
-    return [
-        r
-        for r in rows
-        if isinstance(r, Mapping)
-        and not r.get("headline")
-        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
-    ]
-
-
-def _seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
-    out = []
-    said = (doc.get("repro") or {}).get("seed_experiment")
-    if isinstance(said, str) and said.strip():
-        out.append(f"Seed's experiment vs ours: {text(said)}")
-    v = doc["verdict"]
-    for row in _seed_rows(doc):
-        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
-        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
-        out.append(
-            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
-            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
-            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
-        )
-    return out
-
-
-def _scope_line(doc: Mapping[str, Any]) -> str | None:
-    status = doc["verdict"].get("status")
-    if status not in _DECIDED:
-        return None  # a smoke, skipped or error run holds for nothing
-    holds = scope.conditions(doc)
-    if holds == "-":
-        return None
-    return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
-
-
-def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
-    """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
-    if is_smoke(doc):
-        return []
-    pairs = diff_pairs(doc)
-    if not pairs or not doc["verdict"].get("variants"):
-        return []
-    base, other = pairs[0]
-    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
-    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
-        base, other = other, base  # as the comparison reads: from its denominator to its numerator
-    changes = kernel_diff(base, other)
-    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
-    if not changes:
-        return [f"{head} the same kernels, times within 10%"]
-    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
-    # would open a list inside the list item.
-    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
-
-
-def _band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
-    v = doc["verdict"]
-    if v.get("status") not in _DECIDED:
-        return None
-    b = band.lookup(doc, bands)
-    if b is None:
-        return (
-            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
-            "the CI alone says nothing about another GPU."
-        )
-    values = [p.value for p in b.points]
-    agreement = band.agree(b.center, float(v["value"]), b)
-    return (
-        f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
-        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
-    )
-
-
-def _rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
-    """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
-
-    The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
-    harness digests names its version and commit instead, as a comment.
-    """
-    r = rerun(doc)
-    if r.args is None:
-        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
-    lines = r.lines()
-    if r.predates():
-        lines.insert(0, f"# {r.predates()}")
-    return [], fence("\n".join(lines), "bash")
 
 
 def _figure_lines(figs: Sequence[Figure]) -> list[str]:
@@ -302,7 +187,7 @@ def _notes(doc: Mapping[str, Any]) -> list[str]:
     reasons = [str(x) for x in validity.get("reasons") or []] if validity.get("flag") == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
-    warnings = [str(w) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    warnings = [restate(str(w), doc) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
@@ -316,7 +201,7 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     smoke = is_smoke(doc)
     body: list[str] = []
     if v.get("details"):
-        body += [" ".join(text(d) for d in v["details"]), ""]
+        body += [" ".join(text(current_ratios(str(d), v)) for d in v["details"]), ""]
     if doc["variants"]:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
@@ -327,8 +212,9 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
     phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
     spent = artifact.format_breakdown(phases, min_s=0.5)
+    busy = artifact.format_busy(doc)
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
+        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
@@ -372,11 +258,12 @@ def repro_section(
     known = band.load() if bands is None else bands
     r, v = doc["repro"], doc["verdict"]
     names = [str(k.get("name")) for x in doc.get("variants") or [] for k in x.get("kernels") or []]
-    finding = recut(str(v.get("finding") or ""), names)
+    finding = current_ratios(recut(str(v.get("finding") or ""), names), v)
     validity = doc.get("validity") or {}
     status = f"**{text(v['status'])}**"
     if validity.get("flag") == "suspect" and validity.get("reasons"):
-        status += f" (suspect: {text('; '.join(_grouped([str(x) for x in validity['reasons']])))})"
+        reasons = [restate(str(x), doc) for x in validity["reasons"]]
+        status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(str(v["status"]), "")
     finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
@@ -386,14 +273,14 @@ def repro_section(
         lines[-1:] = [f"Error ({text(e.get('kind'))}): {text(e.get('message'))}", ""]
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
-    items += _seed_vs_ours(doc)
-    items += [x for x in [_scope_line(doc)] if x]
-    items += _diff_lines(doc)
+    items += seed_vs_ours(doc)
+    items += scope_lines(doc)
+    items += diff_lines(doc)
     if v.get("status") == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
-    items += [x for x in [_band_line(doc, known)] if x]
-    more, shell = _rerun_block(doc)
+    items += [x for x in [band_line(doc, known)] if x]
+    more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.
     lines[-1:] = [it if it.startswith("  - ") else f"- {it}" for it in items]
@@ -511,6 +398,12 @@ def report(
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
+            "",
+        ]
+    if any(_quick(d) for d in docs):
+        head += [
+            "_Quick run (`--quick`): headline comparisons only, at a looser CI target; `undecided` means the CI "
+            "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
     scope_md = _not_tested(docs, declared)

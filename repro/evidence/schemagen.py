@@ -6,7 +6,7 @@ validity, error). Each schema that uses them carries generated copies under ``$d
 maintainer can validate an artifact with that one file (``check-jsonschema --schemafile``,
 ``jsonschema.validate``) and nothing is fetched. ``python -m repro.evidence.schemagen`` rewrites the
 copies (and points the references at them); ``--check`` exits 1 when one is stale
-(tests/test_schema_standalone.py runs the check).
+(tests/unit/evidence/test_schema_standalone.py runs the check).
 """
 
 from __future__ import annotations

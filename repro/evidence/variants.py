@@ -120,7 +120,12 @@ def per_call_us(k: Mapping[str, Any]) -> float:
 
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
+    """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``, the
+    largest change in time per call first.
+
+    Kernels present in both count as much as new or removed ones: a step that doubles because the
+    same GEMMs take twice as long is told by those GEMMs, not by the small kernels that are new.
+    """
     a = {k["name"]: per_call_us(k) for k in base.get("kernels", [])}
     b = {k["name"]: per_call_us(k) for k in other.get("kernels", [])}
     short = short_names([*a, *b], NAME_CHARS)
@@ -128,16 +133,21 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     def c(name: str) -> str:
         return code(short[name], 2 * NAME_CHARS)
 
+    moved = [n for n in {*a, *b} if n not in a or n not in b or (a[n] > 0 and abs(b[n] - a[n]) / a[n] > _CHANGED)]
     out = []
-    # Ties go by name: set order changes from one process to the next (hash randomization).
-    for name in sorted(set(b) - set(a), key=lambda n: (-b[n], n))[:3]:
-        out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
-    for name in sorted(set(a) - set(b), key=lambda n: (-a[n], n))[:3]:
-        out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
-    for name in sorted(set(a) & set(b), key=lambda n: (-abs(b[n] - a[n]), n))[:3]:
-        if a[name] > 0 and abs(b[name] - a[name]) / a[name] > _CHANGED:
+    for name in sorted(moved, key=lambda n: (-abs(b.get(n, 0.0) - a.get(n, 0.0)), n)):
+        if name not in a:
+            out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
+        elif name not in b:
+            out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
+        else:
             out.append(f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call")
     return out
+
+
+def kernel_total_us(v: Mapping[str, Any]) -> float:
+    """The device time of all of a variant's kernels per call, in microseconds."""
+    return sum(per_call_us(k) for k in v.get("kernels") or [])
 
 
 def _contrast(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -95,7 +95,20 @@ class MemsetParams:
     mm_k: int = param(1024, help="inner dimension of the interleaved matmul", smoke=256, min=1, max=16384)
     mm_n: int = param(1024, help="columns of the interleaved matmul's right operand", smoke=256, min=1, max=16384)
     twin: bool = param(True, help="also build and run the pure CUDA twin (needs nvcc)")
-    twin_replays: int = param(500, help="graph replays the twin times per variant", smoke=50, min=1, max=100_000)
+    twin_replays: int = param(
+        500, help="graph replays the twin times per variant but the work-kernel ones", smoke=50, min=1, max=100_000
+    )
+    # The work-kernel variants replay in about 10 ms, the others in under 1 ms (H200). In the
+    # five H200 runs under artifacts/reference/h200 (bench, evidence, paired/final x3), the
+    # first 2 of each round's 10 work replays gave the (memset+work)/(fill+work) ratio within
+    # 0.2% of all 10's, with a CI half-width of 0.06-0.42% (all 10: 0.07-0.46%).
+    twin_work_replays: int = param(
+        100,
+        help="graph replays the twin times per work-kernel variant (work_only, memset_work, fill_work)",
+        smoke=20,
+        min=1,
+        max=100_000,
+    )
     twin_rounds: int = param(
         50, help="interleaved rounds the twin splits its replays into (the paired CI's n)", smoke=10, min=1, max=10_000
     )
@@ -122,8 +135,11 @@ class MemsetParams:
 # --------------------------------------------------------------------------- the pure CUDA twin's output
 
 
-def parse_twin_output(text: str) -> dict[str, Any]:
-    """The twin's one JSON object, checked: every variant a non-empty list of positive seconds."""
+def parse_twin_output(text: str, expected: Sequence[str] | None = None) -> dict[str, Any]:
+    """The twin's one JSON object, checked: every variant a non-empty list of positive seconds.
+
+    ``expected``: the variants asked for with --variants (default: all but the optional ones);
+    each must have samples, and any other variant printed is checked too."""
     try:
         doc = json.loads(text.strip())
     except json.JSONDecodeError as exc:
@@ -134,9 +150,10 @@ def parse_twin_output(text: str) -> dict[str, Any]:
         raise ValueError(f"twin output lacks a 'variants' object; got {got}")
     if not isinstance(doc.get("ops"), int) or doc["ops"] < 1:
         raise ValueError(f"twin output 'ops' must be a positive integer; got {doc.get('ops')!r}")
+    required = set(expected) if expected is not None else {n for n, _ in TWIN_VARIANTS} - OPTIONAL_TWIN_VARIANTS
     for name, _ in TWIN_VARIANTS:
         samples = doc["variants"].get(name)
-        if samples is None and name in OPTIONAL_TWIN_VARIANTS:
+        if samples is None and name not in required:
             continue
         if not isinstance(samples, list) or not samples:
             raise ValueError(f"twin output has no samples for variant {name!r}")
@@ -173,11 +190,11 @@ def twin_variants(
     """
     out = []
     ops = int(doc["ops"])
-    per_round = int(doc.get("per_round") or 0)
     for name, label in TWIN_VARIANTS:
         if name not in doc["variants"]:
-            continue  # an optional variant this binary does not print
+            continue  # not asked for, or an optional variant this binary does not print
         samples = [float(x) for x in doc["variants"][name]]
+        per_round = twin_per_round(doc, name)
         # The twin times its variants in interleaved rounds of per_round replays each; the
         # median of each round's replays is that round's value, paired across variants.
         rounds = (
@@ -231,6 +248,29 @@ def twin_variants(
             )
         )
     return out
+
+
+def twin_per_round(doc: Mapping[str, Any], name: str) -> int:
+    """Replays per round of twin variant ``name``: work_per_round for the work-kernel variants
+    (--work-replays), else per_round; 0 when the output has no rounds."""
+    per_round = int(doc.get("per_round") or 0)
+    return int(doc.get("work_per_round") or per_round) if "work" in name else per_round
+
+
+def twin_args(p: MemsetParams, gap_ms: int, variants: Sequence[str] = ()) -> list[str]:
+    """The twin's arguments but --device, the same for the harness and the standalone script;
+    ``variants`` (twin names) adds --variants, which only a quick run uses."""
+    args = [
+        "--ops", str(p.ops),
+        "--replays", str(p.twin_replays),
+        "--rounds", str(p.twin_rounds),
+        "--warmup", str(p.twin_warmup),
+        "--work-iters", str(p.twin_work_iters),
+        "--episodes", str(p.twin_episodes),
+        "--gap-ms", str(gap_ms),
+        "--work-replays", str(p.twin_work_replays),
+    ]  # fmt: skip
+    return [*args, "--variants", ",".join(variants)] if variants else args
 
 
 # --------------------------------------------------------------------------- the repro
@@ -383,6 +423,13 @@ class GraphMemset(Repro[MemsetParams]):
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch
 
+        # The twin runs first, before this process captures any CUDA graph: a live graph in
+        # another process on the GPU slows the twin's kernel nodes but not its memset nodes
+        # (artifacts/reference/h200/twin-context), and the standalone script runs it alone.
+        twin: list[VariantResult] = []
+        info: dict[str, Any] = {}
+        if p.twin:
+            twin, info = self._twin(p, ctx, torch.cuda.current_device())
         dev = torch.device("cuda", torch.cuda.current_device())
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[p.matmul_dtype]
         gen = torch.Generator(device=dev)
@@ -448,18 +495,16 @@ class GraphMemset(Repro[MemsetParams]):
                     calls_per_sample=p.ops,
                 )
             )
-        # Each family of graphs in interleaved rounds: memset vs fill, then with the matmul.
-        for with_mm, arms in groups.items():
-            if not arms:
-                continue
-            try:
-                variants += ctx.measure_paired(arms, group="torch_mm" if with_mm else "torch")
-            except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
-                variants += [ctx.errored(a.name, a.label, exc, **a.config) for a in arms]
+        # Both families of graphs (memset vs fill, and the same with the matmul) in one schedule of
+        # interleaved rounds: each family is a group, and the two share the episodes and idle gaps.
+        named = {("torch_mm" if with_mm else "torch"): arms for with_mm, arms in groups.items() if arms}
+        try:
+            variants += [v for vs in (ctx.measure_groups(named) if named else {}).values() for v in vs]
+        except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
+            variants += [ctx.errored(a.name, a.label, exc, **a.config) for arms in named.values() for a in arms]
         extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:
-            twin, info = self._twin(p, ctx, torch.cuda.current_device())
             variants += twin
             extra["twin"] = info
             if info.get("status") != "ok":
@@ -485,27 +530,28 @@ class GraphMemset(Repro[MemsetParams]):
         except TwinBuildError as exc:
             return all_as("skipped", f"the pure CUDA twin was not built: {exc}")
         info.update(arch=build.arch, nvcc=build.nvcc_version.splitlines()[-1], binary_cached=build.cached)
-        cmd = [
-            str(build.binary),
-            "--device", str(device_index),
-            "--ops", str(p.ops),
-            "--replays", str(p.twin_replays),
-            "--rounds", str(p.twin_rounds),
-            "--warmup", str(p.twin_warmup),
-            "--work-iters", str(p.twin_work_iters),
-            "--episodes", str(p.twin_episodes),
-            "--gap-ms", str(round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0),
-        ]  # fmt: skip
-        ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant")
+        untimed = {n: ctx.untimed(f"twin_{n}") for n, _ in TWIN_VARIANTS}
+        wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]
+        gap_ms = round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0
+        cmd = [str(build.binary), "--device", str(device_index)]
+        cmd += twin_args(p, gap_ms, wanted if len(wanted) < len(TWIN_VARIANTS) else ())
+        skipped = [ctx.skipped(f"twin_{n}", lb, str(untimed[n]), source="graph_memset.cu") for n, lb in TWIN_VARIANTS
+                   if untimed[n] is not None]  # fmt: skip
+        info["variants"] = wanted
+        if not wanted:
+            info.update(status="skipped", reason=skipped[0].reason)
+            return skipped, info
+        ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
         try:
             ran = run_twin(cmd, p.twin_timeout_s)
-            doc = parse_twin_output(ran.stdout)
+            doc = parse_twin_output(ran.stdout, wanted if len(wanted) < len(TWIN_VARIANTS) else None)
         except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))
         info.update(
             status="ok", reason=None, wall_s=ran.wall_s, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
         )
-        return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
+        timed = twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings)
+        return [*timed, *skipped], info
 
     def explain(self, p: MemsetParams, result: RunResult, outcome: Outcome) -> Finding:
         have = {v.name: v for v in result.variants}
@@ -595,14 +641,16 @@ with open(sys.argv[1]) as f:
 gpu, cc = doc["device"], doc["compute_capability"]
 print(f"GPU: {gpu} (compute capability {cc}) | CUDA runtime {doc['cuda_runtime']}, driver {doc['cuda_driver']}")
 per_round = int(doc.get("per_round") or 0)
+work_per_round = int(doc.get("work_per_round") or per_round)  # the work-kernel variants' (--work-replays)
 
 
-def rounds(samples):
-    return [statistics.median(samples[i : i + per_round]) for i in range(0, len(samples), per_round)]
+def rounds(name, samples):
+    k = work_per_round if "work" in name else per_round
+    return [statistics.median(samples[i : i + k]) for i in range(0, len(samples), k)]
 
 
 first = doc["variants"].get(PAIRS[0][1]) or []
-print(DEFINITION.format(n=len(rounds(first)) if per_round else 0, per_round=per_round))
+print(DEFINITION.format(n=len(rounds(PAIRS[0][1], first)) if per_round else 0, per_round=per_round))
 for label, num, den, name_a, name_b in PAIRS:
     a, b = doc["variants"].get(num), doc["variants"].get(den)
     if not a or not b:
@@ -611,7 +659,7 @@ for label, num, den, name_a, name_b in PAIRS:
     med_a, med_b = statistics.median(a), statistics.median(b)
     print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {len(a)} replays of the per-op time)")
     print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {len(b)} replays of the per-op time)")
-    ra, rb = (rounds(a), rounds(b)) if per_round else ([], [])
+    ra, rb = (rounds(num, a), rounds(den, b)) if per_round else ([], [])
     if ra and len(ra) == len(rb):
         ratio = statistics.median(x / y for x, y in zip(ra, rb, strict=True))
         how = f"paired: median of the {len(ra)} per-round ratios"
@@ -647,13 +695,10 @@ def twin_script(p: MemsetParams, chosen: Sequence[Comparison], repro_id: str, ti
         "$definition", standalone.string_lines(definition, 4)
     )
     gap_ms = round(SamplingConfig().episode_gap_s * 1000)  # the harness's idle gap between episodes
-    args = (
-        f"--ops {p.ops} --replays {p.twin_replays} --rounds {p.twin_rounds} --warmup {p.twin_warmup} "
-        f"--work-iters {p.twin_work_iters} --episodes {p.twin_episodes} --gap-ms {gap_ms}"
-    )
+    args = " ".join(twin_args(p, gap_ms))  # the harness's arguments in a full run (twin_args)
     params = json.dumps(
         {k: getattr(p, k) for k in ("ops", "twin_replays", "twin_rounds", "twin_warmup", "twin_work_iters",
-                                    "twin_episodes")} | {"gap_ms": gap_ms},
+                                    "twin_episodes", "twin_work_replays")} | {"gap_ms": gap_ms},
         sort_keys=True,
     )  # fmt: skip
     header = [

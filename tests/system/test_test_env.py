@@ -1,0 +1,28 @@
+"""The test env's torch is PyTorch's CPU build on every machine, never PyPI's CUDA build."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+
+def test_requirements_pin_the_cpu_build_and_make_adds_the_cpu_index() -> None:
+    pins = [ln for ln in (ROOT / "requirements-test.txt").read_text().splitlines() if ln.startswith("torch")]
+    assert len(pins) == 1 and pins[0].startswith("torch==") and pins[0].endswith("+cpu"), pins
+    makefile = (ROOT / "Makefile").read_text()
+    assert "TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
+    # pip's own configuration (e.g. an offline wheel folder) first, the CPU index only as the fallback.
+    assert "pip install -r requirements-test.txt \\\n" in makefile
+    assert "|| $(TEST_VENV)/bin/pip install --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt" in makefile
+
+
+@pytest.mark.skipif(Path(sys.prefix).name != ".venv-test", reason="checks the env `make test` builds (.venv-test)")
+def test_the_test_env_has_the_cpu_build_and_no_cuda_wheels() -> None:
+    torch = pytest.importorskip("torch")
+    assert torch.version.cuda is None and torch.__version__.endswith("+cpu"), torch.__version__
+    names = [d.metadata["Name"].lower() for d in importlib.metadata.distributions()]
+    assert not [n for n in names if n.startswith("nvidia-") and "cu1" in n]

@@ -1,0 +1,85 @@
+"""Per-claim status: a verdict answers the seed's claim, and says so when the seed's subject did not run."""
+
+from __future__ import annotations
+
+from helpers import timing_for
+
+from repro.core.results import Comparison, Finding, Metric, RunResult, VariantResult, Verdict
+from repro.core.verdict import Outcome, judge
+
+METRIC = Metric("t(a)/t(b)", "a over b", 1.5)
+COMPS = [
+    Comparison("subject", "s_a", "s_b", 1.5, label="the seed's library", headline=True),
+    Comparison("stand-in", "t_a", "t_b", 1.5, label="another library", headline=True, tests_claim=False),
+]
+
+
+def _v(name: str, median: float | None, device: str) -> VariantResult:
+    if median is None:
+        return VariantResult(name=name, label=name, config={}, status="skipped", reason="the library is absent")
+    samples = [median * (1 + 0.001 * (k - 10)) for k in range(21)]
+    return VariantResult(name=name, label=name, config={}, status="ok", device=device, timing=timing_for(samples))
+
+
+def _judge(device: str = "cuda", **medians: float | None) -> Verdict:
+    def explain(out: Outcome) -> Finding:
+        return Finding("")
+
+    variants = tuple(_v(n, m, device) for n, m in medians.items())
+    return judge(COMPS, "first", METRIC, RunResult(variants=variants), explain)
+
+
+def _head_status(v: Verdict) -> str:
+    return str(next(r for r in v.breakdown if r["headline"])["status"])
+
+
+def test_the_subject_decides_when_it_ran() -> None:
+    v = _judge(s_a=2.0, s_b=1.0, t_a=1.0, t_b=1.0)
+    assert v.status == "reproduced" and v.headline == "subject"
+    assert v.claim == {"tested": True, "reason": None} and v.not_run == ()
+    assert _judge(s_a=1.0, s_b=1.0, t_a=2.0, t_b=1.0).status == "not_reproduced"
+
+
+def test_a_stand_in_never_refutes_or_confirms_the_claim() -> None:
+    for stand_in, own in ((1.0, "not_reproduced"), (2.0, "reproduced")):
+        v = _judge(s_a=None, s_b=None, t_a=stand_in, t_b=1.0)
+        assert v.status == "inconclusive" and v.headline == "stand-in" and _head_status(v) == own
+        assert v.claim is not None and v.claim["tested"] is False
+        assert "the seed's library: variant s_a was skipped: the library is absent" in v.claim["reason"]
+        assert v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+        assert [(r["comparison"], r["reason"]) for r in v.not_run] == [
+            ("subject", "variant s_a was skipped: the library is absent")
+        ]
+
+
+def test_nothing_measured_is_skipped_and_a_cpu_run_is_smoke() -> None:
+    v = _judge(s_a=None, s_b=None, t_a=None, t_b=None)
+    assert v.status == "skipped" and len(v.not_run) == 2
+    assert _judge("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0).status == "smoke"
+
+
+def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measured() -> None:
+    from repro.core.verdict import off_architecture
+    from repro.repros.linear_5090 import Linear5090
+
+    decided = _judge(s_a=1.0, s_b=1.0, t_a=1.0, t_b=1.0)
+    assert decided.status == "not_reproduced"
+    v = off_architecture(decided, ("12.0",), "9.0", "NVIDIA H200")
+    assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
+    assert v.claim["reason"] == (
+        "not on this architecture: the claim is about compute capability 12.0 (sm_120); NVIDIA H200 is 9.0 (sm_90)"
+    )
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (not on this architecture: ")
+    assert "); instead, on this GPU: the seed's library was 1.00x (95% CI " in v.finding
+    assert v.not_run[-1] == {
+        "comparison": "subject",
+        "label": "the seed's library",
+        "reason": "not on this architecture",
+    }
+    assert v.value == decided.value and v.breakdown == decided.breakdown  # what was measured stays
+    # On the claim's own architecture, with no architecture declared, or undecided: unchanged.
+    assert off_architecture(decided, ("12.0",), "12.0") is decided
+    assert off_architecture(decided, (), "9.0") is decided
+    smoke = _judge("cpu", s_a=2.0, s_b=1.0, t_a=1.0, t_b=1.0)
+    assert off_architecture(smoke, ("12.0",), "9.0") is smoke
+    assert Linear5090.claim_arch == ("12.0",)  # the RTX 5090 (sm_120); the RTX 4090 read ~1.0x

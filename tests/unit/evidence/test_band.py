@@ -1,0 +1,59 @@
+"""The re-run band between GPUs of one model: computed from the committed runs, shipped, and read back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import ROOT
+
+from repro.evidence import band
+
+
+def _doc(uuid: str, value: float, *, paired: bool = True, smoke: bool = False, run: str = "r") -> dict[str, object]:
+    return {
+        "kind": "gpu-repro.artifact",
+        "repro": {"id": "x", "params": {"n": 1}},
+        "run": {"run_id": run, "smoke": smoke},
+        "verdict": {"status": "reproduced", "value": value, "paired": paired},
+        "fingerprint": {"gpu": {"name": "NVIDIA H200", "uuid": uuid}},
+    }
+
+
+def test_the_shipped_band_is_what_the_committed_runs_give(tmp_path: Path) -> None:
+    shipped = json.loads(band.DATA_FILE.read_text())
+    docs = [d for _, d in band._walk([ROOT / "artifacts" / "reference"])]
+    again = json.loads(band.to_json(band.compute(docs), shipped["sources"]))
+    assert again == shipped, "run: python -m repro.evidence.band artifacts/reference"
+    solve = next(b for b in band.load() if b.repro == "solve-512-cliff")
+    assert len(solve.points) >= 3 and len({p.uuid for p in solve.points}) == len(solve.points)
+    assert all(p.runs for p in solve.points)  # provenance: the run ids behind each GPU's value
+
+
+def test_one_gpu_is_no_band_and_runs_on_one_gpu_give_one_point() -> None:
+    assert band.compute([_doc("a", 1.0), _doc("a", 1.2)]) == []
+    (b,) = band.compute([_doc("a", 1.0), _doc("a", 1.2, run="s"), _doc("b", 1.3)])
+    assert [(p.uuid, p.value) for p in b.points] == [("a", 1.1), ("b", 1.3)]
+    assert abs(b.center - 1.2) < 1e-12 and abs(b.half_width - 0.1 / 1.2) < 1e-12
+
+
+def test_smoke_unpaired_and_unmeasured_runs_stay_out() -> None:
+    skipped = _doc("c", 5.0)
+    skipped["verdict"] = {"status": "skipped", "value": None, "paired": True}
+    docs = [_doc("a", 1.0), _doc("b", 1.0), _doc("c", 9.0, smoke=True), _doc("d", 9.0, paired=False), skipped]
+    (b,) = band.compute(docs)
+    assert {p.uuid for p in b.points} == {"a", "b"}
+
+
+def test_a_fleet_adds_its_gpus_to_the_shipped_points() -> None:
+    base = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    (b,) = band.compute([_doc("c", 1.1), _doc("b", 1.04)], base=base)
+    assert [(p.uuid, p.value) for p in b.points] == [("a", 1.0), ("b", 1.04), ("c", 1.1)]
+
+
+def test_agreement_uses_the_band_and_says_when_there_is_none() -> None:
+    (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    assert band.agree(1.0, 1.01, b) == "consistent"
+    assert band.agree(1.0, 1.2, b) == "differs beyond the band"
+    assert band.agree(1.0, 1.2, None) == "no cross-GPU data"
+    assert band.lookup(_doc("z", 1.0), [b]) is b

