@@ -76,14 +76,15 @@ def _strip_params(s: str) -> str:
 
 
 def _nesting(s: str) -> int:
-    """How deeply ``<`` and ``(`` nest in ``s``."""
+    """How deeply ``<`` and ``(`` nest in ``s`` (a closer with nothing open is passed over, as the
+    parse in ``_drop_scalars_in`` passes it over)."""
     deepest = depth = 0
     for m in _BRACKETS.finditer(s):
         if m.group() in "<(":
             depth += 1
             deepest = max(deepest, depth)
         else:
-            depth -= 1
+            depth = max(depth - 1, 0)
     return deepest
 
 

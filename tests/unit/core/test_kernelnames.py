@@ -56,8 +56,11 @@ def test_names_that_read_alike_are_numbered_apart() -> None:
 
 def test_a_name_nested_past_the_recursion_limit_is_shortened_without_a_crash() -> None:
     deep = "f<" * 20_000 + "x" + ">" * 20_000
+    # Closers with nothing open before it must not hide how deep the rest nests.
+    hidden = "h" + ")" * 20_000 + "<" + "f<" * 20_000 + "x" + ">" * 20_001
     flat = "g<" + ", ".join(f"Functor{i}<float>" for i in range(20_000)) + ">"
-    short = short_names([deep, flat], 90)
+    short = short_names([deep, flat, hidden], 90)
+    assert len(short[hidden]) <= 90
     assert len(short[deep]) <= 90 and short[deep].startswith("f<f<")
     assert len(short[flat]) <= 90 and short[flat].startswith("g<Functor0")
     assert recut(f"ran {deep[:10]}{ELLIPSIS}", [deep, flat]).startswith("ran f<")
