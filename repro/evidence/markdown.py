@@ -39,10 +39,11 @@ _INLINE = re.compile(r"([\\`*\[\]~])")
 # snake_case names stay readable; any other underscore is escaped.
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 # GitHub makes "@name" a mention (a notification to that user or team) and "#123", "org/repo#123" and
-# "GH-123" references (a back-link on that issue or pull request). A zero-width joiner after "@", "#"
-# and "GH-" breaks each of them and reads the same.
+# "GH-123" references (a back-link on that issue or pull request). A zero-width joiner after the "@",
+# "#" or "GH-" breaks each of them and reads the same; "x @ w" or "# of runs" link nothing and stay as
+# they are. (The text cannot spell "@" another way: "&" and "\\" are escaped.)
 ZWJ = "\u200d"
-_REFERENCE = re.compile(r"[@#]|\bGH-", re.IGNORECASE)
+_REFERENCE = re.compile(r"@(?=[A-Za-z0-9_-])|#(?=[0-9])|\bGH-(?=[0-9])", re.IGNORECASE)
 # What may open a block when it starts a line (a heading, a quote, a list, a rule, a setext underline).
 _BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")
 
@@ -75,7 +76,8 @@ def html_text(value: Any) -> str:
 
 
 def unlinked(s: str) -> str:
-    """``s`` with a zero-width joiner after every ``@``, ``#`` and ``GH-``: no mention, no issue reference."""
+    """``s`` with a zero-width joiner after each ``@``, ``#`` and ``GH-`` that starts a mention or an issue
+    reference."""
     return _REFERENCE.sub(lambda m: m.group() + ZWJ, s)
 
 

@@ -96,6 +96,8 @@ def test_text_and_html_text_break_mentions_and_references() -> None:
         out = helper("ping @octocat about #123, org/repo#5 and gh-7")
         assert f"@{ZWJ}octocat" in out and f"#{ZWJ}123" in out and f"repo#{ZWJ}5" in out and f"gh-{ZWJ}7" in out
     assert text("#1 first")[:2] == "\\#"  # still no heading
+    # What links nothing stays as it is: a matmul, a count, a word with a hyphen.
+    assert text("x @ w.t() + b, # of runs, GH-pages, C#") == "x @ w.t() + b, # of runs, GH-pages, C#"
 
 
 @needs_cmark

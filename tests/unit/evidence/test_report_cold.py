@@ -36,8 +36,8 @@ def section(text: str, rid: str) -> str:
 
 
 def visible(text: str, rid: str) -> str:
-    """A repro's section without its details block, as a reader sees it (no zero-width joiners)."""
-    return section(text, rid).split("<details>", 1)[0].replace(markdown.ZWJ, "")
+    """A repro's section without its details block."""
+    return section(text, rid).split("<details>", 1)[0]
 
 
 def test_the_evidence_report_still_fits_one_screen(rendered: str) -> None:
