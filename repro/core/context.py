@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from repro.core.results import VariantResult, Work
 
@@ -93,6 +93,10 @@ class Arm:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+# What a monitored run returns (``Context.monitored``).
+T = TypeVar("T")
+
+
 class Context(Protocol):
     """What a repro may use of the harness while it runs: the device, the sampling rules and the
     ways to time calls. Nothing else; the harness keeps the rest to itself."""
@@ -134,6 +138,10 @@ class Context(Protocol):
         """Why this run leaves the arm ``name`` untimed, or None when it times it: a quick run
         times only the arms of headline comparisons (``measure`` and the schedules skip the
         others themselves; a repro that times arms its own way asks here)."""
+
+    def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
+        """``run()`` (work in a process this run starts, such as a pure CUDA twin) under the GPU
+        monitor: its result and the monitor's summary for the variants it timed (None without NVML)."""
 
     def measure(
         self,

@@ -187,6 +187,9 @@ class Repro(Generic[P]):
     # One sentence for the report: where this shape or setting occurs in real workloads and
     # what it costs there (the report adds what it cost in this run, from the headline pair).
     impact: ClassVar[str] = ""
+    # Where in the software stack the evidence puts the cliff, and what it does not show; the
+    # report opens it with the kernels that appear and disappear across the headline pair.
+    stack: ClassVar[str] = ""
     # The GPUs the seed reported numbers on; the report names those this run did not have.
     seed_gpus: ClassVar[tuple[str, ...]] = ()
     # Where the seed was posted when ``upstream`` has no link (a forum thread's title, an article).

@@ -5,15 +5,27 @@ re-run band, the re-run block."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.evidence import band, scope
-from repro.evidence.markdown import ci_label, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_cell
+from repro.evidence.declared import Declared
+from repro.evidence.markdown import ci_label, fence, fmt_pct, fmt_time, ratio_with_ci, text
 from repro.evidence.standalone import rerun
 from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff, kernel_total_us
 
-__all__ = ["band_line", "diff_lines", "rerun_block", "scope_lines", "seed_source", "seed_vs_ours"]
+__all__ = [
+    "band_line",
+    "diff_lines",
+    "install_block",
+    "rerun_block",
+    "restated",
+    "scope_lines",
+    "seed_source",
+    "seed_vs_ours",
+    "stack_line",
+]
 
 # Kernel-diff bullets in a repro's section; the rest are in the artifact.
 DIFF_BULLETS = 3
@@ -79,15 +91,16 @@ def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
     out = []
     said = (doc.get("repro") or {}).get("seed_experiment")
     if isinstance(said, str) and said.strip():
-        out.append(f"Seed's experiment vs ours: {text(said)}")
+        # The repro's words open "Seed: ..." (the label says whose experiment comes first).
+        out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")
     v = doc["verdict"]
     for row in _seed_rows(doc):
         level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
         seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
+        # The headline's own ratio and CI are in the finding just above: only the comparison is said here.
         out.append(
-            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
-            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
-            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}; {text(_agreement(row, v))}."
+            f"The seed's program, re-run here: {seed} ({text(str(row.get('status') or '-').replace('_', ' '))}); "
+            f"against the headline, {text(_agreement(row, v))}."
         )
     return out
 
@@ -116,6 +129,28 @@ def scope_lines(doc: Mapping[str, Any]) -> list[str]:
     return out + ([f"Does not hold for: {text('; '.join(fails))}"] if fails else [])
 
 
+# The harness's own detail sentences that a line of the section computes again from the numbers:
+# the seed's program against the headline (seed_vs_ours), the other comparisons over and under the
+# threshold and what "default backend" means here (scope_lines).
+_SEED_DETAIL = "The seed's own program"
+_ENDS_IN_RATIO = re.compile(r" was ([0-9.]+x \(95% CI [0-9.]+-[0-9.]+\))\.$")
+_SCOPE_DETAILS = ("Also over ", "Below the threshold at every ", "The default backend here is ")
+
+
+def restated(doc: Mapping[str, Any], detail: str) -> bool:
+    """Whether the section already says what ``detail`` says, computed from the artifact's numbers:
+    besides the sentences above, one that ends in a comparison's own ratio and CI, as its row has them."""
+    if m := _ENDS_IN_RATIO.search(detail):
+        rows = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+        if m.group(1) in {ratio_with_ci(r.get("ratio"), r.get("ci_low"), r.get("ci_high")) for r in rows}:
+            return True
+    if detail.startswith(_SEED_DETAIL):
+        return bool(_seed_rows(doc))
+    if detail.startswith(_SCOPE_DETAILS[2]):
+        return any("MAGMA here" in ln for ln in scope_lines(doc))
+    return detail.startswith(_SCOPE_DETAILS[:2]) and bool(scope_lines(doc))
+
+
 def diff_lines(doc: Mapping[str, Any]) -> list[str]:
     """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
     if is_smoke(doc):
@@ -136,6 +171,24 @@ def diff_lines(doc: Mapping[str, Any]) -> list[str]:
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
     return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+
+
+def stack_line(doc: Mapping[str, Any], declared: Declared) -> str | None:
+    """Where in the stack the evidence puts the cliff (the repro's words), opened by the kernels
+    that disappear and appear across the headline pair, from the artifact's kernel lists."""
+    pairs = diff_pairs(doc) if declared.stack and not is_smoke(doc) else []
+    if not pairs or doc["verdict"].get("status") != "reproduced":
+        return None
+    small, large = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == small["name"] and r.get("den") == large["name"] for r in rows):
+        small, large = large, small
+    gone = [k for k in kernel_diff(small, large) if k.startswith("- ")]
+    came = [k for k in kernel_diff(small, large) if k.startswith("+ ")]
+    if not gone or not came:
+        return f"Where in the stack: {text(declared.stack)}"
+    switch = f"{gone[0][2:].split(' disappears')[0]} gives way to {came[0][2:].split(' appears')[0]}"
+    return f"Where in the stack: {switch} across the headline pair; {text(declared.stack)}"
 
 
 def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
@@ -168,15 +221,77 @@ def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
 
 
 def rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
-    """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
-
-    The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
-    harness digests names its version and commit instead, as a comment.
-    """
+    """(list items, shell block): the ``repro run`` command, from validated fields only; what to install
+    first is in the report's one install block (``install_block``)."""
     r = rerun(doc)
     if r.args is None:
         return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
-    lines = r.lines()
-    if r.predates():
-        lines.insert(0, f"# {r.predates()}")
-    return [], fence("\n".join(lines), "bash")
+    command = r.command()
+    return [], fence(command, "bash") if command else None
+
+
+_TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")
+_CUDA = re.compile(r"([0-9]+)\.([0-9]+)")
+
+
+def _torch_line(doc: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(pip line, words) for the torch the run recorded, from PyTorch's index for its CUDA build."""
+    t = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}
+    version, cuda = t.get("version"), t.get("cuda_built")
+    if not isinstance(version, str) or not _TORCH.fullmatch(version):
+        return None
+    m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
+    index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
+    line = shlex.join(
+        ["pip", "install", f"torch=={version}", "--index-url", f"https://download.pytorch.org/whl/{index}"]
+    )
+    return line, f"torch {version} ({f'CUDA {cuda}' if m else 'no CUDA'})"
+
+
+def _needs(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(pip lines, words) for what a repro's variants used beyond torch, as its artifact records it:
+    cuda-bindings (``extra.memset_via``) and nvcc for a pure CUDA twin (``extra.twin.nvcc``)."""
+    extra = doc.get("extra") or {}
+    rid = text((doc.get("repro") or {}).get("id"))
+    lines, words = [], []
+    cuda = (((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}).get("cuda_built")
+    m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
+    if str(extra.get("memset_via") or "").startswith("cuda.bindings"):
+        lines.append(shlex.join(["pip", "install", f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"]))
+        words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
+    twin = extra.get("twin")
+    said = twin.get("nvcc") if isinstance(twin, Mapping) else None
+    if isinstance(said, str):
+        nvcc = text(said.split("/")[0].removeprefix("Build "))
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc})")
+    return lines, words
+
+
+def install_block(docs: Sequence[Mapping[str, Any]]) -> str | None:
+    """What to install before the sections' ``repro run`` lines, once for the report: torch as
+    recorded, what a repro's variants needed beyond it, then the bundled harness (or, for a run
+    made before harness digests, its version and commit as a comment)."""
+    lines: list[str] = []
+    words: list[str] = []
+    for doc in docs:
+        got = _torch_line(doc)
+        if got and got[0] not in lines:
+            lines.append(got[0])
+            words.append(got[1])
+    for doc in docs:
+        more, said = _needs(doc)
+        lines += [x for x in more if x not in lines]
+        words += [w for w in said if w not in words]
+    for doc in docs:
+        r = rerun(doc)
+        harness = r.install() or (f"# {r.predates()}" if r.predates() else None)
+        if harness and harness not in lines:
+            lines.append(harness)
+    if not lines:
+        return None
+    return (
+        "**Re-run**, in the folder the bundle unpacks to: besides the bundled harness, install "
+        f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
+        + fence("\n".join(lines), "bash")
+        + "\n"
+    )

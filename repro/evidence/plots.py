@@ -188,7 +188,7 @@ def finding(sweep: Plot, series: Sequence[Series]) -> str:
     # table's ratios are medians of paired per-round ratios, some scaled by work. Said in the caption,
     # so a reader does not take 9.37x here and 9.33x there for a contradiction.
     text = (
-        f"{what}: the largest step (a ratio of two medians, unscaled; the tables give paired ratios) is "
+        f"{what}: the largest step (a ratio of two medians, unscaled; the tables: paired ratios) is "
         f"{worst[0]:.2f}x ({worst[1]}, from {_fmt_x(worst[2])} to {_fmt_x(worst[3])})"
     )
     others = [st for st in steps if st[1] != worst[1]]

@@ -24,12 +24,23 @@ from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.bundle import script_member
 from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.lines import band_line, diff_lines, rerun_block, scope_lines, seed_source, seed_vs_ours
+from repro.evidence.lines import (
+    band_line,
+    diff_lines,
+    install_block,
+    rerun_block,
+    restated,
+    scope_lines,
+    seed_source,
+    seed_vs_ours,
+    stack_line,
+)
 from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
     PASTE_LIMIT,
     PASTE_LINES,
     REPORT_LIMIT,
+    ci_label,
     code,
     current_ratios,
     fence,
@@ -54,6 +65,7 @@ __all__ = [
     "REPORT_LIMIT",
     "cut_at_blocks",
     "identity_lines",
+    "legend",
     "newest_run",
     "report",
     "repro_section",
@@ -66,6 +78,11 @@ _DECIDED = ("reproduced", "not_reproduced")
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _LIBRARIES = "Versions of relevant libraries"
+_STACK = re.compile(r"^\[[a-z0-9]+\] (?:(?:torch|triton|numpy)==|cuda-|transformer[-_]engine)")
+# A skip reason longer than this is said in full once, then by its first clause.
+_LONG_REASON = 60
+_CLOCKS_WARNING = ": clocks-event reasons while measuring: "
+_NVIDIA = re.compile(r"^\[[a-z0-9]+\] nvidia-")
 
 
 # --------------------------------------------------------------------------- head
@@ -135,12 +152,23 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
     return md_table(rows, headers)
 
 
-LEGEND = (
-    "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "across other GPUs of this model (`python -m repro.evidence.band --show REPRO` lists their uuids and runs, "
-    'from repro/evidence/data/rerun_band.json). "Worst of k": k comparisons decide together, each CI at '
-    "1 - 0.05/k (Bonferroni); the headline is the largest ratio._"
-)
+def legend(docs: Sequence[Mapping[str, Any]]) -> str:
+    """What the summary and the sections' words mean, in one line: the CI and the re-run band, a
+    "worst of k" level (the first such headline's own numbers), n against rounds, us/call."""
+    worst = next((ci_label(d["verdict"]) for d in docs if "worst of" in ci_label(d["verdict"])), None)
+    said = ""
+    if worst:
+        pct, k = worst.split(" CI, worst of ")
+        said = (
+            f' "{pct} CI, worst of {k}": {k} comparisons decide together, each CI at 1 - 0.05/{k} '
+            "(Bonferroni); the headline is the largest ratio."
+        )
+    return (
+        "_The CI covers this process on this GPU; the re-run column: the same headline on other GPUs of this "
+        "model (`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json)."
+        f"{said} n: timed samples behind a variant's median; rounds: paired rounds behind a ratio (a log counts "
+        "progress so far). us/call: a kernel's time summed over its launches in one call._"
+    )
 
 
 def bundle_names(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -164,7 +192,7 @@ def _figure_lines(figs: Sequence[Figure]) -> list[str]:
         if f.drawn:
             out += [f"![{text(f.alt)}]({f.file})", ""]
         elif f.why_not == NOT_DRAWN_HERE:
-            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
+            out += [f"_Plot `{f.file}`: {text(f.alt)}._", ""]
         else:
             why = f"{f.why_not or 'not drawn'}; {INSTALL_HINT}"
             out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
@@ -188,6 +216,8 @@ def _notes(doc: Mapping[str, Any]) -> list[str]:
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
     warnings = [restate(str(w), doc) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    # Clock events while measuring are summarised per repro under Environment (clocks.during).
+    warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
@@ -200,8 +230,9 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     rid = r["id"]
     smoke = is_smoke(doc)
     body: list[str] = []
-    if v.get("details"):
-        body += [" ".join(text(current_ratios(str(d), v)) for d in v["details"]), ""]
+    shown = [str(d) for d in v.get("details") or [] if not restated(doc, str(d))]
+    if shown:
+        body += [" ".join(text(current_ratios(d, v)) for d in shown), ""]
     if doc["variants"]:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
@@ -219,13 +250,10 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
             # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
-            note = " (regenerated from this installation's source of the repro, not the one that ran)"
+            note = " (this installation's source)"
             note = note if declared.script_note else ""
             member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
-            facts.append(
-                f"Standalone script: `{text(member)}` in the bundle, or `repro script {text(rid)}` "
-                f"with the `--set` flags above{note}."
-            )
+            facts.append(f"Script: `{text(member)}` in the bundle{note}.")
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
@@ -238,7 +266,7 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     if machine and not smoke:
         facts.append(f"Fingerprint: machine {machine} under Environment.")
     body += [" ".join(facts), ""] if facts else []
-    summary = html_text(f"{rid}: variants, comparisons, warnings, time")
+    summary = html_text(f"{rid}: tables, warnings, time")
     return f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n"
 
 
@@ -276,6 +304,7 @@ def repro_section(
     items += seed_vs_ours(doc)
     items += scope_lines(doc)
     items += diff_lines(doc)
+    items += [x for x in [stack_line(doc, declared)] if x]
     if v.get("status") == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
@@ -297,6 +326,15 @@ def _library_section(output: str) -> str | None:
         return None
     section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
     entries = [ln.strip() for ln in section.splitlines()[1:] if ln.strip()]
+    # The GPU stack only (torch, triton, numpy, NVIDIA's and CUDA's packages): the rest of the list
+    # is in the artifact and the bundle, and said to be there.
+    kept = [e for e in entries if _STACK.search(e) or not e.startswith("[")]
+    wheels = sum(1 for e in entries if _NVIDIA.search(e))
+    others = len(entries) - len(kept) - wheels
+    left = ", ".join(
+        x for x in [f"{wheels} nvidia-* wheels" if wheels else "", f"{others} other packages" if others else ""] if x
+    )
+    entries = kept
     by_tool: dict[str, list[str]] = {}
     for e in entries:
         tool, _, rest = e.partition("] ")
@@ -310,7 +348,7 @@ def _library_section(output: str) -> str | None:
                 line = tool
             line += (" " if line else "") + item + ","
         lines.append(line.rstrip(","))
-    return f"{_LIBRARIES}:\n" + "\n".join(lines)
+    return f"{_LIBRARIES}:\n" + "\n".join(lines) + (f"\n(and {left}: in the artifact)" if left else "")
 
 
 def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str]) -> list[str]:
@@ -320,7 +358,8 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
         return []
     out = ["## Environment", ""]
     for m in mach:
-        body = [machine_summary(m), ""]
+        # One machine ran everything: "every repro here" says it without the list of ids.
+        body = [machine_summary(m, "every repro here" if len(mach) == 1 else None), ""]
         mine = [d for d in full if machine_of.get(id(d)) == m.label]
         body += [state_line(mine), ""]
         outputs = dict.fromkeys(str((d["fingerprint"].get("collect_env") or {}).get("output") or "") for d in mine)
@@ -328,18 +367,40 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
             libs = _library_section(o)
             if libs:
                 body += [
-                    "`python -m torch.utils.collect_env`, its library section (entries joined; the whole output "
-                    "is in the artifact):",
+                    "collect_env's library section (the whole output is in the artifact):",
                     "",
                     fence(libs),
                     "",
                 ]
-        summary = html_text(f"machine {m.label}: fingerprint summary, GPU state, collect_env libraries")
+        summary = html_text(f"machine {m.label}: fingerprint, GPU state, libraries")
         out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
     return out
 
 
 # --------------------------------------------------------------------------- the whole report
+
+
+def skip_reasons(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why variants and comparisons did not run, as the artifacts record it (long ones only)."""
+    found = [str(x.get("reason") or "") for d in docs for x in d.get("variants") or [] if x.get("status") != "ok"]
+    found += [str(x.get("reason") or "") for d in docs for x in (d.get("verdict") or {}).get("not_run") or []]
+    return [r for r in dict.fromkeys(found) if len(r) > _LONG_REASON and ": " in r]
+
+
+def said_once(parts: Sequence[str], reasons: Sequence[str]) -> list[str]:
+    """A long skip reason in full where it first appears; later, its first clause ("transformer_engine.pytorch
+    is not importable") stands for it."""
+    out = list(parts)
+    for reason in reasons:
+        full, short = text(reason), text(reason.split(": ", 1)[0])
+        seen = False
+        for i, part in enumerate(out):
+            if full not in part:
+                continue
+            head, sep, tail = part.partition(full) if not seen else ("", "", part)
+            out[i] = head + sep + tail.replace(full, short)
+            seen = True
+    return out
 
 
 def _size(parts: Sequence[str]) -> tuple[int, int]:
@@ -388,8 +449,10 @@ def report(
         head += [summary_table(docs, known), ""]
         if not smoke_run:
             head += [
-                LEGEND + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the whole "
-                "collect_env, the scripts and the harness the re-run lines install._",
+                legend(docs)
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, collect_env, the "
+                "harness wheel, each repro's script (or `repro script` and its run line's flags); "
+                "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
@@ -418,6 +481,7 @@ def report(
         for d in docs
     ]
     env = _environment(full, machine_of)
+    install = install_block(docs)
     dropped: list[str] = []
     env_dropped = False
 
@@ -429,13 +493,15 @@ def report(
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
             parts.append(scope_md)
+        if install:
+            parts.append(install)
         for d, (section, more) in zip(docs, sections, strict=True):
             parts.append(section)
             if more and d["repro"]["id"] not in dropped:
                 parts.append(more)
         if not env_dropped:
             parts += env
-        return parts
+        return said_once(parts, skip_reasons(docs))
 
     def fits(parts: Sequence[str]) -> bool:
         chars, lines = _size(parts)

@@ -124,24 +124,27 @@ def _declared(doc: Mapping[str, Any], field: str, declared: Declared | None) -> 
 
 
 def impact(doc: Mapping[str, Any], declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence, then what the headline pair cost per call in this run."""
+    """The repro's impact sentence, scoped to what this run measured: the comparisons it did not hold
+    for (each row's own status) and a suspect run said first, then the headline pair's cost per call."""
     sentence = _declared(doc, "impact", declared)
     if not sentence:
         return None
     v = doc.get("verdict") or {}
+    found = conditions(doc) if v.get("status") == "reproduced" else None
+    # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
+    scope = 'only where it held here (not the "Does not hold for" rows): ' if found and found[2] else ""
+    if (doc.get("validity") or {}).get("flag") == "suspect":
+        scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
     pair = v.get("variants") or []
     have = {x["name"]: x for x in doc.get("variants") or []}
     cost = ""
     if len(pair) == 2 and all((have.get(n) or {}).get("timing") for n in pair):
-        a, b = (have[n] for n in pair)
-        ta, tb = a["timing"]["stats"]["median"], b["timing"]["stats"]["median"]
+        ta, tb = (have[n]["timing"]["stats"]["median"] for n in pair)
         delta = ta - tb
         sign = "+" if delta >= 0 else "-"
-        cost = (
-            f" In this run {a['label']} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b['label']} "
-            f"({sign}{fmt_time(abs(delta))} per call)."
-        )
-    return f"{sentence}{cost}"
+        # The two medians are in the variant table; the difference per call is what a user pays.
+        cost = f" Here: {sign}{fmt_time(abs(delta))} per call ({fmt_time(ta)} against {fmt_time(tb)})."
+    return f"{scope}{sentence}{cost}"
 
 
 def seed_gpus(doc: Mapping[str, Any], declared: Declared | None = None) -> list[str]:
@@ -177,8 +180,15 @@ def not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None 
                 by_reason.setdefault(why, []).append(str(var.get("label") or var.get("name")))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
-            shown = "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
-            lines.append(f"{rid}: {shown} ({why})")
+            shown = labels[:3]
+            lead = shown[0].split(", ", 1)[0] + ", "
+            if len(shown) > 1 and all(x.startswith(lead) for x in shown):
+                # "TE FusedAdam, a; TE FusedAdam, b" -> "TE FusedAdam (a; b)": the shared name once.
+                said = f"{lead[:-2]} ({'; '.join(x[len(lead) :] for x in shown)})"
+            else:
+                said = "; ".join(shown)
+            said += f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
+            lines.append(f"{rid}: {said} ({why})")
     run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
     missing: dict[str, list[str]] = {}
     for doc in docs:

@@ -207,6 +207,12 @@ class Solve512Cliff(Repro[SolveParams]):
         "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
         "unknowns multiplies the cost of every solve_ex call under the affected backend."
     )
+    stack = (
+        "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
+        "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends square batches below n=512 "
+        "to cuBLAS batched getrf, else to looped cuSOLVER getrf. Not shown: whether a library is slow at 512 "
+        "by itself; other PyTorch versions' rule."
+    )
     seed_gpus = ("RTX 6000 Ada",)
     plots = (
         Plot(

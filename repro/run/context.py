@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core import stats
-from repro.core.context import Arm, SamplingConfig
+from repro.core.context import Arm, SamplingConfig, T
 from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, achieved
 from repro.evidence.clocks import clock_words
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
@@ -98,6 +98,19 @@ class RunContext:
             import torch
 
             torch.cuda.synchronize()
+
+    def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
+        monitor = self._monitor()
+        if monitor is None:
+            return run(), None
+        with monitor:
+            out = run()
+        summary = dict(monitor.summary())
+        # The work ran in a process this one started, so a compute process that appeared only
+        # while it ran is that process; one already on the GPU before it started is another's.
+        before = set(monitor.before.get("compute_pids") or ())
+        summary["other_pids"] = [p for p in summary["other_pids"] if p in before]
+        return out, summary
 
     def untimed(self, name: str) -> str | None:
         """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses, else None."""

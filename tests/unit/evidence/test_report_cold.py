@@ -79,7 +79,7 @@ def test_plot_captions_say_which_ratio_they_show(docs: list[dict[str, Any]]) -> 
     caption = next(f.alt for f in plots.describe(docs) if f.repro_id == "solve-512-cliff")
     # 9.37x is a ratio of two medians; the table's 9.33x is a paired, work-scaled ratio: both named.
     assert "9.37x" in caption
-    assert "(a ratio of two medians, unscaled; the tables give paired ratios) is 9.37x" in caption
+    assert "(a ratio of two medians, unscaled; the tables: paired ratios) is 9.37x" in caption
 
 
 def test_the_kernel_diff_ranks_by_change_in_time_per_call(rendered: str) -> None:
