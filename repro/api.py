@@ -28,6 +28,7 @@ from repro.core.verdict import Outcome, short_kernel, top_kernel
 from repro.evidence import standalone
 from repro.run.catalog import register
 from repro.run.sampling import kernel_episode
+from repro.run.schedule import QUICK_UNPROFILED
 
 __all__ = [
     # declaring a repro
@@ -55,6 +56,7 @@ __all__ = [
     "VariantResult",
     "short_kernel",
     "top_kernel",
+    "QUICK_UNPROFILED",
     # a variant timed by a program of its own (graph-memset's CUDA twin)
     "Timing",
     "achieved",

@@ -38,6 +38,8 @@ for path in sorted(glob.glob(os.path.join(out, "all", "*", "*.json"))):
     hw = (v["ci_high"] - v["ci_low"]) / 2 / v["value"] if v.get("value") and v.get("ci_low") is not None else None
     head = f"{v['value']:.4f} ({v['ci_low']:.4f}-{v['ci_high']:.4f})" if hw is not None else "-"
     spent = artifact.format_breakdown(artifact.time_breakdown(d))
+    busy = artifact.format_busy(d)
+    spent += f"; {busy}" if busy else ""
     lines.append(
         f"| {d['repro']['id']} | {v['status']} | {head} | {f'{hw:.2%}' if hw is not None else '-'} "
         f"| {d['run']['duration_s']:.1f} | {spent} |"

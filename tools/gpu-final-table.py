@@ -1,6 +1,6 @@
 """The table tools/gpu-final.sh prints last: each repro's verdict, and its standalone script's ratio against it.
 
-    python tools/gpu-final-table.py OUT_DIR RUN_DIR
+python tools/gpu-final-table.py OUT_DIR RUN_DIR
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Under the null (true per-round ratio == threshold), how often does the final ver
 
 Uses the real RunContext.measure_paired loop, with _setup_arm/_profile stubbed so each arm's
 samples are synthetic lognormal draws (no torch work), and the real verdict.compute."""
+
 import math
 import random
 import sys
@@ -24,10 +25,12 @@ SIGMA = float(sys.argv[1]) if len(sys.argv) > 1 else 0.04
 TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
 rng = random.Random(1)
 
+
 def fake_setup(self, arm, cfg):
     mult = THR if arm.name == "num" else 1.0
     take = lambda: mult * math.exp(rng.gauss(0, SIGMA)) * 1e-3
     return (lambda: None), take, 1, 0
+
 
 RunContext._setup_arm = fake_setup
 RunContext._profile = lambda self, name, runner, iters, cpi: ([], 0)
@@ -42,5 +45,7 @@ for t in range(TRIALS):
     r = verdict.compute(comp, {v.name: v for v in vs})
     stops += vs[0].timing.stop_reason == "decided"
     repro_hits += r.status == "reproduced"
-print(f"sigma={SIGMA} trials={TRIALS}: stop=decided in {stops}, final status reproduced in "
-      f"{repro_hits} = {repro_hits/TRIALS:.1%} (a valid one-sided 2.5% error rate allows ~{0.025*TRIALS:.0f})")
+print(
+    f"sigma={SIGMA} trials={TRIALS}: stop=decided in {stops}, final status reproduced in "
+    f"{repro_hits} = {repro_hits / TRIALS:.1%} (a valid one-sided 2.5% error rate allows ~{0.025 * TRIALS:.0f})"
+)

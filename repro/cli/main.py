@@ -16,6 +16,7 @@ app = new_typer(
     "repro", "Reproduce known GPU performance cliffs; leave a validated artifact and a GitHub-ready report."
 )
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpu-repro {__version__}")

@@ -15,6 +15,7 @@ from repro.cli.options import (
     FailOnOpt,
     NoCollectEnvOpt,
     OutOpt,
+    QuickOpt,
     ReproPaths,
     SetOpt,
     SmokeOpt,
@@ -64,6 +65,7 @@ def run_cmd(
     target_ci: TargetOpt = None,
     fail_on: FailOnOpt = None,
     no_collect_env: NoCollectEnvOpt = False,
+    quick: QuickOpt = False,
 ) -> None:
     """Run one repro in this process; write artifacts/<run-id>/<id>.json and report.md."""
     from repro.core.spec import parse_assignments
@@ -75,9 +77,10 @@ def run_cmd(
         overrides=parse_assignments(set_ or []),
         smoke=smoke,
         repro_paths=repro_path or [],
-        sampling=sampling_config(budget, target_ci),
+        sampling=sampling_config(budget, target_ci, quick),
         command=argv_as_typed(),
         collect_env=not no_collect_env,
+        quick=quick,
     )
     check_fail_on(fail_on)
     resolve(req)  # all input checked before the run folder exists
@@ -211,6 +214,7 @@ def all_cmd(
     fail_on: FailOnOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcomes as JSON on stdout.")] = False,
     no_collect_env: NoCollectEnvOpt = False,
+    quick: QuickOpt = False,
     fork_server: Annotated[
         bool,
         typer.Option(
@@ -227,7 +231,7 @@ def all_cmd(
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g}: expected seconds > 0")
     check_fail_on(fail_on)
-    sampling = sampling_config(budget, target_ci)
+    sampling = sampling_config(budget, target_ci, quick)
     paths = [p.resolve() for p in (repro_path or [])]
     ids = runner.select(only or [], skip or [], paths)
     if not ids:
@@ -247,6 +251,7 @@ def all_cmd(
             interrupts=interrupts,
             collect_env=not no_collect_env,
             fork_server=fork_server,
+            quick=quick,
         )
         report: Path | None = None
         full = [o.message for o in outcomes if o.no_space]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from repro.core.results import VariantResult, Work
 
@@ -23,7 +23,9 @@ class SamplingConfig:
     warmup_s: float = 0.2
     min_samples: int = MIN_SAMPLES
     max_samples: int = 2000
-    profile_iters: int = 3
+    # One profiled pass per arm after sampling: the kernel table and the report's kernel diff
+    # need each kernel once per call, not statistics (those come from the timed samples).
+    profile_iters: int = 1
     # Paired rounds: a distribution-free 95% CI of a median needs n >= 6 rounds; 20 keep
     # one odd round from deciding anything, and let the CI reflect between-round spread.
     min_rounds: int = 20
@@ -45,7 +47,28 @@ class SamplingConfig:
     # (over episodes) covers them. At least min_episodes of at least episode_s each.
     min_episodes: int = 6
     episode_s: float = 0.3
+    # tools/gap-experiment.py on an H200 (artifacts/reference/h200/speed/gap) found no shorter gap
+    # (0, 0.05, 0.1, 0.2 s) that kept two headlines inside the 0.5 s run's CI at no more than
+    # 1.25x its half-width, so the gap stays 0.5 s.
     episode_gap_s: float = 0.5
+    # The floors (min_episodes episodes of at least min_rounds / min_episodes rounds and
+    # episode_s seconds, the idle gap between them) do not scale with the CI target: an episode
+    # much shorter than the gap spends the schedule idle, and a noisier median per episode then
+    # needs more episodes (on a synthetic clock, a 2% target with 0.075 s episodes took twice
+    # as long as 1% with 0.3 s ones); with the same episodes, a looser target never stops later.
+    # An arm whose sample takes at least this long is timed once per round, with no untimed
+    # call before it: at that length what the previous arm left behind (a launch queue, a
+    # cache, a clock ramp) is a small share of the sample, and three samples plus a warm-up
+    # call of a 100 ms solve cost 0.4 s every round.
+    long_sample_s: float = 0.01
+
+    def episode_floor(self, budget_s: float) -> tuple[int, float]:
+        """(rounds, seconds) the first episode takes at least, which fixes every episode's rounds.
+
+        ``budget_s`` is the whole schedule's budget: an episode never asks for more than its
+        share of it, so the floor of ``min_episodes`` episodes fits the budget but for the gaps.
+        """
+        return max(1, -(-self.min_rounds // self.min_episodes)), min(self.episode_s, budget_s / self.min_episodes)
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,10 @@ class Arm:
     before_sample: Callable[[], None] | None = None
     prepare: Callable[[], None] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# What a monitored run returns (``Context.monitored``).
+T = TypeVar("T")
 
 
 class Context(Protocol):
@@ -107,6 +134,15 @@ class Context(Protocol):
     def synchronize(self) -> None:
         """Wait for the device's queued work (a no-op on CPU)."""
 
+    def untimed(self, name: str) -> str | None:
+        """Why this run leaves the arm ``name`` untimed, or None when it times it: a quick run
+        times only the arms of headline comparisons (``measure`` and the schedules skip the
+        others themselves; a repro that times arms its own way asks here)."""
+
+    def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
+        """``run()`` (work in a process this run starts, such as a pure CUDA twin) under the GPU
+        monitor: its result and the monitor's summary for the variants it timed (None without NVML)."""
+
     def measure(
         self,
         name: str,
@@ -128,6 +164,13 @@ class Context(Protocol):
     ) -> list[VariantResult]:
         """Time ``arms`` in interleaved rounds, so drift hits every arm alike; one result per arm."""
 
+    def measure_groups(
+        self, groups: Mapping[str, Sequence[Arm]], *, sampling: SamplingConfig | None = None
+    ) -> dict[str, list[VariantResult]]:
+        """Time several groups of arms in one schedule of interleaved rounds, sharing its episodes
+        and idle gaps; each comparison's two arms must be in one group. Results by group, in the
+        order given. An arm whose global state differs from the others' sets it in ``prepare``."""
+
     def kernel_rounds(
         self,
         fns: Mapping[str, Callable[[], Any]],
@@ -135,6 +178,10 @@ class Context(Protocol):
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
-        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in
-        ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``."""
+        """Per-call device time (seconds) of the kernels whose names ``match``, for each fn, in up
+        to ``iters`` interleaved rounds: ``out[name][i]`` is round i's call of ``name``. With
+        ``pairs`` ((numerator, denominator) names) the rounds stop at the end of the first episode
+        after ``min_iters`` rounds where every pair's paired CI is within the sampling's target."""

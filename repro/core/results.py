@@ -16,7 +16,9 @@ from typing import Any, Literal
 # "smoke": the pipeline ran (a --smoke or CPU run) and proves nothing about any GPU, so it
 # never says reproduced or not_reproduced. "inconclusive": something was measured, but not the
 # seed's subject (its library or GPU was absent), so the seed's claim was not tested.
-Status = Literal["reproduced", "not_reproduced", "inconclusive", "smoke", "skipped", "error"]
+# "undecided": a quick run (less evidence, a wider CI) whose CI straddles the threshold, where a
+# full run may decide either way; its finding names the full command.
+Status = Literal["reproduced", "not_reproduced", "inconclusive", "undecided", "smoke", "skipped", "error"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
 DECIDED: tuple[str, ...] = ("reproduced", "not_reproduced")
 StopReason = Literal["ci_target", "decided", "time_budget", "max_samples", "max_rounds", "external"]

@@ -187,6 +187,9 @@ class Repro(Generic[P]):
     # One sentence for the report: where this shape or setting occurs in real workloads and
     # what it costs there (the report adds what it cost in this run, from the headline pair).
     impact: ClassVar[str] = ""
+    # Where in the software stack the evidence puts the cliff, and what it does not show; the
+    # report opens it with the kernels that appear and disappear across the headline pair.
+    stack: ClassVar[str] = ""
     # The GPUs the seed reported numbers on; the report names those this run did not have.
     seed_gpus: ClassVar[tuple[str, ...]] = ()
     # Where the seed was posted when ``upstream`` has no link (a forum thread's title, an article).
@@ -194,6 +197,10 @@ class Repro(Generic[P]):
     # The seed's experiment as posted (sizes, dtype, launch shape, timing method, or that it gave
     # no program) against what this repro measures, and why the two numbers may differ.
     seed_experiment: ClassVar[str] = ""
+    # The compute capabilities ("12.0" for sm_120) the seed's claim is specific to: a claim about one
+    # GPU architecture is not tested on another, so there a decided status becomes inconclusive
+    # (``repro.core.verdict.off_architecture``). Empty: the claim holds for any GPU.
+    claim_arch: ClassVar[tuple[str, ...]] = ()
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
     # The keys of the variants' ``config`` (``Arm.config``, ``ctx.skipped(..., **config)``)

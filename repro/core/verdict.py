@@ -30,13 +30,30 @@ CI_LEVEL = 0.95
 MIN_KERNEL_ROUNDS = 7
 
 
+# Most decimals a ratio is printed with: past four, a CI narrower than 0.0001 reads as a point.
+MAX_PLACES = 4
+
+
+def ratio_places(value: float, lo: float, hi: float) -> int:
+    """Decimals for a ratio and its CI: two, or as many more (up to MAX_PLACES) as it takes for the
+    CI's two ends to print as different numbers, so its width shows."""
+    for places in range(2, MAX_PLACES + 1):
+        if f"{lo:.{places}f}" != f"{hi:.{places}f}":
+            return places
+    return MAX_PLACES
+
+
 def fmt_ratio(value: float | None, lo: float | None = None, hi: float | None = None, level: float = CI_LEVEL) -> str:
-    """``1.93x (95% CI 1.90-1.95)``; ``n/a`` when there is no value."""
+    """``1.93x (95% CI 1.90-1.95)``, ``1.002x (95% CI 1.002-1.003)``; ``n/a`` when there is no value.
+
+    The one ratio format of findings and reports: decimals from ``ratio_places``.
+    """
     if value is None:
         return "n/a"
     if lo is None or hi is None:
         return f"{value:.2f}x"
-    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
+    places = ratio_places(value, lo, hi)
+    return f"{value:.{places}f}x ({level * 100:.3g}% CI {lo:.{places}f}-{hi:.{places}f})"
 
 
 def decide(lo: float, hi: float, threshold: float) -> tuple[Decided, str]:
@@ -366,6 +383,64 @@ def as_smoke(v: Verdict, device: str | None) -> Verdict:
     )
 
 
+def off_architecture(v: Verdict, claim_arch: Sequence[str], cc: str | None, gpu: str | None = None) -> Verdict:
+    """A decided verdict on a GPU outside the architectures the claim is about, made ``inconclusive``.
+
+    The claim was not tested (a ratio on an H200 says nothing about a cliff seen only on sm_120), so
+    the status is not ``not_reproduced`` (nor ``reproduced``); the finding keeps what was measured,
+    on this GPU, after the reason, and ``not_run`` names the headline with "not on this architecture".
+    """
+    if v.status not in DECIDED or not claim_arch or not cc or cc in claim_arch:
+        return v
+    want = ", ".join(f"{a} (sm_{a.replace('.', '')})" for a in claim_arch)
+    here = f"{gpu or 'this GPU'} is {cc} (sm_{cc.replace('.', '')})"
+    reason = f"not on this architecture: the claim is about compute capability {want}; {here}"
+    measured_words = v.finding
+    for lead_words in ("Reproduced: ", "Not reproduced (inconclusive): ", "Not reproduced: "):
+        if measured_words.startswith(lead_words):
+            measured_words = measured_words[len(lead_words) :]
+            break
+    finding = f"Inconclusive, the seed's claim was not tested ({reason}); instead, on this GPU: {measured_words}"
+    headline = v.headline or v.metric
+    label = next((str(r.get("label")) for r in v.breakdown if r.get("headline")), headline)
+    not_run = (*v.not_run, {"comparison": headline, "label": label, "reason": "not on this architecture"})
+    return Verdict(
+        **{
+            **_fields(v),
+            "status": "inconclusive",
+            "finding": finding,
+            "claim": {"tested": False, "reason": reason},
+            "not_run": not_run,
+        }
+    )
+
+
+def as_quick(v: Verdict, full_command: str) -> Verdict:
+    """A quick run's verdict: a not-reproduced whose CI (or a headline comparison's) straddles the
+    threshold becomes ``undecided``, since the full run's narrower CI may land on either side; the
+    finding names the full command. Every other verdict stands as it is."""
+    straddles = v.status == "not_reproduced" and (
+        (v.ci_low is not None and v.ci_high is not None and v.ci_low < v.threshold <= v.ci_high)
+        or any(r.get("where") == "straddles" for r in v.breakdown)
+    )
+    if not straddles:
+        return v
+    sentence = (
+        f"Undecided in a quick run: {v.metric} was {fmt_ratio(v.value, v.ci_low, v.ci_high)}, a CI that "
+        f"straddles the threshold {v.threshold:g}; the full run decides: `{full_command}`."
+    )
+    rows = tuple({**r, "status": "undecided"} if r.get("where") == "straddles" else r for r in v.breakdown)
+    return Verdict(
+        **{
+            **_fields(v),
+            "status": "undecided",
+            "finding": sentence,
+            "details": (f"The quick run's words: {v.finding}", *v.details),
+            "breakdown": rows,
+        }
+    )
+
+
 # --------------------------------------------------------------------------- repros that judge themselves
 
 
@@ -467,7 +542,9 @@ __all__ = [
     "decide",
     "judge",
     "measured",
+    "off_architecture",
     "outcome",
+    "ratio_places",
     "ratio_verdict",
     "unavailable",
 ]

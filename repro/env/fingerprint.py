@@ -415,6 +415,12 @@ def collect(
     return fp
 
 
+def _where(fp: Mapping[str, Any]) -> str:
+    """``container`` when any container marker (/.dockerenv, /run/.containerenv) was seen, else ``host``."""
+    markers = fp.get("container") or {}
+    return "container" if markers.get("dockerenv") or markers.get("containerenv") else "host"
+
+
 def essentials(fp: Mapping[str, Any]) -> dict[str, Any]:
     """The handful of fields a reader wants inline: GPU, driver, torch, CUDA, stack."""
     gpu = fp.get("gpu") or {}
@@ -429,5 +435,5 @@ def essentials(fp: Mapping[str, Any]) -> dict[str, Any]:
         "torch": torch_info.get("version"),
         "cuda": torch_info.get("cuda_built"),
         "cublas": (libs.get("cublas") or {}).get("version"),
-        "lane": container.get("GPU_REPRO_LANE") or container.get("GPU_REPRO_IMAGE") or "host",
+        "lane": container.get("GPU_REPRO_LANE") or container.get("GPU_REPRO_IMAGE") or _where(fp),
     }

@@ -18,7 +18,7 @@ from repro import __version__
 from repro.core import fsio
 from repro.core.errors import UsageError
 
-ARTIFACT_SCHEMA_VERSION = "1.3"
+ARTIFACT_SCHEMA_VERSION = "1.4"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")
@@ -309,14 +309,25 @@ def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 def time_breakdown(doc: Mapping[str, Any]) -> list[tuple[str, float]]:
     """Where a run's seconds went, from its artifact: the run's phases, with the measurement split
-    into warm-up, sampling (each paired group's rounds counted once) and profiling.
+    into warm-up, sampling (each paired schedule's rounds counted once) and profiling.
 
+    The split is the run's own ``measure_s`` (1.4); older artifacts get it from their variants.
     Empty for artifacts written before the breakdown existed (schema 1.1 and older).
     """
     run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
     phases = run.get("phases_s") if isinstance(run, Mapping) else None
     if not isinstance(phases, Mapping):
         return []
+    split = run.get("measure_s") if isinstance(run, Mapping) else None
+    if isinstance(split, Mapping):
+        inner = [
+            (f"  {k}", float(split.get(k) or 0.0))
+            for k in ("warm-up", "sampling", "profiling")
+            if _number(split.get(k))
+        ]
+        top = [(str(k), float(t)) for k, t in phases.items() if _number(t)]
+        at = next((i + 1 for i, (k, _) in enumerate(top) if k == "measure"), len(top))
+        return top[:at] + inner + top[at:]
     warm = prof = 0.0
     groups: dict[str, float] = {}
     for v in doc.get("variants") or []:
@@ -350,3 +361,45 @@ def format_breakdown(parts: Sequence[tuple[str, float]], min_s: float = 0.05) ->
         for name, seconds, subs in top
         if seconds >= min_s
     )
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def gpu_busy(doc: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(seconds, share of the run's wall clock) the device spent executing the run's timed work.
+
+    The timed work is every variant's samples (each sample is seconds per call, over
+    ``calls_per_sample`` calls) and the per-kernel rounds a repro keeps in ``extra``
+    (``kernel_rounds_s``, device time of the matched kernels). It is the floor a faster
+    harness could reach with the same samples. None without a duration or a timed sample.
+    """
+    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
+    duration = run.get("duration_s") if isinstance(run, Mapping) else None
+    if not isinstance(duration, int | float) or isinstance(duration, bool) or not duration > 0:
+        return None
+    busy = 0.0
+    for v in doc.get("variants") or []:
+        if not isinstance(v, Mapping):
+            continue
+        t = v.get("timing")
+        if isinstance(t, Mapping) and _number(t.get("calls_per_sample")):
+            busy += sum(float(x) for x in t.get("samples") or [] if _number(x)) * float(t["calls_per_sample"])
+        extra = v.get("extra")
+        rounds = extra.get("kernel_rounds_s") if isinstance(extra, Mapping) else None
+        if isinstance(rounds, list):
+            busy += sum(float(x) for x in rounds if _number(x))
+    if busy <= 0:
+        return None
+    return busy, busy / duration
+
+
+def format_busy(doc: Mapping[str, Any]) -> str:
+    """``GPU busy 12.3 s (21%)`` (``device busy`` off a GPU), or empty when unknown."""
+    got = gpu_busy(doc)
+    if got is None:
+        return ""
+    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
+    who = "GPU" if isinstance(run, Mapping) and run.get("device") == "cuda" else "device"
+    return f"{who} busy {got[0]:.1f} s ({got[1]:.0%})"

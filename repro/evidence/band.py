@@ -6,6 +6,7 @@ between-GPU spread too. The band is built from real artifacts (the committed ref
 fleet's runs through ``repro matrix collect --band``) and shipped as data with its provenance.
 
     python -m repro.evidence.band artifacts/reference     # rewrites the shipped data file
+    python -m repro.evidence.band --show [REPRO ...]      # lists each band's GPUs and run ids
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from repro.core import fsio
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 BAND_VERSION = 1
 # Statuses whose headline is a measured ratio.
-MEASURED = ("reproduced", "not_reproduced", "inconclusive")
+MEASURED = ("reproduced", "not_reproduced", "inconclusive", "undecided")
 # Fewer GPUs than this say nothing about a spread between GPUs.
 MIN_GPUS = 2
 
@@ -169,7 +170,32 @@ def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
                 yield path, doc
 
 
+def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
+    """Each band's provenance as lines: the repro, GPU model and params, then one line per GPU (its
+    uuid's first 8 characters, its value, the run ids it comes from)."""
+    out = []
+    for b in bands:
+        if repros and b.repro not in repros:
+            continue
+        out.append(f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs")
+        out.append(f"  params {b.params}")
+        out += [f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {', '.join(p.runs) or '-'})" for p in b.points]
+    return out
+
+
 def main(argv: Sequence[str]) -> int:
+    if argv[:1] == ["--show"]:
+        bands = load()
+        known = {b.repro for b in bands}
+        unknown = [r for r in argv[1:] if r not in known]
+        if unknown:
+            print(
+                f"no re-run band for {', '.join(unknown)}; bands exist for: {', '.join(sorted(known))}", file=sys.stderr
+            )
+            return 2
+        print(f"{DATA_FILE}:")
+        print("\n".join(show(bands, argv[1:])))
+        return 0
     roots = [Path(a) for a in argv] or [Path("artifacts/reference")]
     docs = list(_walk(roots))
     bands = compute(d for _, d in docs)

@@ -26,6 +26,7 @@ class Declared:
     """
 
     impact: str | None = None
+    stack: str | None = None
     seed_gpus: tuple[str, ...] | None = None
     plots: tuple[Plot, ...] | None = None
     script: str | None = None

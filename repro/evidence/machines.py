@@ -8,7 +8,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.env.fingerprint import essentials
+from repro.evidence.clocks import during_measurement
 from repro.evidence.markdown import text
+
+# torch's own defaults for the knobs the fingerprint reads, as it records them: the environment
+# names only the knobs that differ; every value is in the artifact's fingerprint.knobs.
+_TORCH_DEFAULTS = {
+    "cuda_matmul_allow_tf32": "False",
+    "cudnn_allow_tf32": "True",
+    "float32_matmul_precision": "highest",
+    "fp16_reduced_precision_reduction": "True",
+    "bf16_reduced_precision_reduction": "True",
+    "preferred_linalg_library": "_LinalgBackend.Default",
+    "preferred_blas_library": "_BlasBackend.Cublas",
+    "cudnn_benchmark": "False",
+    "deterministic_algorithms": "False",
+}
 
 
 def essentials_line(fp: Mapping[str, Any]) -> str:
@@ -92,7 +107,7 @@ def _gib(n: Any) -> str:
     return f"{n / 2**30:.0f} GiB" if isinstance(n, int | float) else "-"
 
 
-def machine_summary(m: Machine) -> str:
+def machine_summary(m: Machine, every: str | None = None) -> str:
     """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
     never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
     fp = m.fingerprint
@@ -101,7 +116,7 @@ def machine_summary(m: Machine) -> str:
     torch_info = sw.get("torch") or {}
     onoff = {True: "on", False: "off", None: "-"}
     parts = [
-        f"**Machine {m.label}** (used by {text(', '.join(m.repros))}):",
+        f"**Machine {m.label}** (used by {text(', '.join(m.repros) if every is None else every)}):",
         "",
         f"- GPU: {gpu.get('name') or '-'}, board {nv.get('board_part_number') or '-'}, compute capability "
         f"{gpu.get('compute_capability') or '-'}, {gpu.get('sm_count') or '-'} SMs, "
@@ -119,14 +134,19 @@ def machine_summary(m: Machine) -> str:
     libs = sw.get("libraries") or {}
     loaded = [f"{k} {v.get('version')}" for k, v in libs.items() if isinstance(v, dict) and v.get("loaded")]
     parts.append(
-        f"- Libraries loaded (from /proc/self/maps, versions from each library): "
+        f"- Libraries loaded (from /proc/self/maps): "
         f"{', '.join(loaded) or 'none read'}; torch {torch_info.get('version') or '-'} (git "
         f"{str(torch_info.get('git_version') or '-')[:12]}, built with CUDA {torch_info.get('cuda_built') or '-'}, "
         f"has_magma {torch_info.get('has_magma')}); "
         f"Transformer Engine {sw.get('transformer_engine') or 'not installed'}"
     )
     knobs = {k: v for k, v in (fp.get("knobs") or {}).items() if k != "errors"}
-    parts.append("- Knobs at process start: " + (", ".join(f"{k}={v}" for k, v in knobs.items()) or "-"))
+    changed = [f"{k}={v}" for k, v in knobs.items() if str(v) != _TORCH_DEFAULTS.get(k)]
+    if not knobs or len(changed) == len(knobs):
+        said = ", ".join(changed) or "-"
+    else:
+        said = "torch's defaults" + (f", but {', '.join(changed)}" if changed else "")
+    parts.append("- Knobs at process start: " + said)
     env = fp.get("env") or {}
     parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none"))
     host = fp.get("host") or {}
@@ -166,5 +186,5 @@ def state_line(docs: Sequence[Mapping[str, Any]]) -> str:
         f"more than one compute process at the start of {', '.join(crowded)}" if crowded else "one compute process"
     )
     events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
-    parts.append(f"clock events: {'; '.join(events)}" if events else "no clock events")
-    return text("GPU state when each repro started: " + ", ".join(parts) + ".")
+    parts.append(f"clock events at start: {'; '.join(events)}" if events else "no clock events at start")
+    return text("GPU state when each repro started: " + ", ".join(parts) + ". " + during_measurement(docs))

@@ -1,7 +1,8 @@
 """Inert GitHub markdown from untrusted text: escaping, code spans and fences, tables, details blocks, number formats.
 
 Every string an artifact carries passes through ``text``, ``html_text``, ``code`` or ``fence``
-before it reaches a report, so it renders literally in its context.
+before it reaches a report, so it renders literally in its context and mentions no one: GitHub
+links no ``@name`` or ``#123`` in it (code spans and fences link none anyway).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from repro.core.verdict import CI_LEVEL
+from repro.core.verdict import CI_LEVEL, fmt_ratio, ratio_places
 
 # GitHub rejects issue and comment bodies over 65,536 characters; stay well under.
 REPORT_LIMIT = 60_000
@@ -37,6 +38,12 @@ _INLINE = re.compile(r"([\\`*\[\]~])")
 # An underscore between two letters or digits can neither open nor close emphasis (GFM), so
 # snake_case names stay readable; any other underscore is escaped.
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# GitHub makes "@name" a mention (a notification to that user or team) and "#123", "org/repo#123" and
+# "GH-123" references (a back-link on that issue or pull request). A zero-width joiner after the "@",
+# "#" or "GH-" breaks each of them and reads the same; "x @ w" or "# of runs" link nothing and stay as
+# they are. (The text cannot spell "@" another way: "&" and "\\" are escaped.)
+ZWJ = "\u200d"
+_REFERENCE = re.compile(r"@(?=[A-Za-z0-9_-])|#(?=[0-9])|\bGH-(?=[0-9])", re.IGNORECASE)
 # What may open a block when it starts a line (a heading, a quote, a list, a rule, a setext underline).
 _BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")
 
@@ -50,7 +57,7 @@ def text(value: Any, *, cell: bool = False) -> str:
     are escaped here unless ``cell`` (then ``md_cell``, which every table cell passes, does it).
     """
     s = "" if value is None else str(value)
-    s = " ".join(s.replace("\r", "\n").split("\n")).strip()
+    s = unlinked(" ".join(s.replace("\r", "\n").split("\n")).strip())
     s = html.escape(s, quote=False)
     s = _INLINE.sub(r"\\\1", s)
     s = _UNDERSCORE.sub(r"\\_", s)
@@ -63,9 +70,15 @@ def text(value: Any, *, cell: bool = False) -> str:
 
 
 def html_text(value: Any) -> str:
-    """Untrusted text inside an HTML element (a details summary): entities only, one line."""
+    """Untrusted text inside an HTML element (a details summary): entities only, one line, no mention."""
     s = "" if value is None else str(value)
-    return html.escape(" ".join(s.replace("\r", "\n").split("\n")), quote=True)
+    return html.escape(unlinked(" ".join(s.replace("\r", "\n").split("\n"))), quote=True)
+
+
+def unlinked(s: str) -> str:
+    """``s`` with a zero-width joiner after each ``@``, ``#`` and ``GH-`` that starts a mention or an issue
+    reference."""
+    return _REFERENCE.sub(lambda m: m.group() + ZWJ, s)
 
 
 def fence(body: str, lang: str = "") -> str:
@@ -137,33 +150,25 @@ def ci_label(verdict: Mapping[str, Any]) -> str:
     return f"{_level_pct(level)} CI" + (f", worst of {k}" if k >= 2 else "")
 
 
-def _decimals(*values: float) -> int:
-    """Two decimals, or as many more (up to 4) as it takes to tell the CI's ends apart."""
-    lo, hi = values[1], values[2]
-    for places in (2, 3, 4):
-        if f"{lo:.{places}f}" != f"{hi:.{places}f}":
-            return places
-    return 4
-
-
 def ratio_with_ci(value: Any, lo: Any, hi: Any, label: str = "95% CI", places: int | None = None) -> str:
     """``9.55x (99.2% CI 9.51-9.59, worst of 6)``; ``n/a`` without a value.
 
-    ``places``: decimals; None gives ``0.918x (95% CI 0.916-0.922)`` where two decimals would
-    print the same number twice.
+    ``places``: decimals; None (the default everywhere a ratio is shown) gives
+    ``repro.core.verdict.ratio_places``, the same digits as the finding: ``1.002x (95% CI 1.002-1.003)``
+    where two decimals would print both ends as one number.
     """
     if not isinstance(value, int | float):
         return "n/a"
     if not isinstance(lo, int | float) or not isinstance(hi, int | float):
         return f"{value:.2f}x"
-    places = _decimals(value, lo, hi) if places is None else places
+    places = ratio_places(value, lo, hi) if places is None else places
     level, _, rest = label.partition(", ")
     more = f", {rest}" if rest else ""
     said = f"{level} " if level else ""
     return f"{value:.{places}f}x ({said}{lo:.{places}f}-{hi:.{places}f}{more})"
 
 
-def verdict_cell(doc: Mapping[str, Any], places: int | None = 2) -> str:
+def verdict_cell(doc: Mapping[str, Any], places: int | None = None) -> str:
     """The verdict's ratio with its CI at the level the artifact records, as a table cell shows it."""
     v = doc["verdict"]
     return ratio_with_ci(v.get("value"), v.get("ci_low"), v.get("ci_high"), ci_label(v), places)
@@ -202,3 +207,21 @@ def details(summary: str, body: str, lang: str = "") -> str:
     """A collapsed block: ``summary`` is plain text (escaped here), ``body`` goes verbatim into a code fence."""
     # The blank line after </summary> is what makes GitHub render the body as markdown.
     return f"<details><summary>{html_text(summary)}</summary>\n\n{fence(body, lang)}\n\n</details>\n"
+
+
+def _two_places(value: float, lo: float, hi: float, level: float) -> str:
+    return f"{value:.2f}x ({level * 100:.3g}% CI {lo:.2f}-{hi:.2f})"
+
+
+def current_ratios(words: str, verdict: Mapping[str, Any]) -> str:
+    """``words`` (a finding or detail an artifact recorded) with each ratio of the verdict and its
+    breakdown in the one format (``fmt_ratio``): artifacts written before it printed every ratio at
+    two decimals, so ``1.00x (95% CI 1.00-1.00)`` hid a CI the tables show as 1.002-1.003."""
+    rows = [verdict, *[r for r in verdict.get("breakdown") or [] if isinstance(r, Mapping)]]
+    for r in rows:
+        value, lo, hi, level = r.get("value", r.get("ratio")), r.get("ci_low"), r.get("ci_high"), r.get("ci_level")
+        if not (isinstance(value, int | float) and isinstance(lo, int | float) and isinstance(hi, int | float)):
+            continue
+        at = float(level) if isinstance(level, int | float) else CI_LEVEL
+        words = words.replace(_two_places(value, lo, hi, at), fmt_ratio(value, lo, hi, at))
+    return words

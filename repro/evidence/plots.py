@@ -184,7 +184,13 @@ def finding(sweep: Plot, series: Sequence[Series]) -> str:
     if not steps:
         return what
     worst = max(steps, key=lambda st: abs(math.log(st[0])) if st[0] > 0 else 0.0)
-    text = f"{what}: the largest step is {worst[0]:.2f}x ({worst[1]}, from {_fmt_x(worst[2])} to {_fmt_x(worst[3])})"
+    # The plot draws medians, so its steps are ratios of two medians, unscaled; the comparisons
+    # table's ratios are medians of paired per-round ratios, some scaled by work. Said in the caption,
+    # so a reader does not take 9.37x here and 9.33x there for a contradiction.
+    text = (
+        f"{what}: the largest step (a ratio of two medians, unscaled; the tables: paired ratios) is "
+        f"{worst[0]:.2f}x ({worst[1]}, from {_fmt_x(worst[2])} to {_fmt_x(worst[3])})"
+    )
     others = [st for st in steps if st[1] != worst[1]]
     if others:
         lo = min(st[0] for st in others)

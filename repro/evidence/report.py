@@ -22,7 +22,19 @@ from repro.core.kernelnames import recut
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, scope
 from repro.evidence.bundle import script_member
+from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.lines import (
+    band_line,
+    diff_lines,
+    install_block,
+    rerun_block,
+    restated,
+    scope_lines,
+    seed_source,
+    seed_vs_ours,
+    stack_line,
+)
 from repro.evidence.machines import machine_summary, machines, state_line
 from repro.evidence.markdown import (
     PASTE_LIMIT,
@@ -30,21 +42,19 @@ from repro.evidence.markdown import (
     REPORT_LIMIT,
     ci_label,
     code,
+    current_ratios,
     fence,
     fmt_pct,
     html_text,
     md_table,
-    ratio_with_ci,
     text,
     verdict_cell,
 )
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.standalone import harness_of, rerun
+from repro.evidence.standalone import harness_of
 from repro.evidence.variants import (
     comparisons_table,
-    diff_pairs,
     is_smoke,
-    kernel_diff,
     variants_table,
 )
 
@@ -55,20 +65,24 @@ __all__ = [
     "REPORT_LIMIT",
     "cut_at_blocks",
     "identity_lines",
+    "legend",
     "newest_run",
     "report",
     "repro_section",
     "summary_table",
 ]
 
-# Kernel-diff bullets in a repro's section; the rest are in the artifact.
-DIFF_BULLETS = 3
 # Warnings listed in a repro's details block.
 WARNINGS_SHOWN = 5
 _DECIDED = ("reproduced", "not_reproduced")
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _LIBRARIES = "Versions of relevant libraries"
+_STACK = re.compile(r"^\[[a-z0-9]+\] (?:(?:torch|triton|numpy)==|cuda-|transformer[-_]engine)")
+# A skip reason longer than this is said in full once, then by its first clause.
+_LONG_REASON = 60
+_CLOCKS_WARNING = ": clocks-event reasons while measuring: "
+_NVIDIA = re.compile(r"^\[[a-z0-9]+\] nvidia-")
 
 
 # --------------------------------------------------------------------------- head
@@ -111,7 +125,14 @@ def _band_cell(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
 
 def _status(doc: Mapping[str, Any]) -> str:
     status = f"**{text(doc['verdict']['status'], cell=True)}**"
+    if setting := scope.only(doc):
+        status += f" ({text(setting, cell=True)} only)"
+    status += " (quick run)" if _quick(doc) else ""
     return status + (" (suspect)" if (doc.get("validity") or {}).get("flag") == "suspect" else "")
+
+
+def _quick(doc: Mapping[str, Any]) -> bool:
+    return (doc.get("run") or {}).get("quick") is True
 
 
 def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] | None = None) -> str:
@@ -131,12 +152,23 @@ def summary_table(docs: Sequence[Mapping[str, Any]], bands: Sequence[band.Band] 
     return md_table(rows, headers)
 
 
-LEGEND = (
-    "_The CI covers this process on this GPU only; the re-run column is the spread of the same headline "
-    "measured across other GPUs of this model (the harness's repro/evidence/data/rerun_band.json names "
-    "their GPU uuids and run ids). \"Worst of k\": k comparisons decide together, each CI held at "
-    "1 - 0.05/k (Bonferroni), and the headline is the largest ratio._"
-)
+def legend(docs: Sequence[Mapping[str, Any]]) -> str:
+    """What the summary and the sections' words mean, in one line: the CI and the re-run band, a
+    "worst of k" level (the first such headline's own numbers), n against rounds, us/call."""
+    worst = next((ci_label(d["verdict"]) for d in docs if "worst of" in ci_label(d["verdict"])), None)
+    said = ""
+    if worst:
+        pct, k = worst.split(" CI, worst of ")
+        said = (
+            f' "{pct} CI, worst of {k}": {k} comparisons decide together, each CI at 1 - 0.05/{k} '
+            "(Bonferroni); the headline is the largest ratio."
+        )
+    return (
+        "_The CI covers this process on this GPU; the re-run column: the same headline on other GPUs of this "
+        "model (`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json)."
+        f"{said} n: timed samples behind a variant's median; rounds: paired rounds behind a ratio (a log counts "
+        "progress so far). us/call: a kernel's time summed over its launches in one call._"
+    )
 
 
 def bundle_names(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -153,125 +185,6 @@ def _not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None
 
 # --------------------------------------------------------------------------- a repro's section
 
-# How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
-# prefix before a colon), or "An article on ... found ..." (a phrase before the verb).
-_SOURCE_WORDS = r"(?:forums? thread|thread|article|blog post|post|paper|talk|tweet|issue|report|video)"
-_SOURCE_PREFIX = re.compile(rf"^(?P<src>[^:]{{0,160}}\b{_SOURCE_WORDS}\b[^:]{{0,160}}):\s*(?P<rest>.+)$", re.S | re.I)
-_SOURCE_PHRASE = re.compile(
-    rf"\b(?P<src>(?:an?|the)\s+{_SOURCE_WORDS}(?:\s+(?:on|about|by|from)\s+[^,;:]{{1,120}}?)?)"
-    r"(?=\s+(?:found|finds|reported|reports|showed|shows|says|said|claims|claimed|measured)\b|[,;:]|$)",
-    re.I,
-)
-
-
-def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
-    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
-
-    Never blank: a claim that names no source says so.
-    """
-    r = doc.get("repro") or {}
-    claim = str(r.get("seed_claim") or "")
-    links = [str(u) for u in r.get("upstream") or []]
-    if links:
-        return ", ".join(text(u) for u in links), text(claim)
-    if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
-    if m := _SOURCE_PHRASE.search(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
-    return "the seed gives no source; no link recorded", text(claim)
-
-
-def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
-    rows = (doc.get("verdict") or {}).get("breakdown") or []
-    return [
-        r
-        for r in rows
-        if isinstance(r, Mapping)
-        and not r.get("headline")
-        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
-    ]
-
-
-def _seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
-    out = []
-    said = (doc.get("repro") or {}).get("seed_experiment")
-    if isinstance(said, str) and said.strip():
-        out.append(f"Seed's experiment vs ours: {text(said)}")
-    v = doc["verdict"]
-    for row in _seed_rows(doc):
-        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
-        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
-        out.append(
-            f"The seed's program, re-run here: {text(row.get('label') or row.get('comparison'))} {seed} "
-            f"({text(str(row.get('status') or '-').replace('_', ' '))}), beside the headline "
-            f"{text(v.get('headline') or v.get('metric'))} {verdict_cell(doc, None)}"
-        )
-    return out
-
-
-def _scope_line(doc: Mapping[str, Any]) -> str | None:
-    status = doc["verdict"].get("status")
-    if status not in _DECIDED:
-        return None  # a smoke, skipped or error run holds for nothing
-    holds = scope.conditions(doc)
-    if holds == "-":
-        return None
-    return f"{'Holds for' if status == 'reproduced' else 'Measured at'}: {text(holds)}"
-
-
-def _diff_lines(doc: Mapping[str, Any]) -> list[str]:
-    """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
-    if is_smoke(doc):
-        return []
-    pairs = diff_pairs(doc)
-    if not pairs or not doc["verdict"].get("variants"):
-        return []
-    base, other = pairs[0]
-    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
-    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
-        base, other = other, base  # as the comparison reads: from its denominator to its numerator
-    changes = kernel_diff(base, other)
-    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])}:"
-    if not changes:
-        return [f"{head} the same kernels, times within 10%"]
-    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
-    # would open a list inside the list item.
-    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
-
-
-def _band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
-    v = doc["verdict"]
-    if v.get("status") not in _DECIDED:
-        return None
-    b = band.lookup(doc, bands)
-    if b is None:
-        return (
-            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
-            "the CI alone says nothing about another GPU."
-        )
-    values = [p.value for p in b.points]
-    agreement = band.agree(b.center, float(v["value"]), b)
-    return (
-        f"Re-run elsewhere: {len(values)} {text(b.gpu)} GPUs read {min(values):.4g}-{max(values):.4g}, "
-        f"±{fmt_pct(b.half_width * 100)} of {b.center:.4g}; this run {float(v['value']):.4g}, {agreement}."
-    )
-
-
-def _rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
-    """(list items, shell block): installing the harness that ran, then the command, from validated fields only.
-
-    The harness comes from the bundle (``pip install ./<run-id>/harness/<wheel>``); a run made before
-    harness digests names its version and commit instead, as a comment.
-    """
-    r = rerun(doc)
-    if r.args is None:
-        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
-    lines = r.lines()
-    if r.predates():
-        lines.insert(0, f"# {r.predates()}")
-    return [], fence("\n".join(lines), "bash")
-
 
 def _figure_lines(figs: Sequence[Figure]) -> list[str]:
     out = []
@@ -279,7 +192,7 @@ def _figure_lines(figs: Sequence[Figure]) -> list[str]:
         if f.drawn:
             out += [f"![{text(f.alt)}]({f.file})", ""]
         elif f.why_not == NOT_DRAWN_HERE:
-            out += [f"_Plot `{f.file}` (drawn by `repro report RUN_DIR --out FILE`): {text(f.alt)}._", ""]
+            out += [f"_Plot `{f.file}`: {text(f.alt)}._", ""]
         else:
             why = f"{f.why_not or 'not drawn'}; {INSTALL_HINT}"
             out += [f"_Plot `{f.file}` not drawn ({text(why)}). It would show: {text(f.alt)}._", ""]
@@ -302,7 +215,9 @@ def _notes(doc: Mapping[str, Any]) -> list[str]:
     reasons = [str(x) for x in validity.get("reasons") or []] if validity.get("flag") == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
-    warnings = [str(w) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    warnings = [restate(str(w), doc) for w in doc.get("warnings") or [] if not (reasons and w.split(":", 1)[0] in said)]
+    # Clock events while measuring are summarised per repro under Environment (clocks.during).
+    warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
@@ -315,8 +230,9 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     rid = r["id"]
     smoke = is_smoke(doc)
     body: list[str] = []
-    if v.get("details"):
-        body += [" ".join(text(d) for d in v["details"]), ""]
+    shown = [str(d) for d in v.get("details") or [] if not restated(doc, str(d))]
+    if shown:
+        body += [" ".join(text(current_ratios(d, v)) for d in shown), ""]
     if doc["variants"]:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
@@ -327,19 +243,17 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
     phases = [(k, t) for k, t in artifact.time_breakdown(doc) if not k.startswith(" ")]
     spent = artifact.format_breakdown(phases, min_s=0.5)
+    busy = artifact.format_busy(doc)
     if spent:
-        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s.")
+        facts.append(f"Time: {text(spent)} of {doc['run']['duration_s']:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
             # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
-            note = " (regenerated from this installation's source of the repro, not the one that ran)"
+            note = " (this installation's source)"
             note = note if declared.script_note else ""
             member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
-            facts.append(
-                f"Standalone script: `{text(member)}` in the bundle, or `repro script {text(rid)}` "
-                f"with the `--set` flags above{note}."
-            )
+            facts.append(f"Script: `{text(member)}` in the bundle{note}.")
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
@@ -352,7 +266,7 @@ def _details(doc: Mapping[str, Any], figs: Sequence[Figure], declared: Declared,
     if machine and not smoke:
         facts.append(f"Fingerprint: machine {machine} under Environment.")
     body += [" ".join(facts), ""] if facts else []
-    summary = html_text(f"{rid}: variants, comparisons, warnings, time")
+    summary = html_text(f"{rid}: tables, warnings, time")
     return f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n"
 
 
@@ -372,11 +286,12 @@ def repro_section(
     known = band.load() if bands is None else bands
     r, v = doc["repro"], doc["verdict"]
     names = [str(k.get("name")) for x in doc.get("variants") or [] for k in x.get("kernels") or []]
-    finding = recut(str(v.get("finding") or ""), names)
+    finding = current_ratios(recut(str(v.get("finding") or ""), names), v)
     validity = doc.get("validity") or {}
     status = f"**{text(v['status'])}**"
     if validity.get("flag") == "suspect" and validity.get("reasons"):
-        status += f" (suspect: {text('; '.join(_grouped([str(x) for x in validity['reasons']])))})"
+        reasons = [restate(str(x), doc) for x in validity["reasons"]]
+        status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(str(v["status"]), "")
     finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
@@ -386,14 +301,15 @@ def repro_section(
         lines[-1:] = [f"Error ({text(e.get('kind'))}): {text(e.get('message'))}", ""]
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
-    items += _seed_vs_ours(doc)
-    items += [x for x in [_scope_line(doc)] if x]
-    items += _diff_lines(doc)
+    items += seed_vs_ours(doc)
+    items += scope_lines(doc)
+    items += diff_lines(doc)
+    items += [x for x in [stack_line(doc, declared)] if x]
     if v.get("status") == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
-    items += [x for x in [_band_line(doc, known)] if x]
-    more, shell = _rerun_block(doc)
+    items += [x for x in [band_line(doc, known)] if x]
+    more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.
     lines[-1:] = [it if it.startswith("  - ") else f"- {it}" for it in items]
@@ -410,6 +326,15 @@ def _library_section(output: str) -> str | None:
         return None
     section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
     entries = [ln.strip() for ln in section.splitlines()[1:] if ln.strip()]
+    # The GPU stack only (torch, triton, numpy, NVIDIA's and CUDA's packages): the rest of the list
+    # is in the artifact and the bundle, and said to be there.
+    kept = [e for e in entries if _STACK.search(e) or not e.startswith("[")]
+    wheels = sum(1 for e in entries if _NVIDIA.search(e))
+    others = len(entries) - len(kept) - wheels
+    left = ", ".join(
+        x for x in [f"{wheels} nvidia-* wheels" if wheels else "", f"{others} other packages" if others else ""] if x
+    )
+    entries = kept
     by_tool: dict[str, list[str]] = {}
     for e in entries:
         tool, _, rest = e.partition("] ")
@@ -423,7 +348,7 @@ def _library_section(output: str) -> str | None:
                 line = tool
             line += (" " if line else "") + item + ","
         lines.append(line.rstrip(","))
-    return f"{_LIBRARIES}:\n" + "\n".join(lines)
+    return f"{_LIBRARIES}:\n" + "\n".join(lines) + (f"\n(and {left}: in the artifact)" if left else "")
 
 
 def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str]) -> list[str]:
@@ -433,7 +358,8 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
         return []
     out = ["## Environment", ""]
     for m in mach:
-        body = [machine_summary(m), ""]
+        # One machine ran everything: "every repro here" says it without the list of ids.
+        body = [machine_summary(m, "every repro here" if len(mach) == 1 else None), ""]
         mine = [d for d in full if machine_of.get(id(d)) == m.label]
         body += [state_line(mine), ""]
         outputs = dict.fromkeys(str((d["fingerprint"].get("collect_env") or {}).get("output") or "") for d in mine)
@@ -441,18 +367,40 @@ def _environment(full: Sequence[Mapping[str, Any]], machine_of: Mapping[int, str
             libs = _library_section(o)
             if libs:
                 body += [
-                    "`python -m torch.utils.collect_env`, its library section (entries joined; the whole output "
-                    "is in the artifact):",
+                    "collect_env's library section (the whole output is in the artifact):",
                     "",
                     fence(libs),
                     "",
                 ]
-        summary = html_text(f"machine {m.label}: fingerprint summary, GPU state, collect_env libraries")
+        summary = html_text(f"machine {m.label}: fingerprint, GPU state, libraries")
         out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
     return out
 
 
 # --------------------------------------------------------------------------- the whole report
+
+
+def skip_reasons(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why variants and comparisons did not run, as the artifacts record it (long ones only)."""
+    found = [str(x.get("reason") or "") for d in docs for x in d.get("variants") or [] if x.get("status") != "ok"]
+    found += [str(x.get("reason") or "") for d in docs for x in (d.get("verdict") or {}).get("not_run") or []]
+    return [r for r in dict.fromkeys(found) if len(r) > _LONG_REASON and ": " in r]
+
+
+def said_once(parts: Sequence[str], reasons: Sequence[str]) -> list[str]:
+    """A long skip reason in full where it first appears; later, its first clause ("transformer_engine.pytorch
+    is not importable") stands for it."""
+    out = list(parts)
+    for reason in reasons:
+        full, short = text(reason), text(reason.split(": ", 1)[0])
+        seen = False
+        for i, part in enumerate(out):
+            if full not in part:
+                continue
+            head, sep, tail = part.partition(full) if not seen else ("", "", part)
+            out[i] = head + sep + tail.replace(full, short)
+            seen = True
+    return out
 
 
 def _size(parts: Sequence[str]) -> tuple[int, int]:
@@ -501,8 +449,10 @@ def report(
         head += [summary_table(docs, known), ""]
         if not smoke_run:
             head += [
-                LEGEND + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the whole "
-                "collect_env, the scripts and the harness the re-run lines install._",
+                legend(docs)
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, collect_env, the "
+                "harness wheel, each repro's script (or `repro script` and its run line's flags); "
+                "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
@@ -511,6 +461,12 @@ def report(
         head += [
             "_Smoke run: shrunken sizes to prove the pipeline (often on CPU); its ratios are not evidence about any "
             f"GPU. The fingerprint and collect_env output are in the artifacts.{where}_",
+            "",
+        ]
+    if any(_quick(d) for d in docs):
+        head += [
+            "_Quick run (`--quick`): headline comparisons only, at a looser CI target; `undecided` means the CI "
+            "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
     scope_md = _not_tested(docs, declared)
@@ -525,6 +481,7 @@ def report(
         for d in docs
     ]
     env = _environment(full, machine_of)
+    install = install_block(docs)
     dropped: list[str] = []
     env_dropped = False
 
@@ -536,13 +493,15 @@ def report(
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
             parts.append(scope_md)
+        if install:
+            parts.append(install)
         for d, (section, more) in zip(docs, sections, strict=True):
             parts.append(section)
             if more and d["repro"]["id"] not in dropped:
                 parts.append(more)
         if not env_dropped:
             parts += env
-        return parts
+        return said_once(parts, skip_reasons(docs))
 
     def fits(parts: Sequence[str]) -> bool:
         chars, lines = _size(parts)

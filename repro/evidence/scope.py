@@ -16,7 +16,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
 
-__all__ = ["conditions", "impact", "not_tested", "qualifier_text", "seed_gpus"]
+__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus"]
 
 # Breakdown-row keys that are the harness's own; every other key is a qualifier.
 _ROW_KEYS = frozenset(
@@ -55,18 +55,19 @@ def _head_row(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((r for r in rows if r.get("headline")), None)
 
 
-def conditions(doc: Mapping[str, Any]) -> str:
-    """What the headline number holds for, then how the other settings fared.
+def conditions(doc: Mapping[str, Any]) -> tuple[str, list[str], list[str]] | None:
+    """(the headline's settings, where the effect holds, where it does not), each from its row's own status.
 
-    ``cusolver backend, batch 128; default backend: at most 0.97x, not reproduced``. The
-    contrast groups the other rows by their first qualifier that differs from the headline's.
+    ``("cusolver backend, batch 128", ["cusolver backend, batch 64: 5.35x"], ["default backend: at
+    most 0.98x"])``. The other rows are grouped by their first qualifier that differs from the
+    headline's, and by status, so one group never mixes rows that held with rows that did not.
     """
     head = _head_row(doc)
     if head is None:
-        return "-"
+        return None
     quals = _qualifiers(head)
     out = qualifier_text(quals) or str(head.get("label") or "-")
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, bool], list[Mapping[str, Any]]] = {}
     for row in (doc.get("verdict") or {}).get("breakdown") or []:
         if row is head or not isinstance(row.get("ratio"), int | float):
             continue
@@ -78,17 +79,39 @@ def conditions(doc: Mapping[str, Any]) -> str:
         first = next(iter(quals))
         if key != first and (lead := _one(first, quals[first])):
             name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
-        groups.setdefault(name, []).append(row)
-    parts = []
-    for name, rows in list(groups.items())[:MAX_CONTRASTS]:
-        top = max(rows, key=lambda r: float(r["ratio"]))
-        statuses = {r.get("status") for r in rows}
-        status = "reproduced" if "reproduced" in statuses else str(top.get("status") or "").replace("_", " ")
-        bound = "at most " if len(rows) > 1 else ""
-        parts.append(f"{name}: {bound}{float(top['ratio']):.2f}x, {status}")
-    if len(groups) > MAX_CONTRASTS:
-        parts.append(f"{len(groups) - MAX_CONTRASTS} more in the breakdown")
-    return out + ("; " + "; ".join(parts) if parts else "")
+        groups.setdefault((name, row.get("status") == "reproduced"), []).append(row)
+    holds: list[str] = []
+    fails: list[str] = []
+    for (name, held), rows in groups.items():
+        ratios = sorted(float(r["ratio"]) for r in rows)
+        if len(rows) == 1:
+            said = f"{ratios[0]:.2f}x"
+        else:
+            said = f"at least {ratios[0]:.2f}x" if held else f"at most {ratios[-1]:.2f}x"
+        (holds if held else fails).append(f"{name}: {said}")
+    return out, _capped(holds), _capped(fails)
+
+
+def only(doc: Mapping[str, Any]) -> str | None:
+    """``cusolver backend`` when every comparison that reproduced shares the headline's first setting and
+    some comparison with another value of it did not: the summary row's status then says "only"."""
+    head = _head_row(doc)
+    quals = _qualifiers(head) if head is not None else {}
+    if head is None or head.get("status") != "reproduced" or not quals:
+        return None
+    key = next(iter(quals))
+    rows = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+    held = [r for r in rows if r.get("status") == "reproduced"]
+    others = [r for r in rows if r.get(key) != quals[key]]
+    if all(r.get(key) == quals[key] for r in held) and others and all(r.get("status") != "reproduced" for r in others):
+        return _one(key, quals[key])
+    return None
+
+
+def _capped(parts: list[str]) -> list[str]:
+    if len(parts) <= MAX_CONTRASTS:
+        return parts
+    return parts[:MAX_CONTRASTS] + [f"{len(parts) - MAX_CONTRASTS} more in the breakdown"]
 
 
 def _declared(doc: Mapping[str, Any], field: str, declared: Declared | None) -> Any:
@@ -101,24 +124,27 @@ def _declared(doc: Mapping[str, Any], field: str, declared: Declared | None) -> 
 
 
 def impact(doc: Mapping[str, Any], declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence, then what the headline pair cost per call in this run."""
+    """The repro's impact sentence, scoped to what this run measured: the comparisons it did not hold
+    for (each row's own status) and a suspect run said first, then the headline pair's cost per call."""
     sentence = _declared(doc, "impact", declared)
     if not sentence:
         return None
     v = doc.get("verdict") or {}
+    found = conditions(doc) if v.get("status") == "reproduced" else None
+    # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
+    scope = 'only where it held here (not the "Does not hold for" rows): ' if found and found[2] else ""
+    if (doc.get("validity") or {}).get("flag") == "suspect":
+        scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
     pair = v.get("variants") or []
     have = {x["name"]: x for x in doc.get("variants") or []}
     cost = ""
     if len(pair) == 2 and all((have.get(n) or {}).get("timing") for n in pair):
-        a, b = (have[n] for n in pair)
-        ta, tb = a["timing"]["stats"]["median"], b["timing"]["stats"]["median"]
+        ta, tb = (have[n]["timing"]["stats"]["median"] for n in pair)
         delta = ta - tb
         sign = "+" if delta >= 0 else "-"
-        cost = (
-            f" In this run {a['label']} took {fmt_time(ta)} per call against {fmt_time(tb)} for {b['label']} "
-            f"({sign}{fmt_time(abs(delta))} per call)."
-        )
-    return f"{sentence}{cost}"
+        # The two medians are in the variant table; the difference per call is what a user pays.
+        cost = f" Here: {sign}{fmt_time(abs(delta))} per call ({fmt_time(ta)} against {fmt_time(tb)})."
+    return f"{scope}{sentence}{cost}"
 
 
 def seed_gpus(doc: Mapping[str, Any], declared: Declared | None = None) -> list[str]:
@@ -154,8 +180,15 @@ def not_tested(docs: Sequence[Mapping[str, Any]], declared: Declarations | None 
                 by_reason.setdefault(why, []).append(str(var.get("label") or var.get("name")))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
-            shown = "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
-            lines.append(f"{rid}: {shown} ({why})")
+            shown = labels[:3]
+            lead = shown[0].split(", ", 1)[0] + ", "
+            if len(shown) > 1 and all(x.startswith(lead) for x in shown):
+                # "TE FusedAdam, a; TE FusedAdam, b" -> "TE FusedAdam (a; b)": the shared name once.
+                said = f"{lead[:-2]} ({'; '.join(x[len(lead) :] for x in shown)})"
+            else:
+                said = "; ".join(shown)
+            said += f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
+            lines.append(f"{rid}: {said} ({why})")
     run_gpus = sorted({str(essentials(d["fingerprint"])["gpu"]) for d in docs})
     missing: dict[str, list[str]] = {}
     for doc in docs:

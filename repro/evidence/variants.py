@@ -18,12 +18,18 @@ from repro.evidence.markdown import (
     text,
 )
 
-# Above this many variants only those the comparisons use (or only the verdict's pair) are tabled.
-MAX_VARIANTS_SHOWN = 6
+# Above this many variants only those the comparisons use (or only the verdict's pair) are tabled:
+# the comparisons table gives every other ratio, and the artifact every variant (a whole report
+# has to fit one screen).
+MAX_VARIANTS_SHOWN = 2
 # A smoke run proves the pipeline, not a cliff: its report stays short (the artifact has the rest).
 MAX_VARIANTS_SHOWN_SMOKE = 4
 # Kernel diffs beyond the verdict's own pair: the same contrast at other settings, at most this many.
 MAX_RELATED_DIFFS = 2
+# Below this share of its ceiling (in percent) a variant's rate says nothing about the hardware.
+_NEGLIGIBLE_PCT = 0.01
+# A comparison's status in the comparisons table: whether the effect held there ("held" column).
+_HELD = {"reproduced": "yes", "not_reproduced": "no"}
 # A kernel whose per-call time moved by more than this between variants is "changed".
 _CHANGED = 0.10
 
@@ -67,6 +73,8 @@ def _rate(v: Mapping[str, Any]) -> tuple[str, str]:
     else:
         rate = "-"
     pct = "-"
+    if isinstance(a.get("pct_of_ceiling"), int | float) and a["pct_of_ceiling"] < _NEGLIGIBLE_PCT:
+        return "-", "-"  # a 4-byte memset's "bandwidth": no rate worth a column
     if a.get("pct_of_ceiling") is not None:
         pct = f"{fmt_pct(a['pct_of_ceiling'])} of {text(a['ceiling'], cell=True)}"
     return rate, pct
@@ -104,14 +112,15 @@ def variants_table(doc: Mapping[str, Any]) -> str:
     if not rows:
         return ""
     headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (of ceiling)"]
+    if all(r[4] == "-" for r in rows):
+        rows, headers = [r[:4] for r in rows], headers[:4]
     if len({r[3] for r in rows}) == 1:  # one timer for all: said in the header
         headers[1] = f"median (95% CI), {rows[0][3]}"
         rows = [r[:3] + r[4:] for r in rows]
         headers = headers[:3] + headers[4:]
-    out = md_table(rows, headers)
     if hidden:
-        out += f"\n\n_{hidden} more variants in the artifact._"
-    return out
+        headers[0] = f"variant ({hidden} more in the artifact)"
+    return md_table(rows, headers)
 
 
 def per_call_us(k: Mapping[str, Any]) -> float:
@@ -120,7 +129,12 @@ def per_call_us(k: Mapping[str, Any]) -> float:
 
 
 def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``."""
+    """Lines saying which kernels appear, disappear or change time from ``base`` to ``other``, the
+    largest change in time per call first.
+
+    Kernels present in both count as much as new or removed ones: a step that doubles because the
+    same GEMMs take twice as long is told by those GEMMs, not by the small kernels that are new.
+    """
     a = {k["name"]: per_call_us(k) for k in base.get("kernels", [])}
     b = {k["name"]: per_call_us(k) for k in other.get("kernels", [])}
     short = short_names([*a, *b], NAME_CHARS)
@@ -128,15 +142,21 @@ def kernel_diff(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
     def c(name: str) -> str:
         return code(short[name], 2 * NAME_CHARS)
 
+    moved = [n for n in {*a, *b} if n not in a or n not in b or (a[n] > 0 and abs(b[n] - a[n]) / a[n] > _CHANGED)]
     out = []
-    for name in sorted(set(b) - set(a), key=lambda n: -b[n])[:3]:
-        out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
-    for name in sorted(set(a) - set(b), key=lambda n: -a[n])[:3]:
-        out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
-    for name in sorted(set(a) & set(b), key=lambda n: -abs(b[n] - a[n]))[:3]:
-        if a[name] > 0 and abs(b[name] - a[name]) / a[name] > _CHANGED:
+    for name in sorted(moved, key=lambda n: (-abs(b.get(n, 0.0) - a.get(n, 0.0)), n)):
+        if name not in a:
+            out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
+        elif name not in b:
+            out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
+        else:
             out.append(f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call")
     return out
+
+
+def kernel_total_us(v: Mapping[str, Any]) -> float:
+    """The device time of all of a variant's kernels per call, in microseconds."""
+    return sum(per_call_us(k) for k in v.get("kernels") or [])
 
 
 def _contrast(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -212,12 +232,22 @@ def comparisons_table(doc: Mapping[str, Any]) -> str:
         row = [
             f"**{name}**" if r.get("headline") else name,
             ratio_with_ci(r.get("ratio"), r.get("ci_low"), r.get("ci_high"), label),
-            text(str(r.get("status") or "-").replace("_", " "), cell=True),
+            _HELD.get(str(r.get("status")), text(str(r.get("status") or "-").replace("_", " "), cell=True)),
             str(r.get("n")) if isinstance(r.get("n"), int) else "-",
         ]
         if thresholds:
             row.append(text(fmt_num(r.get("threshold")), cell=True))
         rows.append(row)
     level_words = ci_label({**doc["verdict"], "ci_level": rows_in[0].get("ci_level")}) if one_level else "CI"
-    headers = ["comparison", f"ratio ({level_words})", "status", "rounds"] + (["threshold"] if thresholds else [])
-    return md_table(rows, headers)
+    headers = ["comparison", f"ratio ({level_words})", "held", "rounds"] + (["threshold"] if thresholds else [])
+    return md_table(rows, headers) + _basis_note(doc, rows_in)
+
+
+def _basis_note(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    """Ratios of profiler kernel time (basis "kernel") say which kernels count: the medians above are not theirs."""
+    if not any(r.get("basis") == "kernel" for r in rows):
+        return ""
+    match = (doc.get("extra") or {}).get("kernel_match")
+    names = ", ".join(str(m) for m in match) if isinstance(match, list) and match else None
+    which = f"kernels whose names contain {text(names)} (kernel_match)" if names else "the profiled kernels"
+    return f"\n\n_Ratios on basis kernel: profiler time per step of {which}; the medians above: whole steps._"

@@ -18,11 +18,8 @@ launch and device synchronize), so the report shows the seed's number beside the
 from __future__ import annotations
 
 import hashlib
-import json
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from repro.api import (
@@ -35,20 +32,23 @@ from repro.api import (
     Repro,
     Requirements,
     RunResult,
-    SamplingConfig,
-    Timing,
     UsageError,
     VariantResult,
     Work,
-    achieved,
     param,
     register,
     standalone,
-    stats,
+)
+from repro.repros._memset_twin import (
+    OP_BYTES,
+    TWIN_SOURCE,
+    TWIN_VARIANTS,
+    parse_twin_output,
+    twin_args,
+    twin_script,
+    twin_variants,
 )
 from repro.repros._twin import (
-    _NO_NATIVE_GPU,
-    TwinBuild,
     TwinBuildError,
     TwinRunError,
     build_twin,
@@ -56,22 +56,6 @@ from repro.repros._twin import (
     twin_archs,
 )
 
-TWIN_SOURCE = Path(__file__).resolve().parent / "csrc" / "graph_memset.cu"
-
-# (twin variant, label); the twin prints samples under these names. A binary built from an
-# earlier csrc/graph_memset.cu prints no seed_* samples: those variants are then left out.
-OPTIONAL_TWIN_VARIANTS = frozenset({"seed_memset", "seed_fill"})
-TWIN_VARIANTS: tuple[tuple[str, str], ...] = (
-    ("memset", "twin: cudaMemsetAsync (4 B) node"),
-    ("fill", "twin: fill kernel node"),
-    ("work_only", "twin: work kernel only"),
-    ("memset_work", "twin: cudaMemsetAsync + work kernel"),
-    ("fill_work", "twin: fill kernel + work kernel"),
-    ("seed_memset", "seed's program: cudaMemsetAsync (4 B) nodes, one replay, host clock"),
-    ("seed_fill", "seed's program: zero_out<<<1,1>>> nodes, one replay, host clock"),
-)
-
-# (variant, op, with the matmul) on the torch side; op None is "nothing".
 TORCH_VARIANTS: tuple[tuple[str, str | None, bool], ...] = (
     ("memset", "memset", False),
     ("fill", "fill", False),
@@ -95,7 +79,20 @@ class MemsetParams:
     mm_k: int = param(1024, help="inner dimension of the interleaved matmul", smoke=256, min=1, max=16384)
     mm_n: int = param(1024, help="columns of the interleaved matmul's right operand", smoke=256, min=1, max=16384)
     twin: bool = param(True, help="also build and run the pure CUDA twin (needs nvcc)")
-    twin_replays: int = param(500, help="graph replays the twin times per variant", smoke=50, min=1, max=100_000)
+    twin_replays: int = param(
+        500, help="graph replays the twin times per variant but the work-kernel ones", smoke=50, min=1, max=100_000
+    )
+    # The work-kernel variants replay in about 10 ms, the others in under 1 ms (H200). In the
+    # five H200 runs under artifacts/reference/h200 (bench, evidence, paired/final x3), the
+    # first 2 of each round's 10 work replays gave the (memset+work)/(fill+work) ratio within
+    # 0.2% of all 10's, with a CI half-width of 0.06-0.42% (all 10: 0.07-0.46%).
+    twin_work_replays: int = param(
+        100,
+        help="graph replays the twin times per work-kernel variant (work_only, memset_work, fill_work)",
+        smoke=20,
+        min=1,
+        max=100_000,
+    )
     twin_rounds: int = param(
         50, help="interleaved rounds the twin splits its replays into (the paired CI's n)", smoke=10, min=1, max=10_000
     )
@@ -117,120 +114,6 @@ class MemsetParams:
         128, help="FMA iterations per element in the twin's work kernel (its matmul stand-in)", min=1, max=100_000
     )
     twin_timeout_s: float = param(300.0, help="wall-clock limit for the twin's run", min=1.0, max=3600.0)
-
-
-# --------------------------------------------------------------------------- the pure CUDA twin's output
-
-
-def parse_twin_output(text: str) -> dict[str, Any]:
-    """The twin's one JSON object, checked: every variant a non-empty list of positive seconds."""
-    try:
-        doc = json.loads(text.strip())
-    except json.JSONDecodeError as exc:
-        msg = f"twin output is not one JSON object ({exc.msg} at char {exc.pos}): {text[:200]!r}"
-        raise ValueError(msg) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("variants"), dict):
-        got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
-        raise ValueError(f"twin output lacks a 'variants' object; got {got}")
-    if not isinstance(doc.get("ops"), int) or doc["ops"] < 1:
-        raise ValueError(f"twin output 'ops' must be a positive integer; got {doc.get('ops')!r}")
-    for name, _ in TWIN_VARIANTS:
-        samples = doc["variants"].get(name)
-        if samples is None and name in OPTIONAL_TWIN_VARIANTS:
-            continue
-        if not isinstance(samples, list) or not samples:
-            raise ValueError(f"twin output has no samples for variant {name!r}")
-        if not all(isinstance(x, int | float) and math.isfinite(x) and x > 0 for x in samples):
-            raise ValueError(f"twin output variant {name!r} has a sample that is not a positive number")
-    return doc
-
-
-# Each op of either kind writes one 4-byte int; a memset or fill is latency-bound, so its
-# share of the copy ceiling is tiny, which is the point: it is not moving data.
-OP_BYTES = 4.0
-
-
-def twin_work(name: str, work_n: int, work_iters: int) -> Work:
-    """Work of one twin op: 4 bytes per memset/fill; the work kernel does one FMA (2 FLOPs)
-    per element and iteration, reading and writing each float once."""
-    op_bytes = OP_BYTES if name != "work_only" else 0.0
-    if "work" not in name:
-        return Work(bytes=op_bytes, ceiling="copy")
-    return Work(flops=2.0 * work_n * work_iters, bytes=8.0 * work_n + op_bytes, ceiling="fp32")
-
-
-def twin_variants(
-    doc: Mapping[str, Any],
-    build: TwinBuild,
-    target_rel_ci: float,
-    budget_s: float,
-    ceilings: Mapping[str, Any] | None = None,
-) -> list[VariantResult]:
-    """One 'external'-timed variant per twin variant, from the parsed output.
-
-    elapsed_s is the GPU time of the variant's timed replays (samples x ops): the twin
-    interleaves its variants, so the wall time of the whole run belongs to none of them.
-    """
-    out = []
-    ops = int(doc["ops"])
-    per_round = int(doc.get("per_round") or 0)
-    for name, label in TWIN_VARIANTS:
-        if name not in doc["variants"]:
-            continue  # an optional variant this binary does not print
-        samples = [float(x) for x in doc["variants"][name]]
-        # The twin times its variants in interleaved rounds of per_round replays each; the
-        # median of each round's replays is that round's value, paired across variants.
-        rounds = (
-            tuple(stats.quantile(sorted(samples[i : i + per_round]), 0.5) for i in range(0, len(samples), per_round))
-            if per_round > 0
-            else None
-        )
-        st = stats.summarize(samples)
-        warnings = []
-        if st.rel_ci_halfwidth > target_rel_ci:
-            warnings.append(
-                f"median CI half-width {st.rel_ci_halfwidth:.2%} is above the {target_rel_ci:.2%} target "
-                f"after {len(samples)} twin replays"
-            )
-        work = twin_work(name, int(doc.get("work_n") or 0), int(doc.get("work_iters") or 0))
-        timing = Timing(
-            method="external",
-            unit="s",
-            calls_per_sample=ops,
-            warmup_calls=int(doc.get("warmup", 0)) * ops,
-            stop_reason="external",
-            target_rel_ci=target_rel_ci,
-            budget_s=budget_s,
-            elapsed_s=sum(samples) * ops,
-            stats=st,
-            samples=tuple(samples),
-            group="twin" if rounds else None,
-            rounds=rounds,
-            episode_rounds=(int(doc.get("episode_rounds") or 0) or None) if rounds else None,
-        )
-        out.append(
-            VariantResult(
-                name=f"twin_{name}",
-                label=label,
-                config={"source": "graph_memset.cu", "ops": ops, "op": name, "work_iters": doc.get("work_iters")},
-                status="ok",
-                device="cuda",
-                timing=timing,
-                kernel_source="graph_memset.cu (not profiled)",
-                work=work,
-                achieved=achieved(work, st.median, ceilings or {}),
-                extra={
-                    "gpu": doc.get("device"),
-                    "compute_capability": doc.get("compute_capability"),
-                    "cuda_runtime": doc.get("cuda_runtime"),
-                    "cuda_driver": doc.get("cuda_driver"),
-                    "arch": build.arch,
-                    "binary_cached": build.cached,
-                },
-                warnings=tuple(warnings),
-            )
-        )
-    return out
 
 
 # --------------------------------------------------------------------------- the repro
@@ -337,7 +220,9 @@ class GraphMemset(Repro[MemsetParams]):
         chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
         twin_side = [c for c in chosen if c.qualifiers["source"] in _TWIN_SOURCES]
         if twin_side:
-            return twin_script(p, twin_side, self.id, self.title)
+            seed = _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program")
+            with_seed = twin_side + [seed] * all(c.name != _SEED for c in twin_side)
+            return twin_script(p, with_seed, self.id, self.title, _TORCH_PLAIN)
         if not any(c.name == _TORCH_PLAIN for c in chosen):
             scripted = [c.name for c in self.comparisons(p) if c.name != _TORCH_MM]
             raise UsageError(
@@ -455,14 +340,13 @@ class GraphMemset(Repro[MemsetParams]):
                     calls_per_sample=p.ops,
                 )
             )
-        # Each family of graphs in interleaved rounds: memset vs fill, then with the matmul.
-        for with_mm, arms in groups.items():
-            if not arms:
-                continue
-            try:
-                variants += ctx.measure_paired(arms, group="torch_mm" if with_mm else "torch")
-            except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
-                variants += [ctx.errored(a.name, a.label, exc, **a.config) for a in arms]
+        # Both families of graphs (memset vs fill, and the same with the matmul) in one schedule of
+        # interleaved rounds: each family is a group, and the two share the episodes and idle gaps.
+        named = {("torch_mm" if with_mm else "torch"): arms for with_mm, arms in groups.items() if arms}
+        try:
+            variants += [v for vs in (ctx.measure_groups(named) if named else {}).values() for v in vs]
+        except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
+            variants += [ctx.errored(a.name, a.label, exc, **a.config) for arms in named.values() for a in arms]
         extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
         notes: list[str] = []
         if p.twin:
@@ -491,27 +375,28 @@ class GraphMemset(Repro[MemsetParams]):
         except TwinBuildError as exc:
             return all_as("skipped", f"the pure CUDA twin was not built: {exc}")
         info.update(arch=build.arch, nvcc=build.nvcc_version.splitlines()[-1], binary_cached=build.cached)
-        cmd = [
-            str(build.binary),
-            "--device", str(device_index),
-            "--ops", str(p.ops),
-            "--replays", str(p.twin_replays),
-            "--rounds", str(p.twin_rounds),
-            "--warmup", str(p.twin_warmup),
-            "--work-iters", str(p.twin_work_iters),
-            "--episodes", str(p.twin_episodes),
-            "--gap-ms", str(round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0),
-        ]  # fmt: skip
-        ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant")
+        untimed = {n: ctx.untimed(f"twin_{n}") for n, _ in TWIN_VARIANTS}
+        wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]
+        gap_ms = round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0
+        cmd = [str(build.binary), "--device", str(device_index)]
+        cmd += twin_args(p, gap_ms, wanted if len(wanted) < len(TWIN_VARIANTS) else ())
+        skipped = [ctx.skipped(f"twin_{n}", lb, str(untimed[n]), source="graph_memset.cu") for n, lb in TWIN_VARIANTS
+                   if untimed[n] is not None]  # fmt: skip
+        info["variants"] = wanted
+        if not wanted:
+            info.update(status="skipped", reason=skipped[0].reason)
+            return skipped, info
+        ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
         try:
-            ran = run_twin(cmd, p.twin_timeout_s)
-            doc = parse_twin_output(ran.stdout)
+            ran, monitor = ctx.monitored(lambda: run_twin(cmd, p.twin_timeout_s))
+            doc = parse_twin_output(ran.stdout, wanted if len(wanted) < len(TWIN_VARIANTS) else None)
         except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))
         info.update(
             status="ok", reason=None, wall_s=ran.wall_s, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
         )
-        return twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings), info
+        timed = twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings)
+        return [*(replace(v, gpu_monitor=monitor) for v in timed), *skipped], info
 
     def explain(self, p: MemsetParams, result: RunResult, outcome: Outcome) -> Finding:
         have = {v.name: v for v in result.variants}
@@ -564,158 +449,6 @@ class GraphMemset(Repro[MemsetParams]):
                 )
             details.append(said)
         return Finding(sentence, tuple(details))
-
-
-# --------------------------------------------------------------------------- the standalone twin script
-
-# Printed names of the twin's variants in the standalone script.
-_TWIN_NAMES = {
-    "memset": "memset node",
-    "fill": "fill kernel <<<1,32>>>",
-    "memset_work": "memset + work kernel",
-    "fill_work": "fill + work kernel",
-    "seed_memset": "memset node, one replay by host clock",
-    "seed_fill": "kernel <<<1,1>>>, one replay by host clock",
-}
-# The twin's per-round ratio, from its JSON, exactly as twin_variants and the verdict pair it:
-# a variant's samples are cut into rounds of per_round replays, a round's value is their median,
-# and the ratio is the median over rounds of round i's numerator over round i's denominator;
-# without rounds the verdict falls back to the ratio of the medians (stats.ratio_ci), and so
-# does this. A variant's own median is over all its replays (stats.summarize(samples)).
-TWIN_RATIO_PY = """\
-\"\"\"graph-memset's pure CUDA twin: the GPU it ran on and its ratios, from the JSON it printed (stdlib only).\"\"\"
-
-import json
-import statistics
-import sys
-
-PAIRS = [  # (label, numerator variant, denominator variant, their printed names)
-$pairs
-]
-DEFINITION = (
-$definition
-)
-
-with open(sys.argv[1]) as f:
-    doc = json.load(f)
-gpu, cc = doc["device"], doc["compute_capability"]
-print(f"GPU: {gpu} (compute capability {cc}) | CUDA runtime {doc['cuda_runtime']}, driver {doc['cuda_driver']}")
-per_round = int(doc.get("per_round") or 0)
-
-
-def rounds(samples):
-    return [statistics.median(samples[i : i + per_round]) for i in range(0, len(samples), per_round)]
-
-
-first = doc["variants"].get(PAIRS[0][1]) or []
-print(DEFINITION.format(n=len(rounds(first)) if per_round else 0, per_round=per_round))
-for label, num, den, name_a, name_b in PAIRS:
-    a, b = doc["variants"].get(num), doc["variants"].get(den)
-    if not a or not b:
-        print(f"[{label}] not run: the twin printed no samples for {num if not a else den}")
-        continue
-    med_a, med_b = statistics.median(a), statistics.median(b)
-    print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {len(a)} replays of the per-op time)")
-    print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {len(b)} replays of the per-op time)")
-    ra, rb = (rounds(a), rounds(b)) if per_round else ([], [])
-    if ra and len(ra) == len(rb):
-        ratio = statistics.median(x / y for x, y in zip(ra, rb, strict=True))
-        how = f"paired: median of the {len(ra)} per-round ratios"
-    else:
-        ratio, how = med_a / med_b, "unpaired: no rounds in the twin's output, so the ratio of the medians"
-    plain = f"the two medians above give {med_a / med_b:.4f}"
-    print(f"[{label}] ratio t({name_a})/t({name_b}) = {ratio:.4f} ({how}; {plain})")
-"""
-
-
-def _py_tuple(values: tuple[str, ...]) -> str:
-    """One element of a list literal at indent 4: on one line where it fits in 120 characters."""
-    line = f"    {values!r},"
-    return line if len(line) <= 120 else "    (\n" + "".join(f"        {v!r},\n" for v in values) + "    ),"
-
-
-def twin_script(p: MemsetParams, chosen: Sequence[Comparison], repro_id: str, title: str) -> str:
-    """A bash script that writes csrc/graph_memset.cu verbatim, builds it with one nvcc line (sm_90
-    when -arch=native finds no GPU, as _twin.build_twin does), runs it with ``p`` as the harness
-    does, and prints the ratios of ``chosen`` and of the seed's program with python3's stdlib."""
-    comps = {c.name: c for c in chosen}
-    comps.setdefault(_SEED, _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program"))
-    pairs = []
-    for c in comps.values():
-        num, den = c.num.removeprefix("twin_"), c.den.removeprefix("twin_")
-        pairs.append((c.name, num, den, _TWIN_NAMES[num], _TWIN_NAMES[den]))
-    definition = standalone.ratio_definition(
-        "{n}",
-        "a round's t(X) is the median of its {per_round} back-to-back graph replays, per op",
-        scaled=False,
-    )
-    analysis = TWIN_RATIO_PY.replace("$pairs", "\n".join(map(_py_tuple, pairs))).replace(
-        "$definition", standalone.string_lines(definition, 4)
-    )
-    gap_ms = round(SamplingConfig().episode_gap_s * 1000)  # the harness's idle gap between episodes
-    args = (
-        f"--ops {p.ops} --replays {p.twin_replays} --rounds {p.twin_rounds} --warmup {p.twin_warmup} "
-        f"--work-iters {p.twin_work_iters} --episodes {p.twin_episodes} --gap-ms {gap_ms}"
-    )
-    params = json.dumps(
-        {k: getattr(p, k) for k in ("ops", "twin_replays", "twin_rounds", "twin_warmup", "twin_work_iters",
-                                    "twin_episodes")} | {"gap_ms": gap_ms},
-        sort_keys=True,
-    )  # fmt: skip
-    header = [
-        f"Standalone reproducer for gpu-repro `{repro_id}`: {title}. This is the repro's headline, the pure CUDA "
-        "twin: graph_memset.cu below is gpu-repro's repro/repros/csrc/graph_memset.cu, verbatim; no PyTorch.",
-        "",
-        "Needs only the CUDA toolkit (nvcc), python3's standard library and a CUDA GPU (device 0: set "
-        f"CUDA_VISIBLE_DEVICES to pick another). The repro's twin params this script was built with: {params}",
-        "",
-        f"Generated by `repro script {repro_id}`; run it with `bash THIS_FILE.sh`. It prints nvcc's release and "
-        "the GPU first. It builds and runs in a temporary folder, removed at the end unless GPU_REPRO_KEEP=1. "
-        f"The torch-graph form of the contrast is `repro script {repro_id} --comparison '{_TORCH_PLAIN}'` "
-        "(it needs cuda-bindings).",
-    ]
-    comment = [ln for para in header for ln in standalone.wrap_comment(para)]
-    return "\n".join(
-        [
-            "#!/usr/bin/env bash",
-            *comment,
-            "set -euo pipefail",
-            "",
-            "if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then",
-            '  PATH="/usr/local/cuda/bin:$PATH"  # where CUDA images put nvcc',
-            "fi",
-            "for tool in nvcc python3; do",
-            '  if ! command -v "$tool" >/dev/null 2>&1; then',
-            '    echo "$tool not found on PATH: this script needs the CUDA toolkit and python3" >&2',
-            "    exit 2",
-            "  fi",
-            "done",
-            "echo \"nvcc: $(nvcc --version | grep release || echo '(no release line in nvcc --version)')\"",
-            'work=$(mktemp -d "${TMPDIR:-/tmp}/graph_memset.XXXXXX")',
-            'if [ "${GPU_REPRO_KEEP:-0}" = 1 ]; then echo "files kept in $work"; else trap \'rm -rf "$work"\' EXIT; fi',
-            'cd "$work"',
-            "",
-            standalone.heredoc("graph_memset.cu", TWIN_SOURCE.read_text(), "GRAPH_MEMSET_CU"),
-            standalone.heredoc("twin_ratio.py", analysis, "TWIN_RATIO_PY"),
-            *standalone.wrap_comment(
-                "-arch=native builds for the GPU nvcc sees; with none visible it warns and builds for its default "
-                "arch, so sm_90 (Hopper SASS plus PTX that newer GPUs JIT-compile) is the fallback, as in gpu-repro."
-            ),
-            "if ! nvcc -O3 -arch=native -o graph_memset graph_memset.cu 2>nvcc.log \\",
-            f'  || grep -q "{_NO_NATIVE_GPU}" nvcc.log; then',  # no $, backquote or backslash in it
-            "  cat nvcc.log >&2",
-            '  echo "nvcc -arch=native did not build for a GPU here; falling back to -arch=sm_90" >&2',
-            "  rm -f graph_memset",
-            "  nvcc -O3 -arch=sm_90 -o graph_memset graph_memset.cu",
-            "fi",
-            f"if ! ./graph_memset {args} >twin.json; then",
-            '  echo "graph_memset failed (its error is above); it needs a CUDA GPU" >&2',
-            "  exit 1",
-            "fi",
-            "python3 twin_ratio.py twin.json",
-            "",
-        ]
-    )
 
 
 def _cmp(name: str, num: str, den: str, headline: bool, source: str) -> Comparison:

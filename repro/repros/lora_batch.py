@@ -507,8 +507,8 @@ def lora_sentence(value: float, where: str) -> str:
         return f"{step}: batching made each sample cheaper, the opposite of a cliff"
     if value <= LINEAR_HIGH:
         return (
-            f"{step}: this is linear scaling, not a cliff (a batch-2 step taking about twice as long as a "
-            "batch-1 step, as the seed reported, is exactly what linear scaling predicts)"
+            f"{step}: the seed's observation (a batch-2 step about 2x a batch-1 step) reproduced; its reading "
+            "as a cliff did not: per sample that is linear scaling, not a cliff"
         )
     return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.api import (
+    QUICK_UNPROFILED,
     Arm,
     Comparison,
     Context,
@@ -41,7 +42,6 @@ from repro.api import (
     Repro,
     Requirements,
     RunResult,
-    SamplingConfig,
     Sweep,
     UsageError,
     VariantResult,
@@ -207,6 +207,12 @@ class Solve512Cliff(Repro[SolveParams]):
         "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
         "unknowns multiplies the cost of every solve_ex call under the affected backend."
     )
+    stack = (
+        "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
+        "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends square batches below n=512 "
+        "to cuBLAS batched getrf, else to looped cuSOLVER getrf. Not shown: whether a library is slow at 512 "
+        "by itself; other PyTorch versions' rule."
+    )
     seed_gpus = ("RTX 6000 Ada",)
     plots = (
         Plot(
@@ -334,6 +340,11 @@ class Solve512Cliff(Repro[SolveParams]):
         saved = torch.backends.cuda.preferred_linalg_library() if ctx.cuda else None
         grid: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
         try:
+            # Every size of one (backend, batch) is a group: the judged pair (cliff_n - 1, cliff_n)
+            # gets a paired CI, and the sizes around it are timed under the same drift. All the
+            # groups share one schedule of rounds; each arm sets its backend before its block.
+            groups: dict[str, list[Arm]] = {}
+            failed: dict[str, list[VariantResult]] = {}
             for backend in list(backends):
                 if ctx.cuda:
                     # Setting a non-default preference warns once per process that the flag is
@@ -348,16 +359,30 @@ class Solve512Cliff(Repro[SolveParams]):
                         continue
                     notes += [f"{w.category.__name__}: {w.message}" for w in caught]
                 for batch in p.batches:
-                    # Every size of one (backend, batch) in interleaved rounds: the judged pair
-                    # (cliff_n - 1, cliff_n) gets a paired CI, and the sweep around it is timed
-                    # under the same drift.
-                    for v in self._sweep(p, ctx, backend, batch, sizes, cfg, notes):
-                        variants.append(v)
-                        grid.setdefault(backend, {}).setdefault(str(batch), {})[str(v.config["n"])] = {
-                            "median_s": v.median if v.status == "ok" else None,
-                            "path": v.extra.get("path"),
-                            "status": v.status,
-                        }
+                    group = f"{backend}_b{batch}"
+                    arms, failed[group] = self._check(p, ctx, backend, batch, sizes, notes)
+                    if arms:
+                        groups[group] = arms
+            try:
+                measured = ctx.measure_groups(groups, sampling=cfg) if groups else {}
+            except Exception as exc:  # an OOM or a backend error: every timed point carries it
+                measured = {
+                    g: [ctx.errored(a.name, a.label, exc, **a.config) for a in arms] for g, arms in groups.items()
+                }
+            for group, done in failed.items():
+                have = {int(v.config["n"]): v for v in [*done, *measured.get(group, [])]}
+                for n in sizes:
+                    v = have[n]
+                    if v.status == "ok" and v.kernel_source != QUICK_UNPROFILED:  # a quick run reads no path
+                        path = classify_path([k.name for k in v.kernels], ctx.device)
+                        v = dataclasses.replace(v, extra={**v.extra, "path": path, "lu_kernels": lu_kernels(v.kernels)})
+                    variants.append(v)
+                    cell = grid.setdefault(str(v.config["backend"]), {}).setdefault(str(v.config["batch"]), {})
+                    cell[str(n)] = {
+                        "median_s": v.median if v.status == "ok" else None,
+                        "path": v.extra.get("path"),
+                        "status": v.status,
+                    }
         finally:
             if saved is not None:
                 with warnings.catch_warnings():
@@ -407,35 +432,30 @@ class Solve512Cliff(Repro[SolveParams]):
             return f"torch {torch.__version__} was built without MAGMA (torch.cuda.has_magma is False)"
         return None
 
-    def _sweep(
-        self,
-        p: SolveParams,
-        ctx: Context,
-        backend: str,
-        batch: int,
-        sizes: Sequence[int],
-        cfg: SamplingConfig,
-        notes: list[str],
-    ) -> list[VariantResult]:
-        """Check every size of one (backend, batch), then time those that passed in paired rounds."""
+    def _check(
+        self, p: SolveParams, ctx: Context, backend: str, batch: int, sizes: Sequence[int], notes: list[str]
+    ) -> tuple[list[Arm], list[VariantResult]]:
+        """Every size of one (backend, batch), checked: (the arms to time, the points that failed).
+
+        Each arm sets its backend before its block (``prepare``), since the groups of all
+        backends are interleaved in one schedule."""
+        import torch
+
+        def prefer() -> None:
+            if ctx.cuda:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the preference warns once that it is experimental
+                    torch.backends.cuda.preferred_linalg_library(backend)
+
         arms: list[Arm] = []
-        out: dict[int, VariantResult] = {}
+        failed: list[VariantResult] = []
         for n in sizes:
             arm = self._arm(p, ctx, backend, batch, n, notes)
             if isinstance(arm, Arm):
-                arms.append(arm)
+                arms.append(dataclasses.replace(arm, prepare=prefer))
             else:
-                out[n] = arm
-        try:
-            for v in ctx.measure_paired(arms, group=f"{backend}_b{batch}", sampling=cfg) if arms else []:
-                path = classify_path([k.name for k in v.kernels], ctx.device)
-                out[int(v.config["n"])] = dataclasses.replace(
-                    v, extra={**v.extra, "path": path, "lu_kernels": lu_kernels(v.kernels)}
-                )
-        except Exception as exc:  # an OOM or a backend error costs this sweep, not the grid
-            for a in arms:
-                out[int(a.config["n"])] = ctx.errored(a.name, a.label, exc, **a.config)
-        return [out[n] for n in sizes]
+                failed.append(arm)
+        return arms, failed
 
     def _arm(
         self, p: SolveParams, ctx: Context, backend: str, batch: int, n: int, notes: list[str]
@@ -494,7 +514,9 @@ class Solve512Cliff(Repro[SolveParams]):
         p_below = have[head.comparison.den].extra.get("path", PATH_UNKNOWN)
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
-        if p_below != p_at:
+        if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
+            sentence = f"the LU path was not read: {QUICK_UNPROFILED}"
+        elif p_below != p_at:
             sentence = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}"
         else:
             sentence = f"the LU ran {p_at} on both sides on torch {torch_version}"

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core import stats
-from repro.core.context import Arm, SamplingConfig
-from repro.core.results import Comparison, Kernel, StopReason, Timing, VariantResult, Work, achieved
+from repro.core.context import Arm, SamplingConfig, T
+from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, achieved
+from repro.evidence.clocks import clock_words
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
-from repro.run.sampling import kernel_episode, paired_stop, round_order, sample_adaptively
+from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
+from repro.run.schedule import QUICK_SKIP, QUICK_UNPROFILED, measure_groups
 
 if TYPE_CHECKING:
     from repro.core.context import Context
@@ -56,6 +58,15 @@ class RunContext:
     # Structured progress (phase, variant, samples so far, current relative CI half-width);
     # repro.run.progress.Display renders it. Measurement code reports here and prints nothing itself.
     progress: Progress = no_progress
+    # A quick run (``repro all --quick``): the comparisons are the headline ones only, and an arm
+    # none of them uses is not timed (see repro.run.schedule).
+    quick: bool = False
+    # Seconds spent so far in warm-up, sampling (paired rounds, unpaired samples, kernel rounds)
+    # and profiling, over every measurement of the run; each counted once.
+    spent: dict[str, float] = field(default_factory=dict)
+    # The clock and the idle wait of the measurement loops (tests give synthetic ones).
+    clock: Callable[[], float] = time.perf_counter
+    sleep: Callable[[float], None] = time.sleep
 
     @property
     def cuda(self) -> bool:
@@ -88,6 +99,25 @@ class RunContext:
 
             torch.cuda.synchronize()
 
+    def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
+        monitor = self._monitor()
+        if monitor is None:
+            return run(), None
+        with monitor:
+            out = run()
+        summary = dict(monitor.summary())
+        # The work ran in a process this one started, so a compute process that appeared only
+        # while it ran is that process; one already on the GPU before it started is another's.
+        before = set(monitor.before.get("compute_pids") or ())
+        summary["other_pids"] = [p for p in summary["other_pids"] if p in before]
+        return out, summary
+
+    def untimed(self, name: str) -> str | None:
+        """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses, else None."""
+        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
+            return QUICK_SKIP
+        return None
+
     def measure(
         self,
         name: str,
@@ -109,8 +139,11 @@ class RunContext:
         outside the timed region (e.g. to flush L2 or rotate inputs). ``sampling``
         overrides the run's rules for a repro with many small variants.
         """
-        self.progress("warm-up", name, 0, None)
         cfg = sampling or self.sampling
+        why = self.untimed(name)
+        if why is not None:
+            return self.skipped(name, label or name, why, extra=extra, **dict(config or {}))
+        self.progress("warm-up", name, 0, None)
         arm = Arm(
             name=name,
             fn=fn,
@@ -125,9 +158,10 @@ class RunContext:
         if self.record_arms:
             snap = knob_state()
             self.recorded_arms[name] = dataclasses.replace(arm, prepare=lambda: apply_knobs(snap))
-        t_warm = time.perf_counter()
+        t_warm = self.clock()
         runner, take, calls, warm_calls = self._setup_arm(arm, cfg)
-        warm_s = time.perf_counter() - t_warm
+        warm_s = self.clock() - t_warm
+        self._spend("warm-up", warm_s)
         monitor = self._monitor()
         self.progress("sampling", name, 0, None)
 
@@ -135,7 +169,8 @@ class RunContext:
             self.progress("sampling", name, n, rel_ci)
 
         with monitor if monitor is not None else contextlib.nullcontext():
-            samples, reason, elapsed = sample_adaptively(take, cfg, on_check=on_check)
+            samples, reason, elapsed = sample_adaptively(take, cfg, clock=self.clock, on_check=on_check)
+        self._spend("sampling", elapsed)
         timing = Timing(
             method=self._method(graph),
             unit="s",
@@ -149,10 +184,14 @@ class RunContext:
             samples=tuple(samples),
             warmup_s=warm_s,
         )
-        self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
-        t_prof = time.perf_counter()
-        kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
-        timing = dataclasses.replace(timing, profile_s=time.perf_counter() - t_prof)
+        kernels: list[Kernel] = []
+        iters = 0
+        if not self.quick:  # a quick run takes no kernel table (see QUICK_UNPROFILED)
+            self.progress("profiling", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
+            t_prof = self.clock()
+            kernels, iters = self._profile(name, runner, 1 if graph else cfg.profile_iters, calls if graph else 1)
+            timing = dataclasses.replace(timing, profile_s=self.clock() - t_prof)
+            self._spend("profiling", timing.profile_s or 0.0)
         self.progress("done", name, timing.stats.n, timing.stats.rel_ci_halfwidth)
         return self._result(arm, timing, kernels, iters, monitor.summary() if monitor is not None else None)
 
@@ -163,105 +202,31 @@ class RunContext:
         group: str | None = None,
         sampling: SamplingConfig | None = None,
     ) -> list[VariantResult]:
-        """Time ``arms`` in interleaved rounds (A B, B A, ...) so drift hits every arm alike.
+        """Time ``arms`` in interleaved rounds (A B, B A, ...) so drift hits every arm alike:
+        ``measure_groups`` with one group."""
+        name = group or "+".join(a.name for a in arms)
+        return measure_groups(self, {name: arms}, sampling or self.sampling, contain=False)[name]
 
-        Each arm is warmed up and calibrated once; then every round runs each arm's block
-        (one untimed call, then ``samples_per_round`` samples) in an order that alternates
-        between rounds, and records the block's median as that arm's round value. Sampling
-        stops when each declared comparison among the arms has a paired-ratio CI under the
-        target, or is decided with a CI under ``decided_rel_ci``, or the budget (the
-        per-variant budget times the number of arms) is spent. NVML is read between rounds,
-        never beside the timed work. Kernels are profiled after all rounds.
+    def measure_groups(
+        self, groups: Mapping[str, Sequence[Arm]], *, sampling: SamplingConfig | None = None
+    ) -> dict[str, list[VariantResult]]:
+        """Time every group's arms in one schedule of interleaved rounds; one result per arm, by group.
+
+        Each arm is warmed up and calibrated once. Every round runs each group's arms as one
+        block apiece (an untimed call, then ``samples_per_round`` samples; an arm whose sample
+        takes ``long_sample_s`` or more: one sample, no untimed call), the groups and the arms
+        within a group in orders that alternate between rounds, and records each block's
+        median as that arm's round value; a comparison's two arms come from the same round.
+        Rounds come in episodes with one idle gap between episodes, shared by all groups. A
+        group stops when each declared comparison among its arms has a paired-ratio CI under
+        the target, or is decided with a CI under ``decided_rel_ci``, or when the schedule's
+        budget (the per-variant budget times the number of arms) is spent; the others go on
+        without it. NVML is read between rounds, never beside the timed work. After the
+        rounds, every arm gets one short profiled pass, all in one profiler session (none in a
+        quick run). A group whose warm-up or blocks raise leaves the schedule, its arms errors;
+        the others go on.
         """
-        cfg = sampling or self.sampling
-        names = [a.name for a in arms]
-        if len(set(names)) != len(names) or not arms:
-            raise ValueError(f"paired arms need distinct names; got {names}")
-        group = group or "+".join(names)
-        self.progress("warm-up", group, 0, None)
-        setups, warm_s = [], []
-        for a in arms:
-            t_warm = time.perf_counter()
-            setups.append(self._setup_arm(a, cfg))
-            warm_s.append(time.perf_counter() - t_warm)
-        comps = [c for c in self.comparisons if c.basis == "time" and c.num in names and c.den in names]
-        rounds: dict[str, list[float]] = {n: [] for n in names}
-        samples: dict[str, list[float]] = {n: [] for n in names}
-        monitor = self._monitor(period_s=None)
-        budget = cfg.budget_s * len(arms)
-        reason: StopReason = "max_rounds"
-        t0 = time.perf_counter()
-        episode: int | None = None  # rounds per episode, fixed by the first episode's length
-        episodes = 0
-        with monitor if monitor is not None else contextlib.nullcontext():
-            r = 0
-            while True:
-                for i in round_order(len(arms), r):
-                    arm, (runner, take, _, _) = arms[i], setups[i]
-                    if arm.prepare is not None:
-                        arm.prepare()
-                    runner()  # the block's own short warm-up, untimed
-                    self.synchronize()
-                    xs = [take() for _ in range(cfg.samples_per_round)]
-                    samples[arm.name] += xs
-                    rounds[arm.name].append(stats.quantile(sorted(xs), 0.5))
-                if monitor is not None:
-                    monitor.poll()
-                r += 1
-                self.progress("paired rounds", group, r, None)
-                if episode is None:
-                    floor = max(1, -(-cfg.min_rounds // cfg.min_episodes))
-                    if r < floor or time.perf_counter() - t0 < min(cfg.episode_s, budget / cfg.min_episodes):
-                        continue
-                    episode = r
-                if r % episode:
-                    continue
-                episodes += 1
-                if episodes >= cfg.min_episodes:
-                    if r >= cfg.max_rounds:
-                        break
-                    stop = paired_stop(comps, rounds, cfg, episode)
-                    if stop is not None:
-                        reason = stop
-                        break
-                    if time.perf_counter() - t0 >= budget:
-                        reason = "time_budget"
-                        break
-                if self.cuda and cfg.episode_gap_s > 0:
-                    self.synchronize()
-                    time.sleep(cfg.episode_gap_s)  # idle: the GPU leaves its power state
-        elapsed = time.perf_counter() - t0
-        gpu_monitor = monitor.summary() if monitor is not None else None
-        out = []
-        for arm, (runner, _, calls, warm_calls), arm_warm_s in zip(arms, setups, warm_s, strict=True):
-            st = stats.summarize(rounds[arm.name])
-            timing = Timing(
-                method=self._method(arm.graph),
-                unit="s",
-                calls_per_sample=calls,
-                warmup_calls=warm_calls,
-                stop_reason=reason,
-                target_rel_ci=cfg.target_rel_ci,
-                budget_s=budget,
-                elapsed_s=elapsed,
-                stats=st,
-                samples=tuple(samples[arm.name]),
-                group=group,
-                rounds=tuple(rounds[arm.name]),
-                episode_rounds=episode,
-                warmup_s=arm_warm_s,
-            )
-            if arm.prepare is not None:
-                arm.prepare()
-            self.progress("profiling", arm.name, len(rounds[arm.name]), None)
-            t_prof = time.perf_counter()
-            kernels, iters = self._profile(
-                arm.name, runner, 1 if arm.graph else cfg.profile_iters, calls if arm.graph else 1
-            )
-            timing = dataclasses.replace(timing, profile_s=time.perf_counter() - t_prof)
-            self.progress("done", arm.name, st.n, st.rel_ci_halfwidth)
-            out.append(self._result(arm, timing, kernels, iters, gpu_monitor))
-        return out
+        return measure_groups(self, groups, sampling or self.sampling)
 
     def kernel_rounds(
         self,
@@ -270,47 +235,75 @@ class RunContext:
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None = None,
         episodes: int = 1,
+        pairs: Sequence[tuple[str, str]] = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
         """Per-call device time (seconds) of the kernels whose names ``match``, for each fn,
-        in ``iters`` interleaved rounds inside one profiler session (CUPTI starts once).
+        in up to ``iters`` interleaved rounds.
 
         ``out[name][i]`` is round i's call of ``name``; the lists align by round, so a
         ratio of two of them is paired. A call with no matching kernel gives 0.0.
-        ``episodes`` > 1 splits the rounds into that many episodes of
-        ``kernel_episode(iters, episodes)`` rounds, separated by the sampling's idle gap
-        and each opened by one untimed call of every fn (see ``SamplingConfig``).
+        ``episodes`` > 1 splits the rounds into episodes of ``kernel_episode(iters, episodes)``
+        rounds, separated by the sampling's idle gap and each after the first opened by one
+        untimed call of every fn (see ``SamplingConfig``). Each episode is one profiler
+        session, so its times are known when it ends: with ``pairs`` ((numerator, denominator)
+        names), the rounds stop at the first episode's end where ``kernel_enough`` holds (at
+        least ``min_iters`` rounds, every pair's paired CI within the sampling's target), and
+        the lists hold the rounds done.
         """
-        from torch.profiler import ProfilerActivity, profile, record_function
-
         if not self.cuda:
             raise RuntimeError("kernel_rounds needs CUDA")
         names = list(fns)
+        episode = kernel_episode(iters, episodes)
+        step = episode or iters
+        out: dict[str, list[float]] = {n: [] for n in names}
         self.synchronize()
-        calls: list[tuple[str, int]] = []
+        t0 = self.clock()
         with warnings.catch_warnings(), quiet_profiler_stderr():
             warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-            episode = kernel_episode(iters, episodes)
-            warm = 0
+            for start in range(0, iters, step):
+                if start:
+                    self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
+                got = self._kernel_session(fns, range(start, min(start + step, iters)), match, prepare, bool(start))
+                for name in names:
+                    out[name] += got[name]
+                if pairs and kernel_enough(out, pairs, episode, min_iters, self.sampling.target_rel_ci):
+                    break
+        self._spend("sampling", self.clock() - t0)
+        return out
 
-            def call(name: str, label: str) -> None:  # one profiled call in its own range
-                if prepare and name in prepare:
-                    prepare[name]()
-                with record_function(label):
-                    fns[name]()
-                self.synchronize()
+    def _kernel_session(
+        self,
+        fns: Mapping[str, Callable[[], Any]],
+        rounds: range,
+        match: Callable[[str], bool],
+        prepare: Mapping[str, Callable[[], None]] | None,
+        warm: bool,
+    ) -> dict[str, list[float]]:
+        """One profiler session of ``rounds`` (after one untimed call of every fn when ``warm``):
+        the matched kernels' device time of each call, by fn, in round order."""
+        from torch.profiler import ProfilerActivity, profile, record_function
 
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for r in range(iters):
-                    if episode and r and r % episode == 0:
-                        time.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
-                        for name in names:
-                            call(name, f"gpu_repro_warm_{warm}")
-                            warm += 1
-                    for i in round_order(len(names), r):
-                        call(names[i], f"gpu_repro_call_{len(calls)}")
-                        calls.append((names[i], r))
+        names = list(fns)
+        calls: list[tuple[str, int]] = []
+
+        def call(name: str, label: str) -> None:  # one profiled call in its own range
+            if prepare and name in prepare:
+                prepare[name]()
+            with record_function(label):
+                fns[name]()
+            self.synchronize()
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            if warm:
+                for i, name in enumerate(names):
+                    call(name, f"gpu_repro_warm_{i}")
+            for r in rounds:
+                for i in round_order(len(names), r):
+                    call(names[i], f"gpu_repro_call_{len(calls)}")
+                    calls.append((names[i], r - rounds.start))
         totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
-        out: dict[str, list[float]] = {n: [0.0] * iters for n in names}
+        out: dict[str, list[float]] = {n: [0.0] * len(rounds) for n in names}
         for (name, r), t in zip(calls, totals, strict=True):
             out[name][r] = t
         return out
@@ -345,7 +338,7 @@ class RunContext:
         if gpu_monitor and gpu_monitor["throttled"]:
             notes.append(
                 f"clocks-event reasons while measuring: {', '.join(gpu_monitor['throttled'])} "
-                f"(SM clock {gpu_monitor['sm_clock_during_mhz']} MHz)"
+                f"({clock_words(gpu_monitor)})"
             )
         # A paired variant is judged by its comparison's CI (the verdict's), not its own.
         unpaired = timing.group is None
@@ -362,7 +355,7 @@ class RunContext:
             device=self.device,
             timing=timing,
             kernels=tuple(kernels),
-            kernel_source="cuda" if self.cuda else "cpu",
+            kernel_source=QUICK_UNPROFILED if self.quick else ("cuda" if self.cuda else "cpu"),
             profiled_iterations=iters,
             work=arm.work,
             achieved=achieved(arm.work, timing.stats.median, self.ceilings),
@@ -472,18 +465,25 @@ class RunContext:
                     runner()
                 self.synchronize()
         raw = chrome_trace(prof)
-        trace = json.loads(raw)
-        if self.trace_dir is not None:
-            from repro.core.fsio import NoSpace, write_new_gzip
-            from repro.core.redact import redactor
+        self._write_trace(name, raw)
+        return kernels_from_trace(json.loads(raw), self.device, iters * calls_per_iter), iters
 
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-            path = self.trace_dir / f"{safe}.trace.json.gz"
-            try:  # atomic: the trace appears whole or not at all
-                write_new_gzip(path, redactor()(raw.decode(errors="replace")).encode())
-            except (OSError, NoSpace) as exc:  # a trace is a side file: a full disk must not cost the measurement
-                self.log(f"{name}: Chrome trace not written ({exc})")
-        return kernels_from_trace(trace, self.device, iters * calls_per_iter), iters
+    def _write_trace(self, name: str, raw: bytes) -> None:
+        """The profiler's Chrome trace as ``<trace_dir>/<name>.trace.json.gz``, redacted (when there is a trace_dir)."""
+        if self.trace_dir is None:
+            return
+        from repro.core.fsio import NoSpace, write_new_gzip
+        from repro.core.redact import redactor
+
+        safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)[:120]
+        path = self.trace_dir / f"{safe}.trace.json.gz"
+        try:  # atomic: the trace appears whole or not at all
+            write_new_gzip(path, redactor()(raw.decode(errors="replace")).encode())
+        except (OSError, NoSpace) as exc:  # a trace is a side file: a full disk must not cost the measurement
+            self.log(f"{name}: Chrome trace not written ({exc})")
+
+    def _spend(self, part: str, seconds: float) -> None:
+        self.spent[part] = self.spent.get(part, 0.0) + seconds
 
 
 # Kineto (torch.profiler's native backend) writes these from C++ straight to fd 2 at every session

@@ -26,9 +26,10 @@ from repro.core.spec import (
     check_comparisons,
     params_to_dict,
 )
-from repro.core.verdict import as_smoke, unavailable
+from repro.core.verdict import as_quick, as_smoke, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
+from repro.evidence.clocks import clock_words
 from repro.run import catalog
 from repro.run.context import RunContext
 from repro.run.progress import Progress, no_progress
@@ -60,6 +61,9 @@ class RunRequest:
     command: Sequence[str] = ()
     traces: bool = True
     collect_env: bool = True  # run torch.utils.collect_env after the repro (takes seconds)
+    # Headline comparisons only, the arms no headline uses not timed; a straddling CI is
+    # ``undecided`` (see repro.core.verdict.as_quick). The CI target comes with ``sampling``.
+    quick: bool = False
 
 
 def resolve(req: RunRequest) -> tuple[type[Repro[Any]], Any]:
@@ -127,11 +131,13 @@ def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -
         if hard:
             reasons.append(f"{v.name}: clocks-event reasons {', '.join(hard)} while measuring")
         if "sw_power_cap" in seen and max_clock and clock and clock < POWER_CAP_FLOOR * max_clock:
-            reasons.append(f"{v.name}: power cap held the SM clock at {clock} of {max_clock} MHz")
+            reasons.append(f"{v.name}: power cap, {clock_words(mon, max_clock)}")
         if mon.get("other_pids"):
             reasons.append(f"{v.name}: other processes on the GPU (pids {', '.join(map(str, mon['other_pids']))})")
         if max_clock and clock and clock < CLOCK_FLOOR * max_clock:
-            reasons.append(f"{v.name}: SM clock {clock} MHz is under {CLOCK_FLOOR:.0%} of its {max_clock} MHz maximum")
+            reasons.append(
+                f"{v.name}: {clock_words(mon, max_clock)}: the median is under {CLOCK_FLOOR:.0%} of the maximum"
+            )
         if mon.get("ecc_new_errors"):
             reasons.append(f"{v.name}: {mon['ecc_new_errors']} new uncorrected ECC errors")
     return {"flag": "suspect" if reasons else "valid", "reasons": reasons}
@@ -160,9 +166,16 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
         "seed_gpus": list(cls.seed_gpus),
         "seed_source": cls.seed_source or None,
         "seed_experiment": cls.seed_experiment or None,
+        "claim_arch": list(cls.claim_arch),
         "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }
+
+
+def full_command(req: RunRequest) -> str:
+    """The command of the same run with the full evidence (no --quick, the default CI target)."""
+    parts = ["repro", "run", req.repro_id, *(f"--set {k}={v}" for k, v in req.overrides.items())]
+    return " ".join(parts)
 
 
 def rerun_command(req: RunRequest) -> str:
@@ -170,6 +183,8 @@ def rerun_command(req: RunRequest) -> str:
     parts += [f"--set {k}={v}" for k, v in req.overrides.items()]
     if req.smoke:
         parts.append("--smoke")
+    if req.quick:
+        parts.append("--quick")
     return " ".join(parts)
 
 
@@ -201,6 +216,7 @@ def execute(
     missing = [m for m in cls.requires.python_modules if not _importable(m)]
 
     result: RunResult | None = None
+    spent: dict[str, float] = {}
     verdict: Verdict
     error: dict[str, Any] | None = None
     ceilings: dict[str, Any] | None = None
@@ -218,7 +234,7 @@ def execute(
         repro = cls()
         ctx = _context(req, device, run_dir, log, progress)
         try:
-            ctx.comparisons = tuple(repro.comparisons(params))
+            ctx.comparisons = tuple(c for c in repro.comparisons(params) if c.headline or not req.quick)
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
             ctx.record_arms = legacy
             log(f"{cls.id}: running on {device}")
@@ -244,6 +260,9 @@ def execute(
                 )
         if req.smoke or device != "cuda":
             verdict = as_smoke(verdict, device)
+        if req.quick:  # after as_smoke: a smoke verdict is never undecided, it decides nothing
+            verdict = as_quick(verdict, full_command(req))
+        spent = dict(ctx.spent)
     # After the measurement, never beside it (see fingerprint.collect_env_in_process).
     with _timed(phases, "collect_env"):
         env = fingerprint.collect_env_for_run(run_dir) if has_torch and req.collect_env else None
@@ -253,6 +272,8 @@ def execute(
             collect_env=env,
             ceilings=ceilings,
         )
+    cc = (fp.get("gpu") or {}).get("compute_capability")
+    verdict = off_architecture(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"))
     variants = result.variants if result else ()
     doc = document(
         req,
@@ -268,6 +289,7 @@ def execute(
         warnings=_warnings(variants, result),
         error=error,
         phases=phases,
+        measure=spent,
     )
     path = artifact.write_artifact(doc, run_dir / f"{cls.id}.json")
     return doc, path
@@ -288,10 +310,12 @@ def document(
     warnings: Sequence[str] = (),
     error: Mapping[str, Any] | None = None,
     phases: Mapping[str, float] | None = None,
+    measure: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The artifact of one run of ``req``, redacted: the one place an artifact document is put together.
 
-    ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran.
+    ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran;
+    ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``).
     """
     doc = artifact.assemble(
         repro=repro_section(cls, params),
@@ -305,6 +329,8 @@ def document(
             "duration_s": seconds,
             "cpu_threads": CPU_THREADS if device == "cpu" else None,
             **({"phases_s": dict(phases)} if phases else {}),
+            **({"measure_s": dict(measure)} if measure else {}),
+            **({"quick": True} if req.quick else {}),
         },
         variants=variants,
         verdict=verdict,
@@ -473,6 +499,7 @@ def _context(
         nvml=nv,
         log=log,
         progress=progress,
+        quick=req.quick,
     )
 
 

@@ -142,6 +142,7 @@ def _worker_spec(req: RunRequest, run_dir: Path) -> dict[str, Any]:
         "command": list(req.command),
         "run_dir": str(run_dir),
         "collect_env": req.collect_env,
+        "quick": req.quick,
     }
 
 
@@ -256,6 +257,8 @@ def run_one_isolated(
         try:
             doc = artifact.load(path, validate=False)
             spent = artifact.format_breakdown(artifact.time_breakdown(doc))
+            busy = artifact.format_busy(doc)
+            spent += f"; {busy}" if spent and busy else busy
             return Outcome(
                 req.repro_id, doc["verdict"]["status"], path, seconds, doc["verdict"]["finding"], breakdown=spent
             )
@@ -393,6 +396,7 @@ def run_all(
     interrupts: Interrupts | None = None,
     collect_env: bool = True,
     fork_server: bool = True,
+    quick: bool = False,
 ) -> list[Outcome]:
     """Run every id in turn, each isolated; a failing repro never stops the batch, an interrupt does.
 
@@ -407,6 +411,7 @@ def run_all(
             sampling=sampling,
             command=command,
             collect_env=collect_env,
+            quick=quick,
         )
         for i in ids
     ]

@@ -11,7 +11,7 @@ from repro.core import stats
 from repro.core.context import SamplingConfig
 from repro.core.results import Comparison, StopReason
 
-__all__ = ["kernel_episode", "paired_stop", "round_order", "sample_adaptively"]
+__all__ = ["kernel_enough", "kernel_episode", "paired_stop", "round_order", "sample_adaptively"]
 
 
 def sample_adaptively(
@@ -87,3 +87,30 @@ def kernel_episode(iters: int, episodes: int) -> int | None:
     if episodes <= 1 or iters < 2 * episodes:
         return None
     return -(-iters // episodes)
+
+
+def kernel_enough(
+    rounds: Mapping[str, Sequence[float]],
+    pairs: Sequence[tuple[str, str]],
+    episode: int | None,
+    min_rounds: int,
+    target_rel_ci: float,
+) -> bool:
+    """Whether per-kernel rounds may stop: at least ``min_rounds`` rounds, and for every
+    (numerator, denominator) pair a matched kernel in every round and a paired-ratio CI
+    (95%, widened over the episodes' medians as the verdict widens it) within the target.
+
+    A round without a matched kernel never stops the rounds early: the verdict would drop
+    it, and the episodes with it, so the CI seen here would not be the verdict's.
+    """
+    done = min((len(xs) for xs in rounds.values()), default=0)
+    if not pairs or done < min_rounds:
+        return False
+    for num, den in pairs:
+        a, b = rounds[num][:done], rounds[den][:done]
+        if not all(x > 0 for x in (*a, *b)):
+            return False
+        value, lo, hi = stats.paired_ratio_ci(a, b, 0.95, 1.0, episode)
+        if (hi - lo) / 2 / value > target_rel_ci:
+            return False
+    return True

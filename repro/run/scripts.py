@@ -89,6 +89,7 @@ def declared(docs: Sequence[Mapping[str, Any]], repro_paths: Iterable[Path] = ()
             continue
         out[key(doc)] = Declared(
             impact=cls.impact or None,
+            stack=cls.stack or None,
             seed_gpus=tuple(cls.seed_gpus),
             plots=tuple(cls.plots),
             script=script,

@@ -32,6 +32,7 @@ def run_spec(spec: dict[str, Any]) -> int:
         sampling=SamplingConfig(**spec.get("sampling", {})),
         command=spec.get("command", []),
         collect_env=spec.get("collect_env", True),
+        quick=spec.get("quick", False),
     )
     # stderr is the repro's log file here: plain lines, which `repro all` shows as its status line.
     display = Display(sys.stderr, live=False)

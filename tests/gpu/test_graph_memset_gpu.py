@@ -9,7 +9,7 @@ import pytest
 
 from repro.core.context import SamplingConfig
 from repro.evidence import artifact
-from repro.repros import _twin
+from repro.repros import _memset_twin, _twin
 from repro.repros import graph_memset as gm
 from repro.run.execute import RunRequest, execute
 
@@ -33,7 +33,7 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
     assert doc["run"]["device"] == "cuda" and doc["error"] is None
     v = {x["name"]: x for x in doc["variants"]}
     assert list(v) == ["memset", "fill", "empty", "memset_mm", "fill_mm", "mm_only"] + [
-        f"twin_{n}" for n, _ in gm.TWIN_VARIANTS
+        f"twin_{n}" for n, _ in _memset_twin.TWIN_VARIANTS
     ]
     assert v["empty"]["status"] == "skipped"
     if not _has_bindings():
@@ -54,7 +54,7 @@ def test_graphs_and_twin_with_100_ops(run_dir: Path, tmp_path: Path, monkeypatch
         assert v[name]["status"] == "ok" and v[name]["achieved"]["tflops"] > 0
         assert any("gemm" in k["name"].lower() or "xmma" in k["name"].lower() for k in v[name]["kernels"])
     if _twin.find_nvcc() is not None:
-        for n, _ in gm.TWIN_VARIANTS:
+        for n, _ in _memset_twin.TWIN_VARIANTS:
             twin = v[f"twin_{n}"]
             assert twin["status"] == "ok", twin["reason"]
             assert twin["timing"]["method"] == "external" and len(twin["timing"]["samples"]) == 50

@@ -135,7 +135,7 @@ def test_hostile_artifact_with_the_catalogs_lookup_keeps_the_plain_structure(ref
         d["repro"]["id"] = "x-" + PAYLOAD  # not in the catalog: the note says so
         return d
 
-    for make, says in ((lambda d: d, "Standalone script: `scripts/"), (hostile_id, "No standalone script could")):
+    for make, says in ((lambda d: d, "Script: `scripts/"), (hostile_id, "No standalone script could")):
         bad = [make(doc(PAYLOAD, FENCE_BREAKER))]
         good = [make(doc("plain words", "plain\ncode"))]
         hostile = report(bad, declared=scripts.declared(bad))

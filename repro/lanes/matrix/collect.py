@@ -18,7 +18,7 @@ from repro.lanes.matrix.plan import PLAN_FILE, Cell, Plan
 SCHEDULER_DIR = "scheduler"  # one file per `repro matrix run`: what the scheduler said about each cell
 COLLECTED_DIR = "collected"
 # Statuses after which a resumed run leaves a cell alone.
-DONE = frozenset({"reproduced", "not_reproduced", "inconclusive", "smoke", "skipped"})
+DONE = frozenset({"reproduced", "not_reproduced", "inconclusive", "undecided", "smoke", "skipped"})
 
 
 @dataclass(frozen=True)

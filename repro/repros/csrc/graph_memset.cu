@@ -24,7 +24,12 @@
 // short untimed warm-up: the GPU leaves its power state in the gap, so the episodes sample
 // the states that separate processes would land in (the host's CI covers their medians).
 //
-// Output: one JSON object on stdout with the raw per-replay samples of every variant, in
+// --variants (a comma-separated list of the names above) runs only those; --work-replays sets the
+// replays of the three work-kernel variants (default: --replays), which take about a hundred
+// times longer per replay than the others. Each variant's replays are split evenly over the
+// rounds (per_round for --replays, work_per_round for --work-replays).
+//
+// Output: one JSON object on stdout with the raw per-replay samples of every variant run, in
 // seconds per op (replay time / ops). Errors go to stderr with a non-zero exit code.
 
 #include <cuda_runtime.h>
@@ -74,6 +79,8 @@ struct Variant {
   bool seed;    // timed as the seed's program times it: one replay, host clock, device synchronize
   cudaGraphExec_t exec;
   std::vector<double> samples;
+  int replays = 0;    // timed replays in all, and per round
+  int per_round = 0;
 };
 
 struct Options {
@@ -86,6 +93,8 @@ struct Options {
   int gap_ms = 0;
   int work_n = 1 << 20;
   int work_iters = 128;
+  int work_replays = -1;  // -1: as many as --replays
+  std::string variants;   // comma-separated names; empty: all
 };
 
 static int parse_positive(const char* flag, const char* text) {
@@ -116,16 +125,20 @@ static Options parse_args(int argc, char** argv) {
     else if (!std::strcmp(a, "--work-iters")) o.work_iters = parse_positive(a, v);
     else if (!std::strcmp(a, "--episodes")) o.episodes = parse_positive(a, v);
     else if (!std::strcmp(a, "--gap-ms")) o.gap_ms = parse_positive(a, v);
+    else if (!std::strcmp(a, "--work-replays")) o.work_replays = parse_positive(a, v);
+    else if (!std::strcmp(a, "--variants")) o.variants = v;
     else {
       std::fprintf(stderr,
                    "graph_memset: unknown option %s; known: --device --ops --replays --warmup "
-                   "--rounds --work-n --work-iters --episodes --gap-ms\n",
+                   "--rounds --work-n --work-iters --episodes --gap-ms --work-replays --variants\n",
                    a);
       std::exit(2);
     }
   }
-  if (o.ops < 1 || o.replays < 1 || o.rounds < 1 || o.work_n < 1 || o.episodes < 1) {
-    std::fprintf(stderr, "graph_memset: --ops, --replays, --rounds, --work-n and --episodes must be >= 1\n");
+  if (o.work_replays < 0) o.work_replays = o.replays;
+  if (o.ops < 1 || o.replays < 1 || o.rounds < 1 || o.work_n < 1 || o.episodes < 1 || o.work_replays < 1) {
+    std::fprintf(stderr,
+                 "graph_memset: --ops, --replays, --work-replays, --rounds, --work-n and --episodes must be >= 1\n");
     std::exit(2);
   }
   if (o.rounds > o.replays) o.rounds = o.replays;
@@ -233,6 +246,32 @@ int main(int argc, char** argv) {
       {"seed_memset", Op::kMemset, false, 1, true, nullptr, {}},
       {"seed_fill", Op::kFill, false, 1, true, nullptr, {}},
   };
+  if (!o.variants.empty()) {  // keep the named variants, in the order above
+    std::string names = "," + o.variants + ",";
+    std::vector<Variant> kept;
+    for (auto& v : variants) {
+      std::string key = std::string(",") + v.name + ",";
+      size_t at = names.find(key);
+      if (at != std::string::npos) {
+        kept.push_back(v);
+        names.erase(at, key.size() - 1);
+      }
+    }
+    if (names.find_first_not_of(',') != std::string::npos || kept.empty()) {
+      std::fprintf(stderr,
+                   "graph_memset: --variants %s: expected names from memset, fill, work_only, memset_work, "
+                   "fill_work, seed_memset, seed_fill, each at most once\n",
+                   o.variants.c_str());
+      return 2;
+    }
+    variants = kept;
+  }
+  int per_round = (o.replays + o.rounds - 1) / o.rounds;
+  int work_per_round = (o.work_replays + o.rounds - 1) / o.rounds;
+  for (auto& v : variants) {
+    v.replays = v.work ? o.work_replays : o.replays;
+    v.per_round = v.work ? work_per_round : per_round;
+  }
   // The seed replays on a stream other than the one it captured on.
   cudaStream_t replay_stream;
   CHECK(cudaStreamCreateWithFlags(&replay_stream, cudaStreamNonBlocking));
@@ -240,26 +279,30 @@ int main(int argc, char** argv) {
     v.exec = capture(s, v, o, flag, buf, grid);
     for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
     CHECK(cudaStreamSynchronize(s));
-    v.samples.reserve(o.replays);
+    v.samples.reserve(v.replays);
   }
 
-  // Correctness: one replay of the memset graph must clear a flag set to a non-zero value.
-  CHECK(cudaMemsetAsync(flag, 0x7f, sizeof(int), s));
-  CHECK(cudaGraphLaunch(variants[0].exec, s));
-  int host_flag = -1;
-  CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, s));
-  CHECK(cudaStreamSynchronize(s));
-  if (host_flag != 0) {
-    std::fprintf(stderr, "graph_memset: memset graph left the flag at %d, expected 0\n", host_flag);
-    return 1;
+  // Correctness: one replay of a memset graph (the first one run) must clear a flag set to a
+  // non-zero value.
+  for (auto& v : variants) {
+    if (v.op != Op::kMemset) continue;
+    CHECK(cudaMemsetAsync(flag, 0x7f, sizeof(int), s));
+    CHECK(cudaGraphLaunch(v.exec, s));
+    int host_flag = -1;
+    CHECK(cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    if (host_flag != 0) {
+      std::fprintf(stderr, "graph_memset: %s graph left the flag at %d, expected 0\n", v.name, host_flag);
+      return 1;
+    }
+    break;
   }
 
-  int per_round = (o.replays + o.rounds - 1) / o.rounds;
-  std::vector<cudaEvent_t> events(per_round + 1);
+  std::vector<cudaEvent_t> events((per_round > work_per_round ? per_round : work_per_round) + 1);
   for (auto& e : events) CHECK(cudaEventCreate(&e));
   // Rounds alternate the variants' order (forward, then reversed), so no variant always
   // runs first after a round boundary; the host splits each variant's samples into rounds
-  // of per_round replays and pairs them round by round.
+  // of its per_round replays and pairs them round by round.
   int episode_rounds = (o.rounds + o.episodes - 1) / o.episodes;
   for (int r = 0; r < o.rounds; ++r) {
     if (r > 0 && r % episode_rounds == 0) {
@@ -274,8 +317,8 @@ int main(int argc, char** argv) {
     }
     for (size_t k = 0; k < variants.size(); ++k) {
       auto& v = variants[(r % 2) ? variants.size() - 1 - k : k];
-      int remaining = o.replays - static_cast<int>(v.samples.size());
-      int count = remaining < per_round ? remaining : per_round;
+      int remaining = v.replays - static_cast<int>(v.samples.size());
+      int count = remaining < v.per_round ? remaining : v.per_round;
       if (count > 0 && v.seed) time_seed(replay_stream, v, count, o.ops);
       else if (count > 0) time_block(s, v, count, o.ops, events);
     }
@@ -288,6 +331,7 @@ int main(int argc, char** argv) {
   std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d, \"per_round\": %d", o.ops,
               o.replays, o.warmup, o.rounds, per_round);
   std::printf(", \"episodes\": %d, \"episode_rounds\": %d, \"gap_ms\": %d", o.episodes, episode_rounds, o.gap_ms);
+  std::printf(", \"work_replays\": %d, \"work_per_round\": %d", o.work_replays, work_per_round);
   std::printf(", \"work_n\": %d, \"work_iters\": %d, \"unit\": \"s/op\", \"variants\": {", o.work_n,
               o.work_iters);
   for (size_t k = 0; k < variants.size(); ++k) {

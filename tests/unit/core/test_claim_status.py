@@ -56,3 +56,30 @@ def test_nothing_measured_is_skipped_and_a_cpu_run_is_smoke() -> None:
     v = _judge(s_a=None, s_b=None, t_a=None, t_b=None)
     assert v.status == "skipped" and len(v.not_run) == 2
     assert _judge("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0).status == "smoke"
+
+
+def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measured() -> None:
+    from repro.core.verdict import off_architecture
+    from repro.repros.linear_5090 import Linear5090
+
+    decided = _judge(s_a=1.0, s_b=1.0, t_a=1.0, t_b=1.0)
+    assert decided.status == "not_reproduced"
+    v = off_architecture(decided, ("12.0",), "9.0", "NVIDIA H200")
+    assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
+    assert v.claim["reason"] == (
+        "not on this architecture: the claim is about compute capability 12.0 (sm_120); NVIDIA H200 is 9.0 (sm_90)"
+    )
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (not on this architecture: ")
+    assert "); instead, on this GPU: the seed's library was 1.00x (95% CI " in v.finding
+    assert v.not_run[-1] == {
+        "comparison": "subject",
+        "label": "the seed's library",
+        "reason": "not on this architecture",
+    }
+    assert v.value == decided.value and v.breakdown == decided.breakdown  # what was measured stays
+    # On the claim's own architecture, with no architecture declared, or undecided: unchanged.
+    assert off_architecture(decided, ("12.0",), "12.0") is decided
+    assert off_architecture(decided, (), "9.0") is decided
+    smoke = _judge("cpu", s_a=2.0, s_b=1.0, t_a=1.0, t_b=1.0)
+    assert off_architecture(smoke, ("12.0",), "9.0") is smoke
+    assert Linear5090.claim_arch == ("12.0",)  # the RTX 5090 (sm_120); the RTX 4090 read ~1.0x

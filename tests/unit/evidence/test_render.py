@@ -45,8 +45,8 @@ def test_report_has_summary_sections_details_and_environment(full_doc: dict[str,
     assert "| variant " in text and "nn.Linear (FP32)" in text
     assert markdown.text(full_doc["verdict"]["finding"]) in text
     assert "- Kernels, " in text  # the verdict's pair, diffed
-    assert "<details><summary>5090-linear: variants, comparisons, warnings, time</summary>\n\n" in text
-    assert "<details><summary>machine A: fingerprint summary, GPU state, collect_env libraries</summary>" in text
+    assert "<details><summary>5090-linear: tables, warnings, time</summary>\n\n" in text
+    assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in text
     run_id = full_doc["run"]["run_id"]
     assert f"pip install ./{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
     assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
@@ -120,10 +120,10 @@ def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any])
     assert "To fit one screen" not in text and "## Environment" not in text  # a smoke run has no machine to describe
     assert "_Smoke run: shrunken sizes" in text
     assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled
-    assert "- Kernels, " not in text and "Standalone script" not in text  # nothing of a smoke run is evidence
+    assert "- Kernels, " not in text and "Script: `" not in text  # nothing of a smoke run is evidence
     assert "did not reach the 1% target (default_b2_n30, default_b2_n31, default_b2_n32" in text  # one line, grouped
     full = report([_grid_doc(smoke_doc, smoke=False)])
-    assert "<details>" in full and "- Kernels, default_b4_n31 -> default_b4_n32:" in full
+    assert "<details>" in full and "- Kernels, default_b4_n31 -> default_b4_n32 (all kernels " in full
 
 
 def test_table_cells_escape_pipes() -> None:
@@ -140,7 +140,7 @@ def test_github_renderer_keeps_tables_and_details(full_doc: dict[str, Any]) -> N
     assert "<th>repro</th>" in html and "<td>5090-linear</td>" in html
     assert html.count("<details>") == text.count("<details>") >= 2
     # the blank line after <summary> makes the body markdown: the machine's list renders as a list
-    assert "collect_env libraries</summary>\n<p><strong>Machine A</strong>" in html
+    assert "libraries</summary>\n<p><strong>Machine A</strong>" in html
     assert "<pre><code>Versions of relevant libraries:" in html or "collect_env" in html
 
 

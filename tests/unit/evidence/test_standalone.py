@@ -93,7 +93,7 @@ def test_generated_python_passes_ruff_with_the_project_config(tmp_path: Path) ->
 
 
 def test_graph_memset_script_is_bash_with_the_twin_verbatim_and_one_nvcc_line(tmp_path: Path) -> None:
-    from repro.repros import graph_memset
+    from repro.repros import _memset_twin
 
     text = scripts.script_for("graph-memset", {})
     path = tmp_path / "gm.sh"
@@ -101,7 +101,7 @@ def test_graph_memset_script_is_bash_with_the_twin_verbatim_and_one_nvcc_line(tm
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert text.startswith("#!/usr/bin/env bash\n")
-    assert _heredoc(text, "GRAPH_MEMSET_CU") == graph_memset.TWIN_SOURCE.read_text()
+    assert _heredoc(text, "GRAPH_MEMSET_CU") == _memset_twin.TWIN_SOURCE.read_text()
     assert "nvcc -O3 -arch=native -o graph_memset graph_memset.cu" in text
     assert "nvcc -O3 -arch=sm_90 -o graph_memset graph_memset.cu" in text  # the fallback, as _twin does
     assert "./graph_memset --ops 1000 --replays 500 --rounds 50 --warmup 20 --work-iters 128 --episodes 10 " in text
@@ -174,7 +174,7 @@ def test_graph_memset_bash_script_runs_with_a_fake_nvcc_and_prints_the_harness_r
     no_native: bool, tmp_path: Path
 ) -> None:
     from repro.core.verdict import variant_ratio
-    from repro.repros import graph_memset
+    from repro.repros import _memset_twin
     from repro.repros._twin import TwinBuild
 
     doc = _canned_twin(ops=100, replays=50, per_round=5)
@@ -194,11 +194,13 @@ def test_graph_memset_bash_script_runs_with_a_fake_nvcc_and_prints_the_harness_r
     native = "-O3 -arch=native -o graph_memset graph_memset.cu"
     assert calls == ([native, "-O3 -arch=sm_90 -o graph_memset graph_memset.cu"] if no_native else [native])
     args = (tmp_path / "args.txt").read_text().strip()
-    assert args == "--ops 100 --replays 50 --rounds 10 --warmup 5 --work-iters 128 --episodes 2 --gap-ms 500"
+    assert args == (
+        "--ops 100 --replays 50 --rounds 10 --warmup 5 --work-iters 128 --episodes 2 --gap-ms 500 --work-replays 20"
+    )
     # The printed ratios are the harness's: twin_variants pairs the rounds, variant_ratio takes the ratio.
     build = TwinBuild(tmp_path / "x", True, "sm_90", "nvcc", "0")
     have = {
-        v.name: v for v in graph_memset.twin_variants(graph_memset.parse_twin_output(json.dumps(doc)), build, 0.01, 1.0)
+        v.name: v for v in _memset_twin.twin_variants(_memset_twin.parse_twin_output(json.dumps(doc)), build, 0.01, 1.0)
     }
     rows = standalone.parse_output(proc.stdout)
     assert set(rows) == {"memset/fill (pure CUDA twin)", "memset/kernel (the seed's program)"}

@@ -16,7 +16,7 @@ from repro.core.errors import UsageError
 from repro.core.spec import RunResult, VariantResult, Verdict, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
-from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, optimizer_kernel
+from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan, optimizer_kernel
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
 
@@ -358,9 +358,16 @@ class _FakeCudaContext(RunContext):
         return out
 
     def kernel_rounds(
-        self, fns: Any, iters: int, match: Any, prepare: Any = None, episodes: int = 1
+        self,
+        fns: Any,
+        iters: int,
+        match: Any,
+        prepare: Any = None,
+        episodes: int = 1,
+        pairs: Any = (),
+        min_iters: int = 0,
     ) -> dict[str, list[float]]:
-        self.calls.append(("kernel_rounds", sorted(fns), iters, episodes))
+        self.calls.append(("kernel_rounds", sorted(fns), iters, episodes, list(pairs), min_iters))
         if self.kernel_rounds_error is not None:
             raise self.kernel_rounds_error
         for fn in fns.values():
@@ -387,13 +394,15 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     res = FusedAdamCapturable().run(p, ctx)
     v = {x.name: x for x in res.variants}
     assert [v[f"te_{m}"].reason for m in ("regular", "capturable", "capturable_graph")] == [why] * 3
+    most, episodes, fewest = kernel_plan(p)
     assert ctx.calls == [
         ("paired", "torch_fused", ["torch_fused_regular", "torch_fused_capturable"]),
-        ("kernel_rounds", ["capturable", "regular"], p.kernel_iters, p.kernel_episodes),
+        ("kernel_rounds", ["capturable", "regular"], most, episodes, [("capturable", "regular")], fewest),
         ("measure", "torch_fused_capturable_graph", True),
     ]
     for name in ("torch_fused_regular", "torch_fused_capturable"):
         assert len(v[name].extra["kernel_rounds_s"]) == p.kernel_iters
+        assert v[name].extra["kernel_episode_rounds"] == 2  # episodes of kernel_episode_rounds
         assert v[name].extra["kernel_group"] == "torch_fused_kernels"
     assert "kernel_rounds_s" not in v["torch_fused_capturable_graph"].extra
     # The foreach capturable optimizer fails on CPU tensors when it first steps: that backend's

@@ -21,12 +21,15 @@ from repro.core.spec import RunResult, VariantResult, build_params
 from repro.core.stats import summarize
 from repro.core.verdict import variant_ratio
 from repro.evidence import artifact
+from repro.repros import _memset_twin as twin_mod
 from repro.repros import _twin
 from repro.repros import graph_memset as gm
+from repro.repros._memset_twin import parse_twin_output, twin_variants
 from repro.repros._twin import build_twin
-from repro.repros.graph_memset import GraphMemset, MemsetParams, parse_twin_output, twin_variants
+from repro.repros.graph_memset import GraphMemset, MemsetParams
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
+from repro.run.schedule import QUICK_SKIP
 
 RID = "graph-memset"
 
@@ -64,12 +67,12 @@ def test_params_defaults_and_smoke() -> None:
 @pytest.mark.skipif(_twin.find_nvcc() is None, reason="nvcc is not installed here")
 def test_twin_compiles_with_nvcc_and_the_cache_reuses_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    first = build_twin(gm.TWIN_SOURCE, cache=cache)
+    first = build_twin(twin_mod.TWIN_SOURCE, cache=cache)
     assert not first.cached and first.arch in ("native", "sm_90")
     assert first.binary.parent == cache and os.access(first.binary, os.X_OK)
     assert first.binary.name.startswith(f"graph_memset-{first.arch}-")
     mtime = first.binary.stat().st_mtime_ns
-    second = build_twin(gm.TWIN_SOURCE, cache=cache)
+    second = build_twin(twin_mod.TWIN_SOURCE, cache=cache)
     assert second.cached and second.binary == first.binary and second.binary.stat().st_mtime_ns == mtime
     assert [p.name for p in cache.iterdir()] == [first.binary.name]  # no temp files left behind
     # The binary is real: its argument parser answers before it touches any GPU.
@@ -131,7 +134,7 @@ def test_cache_key_covers_source_and_compiler(
 
 def test_native_without_a_gpu_falls_back_to_sm90(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
     fake_nvcc.native_has_no_gpu = True
-    built = build_twin(gm.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
+    built = build_twin(twin_mod.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
     assert built.arch == "sm_90" and not built.cached
     assert [c[2] for c in fake_nvcc.calls] == ["-arch=native", "-arch=sm_90"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [built.binary.name]  # the default-arch build was dropped
@@ -140,7 +143,7 @@ def test_native_without_a_gpu_falls_back_to_sm90(tmp_path: Path, fake_nvcc: _Fak
 def test_compile_failure_names_the_compiler_error(tmp_path: Path, fake_nvcc: _FakeNvcc) -> None:
     fake_nvcc.fail_archs = ("native", "sm_90")
     with pytest.raises(_twin.TwinBuildError, match=r"-arch=sm_90: exit 1: nvcc fatal   : Unsupported gpu architecture"):
-        build_twin(gm.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
+        build_twin(twin_mod.TWIN_SOURCE, tmp_path, nvcc="/opt/nvcc")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -160,8 +163,8 @@ def test_cache_dir_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_twin_source_is_packaged_next_to_the_module() -> None:
-    assert gm.TWIN_SOURCE.is_file() and gm.TWIN_SOURCE.suffix == ".cu"
-    text = gm.TWIN_SOURCE.read_text()
+    assert twin_mod.TWIN_SOURCE.is_file() and twin_mod.TWIN_SOURCE.suffix == ".cu"
+    text = twin_mod.TWIN_SOURCE.read_text()
     for needle in (
         "cudaStreamBeginCapture",
         "cudaGraphInstantiate",
@@ -170,7 +173,7 @@ def test_twin_source_is_packaged_next_to_the_module() -> None:
         "cudaEventElapsedTime",
     ):
         assert needle in text
-    for name, _ in gm.TWIN_VARIANTS:
+    for name, _ in twin_mod.TWIN_VARIANTS:
         assert f'{{"{name}", Op::' in text  # every variant the parser expects is one the twin prints
 
 
@@ -183,7 +186,7 @@ def test_parse_captured_output_into_external_variants(run_dir: Path, fast: Sampl
     build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     variants = twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)
     # This output comes from a binary without the seed's program: its seed_* variants are left out.
-    printed = [n for n, _ in gm.TWIN_VARIANTS if n not in gm.OPTIONAL_TWIN_VARIANTS]
+    printed = [n for n, _ in twin_mod.TWIN_VARIANTS if n not in twin_mod.OPTIONAL_TWIN_VARIANTS]
     assert [v.name for v in variants] == [f"twin_{n}" for n in printed]
     memset = variants[0]
     assert memset.status == "ok" and memset.timing is not None
@@ -266,10 +269,12 @@ def test_twin_run_turns_its_output_into_variants(
     assert json.loads(argv_file.read_text()) == [
         "--device", "3", "--ops", "1000", "--replays", "4", "--rounds", "2", "--warmup", "2", "--work-iters", "128",
         "--episodes", "10", "--gap-ms", "0",  # no idle gaps off CUDA
+        "--work-replays", "100",
     ]  # fmt: skip
+    assert info["variants"] == [n for n, _ in twin_mod.TWIN_VARIANTS]  # a full run asks for every variant
     assert info["status"] == "ok" and info["gpu"] == "NVIDIA H200" and info["nvcc"] == "V13.0.88"
     assert all(v.timing is not None and v.timing.group == "twin" and len(v.timing.rounds or ()) == 2 for v in variants)
-    assert info["source_sha256"] == hashlib.sha256(gm.TWIN_SOURCE.read_bytes()).hexdigest()
+    assert info["source_sha256"] == hashlib.sha256(twin_mod.TWIN_SOURCE.read_bytes()).hexdigest()
 
 
 def test_twin_failure_is_an_error_variant_with_its_stderr(
@@ -278,7 +283,7 @@ def test_twin_failure_is_an_error_variant_with_its_stderr(
     body = "sys.stderr.write('graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice\\n'); sys.exit(1)"
     monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
     variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
-    assert [v.status for v in variants] == ["error"] * len(gm.TWIN_VARIANTS)
+    assert [v.status for v in variants] == ["error"] * len(twin_mod.TWIN_VARIANTS)
     reason = variants[0].reason
     assert reason is not None
     assert "exited 1: graph_memset: cudaSetDevice(o.device) failed: cudaErrorNoDevice" in reason
@@ -298,7 +303,7 @@ def test_twin_timeout_is_an_error_variant(
 def test_twin_is_skipped_without_nvcc(fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_twin, "find_nvcc", lambda: None)
     variants, info = GraphMemset()._twin(MemsetParams(), RunContext(device="cpu", smoke=False, sampling=fast), 0)
-    assert [v.status for v in variants] == ["skipped"] * len(gm.TWIN_VARIANTS)
+    assert [v.status for v in variants] == ["skipped"] * len(twin_mod.TWIN_VARIANTS)
     assert all(
         v.reason is not None and "nvcc not found on PATH or at /usr/local/cuda/bin/nvcc" in v.reason for v in variants
     )
@@ -401,7 +406,7 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     assert "With a 512x1024x1024 fp32 matmul between ops, (memset+mm)/(fill+mm) was 1.03x" in full_text(v)
     assert f"was {mm['ratio']:.2f}x (95% CI {mm['ci_low']:.2f}-{mm['ci_high']:.2f})" in full_text(v)
     assert "(per-op increment over the matmul alone: memset +1.900 us, fill +1.000 us)" in full_text(v)
-    assert "In the twin with a work kernel between ops, (memset+work)/(fill+work) was 1.12x" in full_text(v)
+    assert "In the twin with a work kernel between ops, (memset+work)/(fill+work) was 1.118x" in full_text(v)
 
 
 def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
@@ -489,7 +494,7 @@ def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
         "per_round": 1,
         "episodes": 12,
         "episode_rounds": 5,
-        "variants": {n: (memset if n.startswith("memset") else fill) for n, _ in gm.TWIN_VARIANTS},
+        "variants": {n: (memset if n.startswith("memset") else fill) for n, _ in twin_mod.TWIN_VARIANTS},
     }
     build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     have = {v.name: v for v in twin_variants(parse_twin_output(json.dumps(doc)), build, 0.01, 300.0)}
@@ -504,3 +509,89 @@ def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
     }
     _, lo1, hi1, _, _, _ = variant_ratio(flat["twin_memset"], flat["twin_fill"])
     assert hi1 - lo1 < (hi - lo) / 2
+
+
+def test_a_quick_twin_runs_only_the_headline_pair_and_skips_the_rest(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv_file = tmp_path / "argv.json"
+    doc = json.loads(with_per_round(CAPTURED))
+    printed = {**doc, "variants": {n: doc["variants"][n] for n in ("memset", "fill")}}
+    out = json.dumps(printed)
+    body = f"import json; json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w')); sys.stdout.write({out!r})"
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
+    p = build_params(RID, MemsetParams, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2"})
+    ctx = RunContext(device="cpu", smoke=False, sampling=fast, quick=True)
+    ctx.comparisons = tuple(c for c in GraphMemset().comparisons(p) if c.headline)
+    variants, info = GraphMemset()._twin(p, ctx, 0)
+    argv = json.loads(argv_file.read_text())
+    assert argv[argv.index("--variants") + 1] == "memset,fill" and info["variants"] == ["memset", "fill"]
+    status = {v.name: v.status for v in variants}
+    assert status == {f"twin_{n}": "ok" if n in ("memset", "fill") else "skipped" for n, _ in twin_mod.TWIN_VARIANTS}
+    assert {v.reason for v in variants if v.status == "skipped"} == {QUICK_SKIP}
+    assert info["status"] == "ok"
+
+
+def test_parse_needs_samples_only_for_the_variants_asked_for() -> None:
+    doc = json.loads(CAPTURED)
+    two = json.dumps({**doc, "variants": {n: doc["variants"][n] for n in ("memset", "fill")}})
+    assert set(parse_twin_output(two, ["memset", "fill"])["variants"]) == {"memset", "fill"}
+    with pytest.raises(ValueError, match="no samples for variant 'work_only'"):
+        parse_twin_output(two)  # a full run asked for every variant
+    with pytest.raises(ValueError, match="no samples for variant 'fill'"):
+        parse_twin_output(json.dumps({**doc, "variants": {"memset": doc["variants"]["memset"]}}), ["memset", "fill"])
+
+
+def test_work_variants_pair_their_rounds_by_work_per_round() -> None:
+    """--work-replays 2 --rounds 2 gives work_per_round 1: each work replay is a round, paired with the
+    other work variant's replay of the same round, while the other variants keep rounds of 2."""
+    doc = json.loads(with_per_round(CAPTURED))
+    short = {n: (xs[:2] if "work" in n else xs) for n, xs in doc["variants"].items()}
+    doc = parse_twin_output(json.dumps({**doc, "variants": short, "work_replays": 2, "work_per_round": 1}))
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    variants = {v.name: v for v in twin_variants(doc, build, target_rel_ci=0.01, budget_s=300.0)}
+    for name in ("twin_work_only", "twin_memset_work", "twin_fill_work"):
+        t = variants[name].timing
+        assert t is not None and t.rounds == tuple(short[name.removeprefix("twin_")]) and t.stats.n == 2
+    memset = variants["twin_memset"].timing
+    assert memset is not None and len(memset.rounds or ()) == 2 and memset.stats.n == 4
+    assert twin_mod.twin_per_round(doc, "memset_work") == 1 and twin_mod.twin_per_round(doc, "fill") == 2
+    assert twin_mod.twin_per_round({"per_round": 5}, "fill_work") == 5  # an older twin: one per_round for all
+
+
+class _FakeMonitor:
+    """What RunContext._monitor returns with NVML: a context manager with before and summary()."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, Any] = {"compute_pids": [111]}
+        self.entered = False
+
+    def __enter__(self) -> _FakeMonitor:
+        self.entered = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        assert self.entered
+        return {"sm_clock_min_mhz": 1500, "throttled": ["sw_power_cap"], "other_pids": [111, 222]}
+
+
+def test_the_twin_variants_carry_the_gpu_monitor_around_its_process(
+    tmp_path: Path, fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = f"sys.stdout.write({with_per_round(CAPTURED)!r})"
+    monkeypatch.setattr(gm, "build_twin", lambda *_, **__: _fake_binary(tmp_path, body))
+    monitor = _FakeMonitor()
+    ctx = RunContext(device="cpu", smoke=False, sampling=fast)
+    monkeypatch.setattr(ctx, "_monitor", lambda *_, **__: monitor)
+    p = build_params(RID, MemsetParams, {"ops": "1000", "twin_replays": "4", "twin_rounds": "2", "twin_warmup": "2"})
+    variants, _ = GraphMemset()._twin(p, ctx, 0)
+    assert [v.status for v in variants] == ["ok"] * 5 and monitor.entered
+    for v in variants:
+        # 222 appeared only while the twin ran (the twin itself); 111 was on the GPU before it.
+        assert v.gpu_monitor == {"sm_clock_min_mhz": 1500, "throttled": ["sw_power_cap"], "other_pids": [111]}
+    # Without NVML there is no monitor and nothing is made up.
+    plain, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
+    assert all(v.gpu_monitor is None for v in plain)

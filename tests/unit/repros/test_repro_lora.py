@@ -164,7 +164,9 @@ def test_linear_scaling_is_not_a_cliff() -> None:
     assert v.finding.startswith("Not reproduced: per-sample t(batch 2)/t(batch 1) was 1.00x (95% CI")
     assert "the whole CI is below the 1.3 threshold" in v.finding
     assert "a batch-2 step took 2.00x the batch-1 step" in v.finding
-    assert "this is linear scaling, not a cliff" in v.finding
+    assert "this is linear scaling, not a cliff" not in v.finding
+    assert "the seed's observation (a batch-2 step about 2x a batch-1 step) reproduced; its reading" in v.finding
+    assert "as a cliff did not: per sample that is linear scaling, not a cliff" in v.finding
     assert "Peak memory with no memory cap: batch 1 3.0 GiB; batch 2 6.0 GiB; batch 4 12.0 GiB." in v.details
     rows = {r["comparison"]: r for r in v.breakdown}
     assert list(rows) == ["bs2/bs1", "bs4/bs1"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import full_text, timing_for
 
-from repro.core.context import SamplingConfig
+from repro.core.context import Arm, SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import Kernel, RunResult, Timing, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
@@ -19,6 +19,7 @@ from repro.repros import solve_cliff as sc
 from repro.repros.solve_cliff import BACKENDS, Solve512Cliff, SolveParams, classify_path, lu_kernels
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
+from repro.run.schedule import QUICK_UNPROFILED
 
 RID = "solve-512-cliff"
 
@@ -119,10 +120,10 @@ class _SweepFails(RunContext):
 
     fail_group: str = ""
 
-    def measure_paired(self, arms: Any, *, group: str | None = None, sampling: Any = None) -> list[VariantResult]:
-        if group == self.fail_group:
+    def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> Any:
+        if arm.name.startswith(self.fail_group + "_"):
             raise RuntimeError("CUDA out of memory (simulated, while timing)")
-        return super().measure_paired(arms, group=group, sampling=sampling)
+        return super()._setup_arm(arm, cfg)
 
 
 def test_a_failing_sweep_costs_that_sweep_not_the_grid(fast: SamplingConfig) -> None:
@@ -470,3 +471,15 @@ def test_verdict_without_any_measured_pair_says_why() -> None:
     v = Solve512Cliff().verdict(p, res)
     assert v.status == "error" and v.value is None  # a point that failed is an error, not a skip
     assert "cusolver_b16_n512 was error: RuntimeError: CUDA out of memory" in full_text(v)
+
+
+def test_a_quick_run_reads_no_lu_path_and_the_finding_says_so() -> None:
+    p = SolveParams(batches=(128,), backends=("cusolver",))
+    res = _grid({("cusolver", 128): (2.0e-3, 11.0e-3)}, PATHS, drift=DRIFT)
+    quick = RunResult(
+        variants=tuple(dataclasses.replace(v, kernel_source=QUICK_UNPROFILED, extra={}) for v in res.variants),
+        extra=res.extra,
+    )
+    v = Solve512Cliff().verdict(p, quick)
+    assert v.status == Solve512Cliff().verdict(p, res).status == "reproduced"
+    assert f"the LU path was not read: {QUICK_UNPROFILED}" in v.finding and "switched" not in v.finding

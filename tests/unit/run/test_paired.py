@@ -160,7 +160,7 @@ def test_judge_computes_the_ratio_the_status_and_the_lead() -> None:
     num = [2.0 * d * (1 + rng.gauss(0, 0.002)) for d in den]
     v = _Judged().verdict(None, RunResult(variants=(_paired("a", num), _paired("b", den))))
     assert v.status == "reproduced" and v.paired is True and v.headline == "first"
-    assert v.finding.startswith("Reproduced: t(a)/t(b) was 2.00x (95% CI ")
+    assert v.finding.startswith("Reproduced: t(a)/t(b) was 2.000x (95% CI ")
     assert "the whole CI is above the 1.5 threshold; because of the test." in v.finding
     assert v.details == ("a detail",) and v.variants == ("a", "b")
     (row,) = v.breakdown  # the second comparison had no variants: it is missing, not a row
@@ -172,7 +172,7 @@ def test_judge_falls_to_the_next_headline_and_never_judges_a_cpu_run() -> None:
     cpu = RunResult(variants=(_paired("c", [3.0] * 20, "cpu"), _paired("d", den, "cpu")))
     v = _Judged().verdict(None, cpu)
     assert v.headline == "second" and v.status == "smoke"
-    assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU: t(c)/t(d) was 3.00x")
+    assert v.finding.startswith("Smoke run on cpu, not evidence about any GPU: t(c)/t(d) was 3.0000x (95% CI 3.0000-")
     assert all(r["status"] == "smoke" for r in v.breakdown)
     none = _Judged().verdict(None, RunResult(variants=()))
     assert none.status == "skipped" and "variant a was not measured" in none.finding

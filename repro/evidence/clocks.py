@@ -1,0 +1,64 @@
+"""What the GPU's clocks did while a variant was measured, in words taken from the recorded monitor numbers.
+
+A monitor (``repro.env.nvml.Monitor.summary``) records the SM clock's minimum and maximum over every
+reading, the median of the polls taken while the work ran, and the clocks-event reasons seen. Every
+sentence about clocks (a suspect reason, a warning, the environment's summary) is built here from
+those fields, so a sentence never names one number where the record holds another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["clock_words", "during_measurement", "restate"]
+
+
+def clock_words(mon: Mapping[str, Any], max_clock: Any = None) -> str:
+    """``SM clock 1365-1785 MHz (median 1710)`` plus ``of 1980 MHz max`` when the maximum is known."""
+    lo, hi, mid = mon.get("sm_clock_min_mhz"), mon.get("sm_clock_max_mhz"), mon.get("sm_clock_during_mhz")
+    if not isinstance(lo, int | float) or not isinstance(hi, int | float):
+        return "SM clock not recorded"
+    span = f"{lo:g} MHz" if lo == hi else f"{lo:g}-{hi:g} MHz"
+    median = f" (median {mid:g})" if isinstance(mid, int | float) and lo != hi else ""
+    top = f" of {max_clock:g} MHz max" if isinstance(max_clock, int | float) else ""
+    return f"SM clock {span}{median}{top}"
+
+
+def _max_clock(doc: Mapping[str, Any]) -> Any:
+    return (((doc.get("fingerprint") or {}).get("gpu") or {}).get("nvml") or {}).get("sm_clock_max_mhz")
+
+
+# How artifacts written before this module worded the clock: one number, the median of the polls.
+_OLD_REASON = re.compile(r"^(?P<who>[\w.-]+): power cap held the SM clock at \d+ of \d+ MHz$")
+_OLD_WARNING = re.compile(
+    r"^(?P<who>[\w.-]+): (?P<what>clocks-event reasons while measuring: [\w, ]+) \(SM clock \d+ MHz\)$"
+)
+
+
+def restate(line: str, doc: Mapping[str, Any]) -> str:
+    """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers."""
+    monitors = {str(v.get("name")): v.get("gpu_monitor") for v in doc.get("variants") or []}
+    if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
+        return f"{m['who']}: power cap, {clock_words(mon, _max_clock(doc))}"
+    if (m := _OLD_WARNING.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
+        return f"{m['who']}: {m['what']} ({clock_words(mon)})"
+    return line
+
+
+def during_measurement(docs: Sequence[Mapping[str, Any]]) -> str:
+    """One sentence: which repros' variants saw clocks-event reasons while measuring, with their clocks."""
+    parts = []
+    for d in docs:
+        seen: dict[str, list[str]] = {}
+        for v in d.get("variants") or []:
+            mon = v.get("gpu_monitor")
+            if isinstance(mon, Mapping) and mon.get("throttled"):
+                key = f"{', '.join(mon['throttled'])}, {clock_words(mon)}"
+                seen.setdefault(key, []).append(str(v.get("name")))
+        parts += [f"{d['repro']['id']} ({', '.join(names)}: {what})" for what, names in seen.items()]
+    if not parts:
+        monitored = any(isinstance(v.get("gpu_monitor"), Mapping) for d in docs for v in d.get("variants") or [])
+        return "While measuring: no clock events." if monitored else "While measuring: no GPU monitor recorded."
+    return "While measuring, clock events: " + "; ".join(parts) + "."

@@ -1,0 +1,297 @@
+"""The lines of a repro's short report section, each computed from the artifact's fields: the seed's
+source and its experiment beside ours, what the headline holds for, the kernels that differ, the
+re-run band, the re-run block."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from repro.evidence import band, scope
+from repro.evidence.declared import Declared
+from repro.evidence.markdown import ci_label, fence, fmt_pct, fmt_time, ratio_with_ci, text
+from repro.evidence.standalone import rerun
+from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff, kernel_total_us
+
+__all__ = [
+    "band_line",
+    "diff_lines",
+    "install_block",
+    "rerun_block",
+    "restated",
+    "scope_lines",
+    "seed_source",
+    "seed_vs_ours",
+    "stack_line",
+]
+
+# Kernel-diff bullets in a repro's section; the rest are in the artifact.
+DIFF_BULLETS = 3
+DECIDED = ("reproduced", "not_reproduced")
+
+
+# How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
+# prefix before a colon), or "An article on ... found ..." (a phrase before the verb).
+_SOURCE_WORDS = r"(?:forums? thread|thread|article|blog post|post|paper|talk|tweet|issue|report|video)"
+_SOURCE_PREFIX = re.compile(rf"^(?P<src>[^:]{{0,160}}\b{_SOURCE_WORDS}\b[^:]{{0,160}}):\s*(?P<rest>.+)$", re.S | re.I)
+_SOURCE_PHRASE = re.compile(
+    rf"\b(?P<src>(?:an?|the)\s+{_SOURCE_WORDS}(?:\s+(?:on|about|by|from)\s+[^,;:]{{1,120}}?)?)"
+    r"(?=\s+(?:found|finds|reported|reports|showed|shows|says|said|claims|claimed|measured)\b|[,;:]|$)",
+    re.I,
+)
+
+
+def seed_source(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
+
+    Never blank: a claim that names no source says so.
+    """
+    r = doc.get("repro") or {}
+    claim = str(r.get("seed_claim") or "")
+    links = [str(u) for u in r.get("upstream") or []]
+    if links:
+        return ", ".join(text(u) for u in links), text(claim)
+    if m := _SOURCE_PREFIX.match(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
+    if m := _SOURCE_PHRASE.search(claim):
+        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
+    return "the seed gives no source; no link recorded", text(claim)
+
+
+def _seed_rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Comparison rows that re-run the seed's own program (graph-memset's "the seed's program")."""
+    rows = (doc.get("verdict") or {}).get("breakdown") or []
+    return [
+        r
+        for r in rows
+        if isinstance(r, Mapping)
+        and not r.get("headline")
+        and "seed's program" in f"{r.get('comparison', '')} {r.get('source', '')} {r.get('label', '')}"
+    ]
+
+
+def _agreement(row: Mapping[str, Any], v: Mapping[str, Any]) -> str:
+    """Whether the seed's program and the headline agree, from their numbers: CIs that overlap agree."""
+    raw = [row.get("ratio"), row.get("ci_low"), row.get("ci_high"), v.get("value"), v.get("ci_low"), v.get("ci_high")]
+    nums = [float(x) for x in raw if isinstance(x, int | float)]
+    if len(nums) != len(raw):
+        return "one of the two has no CI, so they are not compared"
+    r, lo, hi, h, hlo, hhi = nums
+    if lo <= hhi and hlo <= hi:
+        return f"the two agree: their CIs overlap ({r:.4g} against {h:.4g})"
+    gap = (r / h - 1) * 100 if h else 0.0
+    return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"
+
+
+def seed_vs_ours(doc: Mapping[str, Any]) -> list[str]:
+    """The seed's experiment as the repro describes it, then, where the seed's program ran here, its
+    ratio beside the headline and whether the two agree, computed from their CIs."""
+    out = []
+    said = (doc.get("repro") or {}).get("seed_experiment")
+    if isinstance(said, str) and said.strip():
+        # The repro's words open "Seed: ..." (the label says whose experiment comes first).
+        out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")
+    v = doc["verdict"]
+    for row in _seed_rows(doc):
+        level = "95% CI" if abs(float(row.get("ci_level") or 0.95) - 0.95) < 1e-9 else ci_label(v)
+        seed = ratio_with_ci(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), level)
+        # The headline's own ratio and CI are in the finding just above: only the comparison is said here.
+        out.append(
+            f"The seed's program, re-run here: {seed} ({text(str(row.get('status') or '-').replace('_', ' '))}); "
+            f"against the headline, {text(_agreement(row, v))}."
+        )
+    return out
+
+
+def scope_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Where the effect holds and where it does not: the headline's settings on the side its own status
+    puts them, then every other comparison on the side its row's status puts it."""
+    status = doc["verdict"].get("status")
+    if status not in DECIDED:
+        return []  # a smoke, skipped, inconclusive or error run holds for nothing
+    found = scope.conditions(doc)
+    if found is None:
+        return []
+    head, holds, fails = found
+    if status == "reproduced":
+        holds = [f"{head} (headline)", *holds]
+    else:
+        fails = [f"{head} (headline)", *fails]
+    torch = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}
+    if torch.get("has_magma") is not None:
+        # What "default" means for torch.linalg here: MAGMA where torch was built with it.
+        said = "default backend (MAGMA here)" if torch["has_magma"] else "default backend (no MAGMA here)"
+        holds = [h.replace("default backend", said, 1) for h in holds]
+        fails = [f.replace("default backend", said, 1) for f in fails]
+    out = [f"Holds for: {text('; '.join(holds))}"] if holds else []
+    return out + ([f"Does not hold for: {text('; '.join(fails))}"] if fails else [])
+
+
+# The harness's own detail sentences that a line of the section computes again from the numbers:
+# the seed's program against the headline (seed_vs_ours), the other comparisons over and under the
+# threshold and what "default backend" means here (scope_lines).
+_SEED_DETAIL = "The seed's own program"
+_ENDS_IN_RATIO = re.compile(r" was ([0-9.]+x \(95% CI [0-9.]+-[0-9.]+\))\.$")
+_SCOPE_DETAILS = ("Also over ", "Below the threshold at every ", "The default backend here is ")
+
+
+def restated(doc: Mapping[str, Any], detail: str) -> bool:
+    """Whether the section already says what ``detail`` says, computed from the artifact's numbers:
+    besides the sentences above, one that ends in a comparison's own ratio and CI, as its row has them."""
+    if m := _ENDS_IN_RATIO.search(detail):
+        rows = [r for r in (doc.get("verdict") or {}).get("breakdown") or [] if isinstance(r, Mapping)]
+        if m.group(1) in {ratio_with_ci(r.get("ratio"), r.get("ci_low"), r.get("ci_high")) for r in rows}:
+            return True
+    if detail.startswith(_SEED_DETAIL):
+        return bool(_seed_rows(doc))
+    if detail.startswith(_SCOPE_DETAILS[2]):
+        return any("MAGMA here" in ln for ln in scope_lines(doc))
+    return detail.startswith(_SCOPE_DETAILS[:2]) and bool(scope_lines(doc))
+
+
+def diff_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
+    if is_smoke(doc):
+        return []
+    pairs = diff_pairs(doc)
+    if not pairs or not doc["verdict"].get("variants"):
+        return []
+    base, other = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == base["name"] and r.get("den") == other["name"] for r in rows):
+        base, other = other, base  # as the comparison reads: from its denominator to its numerator
+    changes = kernel_diff(base, other)
+    total = f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
+    head = f"Kernels, {text(base.get('label') or base['name'])} -> {text(other.get('label') or other['name'])} ({total}"
+    if not changes:
+        return [f"{head}): the same kernels, times within 10%"]
+    head += "):"  # the bullets come largest change in time per call first (kernel_diff)
+    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
+    # would open a list inside the list item.
+    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+
+
+def stack_line(doc: Mapping[str, Any], declared: Declared) -> str | None:
+    """Where in the stack the evidence puts the cliff (the repro's words), opened by the kernels
+    that disappear and appear across the headline pair, from the artifact's kernel lists."""
+    pairs = diff_pairs(doc) if declared.stack and not is_smoke(doc) else []
+    if not pairs or doc["verdict"].get("status") != "reproduced":
+        return None
+    small, large = pairs[0]
+    rows = [r for r in doc["verdict"].get("breakdown") or [] if isinstance(r, Mapping)]
+    if any(r.get("num") == small["name"] and r.get("den") == large["name"] for r in rows):
+        small, large = large, small
+    gone = [k for k in kernel_diff(small, large) if k.startswith("- ")]
+    came = [k for k in kernel_diff(small, large) if k.startswith("+ ")]
+    if not gone or not came:
+        return f"Where in the stack: {text(declared.stack)}"
+    switch = f"{gone[0][2:].split(' disappears')[0]} gives way to {came[0][2:].split(' appears')[0]}"
+    return f"Where in the stack: {switch} across the headline pair; {text(declared.stack)}"
+
+
+def band_line(doc: Mapping[str, Any], bands: Sequence[band.Band]) -> str | None:
+    """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
+    v = doc["verdict"]
+    if v.get("status") not in DECIDED:
+        return None
+    b = band.lookup(doc, bands)
+    if b is None:
+        return (
+            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
+            "the CI alone says nothing about another GPU."
+        )
+    value = float(v["value"])
+    uuid = str(((doc.get("fingerprint") or {}).get("gpu") or {}).get("uuid") or "")
+    others = [p.value for p in b.points if p.uuid != uuid] or [p.value for p in b.points]
+    if value < min(others):
+        where = "below all of them"
+    elif value > max(others):
+        where = "above all of them"
+    else:
+        where = "among them"
+    agreement = band.agree(b.center, value, b)
+    within = "within" if agreement == "consistent" else "outside"
+    gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
+    return (
+        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}; this run "
+        f"{value:.4g}, {where}, {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+    )
+
+
+def rerun_block(doc: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """(list items, shell block): the ``repro run`` command, from validated fields only; what to install
+    first is in the report's one install block (``install_block``)."""
+    r = rerun(doc)
+    if r.args is None:
+        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
+    command = r.command()
+    return [], fence(command, "bash") if command else None
+
+
+_TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")
+_CUDA = re.compile(r"([0-9]+)\.([0-9]+)")
+
+
+def _torch_line(doc: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(pip line, words) for the torch the run recorded, from PyTorch's index for its CUDA build."""
+    t = ((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}
+    version, cuda = t.get("version"), t.get("cuda_built")
+    if not isinstance(version, str) or not _TORCH.fullmatch(version):
+        return None
+    m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
+    index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
+    line = shlex.join(
+        ["pip", "install", f"torch=={version}", "--index-url", f"https://download.pytorch.org/whl/{index}"]
+    )
+    return line, f"torch {version} ({f'CUDA {cuda}' if m else 'no CUDA'})"
+
+
+def _needs(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(pip lines, words) for what a repro's variants used beyond torch, as its artifact records it:
+    cuda-bindings (``extra.memset_via``) and nvcc for a pure CUDA twin (``extra.twin.nvcc``)."""
+    extra = doc.get("extra") or {}
+    rid = text((doc.get("repro") or {}).get("id"))
+    lines, words = [], []
+    cuda = (((doc.get("fingerprint") or {}).get("software") or {}).get("torch") or {}).get("cuda_built")
+    m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
+    if str(extra.get("memset_via") or "").startswith("cuda.bindings"):
+        lines.append(shlex.join(["pip", "install", f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"]))
+        words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
+    twin = extra.get("twin")
+    said = twin.get("nvcc") if isinstance(twin, Mapping) else None
+    if isinstance(said, str):
+        nvcc = text(said.split("/")[0].removeprefix("Build "))
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc})")
+    return lines, words
+
+
+def install_block(docs: Sequence[Mapping[str, Any]]) -> str | None:
+    """What to install before the sections' ``repro run`` lines, once for the report: torch as
+    recorded, what a repro's variants needed beyond it, then the bundled harness (or, for a run
+    made before harness digests, its version and commit as a comment)."""
+    lines: list[str] = []
+    words: list[str] = []
+    for doc in docs:
+        got = _torch_line(doc)
+        if got and got[0] not in lines:
+            lines.append(got[0])
+            words.append(got[1])
+    for doc in docs:
+        more, said = _needs(doc)
+        lines += [x for x in more if x not in lines]
+        words += [w for w in said if w not in words]
+    for doc in docs:
+        r = rerun(doc)
+        harness = r.install() or (f"# {r.predates()}" if r.predates() else None)
+        if harness and harness not in lines:
+            lines.append(harness)
+    if not lines:
+        return None
+    return (
+        "**Re-run**, in the folder the bundle unpacks to: besides the bundled harness, install "
+        f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
+        + fence("\n".join(lines), "bash")
+        + "\n"
+    )

@@ -1,0 +1,127 @@
+"""The committed H200 evidence run, rendered again: the words a cold reader asked about are explained,
+the re-run part says what to install, and the whole report fits with nothing left out."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from helpers import ROOT
+
+from repro.evidence import artifact
+from repro.evidence.report import report
+from repro.run import scripts
+
+EVIDENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all" / "20261201T111151Z-438281"
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return [artifact.load(p) for p in artifact.expand([EVIDENCE])]
+
+
+@pytest.fixture(scope="module")
+def rendered(docs: list[dict[str, Any]]) -> str:
+    return report(docs, declared=scripts.declared(docs))
+
+
+def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    return copy.deepcopy(next(d for d in docs if d["repro"]["id"] == rid))
+
+
+def section(text: str, rid: str) -> str:
+    return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
+    legend = next(ln for ln in rendered.splitlines() if ln.startswith("_The CI covers"))
+    assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
+    assert "n: timed samples behind a variant's median; rounds: paired rounds behind a ratio" in legend
+    assert "us/call: a kernel's time summed over its launches in one call" in legend
+    # Without a worst-of-k headline the legend does not explain one.
+    solo = report([by_id(docs, "5090-linear")])
+    assert "worst of" not in solo and "us/call: " in solo
+
+
+def test_a_kernel_basis_ratio_says_which_kernels_count(rendered: str, docs: list[dict[str, Any]]) -> None:
+    adam = section(rendered, "fused-adam-capturable")
+    note = "_Ratios on basis kernel: profiler time per step of kernels whose names contain adam, multi_tensor, "
+    assert note + "foreach (kernel_match); the medians above: whole steps._" in adam
+    assert "basis kernel" not in section(rendered, "5090-linear")  # CUDA-event ratios need no note
+    doc = by_id(docs, "fused-adam-capturable")
+    del doc["extra"]["kernel_match"]
+    assert "profiler time per step of the profiled kernels;" in report([doc])
+
+
+def _heredoc(script: str, delimiter: str) -> str:
+    match = re.search(rf"<<'{delimiter}'\n(.*?)\n{delimiter}\n", script, re.S)
+    assert match, f"no heredoc {delimiter}"
+    return match.group(1)
+
+
+def test_one_install_block_says_what_to_install_besides_the_wheel(rendered: str, docs: list[dict[str, Any]]) -> None:
+    head = rendered.split("\n## `5090-linear`", 1)[0]
+    said = "install torch 2.11.0+cu130 (CUDA 13.0); cuda-bindings (graph-memset's torch-graph variants); nvcc on "
+    assert said + "PATH (graph-memset's pure CUDA twin; this run's: cuda_13.0.r13.0)" in head
+    wheel = "./20261201T111151Z-438281/harness/gpu_repro-0.1.0+src.28ba2d578778-py3-none-any.whl"
+    block = "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130\n"
+    assert f"```bash\n{block}pip install 'cuda-bindings==13.*'\npip install {wheel}\n```" in head
+    assert rendered.count("pip install") == 3  # once for the report, not once per repro
+    assert "```bash\nrepro run solve-512-cliff --set n_min=510" in section(rendered, "solve-512-cliff")
+    # Without graph-memset there is nothing but torch and the wheel to install.
+    alone = report([by_id(docs, "5090-linear")]).split("\n## `", 1)[0]
+    assert "cuda-bindings" not in alone and "nvcc" not in alone and f"pip install {wheel}" in alone
+
+
+def test_the_gpu_tool_extracts_the_wheel_and_the_5090_linear_line(rendered: str, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    code = _heredoc((ROOT / "tools" / "gpu-final.sh").read_text(), "PY")
+    (tmp_path / "report.md").write_text(rendered)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "report.md")], capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stderr
+    assert lines[0] == "set -e" and lines[1].startswith("pip install ./20261201T111151Z-438281/harness/gpu_repro-")
+    assert lines[2].startswith("repro run 5090-linear --set batch=256") and len(lines) == 3
+
+
+def test_the_whole_evidence_report_fits_with_nothing_left_out(rendered: str, docs: list[dict[str, Any]]) -> None:
+    from repro.evidence.report import PASTE_LIMIT, PASTE_LINES
+
+    assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
+    assert "To fit one screen" not in rendered and "Report cut" not in rendered
+    for d in docs:
+        rid = d["repro"]["id"]
+        assert f"<details><summary>{rid}: tables, warnings, time</summary>" in section(rendered, rid), rid
+    assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
+    # Said once: the seed's program against the headline and the scope lines, not again in the details.
+    memset = section(rendered, "graph-memset")
+    assert "it differs from the twin's headline because" not in memset and "Also over 1.5" not in rendered
+    assert rendered.count("ModuleNotFoundError") == 1  # a long skip reason in full once, then its first clause
+
+
+def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(rendered: str, docs: list[dict[str, Any]]) -> None:
+    line = next(ln for ln in section(rendered, "graph-memset").splitlines() if ln.startswith("- Impact: "))
+    assert line.startswith('- Impact: only where it held here (not the "Does not hold for" rows): Frameworks')
+    assert line.endswith("Here: +238 ns per call (919 ns against 681 ns).")
+    doc = by_id(docs, "graph-memset")
+    for row in doc["verdict"]["breakdown"]:
+        row["status"] = "reproduced"
+    held = next(ln for ln in report([doc]).splitlines() if ln.startswith("- Impact: "))
+    assert held.startswith("- Impact: Frameworks")  # it held everywhere measured: no scope to add
+    doc["validity"] = {"flag": "suspect", "reasons": ["memset: clocks-event reasons hw_slowdown while measuring"]}
+    suspect = next(ln for ln in report([doc]).splitlines() if ln.startswith("- Impact: "))
+    assert suspect.startswith("- Impact: from a suspect run: Frameworks")
+
+
+def test_solve_says_where_in_the_stack_and_what_it_does_not_show(rendered: str, docs: list[dict[str, Any]]) -> None:
+    line = next(ln for ln in section(rendered, "solve-512-cliff").splitlines() if "Where in the stack" in ln)
+    assert line.startswith("- Where in the stack: `getrf_panel` gives way to `getrf_pivot<getrf_params_>` across")
+    assert "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp)" in line and "Not shown: " in line
+    assert "Where in the stack" not in section(rendered, "graph-memset")  # declared by solve only
+    doc = by_id(docs, "solve-512-cliff")
+    doc["verdict"]["status"] = "not_reproduced"
+    assert "Where in the stack" not in report([doc], declared=scripts.declared([doc]))
