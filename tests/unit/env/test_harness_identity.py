@@ -128,8 +128,8 @@ def test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_d
     code = "from repro.env import harness as h; print(h.source_sha256(), *h.git_identity())"
     # Without PYTHONPATH, which may name this checkout: the import must find the installed wheel.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
-    out = res.stdout.split()
+    ran = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+    out = ran.stdout.split()
     assert out == [recorded, "None", "not_a_checkout"]
 
 
