@@ -41,11 +41,14 @@ setup: $(VENV)/.installed ## Create .venv (uses PYTHON's torch, venv or not) wit
 # (PyPI has no +cpu) and then installs with the CPU index added.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
+# --no-compile: pip byte-compiles every module it installs (torch, kubernetes, sympy: about 10,000
+# files), which was 75 of pip's 179 s here (2 cores, load ~7); the tests import a small share of
+# them, and `make test` lets Python compile those once, as they are first imported (below).
 $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install -r requirements-test.txt \
-	    || $(TEST_VENV)/bin/pip install --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt
-	$(TEST_VENV)/bin/pip install -e . || $(TEST_VENV)/bin/pip install --no-build-isolation -e .
+	$(TEST_VENV)/bin/pip install --no-compile -r requirements-test.txt \
+	    || $(TEST_VENV)/bin/pip install --no-compile --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt
+	$(TEST_VENV)/bin/pip install --no-compile -e . || $(TEST_VENV)/bin/pip install --no-compile --no-build-isolation -e .
 	touch $@
 
 # pytest-xdist workers for `make test`; 0 runs every test in one process. --dist loadfile keeps each
@@ -53,11 +56,25 @@ $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 # tests (one file each) never run beside themselves.
 TEST_WORKERS ?= 2
 
+# PYTHONDONTWRITEBYTECODE= : the test env has no bytecode (--no-compile above), so each module is
+# compiled when a test first imports it and kept; with the variable set, as some shells set it,
+# every process that imports torch would compile it again (about 3 s of CPU each).
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests but the slow ones (GPU tests skip without CUDA)
-	$(TEST_VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m 'not slow' $(ARGS)
+	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m 'not slow' $(ARGS)
 
-test-slow: $(TEST_VENV)/.installed ## The slow tests: `repro all` under random signals, 90 trials (minutes)
-	$(TEST_VENV)/bin/pytest -m slow $(ARGS)
+# The tests marked slow, and why each is not in `make test` (CI runs both targets):
+#   tests/system/test_faults_signals_slow.py::test_repro_all_under_random_signals: repetition trials
+#     (`repro all` under SIGINT, SIGTERM and SIGKILL at random moments, 30 trials each; minutes)
+#   tests/unit/lanes/test_matrix.py::test_local_run_crash_collect_resume: a matrix run, a crash and a
+#     resume of it, for real on the local backend
+#   tests/system/test_first_run.py::test_cpu_walkthrough_runs_as_written: `make setup` builds a real
+#     .venv (venv + pip install)
+#   tests/system/test_make_setup.py::test_setup_from_a_venv_python_uses_its_torch_and_adds_only_what_is_missing:
+#     two `make setup` runs, each a real .venv built with pip
+#   tests/unit/env/test_harness_identity.py::test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_digest:
+#     a fresh venv (ensurepip) and a pip install of the bundle's wheel into it
+test-slow: $(TEST_VENV)/.installed ## The slow tests: random-signal trials, the matrix resume, venv + pip builds (minutes)
+	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -m slow $(ARGS)
 
 lint: $(TEST_VENV)/.installed ## ruff, mypy --strict, the import layers (lint-imports), hadolint on every Dockerfile
 	$(TEST_VENV)/bin/ruff check repro tests

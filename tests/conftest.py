@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from repro.core.context import SamplingConfig
-from repro.evidence.artifact import new_run_id
+# One intra-op thread for torch (OpenMP) in this process and every process a test starts, set
+# before anything imports torch. The suite runs torch on the CPU in two xdist workers and in many
+# subprocesses at once on a 2-core machine; a pool per process of one thread per core oversubscribes
+# the cores, and its spinning threads made one CPU smoke script take 98 s instead of 15 s (load ~8).
+# The harness pins its own CPU timing to one thread anyway (repro.run.execute.CPU_THREADS).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from repro.core.context import SamplingConfig  # noqa: E402
+from repro.evidence.artifact import new_run_id  # noqa: E402
 
 # A line on the terminal for every 30 s a test keeps running; the `progress` fixture (tests/heartbeat.py).
 pytest_plugins = ["heartbeat"]

@@ -102,15 +102,29 @@ def log_says(run_root: Path, text: str) -> bool:
     return False
 
 
+def visible_files(root: Path) -> list[Path]:
+    """The files under ``root`` a reader sees (not hidden: fsio's temp files start with ".")."""
+    return [p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")]
+
+
+def summary(progress: Callable[[str], None], trial: str, token: str | None, root: Path | None) -> tuple[int, int]:
+    """Print one line of what a trial left: surviving processes of ``token``, files under ``root`` and how
+    many are torn or empty; returns (survivors, torn). artifacts/reference/cpu/hardening-totals.txt
+    counts trials from these lines."""
+    alive = len(survivors(token)) if token is not None else 0
+    files = visible_files(root) if root is not None and root.exists() else []
+    torn = len(torn_files(root)) if root is not None and root.exists() else 0
+    progress(f"summary: {trial}: {alive} surviving processes, {len(files)} files checked, {torn} torn or 0-byte")
+    return alive, torn
+
+
 def torn_files(root: Path) -> list[str]:
     """Visible files under ``root`` that are empty or incomplete (JSON that does not parse, gzip cut short)."""
     import gzip
     import json
 
     bad = []
-    for p in root.rglob("*"):
-        if not p.is_file() or p.name.startswith("."):
-            continue
+    for p in visible_files(root):
         data = p.read_bytes()
         if not data:
             bad.append(f"{p}: 0 bytes")

@@ -7,7 +7,9 @@ other name in the set shortens to the same text, so two rows never read alike.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 __all__ = ["recut", "short_names", "strip"]
@@ -21,6 +23,12 @@ _SCALAR = re.compile(
     r"|^\(?-?[\d.]+[a-zA-Z]*\)?$|^\(\w+\)-?\d+$|^true$|^false$"
 )
 ELLIPSIS = "…"
+# Template arguments nest a few levels in real kernel names (4 in the committed artifacts); a name
+# nested deeper than this keeps its template arguments whole instead of costing a recursion per level.
+MAX_NESTING = 32
+_PARENS = re.compile(r"[()]")
+_BRACKETS = re.compile(r"[<>()]")
+_BRACKETS_OR_COMMA = re.compile(r"[<>(),]")
 # A return type that only switches a template on (``enable_if<!(false), void>::type kernel<...>``).
 _SFINAE = re.compile(r"^(?:std::)?enable_if<[^<>]*>::type\s+")
 
@@ -38,64 +46,100 @@ def strip(name: str) -> str:
 
 
 def _strip_params(s: str) -> str:
-    """Drop every balanced ``(...)`` that follows a name or ``>``: parameter lists, at any depth."""
+    """Drop every balanced ``(...)`` that follows a name or ``>``: parameter lists, at any depth.
+
+    Whether a ``(`` follows a name is read from the last character kept, so ``f(a)(b)`` drops both.
+    An unbalanced ``(`` after a name drops the rest of ``s``.
+    """
     out: list[str] = []
+    last = ""  # the last character kept
     i = 0
-    while i < len(s):
-        if s[i] == "(" and out and (out[-1][-1:].isalnum() or out[-1][-1:] in ">_"):
-            depth, j = 0, i
-            while j < len(s):
-                depth += {"(": 1, ")": -1}.get(s[j], 0)
+    while (j := s.find("(", i)) >= 0:
+        if j > i:
+            out.append(s[i:j])
+            last = s[j - 1]
+        if last and (last.isalnum() or last in ">_"):
+            depth = 0
+            for m in _PARENS.finditer(s, j):
+                depth += 1 if m.group() == "(" else -1
                 if depth == 0:
+                    i = m.end()
                     break
-                j += 1
+            else:
+                return "".join(out)
+        else:
+            out.append("(")
+            last = "("
             i = j + 1
-            continue
-        out.append(s[i])
-        i += 1
+    out.append(s[i:])
     return "".join(out)
 
 
-def _split_args(body: str) -> list[str] | None:
-    """Top-level comma-separated template arguments, or None when the brackets do not balance."""
-    out: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in body:
-        if ch in "<(":
+def _nesting(s: str) -> int:
+    """How deeply ``<`` and ``(`` nest in ``s`` (a closer with nothing open is passed over, as the
+    parse in ``_drop_scalars_in`` passes it over)."""
+    deepest = depth = 0
+    for m in _BRACKETS.finditer(s):
+        if m.group() in "<(":
             depth += 1
-        elif ch in ">)":
-            depth -= 1
-            if depth < 0:
-                return None
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
+            deepest = max(deepest, depth)
         else:
-            cur.append(ch)
-    if depth:
-        return None
-    out.append("".join(cur).strip())
-    return out
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _drop_scalars(s: str) -> str | None:
-    """``f<T<1>, Functor<float, 2>, float>`` -> ``f<T, Functor>``; None when ``s`` does not parse."""
-    m = re.fullmatch(r"([^<>]*)<(.*)>", s)
-    if not m:
-        return s if "<" not in s and ">" not in s else None
-    head, body = m.group(1), m.group(2)
-    args = _split_args(body)
-    if args is None:
+    """``f<T<1>, Functor<float, 2>, float>`` -> ``f<T, Functor>``; None when ``s`` does not parse or
+    nests deeper than MAX_NESTING."""
+    # Only a name with more openers than MAX_NESTING can nest deeper: most need no count of depth.
+    if s.count("<") + s.count("(") > MAX_NESTING and _nesting(s) > MAX_NESTING:
+        return None
+    return _drop_scalars_in(s)
+
+
+def _drop_scalars_in(s: str) -> str | None:
+    """``_drop_scalars`` in one pass over ``s``: where each bracket closes and which commas sit directly
+    inside it are found once, so a nested argument is never scanned again."""
+    closes: dict[int, int] = {}
+    commas: dict[int, list[int]] = {}
+    open_at: list[int] = []
+    for m in _BRACKETS_OR_COMMA.finditer(s):
+        ch, at = m.group(), m.start()
+        if ch in "<(":
+            open_at.append(at)
+            commas[at] = []
+        elif ch in ">)":
+            if open_at:
+                closes[open_at.pop()] = at
+        elif open_at:
+            commas[open_at[-1]].append(at)
+    return _drop_in(s, 0, len(s), closes, commas)
+
+
+def _drop_in(s: str, a: int, b: int, closes: dict[int, int], commas: dict[int, list[int]]) -> str | None:
+    """``s[a:b]`` as ``head<args>`` with its scalar arguments dropped; None unless its first bracket is a
+    ``<`` that closes at its last character."""
+    lt = s.find("<", a, b)
+    if lt < 0:
+        return s[a:b] if s.find(">", a, b) < 0 else None
+    if s.find(">", a, lt) >= 0 or closes.get(lt) != b - 1 or s[b - 1] != ">":
         return None
     kept = []
-    for a in args:
-        if _SCALAR.match(a):
+    start = lt + 1
+    for end in [*commas[lt], b - 1]:
+        x, y = start, end
+        while x < y and s[x].isspace():
+            x += 1
+        while y > x and s[y - 1].isspace():
+            y -= 1
+        start = end + 1
+        if _SCALAR.match(s[x:y]):
             continue
-        sub = _drop_scalars(a)
+        sub = _drop_in(s, x, y, closes, commas)
         if sub is None:
             return None
         kept.append(sub)
+    head = s[a:lt]
     return f"{head}<{', '.join(kept)}>" if kept else head
 
 
@@ -147,6 +191,17 @@ def _cut_chars(s: str, limit: int) -> str:
     return s[:head] + ELLIPSIS + s[len(s) - (limit - 1 - head) :]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _forms(name: str) -> tuple[str, str | None]:
+    """A name stripped, and stripped without scalar template arguments (None when that does not parse).
+
+    Cached: a report shortens the names of its kernel diff (``short_names``) after re-cutting the
+    finding with every kernel name of the artifact (``recut``), and parsing a name is most of the cost.
+    """
+    stripped = strip(name)
+    return stripped, _drop_scalars(stripped)
+
+
 def recut(text: str, names: Iterable[str], limits: Iterable[int] = (60, 80, 90)) -> str:
     """``text`` with kernel names an older harness cut mid-word re-cut at word boundaries.
 
@@ -157,7 +212,7 @@ def recut(text: str, names: Iterable[str], limits: Iterable[int] = (60, 80, 90))
     if ELLIPSIS not in text:
         return text
     for name in dict.fromkeys(names):
-        forms = [f for f in (_drop_scalars(strip(name)), strip(name)) if f]
+        forms = [f for f in reversed(_forms(name)) if f]
         for limit in limits:
             for form in forms:
                 old = _cut_chars(form, limit)
@@ -167,31 +222,28 @@ def recut(text: str, names: Iterable[str], limits: Iterable[int] = (60, 80, 90))
 
 
 def short_names(names: Iterable[str], limit: int = 90) -> dict[str, str]:
-    """Each name's shortest form that no other name in ``names`` shares, at most ``limit`` characters."""
+    """Each name's shortest form that no other name in ``names`` shares, at most ``limit`` characters.
+
+    Linear in the number of names: which names can take a form is counted once, up front.
+    """
     names = list(dict.fromkeys(names))
-    stripped = {n: strip(n) for n in names}
     levels: dict[str, list[str]] = {}
     for n in names:
+        stripped, compact = _forms(n)
         forms = []
-        compact = _drop_scalars(stripped[n])
         if compact:
             forms.append(_cut(compact, limit))
-        forms.append(_cut(stripped[n], limit))
+        forms.append(_cut(stripped, limit))
         levels[n] = forms
-    out: dict[str, str] = {}
+    # How many names have each form among theirs: a form is a name's own when only that name has it.
+    holders = Counter(form for n in names for form in set(levels[n]))
+    out = {n: next((f for f in levels[n] if holders[f] == 1), levels[n][-1]) for n in names}
+    # Names that still read alike (the same text, cut) get a number, in order, all but the last of
+    # them, which keeps the text as it is: "x #1", "x #2", "x".
+    alike: dict[str, list[str]] = {}
     for n in names:
-        for form in levels[n]:
-            clash = [o for o in names if o != n and form in levels[o]]
-            if not clash:
-                out[n] = form
-                break
-        else:
-            out[n] = levels[n][-1]
-    # Names that still read alike (the same text, cut) get a number each.
-    seen: dict[str, int] = {}
-    for n in names:
-        same = [o for o in names if out[o] == out[n]]
-        if len(same) > 1:
-            seen[out[n]] = seen.get(out[n], 0) + 1
-            out[n] = f"{out[n]} #{same.index(n) + 1}"
+        alike.setdefault(out[n], []).append(n)
+    for form, group in alike.items():
+        for i, n in enumerate(group[:-1]):
+            out[n] = f"{form} #{i + 1}"
     return out

@@ -12,6 +12,7 @@ fleet's runs through ``repro matrix collect --band``) and shipped as data with i
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -148,6 +149,21 @@ def lookup(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = Non
     if key is None:
         return None
     return next((b for b in (load() if bands is None else bands) if (b.repro, b.gpu, b.params) == key), None)
+
+
+def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> list[str]:
+    """The names of the params in which the bands of this repro and GPU model differ from this
+    artifact's (present on one side only, or with other values); empty when no such band exists."""
+    key = key_of(doc, joining=False)
+    if key is None:
+        return []
+    ours = json.loads(key[2])
+    out: set[str] = set()
+    for b in load() if bands is None else bands:
+        if (b.repro, b.gpu) == key[:2] and b.params != key[2]:
+            theirs = json.loads(b.params)
+            out |= {n for n in set(ours) | set(theirs) if theirs.get(n, out) != ours.get(n, out)}
+    return sorted(n for n in out if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", n))
 
 
 Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]

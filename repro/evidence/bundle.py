@@ -5,7 +5,8 @@ walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
 ``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png``, the standalone
 scripts the caller regenerated from the catalog (``scripts/<id>.py``) and, when it is the
 harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
-Each is opened without following links and packed only if it is a regular file; member names are relative
+Each is opened without following links and packed only if it is a regular file with one name (a
+hard link could be a second name of any file on that filesystem); member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
 their tail, files too large or sparse are left out and named in MANIFEST.json.
 """
@@ -87,6 +88,13 @@ def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False) 
         return None
     fd, st = opened
     with os.fdopen(fd, "rb") as fh:
+        if st.st_nlink > 1:
+            # The run writes each file under one name; a second name was made by someone else, and
+            # may be a secret from outside the run folder. (fsio's writes link a temp file to the final
+            # name and then remove it: a kill in between leaves a hidden .<name>.*.tmp beside it.)
+            reason = f"a hard link ({st.st_nlink} names for one file; if one is a hidden .*.tmp, remove it)"
+            plan.left_out.append({"name": rel, "reason": reason})
+            return None
         if st.st_size > limit and not tail:
             plan.left_out.append({"name": rel, "reason": f"{st.st_size} bytes; over the {limit}-byte limit"})
             return None

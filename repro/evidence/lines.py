@@ -30,6 +30,8 @@ __all__ = [
 # Kernel-diff bullets in a repro's section; the rest are in the artifact.
 DIFF_BULLETS = 3
 DECIDED = ("reproduced", "not_reproduced")
+# Statuses that carry a measured headline on a GPU: the band compares those, whatever the claim's status.
+MEASURED = (*DECIDED, "inconclusive", "undecided")
 
 
 # How a seed claim names its source when it gives no link: "NVIDIA forums thread '...': ..." (a
@@ -188,29 +190,31 @@ def stack_line(doc: Artifact, declared: Declared) -> str | None:
 def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
     v = doc.verdict
-    if v.status not in DECIDED:
+    if v.status not in MEASURED or v.value is None:
         return None
     b = band.lookup(doc, bands)
     if b is None:
+        differ = band.other_params(doc, bands)
+        why = f" (the band's runs of this model set other params: {text(', '.join(differ))})" if differ else ""
         return (
-            "Re-run elsewhere: no cross-GPU data for this repro, params and GPU model; "
-            "the CI alone says nothing about another GPU."
+            f"Re-run elsewhere: no cross-GPU data for these params on this GPU model{why}; "
+            "the CI says nothing about another GPU."
         )
     value = float(v.value or 0.0)
     uuid = doc.machine.gpu_uuid or ""
     others = [p.value for p in b.points if p.uuid != uuid] or [p.value for p in b.points]
     if value < min(others):
-        where = "below all of them"
+        where = "below all"
     elif value > max(others):
-        where = "above all of them"
+        where = "above all"
     else:
         where = "among them"
     agreement = band.agree(b.center, value, b)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     return (
-        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}; this run "
-        f"{value:.4g}, {where}, {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}, this run "
+        f"{value:.4g} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
 
 

@@ -1,7 +1,8 @@
 """Inert GitHub markdown from untrusted text: escaping, code spans and fences, tables, details blocks, number formats.
 
 Every string an artifact carries passes through ``text``, ``html_text``, ``code`` or ``fence``
-before it reaches a report, so it renders literally in its context.
+before it reaches a report, so it renders literally in its context and mentions no one: GitHub
+links no ``@name`` or ``#123`` in it (code spans and fences link none anyway).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ _INLINE = re.compile(r"([\\`*\[\]~])")
 # An underscore between two letters or digits can neither open nor close emphasis (GFM), so
 # snake_case names stay readable; any other underscore is escaped.
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# GitHub makes "@name" a mention (a notification to that user or team) and "#123", "org/repo#123" and
+# "GH-123" references (a back-link on that issue or pull request). A zero-width joiner after the "@",
+# "#" or "GH-" breaks each of them and reads the same; "x @ w" or "# of runs" link nothing and stay as
+# they are. (The text cannot spell "@" another way: "&" and "\\" are escaped.)
+ZWJ = "\u200d"
+_REFERENCE = re.compile(r"@(?=[A-Za-z0-9_-])|#(?=[0-9])|\bGH-(?=[0-9])", re.IGNORECASE)
 # What may open a block when it starts a line (a heading, a quote, a list, a rule, a setext underline).
 _BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")
 
@@ -51,7 +58,7 @@ def text(value: Any, *, cell: bool = False) -> str:
     are escaped here unless ``cell`` (then ``md_cell``, which every table cell passes, does it).
     """
     s = "" if value is None else str(value)
-    s = " ".join(s.replace("\r", "\n").split("\n")).strip()
+    s = unlinked(" ".join(s.replace("\r", "\n").split("\n")).strip())
     s = html.escape(s, quote=False)
     s = _INLINE.sub(r"\\\1", s)
     s = _UNDERSCORE.sub(r"\\_", s)
@@ -64,9 +71,15 @@ def text(value: Any, *, cell: bool = False) -> str:
 
 
 def html_text(value: Any) -> str:
-    """Untrusted text inside an HTML element (a details summary): entities only, one line."""
+    """Untrusted text inside an HTML element (a details summary): entities only, one line, no mention."""
     s = "" if value is None else str(value)
-    return html.escape(" ".join(s.replace("\r", "\n").split("\n")), quote=True)
+    return html.escape(unlinked(" ".join(s.replace("\r", "\n").split("\n"))), quote=True)
+
+
+def unlinked(s: str) -> str:
+    """``s`` with a zero-width joiner after each ``@``, ``#`` and ``GH-`` that starts a mention or an issue
+    reference."""
+    return _REFERENCE.sub(lambda m: m.group() + ZWJ, s)
 
 
 def fence(body: str, lang: str = "") -> str:

@@ -25,6 +25,7 @@ from repro.evidence.bundle import script_member
 from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
+    MEASURED,
     band_line,
     diff_lines,
     install_block,
@@ -75,7 +76,6 @@ __all__ = [
 
 # Warnings listed in a repro's details block.
 WARNINGS_SHOWN = 5
-_DECIDED = ("reproduced", "not_reproduced")
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _LIBRARIES = "Versions of relevant libraries"
@@ -118,7 +118,7 @@ def identity_lines(docs: Sequence[Artifact]) -> list[str]:
 
 
 def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
-    if doc.verdict.status not in _DECIDED:
+    if doc.verdict.status not in MEASURED or doc.verdict.value is None:
         return "-"
     b = band.lookup(doc, bands)
     return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
@@ -161,10 +161,10 @@ def legend(docs: Sequence[Artifact]) -> str:
             "(Bonferroni); the headline is the largest ratio."
         )
     return (
-        "_The CI covers this process on this GPU; the re-run column: the same headline on other GPUs of this "
-        "model (`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json)."
-        f"{said} n: timed samples behind a variant's median; rounds: paired rounds behind a ratio (a log counts "
-        "progress so far). us/call: a kernel's time summed over its launches in one call._"
+        "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
+        "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
+        f"{said} n: samples behind a median; rounds: paired rounds behind a ratio. us/call: a kernel's time "
+        "summed over its launches in one call._"
     )
 
 
@@ -448,8 +448,8 @@ def report(
         if not smoke_run:
             head += [
                 legend(runs)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, collect_env, the "
-                "harness wheel, each repro's script (or `repro script` and its run line's flags); "
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces where profiled, logs, collect_env, "
+                "the harness wheel, each repro's script (or `repro script` and its run line's flags); "
                 "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
             ]

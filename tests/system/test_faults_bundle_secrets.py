@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -174,6 +175,55 @@ def test_bundle_packs_only_the_runs_regular_files(a_run: Path, tmp_path: Path) -
         manifest = json.loads(member_bytes(tf, f"{root}/MANIFEST.json"))
     left_out = {e["name"] for e in manifest["left_out"]}
     assert {"huge.json", "logs/test-fine.log"} <= left_out
+
+
+def test_bundle_packs_no_hard_linked_file(a_run: Path, tmp_path: Path) -> None:
+    # A hard link is a second name of a file that may live anywhere on the filesystem: packing it
+    # would carry that file (here, one outside the run folder) off the machine under the run's name.
+    run = tmp_path / a_run.name
+    subprocess.run(["cp", "-a", str(a_run), str(run)], check=True)
+    secret = tmp_path / "private" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("HARD-LINKED-SECRET\n")
+    zipped = tmp_path / "private" / "shadow.gz"
+    zipped.write_bytes(gzip.compress(b"HARD-LINKED-SECRET"))
+    linked = {
+        "stolen.json": secret,
+        "report.md": secret,
+        "logs/test-fine.log": secret,
+        "traces/test-fine/evil.trace.json.gz": zipped,
+        "plots/test-fine.x.png": secret,
+    }
+    for rel, target in linked.items():
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).unlink(missing_ok=True)
+        os.link(target, run / rel)
+    p = _bundle([str(run), "--out", str(tmp_path / "b.tar.gz")])
+    assert p.returncode == 0, p.stderr
+    root = run.name
+    names = _names(tmp_path / "b.tar.gz")
+    assert f"{root}/test-fine.json" in names
+    with tarfile.open(tmp_path / "b.tar.gz") as tf:
+        for m in tf.getmembers():
+            data = member_bytes(tf, m.name)
+            assert b"HARD-LINKED-SECRET" not in data and b"HARD-LINKED-SECRET" not in _gunzipped(data), m.name
+        manifest = json.loads(member_bytes(tf, f"{root}/MANIFEST.json"))
+    left_out = {e["name"]: e["reason"] for e in manifest["left_out"]}
+    for rel in linked:
+        assert f"{root}/{rel}" not in names
+        want = f"a hard link ({linked[rel].stat().st_nlink} names for one file"
+        assert left_out[rel].startswith(want), (rel, left_out.get(rel))
+    # The run's only artifact hard-linked too: nothing to bundle, said in one line.
+    os.link(run / "test-fine.json", tmp_path / "second-name.json")
+    p = _bundle([str(run), "--out", str(tmp_path / "c.tar.gz")])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "no artifact could be packed" in p.stderr
+
+
+def _gunzipped(data: bytes) -> bytes:
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError):
+        return b""
 
 
 def test_bundle_member_names_are_relative_from_dot_and_dotdot(a_run: Path, tmp_path: Path) -> None:

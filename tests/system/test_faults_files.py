@@ -11,11 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS, kill_marked, start, survivors, torn_files
+from faults import PLUGINS, kill_marked, start, summary
 
 from repro.core import fsio
 
@@ -60,7 +60,9 @@ def _one_error_line(err: bytes) -> str:
     return errors[0]
 
 
-def test_repro_all_on_a_full_disk_says_which_path_and_carries_on(full_disk: Path) -> None:
+def test_repro_all_on_a_full_disk_says_which_path_and_carries_on(
+    full_disk: Path, progress: Callable[[str], None]
+) -> None:
     args = ["all", "--repro-path", str(PLUGINS), "--out", str(full_disk), "--budget", "0.1", "--no-collect-env"]
     proc, token = start([*args, "--only", "test-gap", "--only", "test-raises"])
     try:
@@ -72,8 +74,8 @@ def test_repro_all_on_a_full_disk_says_which_path_and_carries_on(full_disk: Path
     assert str(full_disk) in line and "No space left on device" in line
     text = err.decode()
     assert "test-gap: error" in text and "test-raises: error" in text  # the batch went on after the first
-    assert _visible_files(full_disk) == [] and torn_files(full_disk) == []
-    assert survivors(token) == []
+    assert summary(progress, "repro all on a full disk", token, full_disk) == (0, 0)
+    assert _visible_files(full_disk) == []
 
 
 def test_repro_run_on_a_full_disk_is_one_line(full_disk: Path) -> None:
@@ -131,7 +133,9 @@ while True:
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1.0])
-def test_sigkill_mid_write_leaves_only_whole_files(tmp_path: Path, delay: float) -> None:
+def test_sigkill_mid_write_leaves_only_whole_files(
+    tmp_path: Path, delay: float, progress: Callable[[str], None]
+) -> None:
     out = tmp_path / "w"
     out.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(out)], stdout=subprocess.PIPE)
@@ -139,7 +143,7 @@ def test_sigkill_mid_write_leaves_only_whole_files(tmp_path: Path, delay: float)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    assert torn_files(out) == []
+    assert summary(progress, f"SIGKILL of a writer after {delay} s", None, out)[1] == 0
     for p in out.glob("*.gz"):
         assert len(gzip.decompress(p.read_bytes())) == 1 << 20
 

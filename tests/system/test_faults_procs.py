@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS, kill_marked, log_says, running, start, survivors, torn_files, wait_for
+from faults import PLUGINS, kill_marked, log_says, running, start, summary, survivors, torn_files, wait_for
 
 from repro.core import procs
 from repro.evidence import artifact
@@ -31,7 +31,9 @@ def tokens() -> Iterator[list[str]]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupt_stops_the_tree_and_writes_what_finished(tmp_path: Path, tokens: list[str], sig: int) -> None:
+def test_interrupt_stops_the_tree_and_writes_what_finished(
+    tmp_path: Path, tokens: list[str], sig: int, progress: Callable[[str], None]
+) -> None:
     ids = ["--only", "test-fine", "--only", "test-forks-hang", "--only", "test-gap"]
     proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", *ids])
     tokens.append(token)
@@ -40,7 +42,7 @@ def test_interrupt_stops_the_tree_and_writes_what_finished(tmp_path: Path, token
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err.decode()
-    assert survivors(token) == []
+    assert summary(progress, f"{signal.Signals(sig).name} of repro all", token, tmp_path) == (0, 0)
     (run_dir,) = tmp_path.iterdir()
     done = artifact.load(run_dir / "test-fine.json")
     stopped = artifact.load(run_dir / "test-forks-hang.json")
@@ -54,7 +56,9 @@ def test_interrupt_stops_the_tree_and_writes_what_finished(tmp_path: Path, token
     assert err.decode().strip().splitlines()[-1].startswith("error: interrupted by")
 
 
-def test_sigkill_of_the_cli_leaves_no_process_behind(tmp_path: Path, tokens: list[str]) -> None:
+def test_sigkill_of_the_cli_leaves_no_process_behind(
+    tmp_path: Path, tokens: list[str], progress: Callable[[str], None]
+) -> None:
     # collect_env on: its guard and pip list must die too.
     proc, token = start([*BASE, "--out", str(tmp_path), "--only", "test-forks-hang"])
     tokens.append(token)
@@ -62,12 +66,13 @@ def test_sigkill_of_the_cli_leaves_no_process_behind(tmp_path: Path, tokens: lis
     assert len(survivors(token, 0)) >= 4  # guard, worker, detached grandchild, its double-forked child
     proc.kill()
     proc.communicate()
-    assert survivors(token) == []
-    assert torn_files(tmp_path) == []
+    assert summary(progress, "SIGKILL of repro all", token, tmp_path) == (0, 0)
     assert not list(tmp_path.glob("*/*.json"))  # nothing wrote into the run folder after the CLI died
 
 
-def test_sigkill_during_collect_env_kills_collect_env_and_pip(tmp_path: Path, tokens: list[str]) -> None:
+def test_sigkill_during_collect_env_kills_collect_env_and_pip(
+    tmp_path: Path, tokens: list[str], progress: Callable[[str], None]
+) -> None:
     # collect_env runs in-process after the measurement; each of its probes (pip list first) runs
     # under a guard, so killing the CLI then must take them down too.
     proc, token = start(["run", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--budget", "0.2"])
@@ -75,7 +80,7 @@ def test_sigkill_during_collect_env_kills_collect_env_and_pip(tmp_path: Path, to
     assert wait_for(lambda: running(token, "pip"), 120), "collect_env's pip list never started"
     proc.kill()
     proc.communicate()
-    assert survivors(token) == []
+    assert summary(progress, "SIGKILL of repro run during collect_env", token, tmp_path) == (0, 0)
 
 
 def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, tokens: list[str]) -> None:

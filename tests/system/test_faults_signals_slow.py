@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS, kill_marked, start, survivors, torn_files
+from faults import PLUGINS, kill_marked, start, survivors, torn_files, visible_files
 
 TRIALS = int(os.environ.get("GPU_REPRO_SIGNAL_TRIALS", "30"))
 ARGS = ["all", "--repro-path", str(PLUGINS), "--budget", "0.1", "--target-ci", "0.3", "--no-collect-env"]
@@ -25,8 +25,9 @@ ARGS += ["--only", "test-forks", "--only", "test-gap"]
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 
 
-def _trial(out: Path, sig: int, delay: float) -> list[str]:
-    """One run killed after ``delay`` seconds; the problems found (empty when all is well)."""
+def _trial(out: Path, sig: int, delay: float) -> tuple[list[str], int]:
+    """One run killed after ``delay`` seconds; the problems found (empty when all is well) and the
+    number of visible files checked."""
     proc, token = start([*ARGS, "--out", str(out)])
     problems: list[str] = []
     try:
@@ -53,9 +54,10 @@ def _trial(out: Path, sig: int, delay: float) -> list[str]:
             elif arts:
                 text = report.read_text()
                 problems += [f"{a} missing from the report" for a in arts if f"`{a}`" not in text]
+        files = len(visible_files(out)) if out.exists() else 0
     finally:
         kill_marked(token)
-    return [f"{signal.Signals(sig).name} after {delay:.2f} s: {p}" for p in problems]
+    return [f"{signal.Signals(sig).name} after {delay:.2f} s: {p}" for p in problems], files
 
 
 @pytest.mark.slow
@@ -71,6 +73,7 @@ def test_repro_all_under_random_signals(tmp_path: Path, progress: Callable[[str]
     rng = random.Random(9)
     plan = [(name, i, rng.uniform(0.0, span * 1.1)) for name in SIGNALS for i in range(TRIALS)]
     problems: list[str] = []
+    files = 0
     with ThreadPoolExecutor(max_workers=3) as pool:
         trials = {
             pool.submit(_trial, tmp_path / f"{name}-{i}", SIGNALS[name], delay): (name, delay)
@@ -78,9 +81,17 @@ def test_repro_all_under_random_signals(tmp_path: Path, progress: Callable[[str]
         }
         for done, trial in enumerate(as_completed(trials), 1):
             name, delay = trials[trial]
-            found = trial.result()
+            found, checked = trial.result()
             problems += found
+            files += checked
             verdict = "ok" if not found else f"{len(found)} problem(s)"
             elapsed = time.monotonic() - t0
             progress(f"trial {done}/{len(plan)} ({name} after {delay:.2f} s): {verdict}, {elapsed:.0f} s in")
+    per_signal = ", ".join(f"{name} {sum(p[0] == name for p in plan)}" for name in SIGNALS)
+    survived = sum("survived" in p for p in problems)
+    torn = sum(p.endswith(("0 bytes", "cut short", "report does not end where a report ends")) for p in problems)
+    progress(
+        f"summary: {len(plan)} trials ({per_signal}): {survived} with surviving processes, {files} files checked, "
+        f"{torn} torn or 0-byte, {len(problems) - survived - torn} other problems"
+    )
     assert problems == [], "\n".join(problems)

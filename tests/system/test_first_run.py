@@ -42,6 +42,8 @@ def _copy_of_the_repo(dest: Path) -> Path:
     return dest
 
 
+# slow: `make setup` builds a real .venv (venv + pip install), about a minute on 2 cores.
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to copy from")
 def test_cpu_walkthrough_runs_as_written(tmp_path: Path) -> None:

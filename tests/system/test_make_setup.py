@@ -169,6 +169,8 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"clone": clone, "outer": outer / "bin" / "python", "site": site, "wheels": wheels}
 
 
+# slow: two `make setup` runs, each a real .venv built with pip (about a minute on 2 cores).
+@pytest.mark.slow
 def test_setup_from_a_venv_python_uses_its_torch_and_adds_only_what_is_missing(machine: dict[str, Path]) -> None:
     clone, python = machine["clone"], f"PYTHON={machine['outer']}"
     # First without one small dependency's wheel: one line naming it, pip's own words only in the log.

@@ -16,8 +16,9 @@ def test_requirements_pin_the_cpu_build_and_make_adds_the_cpu_index() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
     # pip's own configuration (e.g. an offline wheel folder) first, the CPU index only as the fallback.
-    assert "pip install -r requirements-test.txt \\\n" in makefile
-    assert "|| $(TEST_VENV)/bin/pip install --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test.txt" in makefile
+    assert "pip install --no-compile -r requirements-test.txt \\\n" in makefile
+    fallback = "|| $(TEST_VENV)/bin/pip install --no-compile --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test"
+    assert fallback in makefile
 
 
 @pytest.mark.skipif(Path(sys.prefix).name != ".venv-test", reason="checks the env `make test` builds (.venv-test)")

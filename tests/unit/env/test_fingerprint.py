@@ -52,6 +52,7 @@ def test_fingerprint_without_torch_section() -> None:
 def test_env_allowlist_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
     monkeypatch.setenv("SOME_RANDOM_VAR", "value")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # allowlisted, and set for the whole suite (conftest.py)
     env = fingerprint.collect(with_torch=False)["env"]
     assert env == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
 

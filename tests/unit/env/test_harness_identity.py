@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,8 @@ def test_the_digest_covers_every_shipped_file_and_nothing_else(tmp_path: Path) -
     assert "schemas/artifact.schema.json" in names and "repros/csrc/graph_memset.cu" in names and "py.typed" in names
 
 
+# slow: it builds a fresh venv with pip and installs the bundle's wheel there (tens of seconds on 2 cores).
+@pytest.mark.slow
 def test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_digest(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -123,7 +126,10 @@ def test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_d
         [str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel_path)], check=True, timeout=120
     )
     code = "from repro.env import harness as h; print(h.source_sha256(), *h.git_identity())"
-    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True).stdout.split()
+    # Without PYTHONPATH, which may name this checkout: the import must find the installed wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+    out = ran.stdout.split()
     assert out == [recorded, "None", "not_a_checkout"]
 
 

@@ -20,6 +20,7 @@ from repro.core import verdict as core_verdict
 from repro.core.context import SamplingConfig
 from repro.core.results import DECIDED, Achieved, Plot
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
+from repro.core.verdict import off_architecture
 from repro.evidence import artifact, model
 from repro.run import catalog
 from repro.run.execute import RunRequest, execute
@@ -198,10 +199,14 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     cls = catalog.get(doc["repro"]["id"], [ROOT / "tests" / "plugins_legacy"])
     params = cls.Params(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc["repro"]["params"].items()})
     result = RunResult(variants=tuple(from_jsonable(VariantResult, v) for v in doc["variants"]), extra=doc["extra"])
-    again = artifact.to_jsonable(cls().verdict(params, result))
+    gpu = doc["fingerprint"].get("gpu") or {}
+    verdict = cls().verdict(params, result)
+    decided = off_architecture(verdict, cls.claim_arch, gpu.get("compute_capability"), gpu.get("name"))
+    again = artifact.to_jsonable(decided)
     stored = doc["verdict"]
     # Since schema 1.3 a verdict resting on a stand-in for the seed's subject (torch's AdamW where
     # the seed is about TE's FusedAdam) is "inconclusive": the claim itself was not tested.
+    # A claim about another GPU architecture is "inconclusive" on this one (off_architecture, as execute does).
     untested = again["claim"] is not None and again["claim"]["tested"] is False
     assert again["status"] == ("inconclusive" if untested and stored["status"] in DECIDED else stored["status"])
     assert again["value"] == pytest.approx(stored["value"])

@@ -57,3 +57,25 @@ def test_agreement_uses_the_band_and_says_when_there_is_none() -> None:
     assert band.agree(1.0, 1.2, b) == "differs beyond the band"
     assert band.agree(1.0, 1.2, None) == "no cross-GPU data"
     assert band.lookup(_doc("z", 1.0), [b]) is b
+
+
+def test_a_band_with_other_params_is_named_with_the_params_that_differ() -> None:
+    (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    other = _doc("z", 1.0)
+    other["repro"] = {"id": "x", "params": {"n": 2, "m": 3}}
+    assert band.lookup(other, [b]) is None
+    assert band.other_params(other, [b]) == ["m", "n"]
+    assert band.other_params(_doc("z", 1.0), [b]) == []  # the same params: the band itself applies
+
+
+def test_an_inconclusive_run_with_a_headline_still_gets_its_band_line() -> None:
+    from repro.evidence import model
+    from repro.evidence.lines import band_line
+
+    (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    doc = _doc("z", 1.01)
+    doc["verdict"] = {"status": "inconclusive", "value": 1.01, "paired": True}
+    line = band_line(model.run_of(doc), [b])
+    assert line is not None and "2 NVIDIA H200 GPUs read 1-1.02" in line and "consistent" in line
+    doc["verdict"] = {"status": "skipped", "value": None, "paired": True}
+    assert band_line(model.run_of(doc), [b]) is None

@@ -99,7 +99,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
 ) -> None:
     line = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     # The band holds this run's GPU too: the others are named apart, and this run sits below them.
-    assert "5 other NVIDIA H200 GPUs read 9.349-9.586; this run 9.335, below all of them, within 2x their" in line
+    assert "7 other NVIDIA H200 GPUs read 9.349-9.586, this run 9.335 (below all), within 2x their" in line
     assert (
         "`python -m repro.evidence.band --show REPRO`" in rendered and "repro/evidence/data/rerun_band.json" in rendered
     )
@@ -107,7 +107,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     key = band.key_of(doc, joining=False)
     assert key is not None
     far = [band.Band(*key, points=(band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",))))]
-    assert "this run 9.335, below all of them, outside 2x their ±2.4% band: differs beyond" in report([doc], bands=far)
+    assert "this run 9.335 (below all), outside 2x their ±2.4% band: differs beyond" in report([doc], bands=far)
     assert band.main(["--show", "solve-512-cliff"]) == 0
     out = capsys.readouterr().out
     uuid = doc["fingerprint"]["gpu"]["uuid"]

@@ -109,7 +109,7 @@ def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str,
     solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert "9.55x (99.2% CI 9.51-9.59, worst of 6)" in solve  # Bonferroni over its 6 headline candidates
     assert "| 0.918x (95% CI 0.916-0.922) |" in bench  # decimals enough to tell the CI's ends apart
-    assert "_The CI covers this process on this GPU; the re-run column: the same headline on other GPUs" in bench
+    assert "_The CI covers this process on this GPU; re-run column: this headline on other GPUs" in bench
 
 
 def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
@@ -132,11 +132,11 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert solve.endswith("| ±10% over 3 GPUs |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
-    assert "3 NVIDIA H200 GPUs read 9-11; this run 9.547, among them, within 2x their ±10% band: consistent." in line
+    assert "3 NVIDIA H200 GPUs read 9-11, this run 9.547 (among them), within 2x their ±10% band: consistent." in line
     shipped = band.lookup(doc)
     assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
-    assert "| no cross-GPU data |" in bare and "no cross-GPU data for this repro, params and GPU model" in bare
+    assert "| no cross-GPU data |" in bare and "no cross-GPU data for these params on this GPU model" in bare
     other = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     other["repro"]["params"]["seed"] = 1  # other params: the band does not apply
     assert band.lookup(other) is None and "| no cross-GPU data |" in report([other])

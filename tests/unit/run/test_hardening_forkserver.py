@@ -14,12 +14,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults import MARK, PLUGINS, kill_marked, survivors
+from faults import MARK, PLUGINS, kill_marked, summary
 from helpers import ROOT
 
 from repro.core import procs
@@ -134,7 +134,9 @@ def _marked_env(token: str, **extra: str) -> dict[str, str]:
     return {**os.environ, MARK: token, "PYTHONPATH": str(ROOT), **extra}
 
 
-def test_server_and_child_die_with_the_runner_even_when_the_guard_died_first(tmp_path: Path, run_dir: Path) -> None:
+def test_server_and_child_die_with_the_runner_even_when_the_guard_died_first(
+    tmp_path: Path, run_dir: Path, progress: Callable[[str], None]
+) -> None:
     script = tmp_path / "runner.py"
     script.write_text(_RUNNER)
     token = f"fs-{os.getpid()}-{time.monotonic_ns()}"
@@ -151,8 +153,7 @@ def test_server_and_child_die_with_the_runner_even_when_the_guard_died_first(tmp
         assert _alive(pids["zygote"]) and _alive(pids["child"])  # the guard's death alone ends nothing
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        left = survivors(token, wait_s=10)
-        assert left == [], f"alive 10 s after the runner's SIGKILL: {left} ({pids})"
+        assert summary(progress, "SIGKILL of a runner whose guard died first", token, None)[0] == 0, pids
     finally:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
@@ -277,7 +278,9 @@ def test_a_bad_fork_answer_kills_nothing_and_the_repro_runs_in_a_fresh_worker(
 
 
 @pytest.mark.parametrize("delay_s", [0.3, 1.0, 2.0])
-def test_a_runner_killed_before_the_server_is_ready_leaves_nothing_behind(tmp_path: Path, delay_s: float) -> None:
+def test_a_runner_killed_before_the_server_is_ready_leaves_nothing_behind(
+    tmp_path: Path, delay_s: float, progress: Callable[[str], None]
+) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     token = f"fs5-{os.getpid()}-{time.monotonic_ns()}"
@@ -288,7 +291,8 @@ def test_a_runner_killed_before_the_server_is_ready_leaves_nothing_behind(tmp_pa
         time.sleep(delay_s)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        assert survivors(token, wait_s=10) == []
+        trial = f"SIGKILL of a runner {delay_s} s after its server started"
+        assert summary(progress, trial, token, tmp) == (0, 0)
         assert list(tmp.iterdir()) == []  # no gpu-repro-fork-* folder, no socket, no log
     finally:
         with contextlib.suppress(ProcessLookupError):
