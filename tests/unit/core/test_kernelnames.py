@@ -70,9 +70,11 @@ def test_the_kernel_diff_lists_tied_kernels_alike_in_every_process() -> None:
     # Twenty kernels appear, all at the same time per call: which three the diff names must not
     # depend on the process's string hashing (PYTHONHASHSEED), or two renders of one artifact differ.
     code = (
+        "from types import SimpleNamespace as V\n"
+        "from repro.core.results import Kernel\n"
         "from repro.evidence.variants import kernel_diff\n"
-        "k = lambda n: {'name': n, 'count': 1, 'total_us': 5.0, 'mean_us': 5.0, 'per_call': 1.0}\n"
-        "print(kernel_diff({'kernels': [k('base')]}, {'kernels': [k('base')] + [k(f'new{i}') for i in range(20)]}))\n"
+        "k = lambda n: Kernel(name=n, count=1, total_us=5.0, mean_us=5.0, per_call=1.0)\n"
+        "print(kernel_diff(V(kernels=[k('base')]), V(kernels=[k('base')] + [k(f'new{i}') for i in range(20)])))\n"
     )
     outs = {
         subprocess.run(
