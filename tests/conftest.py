@@ -20,8 +20,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from repro.core.context import SamplingConfig  # noqa: E402
 from repro.evidence.artifact import new_run_id  # noqa: E402
 
-# A line on the terminal for every 30 s a test keeps running; the `progress` fixture (tests/heartbeat.py).
-pytest_plugins = ["heartbeat"]
+# A line on the terminal for every 30 s a test keeps running, the `progress` fixture (tests/heartbeat.py);
+# the committed H200 evidence run as the `docs` and `rendered` fixtures (tests/evidence_run.py).
+pytest_plugins = ["heartbeat", "evidence_run"]
 
 # Variables that change what the harness does; tests start without them.
 _ENV = (

@@ -3,36 +3,14 @@ the re-run part says what to install, and the whole report fits with nothing lef
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
-import pytest
+from evidence_run import by_id, section
 from helpers import ROOT
 
-from repro.evidence import artifact
 from repro.evidence.report import report
 from repro.run import scripts
-
-EVIDENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all" / "20261201T111151Z-438281"
-
-
-@pytest.fixture(scope="module")
-def docs() -> list[dict[str, Any]]:
-    return [artifact.load(p) for p in artifact.expand([EVIDENCE])]
-
-
-@pytest.fixture(scope="module")
-def rendered(docs: list[dict[str, Any]]) -> str:
-    return report(docs, declared=scripts.declared(docs))
-
-
-def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
-    return copy.deepcopy(next(d for d in docs if d["repro"]["id"] == rid))
-
-
-def section(text: str, rid: str) -> str:
-    return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
