@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,3 +63,18 @@ def full_text(verdict: object) -> str:
     finding = getattr(verdict, "finding")  # noqa: B009
     details = getattr(verdict, "details", ())
     return " ".join([finding, *details])
+
+
+def copy_of_the_repo(dest: Path) -> Path:
+    """The working tree as a fresh clone would have it (tracked and new files, nothing ignored)."""
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        src, dst = ROOT / name.decode(), dest / name.decode()
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():  # repro/schemas links to ../schemas, as git keeps it
+            os.symlink(os.readlink(src), dst)
+        elif src.is_file():
+            shutil.copy2(src, dst)
+    return dest

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, copy_of_the_repo
 
 BEGIN, END = "<!-- first-run:cpu:begin -->", "<!-- first-run:cpu:end -->"
 
@@ -27,27 +27,12 @@ def test_the_block_is_there_and_starts_as_a_newcomer_would() -> None:
     assert cmds[0] == "make setup" and "make repro-all" in cmds and "make smoke" in cmds
 
 
-def _copy_of_the_repo(dest: Path) -> Path:
-    """The working tree as a fresh clone would have it (tracked and new files, nothing ignored)."""
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        src, dst = ROOT / name.decode(), dest / name.decode()
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():  # repro/schemas links to ../schemas, as git keeps it
-            os.symlink(os.readlink(src), dst)
-        elif src.is_file():
-            shutil.copy2(src, dst)
-    return dest
-
-
 # slow: `make setup` builds a real .venv (venv + pip install), about a minute on 2 cores.
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to copy from")
 def test_cpu_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    clone = _copy_of_the_repo(tmp_path / "gpu-repro")
+    clone = copy_of_the_repo(tmp_path / "gpu-repro")
     # `make smoke` reuses this test env instead of building another (minutes, a large download):
     # the same pinned CPU torch. Its stamp must look newer than the copied pyproject.toml.
     venv = Path(sys.prefix)

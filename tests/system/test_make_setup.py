@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, copy_of_the_repo
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git"),
@@ -46,21 +46,6 @@ def get_float32_matmul_precision():
 def are_deterministic_algorithms_enabled():
     return False
 '''
-
-
-def _copy_of_the_repo(dest: Path) -> Path:
-    """The working tree as a fresh clone would have it (tracked and new files, nothing ignored)."""
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        src, dst = ROOT / name.decode(), dest / name.decode()
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dst)
-        elif src.is_file():
-            shutil.copy2(src, dst)
-    return dest
 
 
 def _closure(names: list[str]) -> dict[str, md.Distribution]:
@@ -154,7 +139,7 @@ def _our_lines(r: subprocess.CompletedProcess[str]) -> list[str]:
 def machine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A fresh copy of the repo, an outer venv shaped like the H200's python3, and a folder of wheels."""
     tmp = tmp_path_factory.mktemp("setup")
-    clone = _copy_of_the_repo(tmp / "gpu-repro")
+    clone = copy_of_the_repo(tmp / "gpu-repro")
     outer = tmp / "outer"
     site = _venv_with_torch(outer, STUB_TORCH)
     for dist in _closure(list(ON_THE_MACHINE)).values():
