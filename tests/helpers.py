@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -78,3 +79,15 @@ def copy_of_the_repo(dest: Path) -> Path:
         elif src.is_file():
             shutil.copy2(src, dst)
     return dest
+
+
+def cmark_xml(markdown: str) -> ET.Element:
+    """``markdown`` parsed as GitHub does (cmark-gfm with its extensions), as cmark's XML tree."""
+    out = subprocess.run(
+        ["cmark-gfm", "-e", "table", "-e", "strikethrough", "-e", "autolink", "-e", "tagfilter", "-t", "xml"],
+        input=markdown,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return ET.fromstring(out)

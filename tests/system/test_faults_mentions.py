@@ -12,13 +12,11 @@ import html
 import json
 import re
 import shutil
-import subprocess
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cmark_xml
 from typer.testing import CliRunner
 
 from repro.cli.main import app
@@ -68,15 +66,8 @@ def _hostile(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _live(markdown: str) -> list[str]:
     """What GitHub would link in ``markdown``: the text and HTML nodes (code spans and blocks excluded)."""
-    xml = subprocess.run(
-        ["cmark-gfm", "-e", "table", "-e", "strikethrough", "-e", "autolink", "-e", "tagfilter", "-t", "xml"],
-        input=markdown,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
     found = []
-    for node in ET.fromstring(xml).iter():
+    for node in cmark_xml(markdown).iter():
         tag = node.tag.removeprefix(NS)
         if tag in ("text", "html_inline", "html_block"):
             words = html.unescape(node.text or "")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cmark_xml
 
 from repro.evidence import artifact, compare, markdown
 from repro.evidence.report import CUT_NOTE, PASTE_LINES, report
@@ -66,17 +66,6 @@ def _set_fields(doc: dict[str, Any], s: str, code: str, tag: str) -> dict[str, A
     return d
 
 
-def _cmark_xml(markdown: str) -> ET.Element:
-    out = subprocess.run(
-        ["cmark-gfm", "-e", "table", "-e", "strikethrough", "-e", "autolink", "-e", "tagfilter", "-t", "xml"],
-        input=markdown,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return ET.fromstring(out)
-
-
 _STRUCTURE = {"text", "softbreak", "linebreak", "emph", "strong", "code", "strikethrough"}
 
 
@@ -94,12 +83,12 @@ def skeleton(markdown: str) -> list[str]:
         for child in node:
             walk(child, depth + 1)
 
-    walk(_cmark_xml(markdown), 0)
+    walk(cmark_xml(markdown), 0)
     return out
 
 
 def _html_nodes(markdown: str) -> list[str]:
-    root = _cmark_xml(markdown)
+    root = cmark_xml(markdown)
     return [n.text or "" for n in root.iter() if n.tag.removeprefix(NS) in ("html_block", "html_inline")]
 
 
@@ -117,7 +106,7 @@ def test_hostile_artifact_report_has_exactly_the_plain_structure(reference: dict
     assert not [h for h in html if "<script" in h or "<img" in h or "<b>" in h]
     # The repro's details and the environment's: nothing the artifact says opens or closes one.
     assert sum(h.startswith("<details>") for h in html) == sum(h.startswith("</details>") for h in html) >= 2
-    headings = [n for n in _cmark_xml(hostile).iter() if n.tag == f"{NS}heading"]
+    headings = [n for n in cmark_xml(hostile).iter() if n.tag == f"{NS}heading"]
     # The title, "Not tested here", the repro, "Environment": no heading injected by the artifact.
     assert [h.get("level") for h in headings] == ["1", "2", "2", "2"]
 
@@ -160,7 +149,7 @@ def test_hostile_artifact_compare_has_exactly_the_plain_structure(reference: dic
     good = compare.markdown(compare.compare([plain, other]))
     assert skeleton(bad) == skeleton(good)
     assert set(_html_nodes(bad)) <= {"<br>"}
-    headings = [n for n in _cmark_xml(bad).iter() if n.tag == f"{NS}heading"]
+    headings = [n for n in cmark_xml(bad).iter() if n.tag == f"{NS}heading"]
     assert len(headings) == 2
 
 
@@ -172,7 +161,7 @@ def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict[str,
     docs[1]["repro"]["id"] = "5090-linear-b"
     out = report(docs, limit=limit)
     assert len(out) <= limit and out.count("\n") < PASTE_LINES
-    root = _cmark_xml(out)
+    root = cmark_xml(out)
     html = [n.text or "" for n in root.iter() if n.tag.removeprefix(NS) == "html_block"]
     assert sum(h.startswith("<details>") for h in html) == sum(h.startswith("</details>") for h in html)
     paragraphs = ["".join(p.itertext()).strip() for p in root if p.tag == f"{NS}paragraph"]
