@@ -358,11 +358,12 @@ def test_a_new_artifact_takes_the_measure_split_from_the_run() -> None:
 def test_repro_all_quick_reaches_the_worker(tmp_path: Path) -> None:
     cli = CliRunner(env={"COLUMNS": "120"})
     args = ["all", "--only", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--quick"]
-    r = cli.invoke(app, [*args, "--budget", "0.3", "--no-collect-env", "--no-fork-server"])
+    r = cli.invoke(app, [*args, "--budget", "0.3", "--no-fork-server"])
     assert r.exit_code == 0, r.output
     (art,) = tmp_path.glob("*/test-gap.json")
     doc = json.loads(art.read_text())
     assert doc["run"]["quick"] is True and doc["verdict"]["status"] == "smoke"
+    assert doc["fingerprint"]["collect_env"] == {"output": None, "error": "not collected"}  # quick: none
     assert doc["variants"][0]["timing"]["target_rel_ci"] == QUICK_TARGET
 
 
