@@ -366,7 +366,12 @@ class LoraBatchScaling(Repro[LoraParams]):
         done: dict[int, VariantResult] = {}
         memory: dict[int, dict[str, Any]] = {}
         for batch in batches:
-            arm = self._arm(batch, p, ctx, blocks, opt, dtype)
+            untimed = ctx.untimed(f"bs{batch}")  # a quick run neither checks nor times a batch no headline uses
+            arm = (
+                ctx.skipped(f"bs{batch}", f"LoRA step, batch {batch}", untimed, batch=batch)
+                if untimed is not None
+                else self._arm(batch, p, ctx, blocks, opt, dtype)
+            )
             if isinstance(arm, Arm):
                 try:
                     if ctx.cuda:
