@@ -55,10 +55,10 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     if links:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
+        return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
     if m := _SOURCE_PHRASE.search(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
-    return "the seed gives no source; no link recorded", text(claim)
+        return f"{text(m.group('src').strip())}; the seed gives no URL", text(claim)
+    return "the seed names no source and gives no URL", text(claim)
 
 
 def _seed_rows(doc: Artifact) -> list[Row]:
@@ -160,8 +160,12 @@ def diff_lines(doc: Artifact) -> list[str]:
     if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    total = f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
-    head = f"Kernels, {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
+    total = f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
+    # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
+    # stands in, and the line says so.
+    own = {base.name, other.name} == set(doc.verdict.variants)
+    whose = "Kernels," if own else "Kernels of a profiled pair, not the headline's (timed unprofiled):"
+    head = f"{whose} {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
     head += "):"  # the bullets come largest change in time per call first (kernel_diff)
