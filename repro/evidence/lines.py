@@ -84,11 +84,12 @@ def _agreement(row: Row, v: Verdict) -> str:
     return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"
 
 
-def seed_vs_ours(doc: Artifact) -> list[str]:
-    """The seed's experiment as the repro describes it, then, where the seed's program ran here, its
-    ratio beside the headline and whether the two agree, computed from their CIs."""
+def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
+    """The seed's experiment as the repro describes it (the catalog's words when ``declared`` has them),
+    then, where the seed's program ran here, its ratio beside the headline and whether the two agree,
+    computed from their CIs."""
     out = []
-    said = doc.repro.seed_experiment
+    said = (declared.seed_experiment if declared else None) or doc.repro.seed_experiment
     if said is not None and said.strip():
         # The repro's words open "Seed: ..." (the label says whose experiment comes first).
         out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")

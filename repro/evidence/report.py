@@ -163,7 +163,8 @@ def legend(docs: Sequence[Artifact]) -> str:
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
         "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
-        f"{said} n: samples behind a median; rounds: paired rounds behind a ratio. us/call: a kernel's time "
+        f"{said} n: what a median is taken over, rounds (each the median of its samples) or samples; "
+        "rounds: paired rounds behind a ratio. us/call: a kernel's time "
         "summed over its launches in one call._"
     )
 
@@ -298,7 +299,7 @@ def repro_section(
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
-    items += seed_vs_ours(doc)
+    items += seed_vs_ours(doc, declared)
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]

@@ -90,6 +90,18 @@ def _time_range(lo: float, hi: float) -> str:
     return f"{a.rsplit(' ', 1)[0]}-{b}" if ua == ub else f"{a}-{b}"
 
 
+def _count(v: VariantResult) -> str:
+    """What the median is taken over, counted: ``102 rounds`` where each round's value is the median of
+    its samples (306 of them in all), ``500 samples`` where the median is of the samples themselves."""
+    t = v.timing
+    if t is None:
+        return "-"
+    n = t.stats.n
+    if t.rounds and n == len(t.rounds) and len(t.samples or ()) != n:
+        return f"{n} rounds"
+    return f"{n} samples" if t.samples and n == len(t.samples) else str(n)
+
+
 def variants_table(a: Artifact) -> str:
     """The shown variants that ran: median and CI, samples, timer, achieved rate.
 
@@ -107,7 +119,7 @@ def variants_table(a: Artifact) -> str:
             [
                 text(v.label, cell=True),
                 f"{fmt_time(s.median)} ({_time_range(s.ci_low, s.ci_high)})",
-                str(s.n),
+                _count(v),
                 text(t.method.replace("_", " "), cell=True),
                 rate + (f" ({pct})" if pct != "-" else ""),
             ]

@@ -181,7 +181,7 @@ class GraphMemset(Repro[MemsetParams]):
         "Frameworks that capture whole training or inference steps in CUDA graphs (torch.compile's "
         "cudagraphs mode, Megatron, TensorRT-LLM) zero small buffers (counters, flags, gradient accumulators) "
         "as graph nodes; where such nodes run back to back, each memset node costs more than a kernel node "
-        "would, once per replay, while between large kernels the difference can vanish (the matmul rows)."
+        "would, once per replay."
     )
     metric = Metric(
         name="t(memset node)/t(fill kernel) per op, graph replay",
