@@ -58,6 +58,7 @@ from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
     variants_table,
+    with_whole_steps,
 )
 
 __all__ = [
@@ -139,7 +140,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         [
             text(d.repro.id, cell=True),
             _status(d),
-            verdict_cell(d.verdict, None),
+            with_whole_steps(d, verdict_cell(d.verdict, None)),
             f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]
@@ -229,7 +230,7 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
     body: list[str] = []
     shown = [d for d in v.details if not restated(doc, d)]
     if shown:
-        body += [" ".join(text(current_ratios(d, v)) for d in shown), ""]
+        body += [" ".join(text(with_whole_steps(doc, current_ratios(d, v))) for d in shown), ""]
     if doc.variants:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
@@ -292,7 +293,7 @@ def repro_section(
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(v.status, "")
-    finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
+    finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
     if doc.error:
         e = doc.error
