@@ -175,6 +175,26 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
     return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
 
 
+def traces_words(docs: Sequence[Artifact]) -> str:
+    """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
+    variant), and which measured variants were never profiled, from the variants' kernel tables."""
+    have, none = [], []
+    for d in docs:
+        ran = [v for v in d.variants if v.status == "ok" and v.timing is not None]
+        bare = [v for v in ran if not v.kernels and not v.profiled_iterations]
+        rid = text(d.repro.id)
+        if not ran or len(bare) == len(ran):
+            none.append(rid)
+        elif not bare:
+            have.append(rid)
+        elif isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
+            have.append(f"{rid} (not its pure CUDA twin, timed by CUDA events in its own binary and not profiled)")
+        else:
+            have.append(f"{rid} (not its {len(bare)} variants timed outside the profiler)")
+    said = f"traces of {', '.join(have)}" if have else "no traces"
+    return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
+
+
 def _not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
     lines = scope.not_tested(docs, declared)
     if not lines:
@@ -450,7 +470,7 @@ def report(
         if not smoke_run:
             head += [
                 legend(runs)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces where profiled, logs, collect_env, "
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, collect_env, "
                 "the harness wheel, each repro's script (or `repro script` and its run line's flags); "
                 "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
