@@ -56,8 +56,8 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
         return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
-    if m := _SOURCE_PHRASE.search(claim):
-        return f"{text(m.group('src').strip())}; the seed gives no URL", text(claim)
+    if _SOURCE_PHRASE.search(claim):
+        return "the seed gives no URL", text(claim)  # the claim's own words name its source
     return "the seed names no source and gives no URL", text(claim)
 
 

@@ -471,7 +471,7 @@ def report(
             head += [
                 legend(runs)
                 + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, collect_env, "
-                "the harness wheel, each repro's script (or `repro script` and its run line's flags); "
+                "the harness wheel, each repro's script; "
                 "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
             ]

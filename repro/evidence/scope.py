@@ -119,7 +119,7 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
     v = doc.verdict
     found = conditions(doc) if v.status == "reproduced" else None
     # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
-    scope = 'only where it held here (not the "Does not hold for" rows): ' if found and found[2] else ""
+    scope = "where it held here: " if found and found[2] else ""
     if doc.validity.flag == "suspect":
         scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
     pair = v.variants
@@ -151,8 +151,10 @@ def _unit(var: VariantResult) -> str:
 
 
 def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple[float, str]]:
-    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold, on time."""
+    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold, on time,
+    that moved the same way as the headline."""
     out = []
+    head = next((r for r in doc.verdict.breakdown if r.headline), None)
     for r in doc.verdict.breakdown:
         a, b = have.get(str(r.num)), have.get(str(r.den))
         if r.status == "reproduced" or r.basis not in (None, "time") or a is None or b is None:
@@ -160,7 +162,9 @@ def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple
         if a.timing is None or b.timing is None:
             continue
         out.append((a.median - b.median, str(r.comparison or r.label or "")))
-    return out
+    # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
+    sign = 1.0 if head is None or float(head.ratio or 1.0) >= 1.0 else -1.0
+    return [(d, name) for d, name in out if d * sign > 0]
 
 
 def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:

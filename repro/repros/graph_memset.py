@@ -166,8 +166,7 @@ class GraphMemset(Repro[MemsetParams]):
         "replayed on a second stream, one replay timed by a host clock around launch and "
         "cudaDeviceSynchronize. Ours (the headline): the pure CUDA twin with <<<1,32>>> fill kernels, "
         "replays back to back timed with CUDA events, which measures the nodes' execution without launch "
-        "and wake-up; the seed's program runs beside it, re-implemented in the same binary, as the "
-        'comparison "memset/kernel (the seed\'s program)".'
+        "and wake-up; the seed's program runs beside it in the same binary."
     )
     seed_claim = (
         "NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "

@@ -184,8 +184,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     upstream = ()
     seed_source = "an article on FLUX LoRA fine-tuning on an RTX 5090 (no tracker issue)"
     seed_experiment = (
-        "The seed gives no program: it reports batch 2 about 2x slower than batch 1 while fine-tuning "
-        "FLUX with LoRA on an RTX 5090. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
+        "The seed gives no program. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
         "blocks, bf16), one training step at batch 1, 2 and 4 in paired rounds; the metric is per-sample "
         "time at batch 2 over batch 1, so linear scaling reads 1.0."
     )
