@@ -135,6 +135,10 @@ def scope_lines(doc: Artifact) -> list[str]:
 _SEED_DETAIL = "The seed's own program"
 _ENDS_IN_RATIO = re.compile(r" was ([0-9.]+x \(95% CI [0-9.]+-[0-9.]+\))\.$")
 _SCOPE_DETAILS = ("Also over ", "Below the threshold at every ", "The default backend here is ")
+# A sentence listing the other backends' ratios (fused-adam): the comparisons table has each, and
+# "Not tested here" the backends that did not run.
+_TABLE_DETAIL = "Other backends, "
+_RATIO = re.compile(r"[0-9.]+x \(95% CI [0-9.]+-[0-9.]+\)")
 
 
 def restated(doc: Artifact, detail: str) -> bool:
@@ -143,6 +147,9 @@ def restated(doc: Artifact, detail: str) -> bool:
     rows = {ratio_with_ci(r.ratio, r.ci_low, r.ci_high) for r in doc.verdict.breakdown}
     if (m := _ENDS_IN_RATIO.search(detail)) and m.group(1) in rows:
         return True
+    if detail.startswith(_TABLE_DETAIL):
+        said = _RATIO.findall(detail)
+        return bool(said) and all(x in rows for x in said)
     if detail.startswith(_SEED_DETAIL):
         return bool(_seed_rows(doc))
     if detail.startswith(_SCOPE_DETAILS[2]):
@@ -165,7 +172,7 @@ def diff_lines(doc: Artifact) -> list[str]:
     # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
     # stands in, and the line says so.
     own = {base.name, other.name} == set(doc.verdict.variants)
-    whose = "Kernels," if own else "Kernels of a profiled pair, not the headline's (timed unprofiled):"
+    whose = "Kernels," if own else "Kernels of a profiled pair (the headline's was not profiled):"
     head = f"{whose} {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
@@ -217,8 +224,10 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     agreement = band.agree(b.center, value, b)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
+    lo, hi = f"{min(others):.4g}", f"{max(others):.4g}"
+    read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
     return (
-        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}, this run "
+        f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
         f"{value:.4g} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
 

@@ -164,7 +164,7 @@ def legend(docs: Sequence[Artifact]) -> str:
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
         "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
-        f"{said} n: what a median is taken over, rounds (each the median of its samples) or samples; "
+        f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
         "rounds: paired rounds behind a ratio. us/call: a kernel's time "
         "summed over its launches in one call._"
     )

@@ -63,14 +63,9 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     for row in doc.verdict.breakdown:
         if row is head or row.ratio is None:
             continue
-        other = row.qualifiers
-        key = next((k for k in quals if other.get(k) != quals.get(k)), None)
-        if key is None:
+        name = _row_name(quals, row)
+        if name is None:
             continue
-        name = _one(key, other.get(key)) or f"{key} -"
-        first = next(iter(quals))
-        if key != first and (lead := _one(first, quals[first])):
-            name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
         groups.setdefault((name, row.status == "reproduced"), []).append(row)
     holds: list[str] = []
     fails: list[str] = []
@@ -82,6 +77,19 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
             said = f"at least {ratios[0]:.2f}x" if held else f"at most {ratios[-1]:.2f}x"
         (holds if held else fails).append(f"{name}: {said}")
     return out, _capped(holds), _capped(fails)
+
+
+def _row_name(quals: Mapping[str, Any], row: Row) -> str | None:
+    """A row named by its first qualifier that differs from the headline's: "torch graph, with matmul"."""
+    other = row.qualifiers
+    key = next((k for k in quals if other.get(k) != quals.get(k)), None)
+    if key is None:
+        return None
+    name = _one(key, other.get(key)) or f"{key} -"
+    first = next(iter(quals))
+    if key != first and (lead := _one(first, quals[first])):
+        name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
+    return name
 
 
 def only(doc: Artifact) -> str | None:
@@ -119,7 +127,7 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
     v = doc.verdict
     found = conditions(doc) if v.status == "reproduced" else None
     # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
-    scope = "where it held here: " if found and found[2] else ""
+    scope = "where it held: " if found and found[2] else ""
     if doc.validity.flag == "suspect":
         scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
     pair = v.variants
@@ -161,7 +169,8 @@ def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple
             continue
         if a.timing is None or b.timing is None:
             continue
-        out.append((a.median - b.median, str(r.comparison or r.label or "")))
+        name = _row_name(head.qualifiers, r) if head is not None else None
+        out.append((a.median - b.median, name or str(r.comparison or r.label or "")))
     # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
     sign = 1.0 if head is None or float(head.ratio or 1.0) >= 1.0 else -1.0
     return [(d, name) for d, name in out if d * sign > 0]
@@ -231,7 +240,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
         lines.append(
-            f"GPUs the seeds reported on that this run did not have: {named}. This run had {', '.join(run_gpus)}."
+            f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}."
         )
     stacks = sorted({f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}" for e in facts})
     if len(stacks) == 1:
