@@ -22,9 +22,10 @@ class Declared:
     An artifact's own fields (schema 1.2) come first for ``seed_gpus`` and ``plots``; these fill in
     for an artifact that lacks them. The repro's prose about the cliff (``impact``, ``seed_experiment``)
     is the catalog's when given: prose is corrected after a run (a clause the numbers contradict is
-    removed), measurements are not; the artifact's copy serves when the catalog has none. ``script`` is the only script a report shows:
-    regenerated from the catalog's code for the artifact's repro id and params, never read from the
-    artifact (a crafted artifact could put any program in its ``repro.script``).
+    removed), measurements are not; the artifact's copy serves when the catalog has none.
+    ``script`` is the only script a report shows: regenerated from the catalog's code for the
+    artifact's repro id and params, never read from the artifact (a crafted artifact could put any
+    program in its ``repro.script``).
     """
 
     impact: str | None = None

@@ -171,7 +171,9 @@ def diff_lines(doc: Artifact) -> list[str]:
     if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    total = f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
+    total = (
+        f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
+    )
     # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
     # stands in, and the line says so.
     own = {base.name, other.name} == set(doc.verdict.variants)

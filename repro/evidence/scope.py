@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from repro.core.results import VariantResult
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
-from repro.core.results import VariantResult
 from repro.evidence.model import Artifact, Row
 
 __all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus"]
@@ -240,9 +240,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
                 missing.setdefault(g, []).append(doc.repro.id)
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
-        lines.append(
-            f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}."
-        )
+        lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
     stacks = sorted({f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}" for e in facts})
     if len(stacks) == 1:
         lines.append(

@@ -292,7 +292,9 @@ def _left_out(doc: Artifact, rows: Sequence[Row], keys: Sequence[str]) -> str:
     for r in rows:
         for name in (r.num, r.den):
             v = have.get(str(name))
-            for k in v.kernels if v is not None and r.basis == "kernel" else ():
+            if v is None or r.basis != "kernel":
+                continue
+            for k in v.kernels:
                 if not any(key in k.name.lower() for key in keys) and per_call_us(k) > dropped.get(k.name, (0.0,))[0]:
                     dropped[k.name] = (per_call_us(k), str(v.label or v.name))
     if not dropped:
@@ -316,5 +318,5 @@ def _basis_note(doc: Artifact, rows: Sequence[Row]) -> str:
     left = _left_out(doc, rows, keys) if keys else ""
     return (
         f"\n\n_Ratios on basis kernel: profiler time per step of {which}{left}; the medians above and "
-        "\"whole steps\" (their ratio, not paired) time whole steps._"
+        '"whole steps" (their ratio, not paired) time whole steps._'
     )

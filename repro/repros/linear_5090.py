@@ -87,9 +87,9 @@ class Linear5090(Repro[LinearParams]):
     title = "nn.Linear slower than x @ w.t() + b in fp32 (RTX 5090)"
     upstream = ("https://github.com/pytorch/pytorch/issues/150725",)
     seed_experiment = (
-        "Seed: 2000 calls of each form in one block, timed by a host clock around the loop, no warm-up. Ours: the same shapes and fp32, timed with CUDA "
-        "events in interleaved rounds after a warm-up, TF32 off and on. A block without warm-up folds "
-        "first-call costs and clock drift into its number."
+        "Seed: 2000 calls of each form in one block, timed by a host clock around the loop, no warm-up. "
+        "Ours: the same shapes and fp32, timed with CUDA events in interleaved rounds after a warm-up, "
+        "TF32 off and on. A block without warm-up folds first-call costs and clock drift into its number."
     )
     seed_claim = (
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of "

@@ -187,7 +187,9 @@ def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict[str, An
         assert section.count("- Kernels, ") <= 1
         bullets = re.findall(r"(?m)^  - .*us/call\)?$", section)
         assert len(bullets) <= 3
-    assert "- Kernels, solve_ex 128x511x511 (cusolver) -> solve_ex 128x512x512 (cusolver) (kernel time per call " in text
+    assert (
+        "- Kernels, solve_ex 128x511x511 (cusolver) -> solve_ex 128x512x512 (cusolver) (kernel time per call " in text
+    )
     assert "0.21% of fp32" in text and "(0% of" not in text
     pct = markdown.fmt_pct
     assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
