@@ -377,8 +377,10 @@ class FusedAdamCapturable(Repro[AdamParams]):
         for backend in BACKENDS:
             if backend not in p.backends:
                 continue
-            if backend == "te" and te_cls is None:
-                variants += [ctx.skipped(f"te_{m}", _label("te", m), str(te_why), backend="te") for m in MODES]
+            # TE absent, or a quick run whose headline an earlier backend answered
+            why = te_why if backend == "te" and te_cls is None else ctx.untimed(f"{backend}_capturable", variants)
+            if why is not None:
+                variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, backend=backend) for m in MODES]
                 continue
             variants += self._backend(backend, p, ctx, tensors, work, te_cls)
             gc.collect()  # drop the optimizer and any graph (and its private pool) before the next
@@ -526,9 +528,6 @@ class FusedAdamCapturable(Repro[AdamParams]):
         if head is None:
             return Finding("no backend has both a regular and a capturable step measured")
         return Finding(*finding(head, outcome, have))
-
-
-# --------------------------------------------------------------------------- verdict pieces
 
 
 def _free_gpu_bytes() -> int | None:

@@ -320,6 +320,10 @@ class GraphMemset(Repro[MemsetParams]):
                 reason = "an empty graph has no nodes to replay; mm_only is the no-op baseline"
                 variants.append(ctx.skipped(name, label, reason, **config))
                 continue
+            untimed = ctx.untimed(name, twin)  # a quick run whose twin answered times no torch graph
+            if untimed is not None:
+                variants.append(ctx.skipped(name, label, untimed, **config))
+                continue
             op = ops[kind]
             if kind == "memset" and memset_error is not None:
                 variants.append(ctx.errored(name, label, memset_error, **config))

@@ -56,6 +56,8 @@ BACKENDS = ("default", "cusolver", "magma")
 # several-fold (the seed saw ~10x). 1.5 sits far from both, so one backend/batch
 # whose whole CI clears it is a cliff, not noise.
 THRESHOLD = 1.5
+# A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
+LONG_SAMPLE_S = 0.004
 
 # LU paths, as read from kernel names (see classify_path).
 PATH_NATIVE = "batched LU (PyTorch native kernels)"
@@ -326,7 +328,15 @@ class Solve512Cliff(Repro[SolveParams]):
         import torch
 
         sizes = list(range(p.n_min, p.n_max + 1))
-        cfg = dataclasses.replace(ctx.sampling, budget_s=min(p.point_budget_s, ctx.sampling.budget_s))
+        # Every point here is a solve of at least 4 ms (4.4 ms at batch 16 on an H200), so each is
+        # timed once per round with no untimed call before it (see SamplingConfig.long_sample_s):
+        # with three samples and a warm-up call each, 24 rounds of the 24 points took 22.4 s
+        # (artifacts/reference/h200/speed/run1/all1, five 0.5 s gaps among them).
+        cfg = dataclasses.replace(
+            ctx.sampling,
+            budget_s=min(p.point_budget_s, ctx.sampling.budget_s),
+            long_sample_s=min(ctx.sampling.long_sample_s, LONG_SAMPLE_S),
+        )
         variants: list[VariantResult] = []
         notes: list[str] = []
         backends: list[str] = []
