@@ -183,8 +183,8 @@ class Solve512Cliff(Repro[SolveParams]):
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
     seed_experiment = (
-        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512 (about 10x at batch 128 "
-        "on an RTX 6000 Ada); its timing code is not reproduced here. Ours: n from 510 to 513 at batches "
+        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512; its timing code is not "
+        "reproduced here. Ours: n from 510 to 513 at batches "
         "16, 64 and 128 under the default backend and cuSOLVER, CUDA events in paired rounds, each ratio "
         "scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
     )
@@ -205,9 +205,9 @@ class Solve512Cliff(Repro[SolveParams]):
     # is the largest such ratio (else the largest overall).
     headline_rule = "worst"
     impact = (
-        "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers, "
-        "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
-        "unknowns multiplies the cost of every solve_ex call under the affected backend."
+        "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers) "
+        "hit n=512 when a size is a power of two; from 511 to 512 unknowns every solve_ex call under the "
+        "affected backend costs more."
     )
     stack = (
         "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
