@@ -1,5 +1,6 @@
 """The H200 run an outside maintainer read cold (artifacts/reference/h200/evidence2, their list in
-cold-reader-questions.md), rendered again: each item they flagged is answered from the artifact's numbers."""
+cold-reader-questions.md), rendered again with today's prose (``with_catalog_prose``), as this harness would
+write the same numbers: each item they flagged is answered from the artifact's numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_run import by_id, section
+from evidence_run import by_id, section, with_catalog_prose
 from helpers import ROOT
 
 from repro.core.results import Verdict
@@ -22,7 +23,7 @@ RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence2" / "all" / "2026120
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    return [artifact.load(p) for p in artifact.expand([RUN])]
+    return with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
 
 
 @pytest.fixture(scope="module")
