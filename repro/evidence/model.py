@@ -19,7 +19,7 @@ carries, since a reader must tell "recorded as null" from "not recorded".
 The fingerprint has its own schema (fingerprint.schema.json) and its own reader
 (``repro.env.fingerprint.essentials``); it stays the mapping the schema describes. So do the
 free-form objects the schema leaves open: params, config, extra, gpu_monitor, a row's qualifiers.
-A cliff search keeps its document (``Cliff.doc``) for ``repro.evidence.cliff_report``.
+A cliff search's own blocks (sweep, search, points, steps) are typed in ``repro.evidence.model_cliff``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.results import Plot, VariantResult, from_jsonable
-from repro.evidence import artifact
+from repro.evidence import artifact, model_cliff
+from repro.evidence.model_cliff import Point, Search, Step, Sweep
 
 __all__ = [
     "Artifact",
@@ -50,6 +51,7 @@ __all__ = [
     "Verdict",
     "load",
     "artifacts",
+    "cliff_of",
     "of",
     "of_run",
     "run_of",
@@ -256,12 +258,29 @@ class Artifact:
 
 @dataclass(frozen=True)
 class Cliff:
-    """A ``repro cliff`` search: its run, and its document for ``repro.evidence.cliff_report``."""
+    """A ``repro cliff`` search: where in a param's range a repro's time per call steps
+    (``repro.evidence.cliff_report`` renders it)."""
 
     schema_version: str
     kind: str
+    repro: ReproInfo
     run: RunInfo
-    doc: Mapping[str, Any] = field(repr=False)
+    sweep: Sweep
+    status: str  # step, no_step, skipped or error
+    finding: str
+    search: Search
+    points: tuple[Point, ...]
+    steps: tuple[Step, ...]
+    validity: Validity
+    fingerprint: Mapping[str, Any]
+    warnings: tuple[str, ...]
+    error: ErrorInfo | None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the document as read
+
+    @property
+    def key(self) -> str:
+        """What identifies a sweep across machines: repro id and param (``solve-512-cliff.cliff-n``)."""
+        return f"{self.repro.id}.cliff-{self.sweep.param}"
 
 
 Doc = Artifact | Cliff
@@ -428,9 +447,25 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
     """The typed form of a document already read (and validated: ``load`` does both)."""
     if isinstance(doc, Artifact | Cliff):
         return doc
-    if artifact.is_cliff(doc):
-        return Cliff(str(doc.get("schema_version")), artifact.CLIFF_KIND, of_run(doc.get("run")), doc)
     validity = _map(doc.get("validity"))
+    if artifact.is_cliff(doc):
+        return Cliff(
+            schema_version=str(doc.get("schema_version")),
+            kind=artifact.CLIFF_KIND,
+            repro=_repro(_map(doc.get("repro"))),
+            run=of_run(doc.get("run")),
+            sweep=model_cliff.sweep(doc.get("sweep")),
+            status=str(doc.get("status") or ""),
+            finding=str(doc.get("finding") or ""),
+            search=model_cliff.search(doc.get("search")),
+            points=model_cliff.points(doc.get("points")),
+            steps=model_cliff.steps(doc.get("steps")),
+            validity=Validity(str(validity.get("flag") or ""), _strs(validity.get("reasons"))),
+            fingerprint=_map(doc.get("fingerprint")),
+            warnings=_strs(doc.get("warnings")),
+            error=_error(doc.get("error")),
+            raw=doc,
+        )
     return Artifact(
         schema_version=str(doc.get("schema_version")),
         kind=str(doc.get("kind") or artifact.ARTIFACT_KIND),
@@ -446,6 +481,14 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
         machine=_machine(_map(doc.get("fingerprint"))),
         raw=doc,
     )
+
+
+def cliff_of(doc: Doc | Mapping[str, Any]) -> Cliff:
+    """The typed form of a cliff search's document; a repro run is a ValueError."""
+    c = of(doc)
+    if not isinstance(c, Cliff):
+        raise ValueError(f"run {c.run.run_id}: a repro run, not a cliff search")
+    return c
 
 
 def run_of(doc: Doc | Mapping[str, Any]) -> Artifact:
