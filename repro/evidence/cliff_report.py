@@ -79,11 +79,7 @@ def section(doc: CliffDoc, plot_link: str | None = None) -> str:
         "",
         (
             "Each point: median of paired rounds with its 95% CI, "
-            + (
-                f"scaled to the work of one call at {code(sw.param)}={sw.work_reference}"
-                if scaled
-                else "unscaled"
-            )
+            + (f"scaled to the work of one call at {code(sw.param)}={sw.work_reference}" if scaled else "unscaled")
             + f". A step: the scaled time {threshold_words(sw.threshold)} from one value to the next "
             "(the median of their per-round ratios), and the paired ratio's 95% CI excludes 1 (the paired form of "
             "non-overlapping CIs, which shared drift cannot fake or hide). "

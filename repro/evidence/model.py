@@ -38,6 +38,10 @@ __all__ = [
     "Artifact",
     "Claim",
     "Cliff",
+    "Point",
+    "Search",
+    "Step",
+    "Sweep",
     "Doc",
     "ErrorInfo",
     "Harness",
@@ -224,6 +228,10 @@ class MachineFacts:
     torch_cuda_built: str | None = None  # the CUDA torch was built with, as recorded (unchecked)
     scheduler: Scheduler = Scheduler()
     collect_env: str = ""
+    # The lane image's record (fingerprint container.env): GPU_REPRO_LANE, GPU_REPRO_IMAGE and its digest.
+    lane: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +283,7 @@ class Cliff:
     fingerprint: Mapping[str, Any]
     warnings: tuple[str, ...]
     error: ErrorInfo | None
+    machine: MachineFacts = MachineFacts()  # read from ``fingerprint`` at load
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the document as read
 
     @property
@@ -429,6 +438,7 @@ def _machine(fp: Mapping[str, Any]) -> MachineFacts:
     gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
     torch = _map(_map(fp.get("software")).get("torch"))
     magma = torch.get("has_magma")
+    env = _map(_map(fp.get("container")).get("env"))
     return MachineFacts(
         gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
         gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
@@ -440,6 +450,9 @@ def _machine(fp: Mapping[str, Any]) -> MachineFacts:
         torch_cuda_built=torch.get("cuda_built") if isinstance(torch.get("cuda_built"), str) else None,
         scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
         collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
+        lane=_str(env.get("GPU_REPRO_LANE")),
+        image=_str(env.get("GPU_REPRO_IMAGE")),
+        image_digest=_str(env.get("GPU_REPRO_IMAGE_DIGEST")) or None,
     )
 
 
@@ -464,6 +477,7 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
             fingerprint=_map(doc.get("fingerprint")),
             warnings=_strs(doc.get("warnings")),
             error=_error(doc.get("error")),
+            machine=_machine(_map(doc.get("fingerprint"))),
             raw=doc,
         )
     return Artifact(

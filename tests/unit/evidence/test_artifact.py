@@ -246,9 +246,9 @@ def test_the_schema_and_the_result_types_describe_the_same_fields(definition: st
     assert set(schema.get("required", ())) <= fields
 
 
-def _at(path: str) -> dict[str, Any]:
-    """The schema object at a '/'-separated path of the artifact schema."""
-    node: Any = json.loads((artifact.SCHEMA_DIR / "artifact.schema.json").read_text())
+def _at(path: str, schema: str = "artifact.schema.json") -> dict[str, Any]:
+    """The schema object at a '/'-separated path of an artifact schema."""
+    node: Any = json.loads((artifact.SCHEMA_DIR / schema).read_text())
     for part in path.split("/") if path else []:
         node = node[int(part)] if isinstance(node, list) else node[part]
     assert isinstance(node, dict)
@@ -272,15 +272,27 @@ READ_MODEL: list[tuple[str, type, frozenset[str]]] = [
     ("$defs/timing", Timing, frozenset()),
     ("$defs/stats", Stats, frozenset()),
     ("$defs/kernel", Kernel, frozenset()),
+    ("cliff:", model.Cliff, frozenset({"machine", "raw"})),
+    ("cliff:properties/sweep", model.Sweep, frozenset()),
+    ("cliff:properties/search", model.Search, frozenset()),
+    ("cliff:$defs/point", model.Point, frozenset()),
+    ("cliff:$defs/step", model.Step, frozenset()),
 ]
 
 
-@pytest.mark.parametrize(("where", "cls", "derived"), READ_MODEL, ids=[c.__name__ for _, c, _ in READ_MODEL])
+@pytest.mark.parametrize(
+    ("where", "cls", "derived"),
+    READ_MODEL,
+    ids=[("cliff-" if w.startswith("cliff:") else "") + c.__name__ for w, c, _ in READ_MODEL],
+)
 def test_the_schema_and_the_read_model_describe_the_same_fields(where: str, cls: type, derived: frozenset[str]) -> None:
     """One format for reading too: each class of repro.evidence.model (and each result type it reuses)
     has a field per property of its schema object and no other, and every field without a default
-    is one the schema requires, so every document that validates fills it."""
-    node = _at(where)
+    is one the schema requires, so every document that validates fills it. ``cliff:`` locations are
+    in the cliff schema."""
+    node = _at(
+        where.removeprefix("cliff:"), "cliff.schema.json" if where.startswith("cliff:") else "artifact.schema.json"
+    )
     named = set(node.get("properties", ())) | set(node.get("required", ()))
     fields = {f.name for f in dataclasses.fields(cls)} - derived
     assert named == fields
