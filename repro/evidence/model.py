@@ -7,10 +7,11 @@ never string keys of the JSON.
 
 The variants reuse the result types the harness writes (``repro.core.results``: ``VariantResult``,
 ``Timing``, ``Stats``, ``Kernel``, ``Work``, ``Achieved``, ``Plot``); every artifact version that
-still validates fills them, since the fields later versions added have defaults. The verdict does
-not reuse ``results.Verdict``: that class carries its breakdown rows, claim and not-run entries as
-the plain mappings ``repro.core.verdict`` builds and writes (a row's qualifiers sit beside its
-fixed keys), so here they are ``Row``, ``Claim`` and ``NotRun``, with the qualifiers split out.
+still validates fills them, since the fields later versions added have defaults. The verdict's
+fields are described once, by ``results.VerdictOf``: the written ``results.Verdict`` carries its
+breakdown rows, claim and not-run entries as the mappings ``repro.core.verdict`` builds (a row's
+qualifiers beside its fixed keys), and ``Verdict`` here reads them as ``results.Row`` (qualifiers
+split out), ``results.Claim`` and ``results.NotRun``.
 The repro, run, validity and error blocks have no write-side class (``artifact.assemble`` takes
 mappings) and get one here; their fields that older versions lack are optional, and
 ``ReproInfo.recorded`` says which of the declared-by-the-repro fields (1.2 and later) an artifact
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.core.results import Plot, VariantResult, from_jsonable
+from repro.core.results import ROW_KEYS, Claim, NotRun, Plot, Row, VariantResult, VerdictOf, from_jsonable
 from repro.evidence import artifact, model_cliff
 from repro.evidence.model_cliff import Point, Search, Step, Sweep
 
@@ -121,73 +122,10 @@ class ErrorInfo:
     traceback: str | None = None
 
 
-@dataclass(frozen=True)
-class Claim:
-    """Whether the seed's own subject ran (1.3)."""
-
-    tested: bool
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class NotRun:
-    """A declared comparison that got no ratio, and why (1.3)."""
-
-    comparison: str
-    label: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One breakdown row of a verdict: a comparison's ratio, CI and status, and its qualifiers.
-
-    The schema leaves rows open, so every fixed field is optional and holds its value only when it
-    has the expected type; everything else a row carries is a qualifier (``repro.core.verdict``).
-    """
-
-    comparison: str | None = None
-    label: str | None = None
-    num: str | None = None
-    den: str | None = None
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    threshold: Any = None  # shown as recorded, whatever it is
-    ci_level: float | None = None
-    status: str | None = None
-    where: str | None = None
-    paired: bool | None = None
-    n: int | None = None
-    scale: float | None = None
-    basis: str | None = None
-    headline: bool = False
-    qualifiers: Mapping[str, Any] = field(default_factory=dict)
-
-
-ROW_KEYS = frozenset(f.name for f in dataclasses.fields(Row) if f.name != "qualifiers")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verdict as written (``repro.core.results.Verdict``), its rows, claim and not-run entries typed."""
-
-    metric: str
-    description: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci_level: float | None  # None only in a document that skipped validation; so for threshold
-    threshold: float | None
-    status: str
-    finding: str
-    breakdown: tuple[Row, ...] = ()
-    variants: tuple[str, ...] = ()
-    details: tuple[str, ...] = ()
-    headline: str | None = None
-    paired: bool | None = None
-    claim: Claim | None = None
-    not_run: tuple[NotRun, ...] = ()
+class Verdict(VerdictOf[Row, Claim, NotRun]):
+    """The verdict as read: ``repro.core.results.VerdictOf``'s fields, its rows, claim and not-run
+    entries typed. ``ci_level``, ``threshold`` and ``status`` are as recorded: the schema requires
+    them, so only a document that skipped validation can lack them (None, or an empty status)."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +252,11 @@ def _list(value: Any) -> Sequence[Any]:
     return value if isinstance(value, list | tuple) else ()
 
 
+def _as_recorded(value: Any) -> Any:
+    """A value whose type the schema guarantees, passed through unchecked (see ``Verdict``)."""
+    return value
+
+
 def _strs(value: Any) -> tuple[str, ...]:
     return tuple(str(x) for x in _list(value))
 
@@ -349,9 +292,9 @@ def _verdict(raw: Mapping[str, Any]) -> Verdict:
         value=_num(raw.get("value")),
         ci_low=_num(raw.get("ci_low")),
         ci_high=_num(raw.get("ci_high")),
-        ci_level=_num(raw.get("ci_level")),
-        threshold=_num(raw.get("threshold")),
-        status=str(raw.get("status") or ""),
+        ci_level=_as_recorded(_num(raw.get("ci_level"))),
+        threshold=_as_recorded(_num(raw.get("threshold"))),
+        status=_as_recorded(str(raw.get("status") or "")),
         finding=str(raw.get("finding") or ""),
         breakdown=tuple(_row(r) for r in _list(raw.get("breakdown")) if isinstance(r, Mapping)),
         variants=_strs(raw.get("variants")),
