@@ -18,25 +18,31 @@ mappings) and get one here; their fields that older versions lack are optional, 
 carries, since a reader must tell "recorded as null" from "not recorded".
 
 The fingerprint has its own schema (fingerprint.schema.json) and its own reader
-(``repro.env.fingerprint.essentials``); it stays the mapping the schema describes. So do the
+(``repro.env.fingerprint.essentials``); it stays the mapping the schema describes, for what reads
+it whole (compare's field diff, the grouping of machines), and what the evidence layer reads of it
+field by field is typed in ``repro.evidence.model_machine`` (``Artifact.machine``, ``Cliff.machine``). So do the
 free-form objects the schema leaves open: params, config, extra, gpu_monitor, a row's qualifiers.
 A cliff search's own blocks (sweep, search, points, steps) are typed in ``repro.evidence.model_cliff``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro.core.results import ROW_KEYS, Claim, NotRun, Plot, Row, VariantResult, VerdictOf, from_jsonable
-from repro.evidence import artifact, model_cliff
+from repro.evidence import artifact, model_cliff, model_machine
 from repro.evidence.model_cliff import Point, Search, Step, Sweep
+from repro.evidence.model_machine import Ceiling, Harness, Host, Library, MachineFacts, Nvml, Scheduler
 
 __all__ = [
     "Artifact",
+    "Ceiling",
+    "Host",
+    "Library",
+    "Nvml",
     "Claim",
     "Cliff",
     "Point",
@@ -129,50 +135,6 @@ class Verdict(VerdictOf[Row, Claim, NotRun]):
 
 
 @dataclass(frozen=True)
-class Harness:
-    """The harness that measured, as the fingerprint records it (unchecked: see ``standalone.harness_of``)."""
-
-    version: Any = None
-    source_sha256: Any = None
-    git_commit: Any = None
-    git_state: Any = None
-
-
-@dataclass(frozen=True)
-class Scheduler:
-    """The scheduler that placed the process and the ``repro matrix`` cell (fingerprint ``scheduler``)."""
-
-    kind: str | None = None
-    matrix_cell: str | None = None
-    job_id: str | None = None
-    array_job_id: str | None = None
-    array_task_id: str | None = None
-    node: str | None = None
-    pod: str | None = None
-
-
-@dataclass(frozen=True)
-class MachineFacts:
-    """What the evidence layer reads from a fingerprint besides ``essentials``: the GPU's identity,
-    the harness, the scheduler's record, collect_env's output."""
-
-    gpu_name: str | None = None
-    gpu_uuid: str | None = None
-    harness: Harness = Harness()
-    gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
-    sm_clock_max_mhz: float | None = None  # the GPU's maximum SM clock, as NVML reported it
-    torch_has_magma: bool | None = None  # torch was built with MAGMA (torch.linalg's default backend)
-    torch_version: str | None = None  # as recorded (unchecked: a re-run line checks it)
-    torch_cuda_built: str | None = None  # the CUDA torch was built with, as recorded (unchecked)
-    scheduler: Scheduler = Scheduler()
-    collect_env: str = ""
-    # The lane image's record (fingerprint container.env): GPU_REPRO_LANE, GPU_REPRO_IMAGE and its digest.
-    lane: str | None = None
-    image: str | None = None
-    image_digest: str | None = None
-
-
-@dataclass(frozen=True)
 class Artifact:
     """One repro run, as ``repro run`` wrote it."""
 
@@ -236,16 +198,7 @@ Doc = Artifact | Cliff
 # --------------------------------------------------------------------------- building
 
 
-def _num(value: Any) -> float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+_num, _str, _map = model_machine.number, model_machine.string, model_machine.mapping
 
 
 def _list(value: Any) -> Sequence[Any]:
@@ -377,28 +330,6 @@ def _error(raw: Any) -> ErrorInfo | None:
     )
 
 
-def _machine(fp: Mapping[str, Any]) -> MachineFacts:
-    gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
-    torch = _map(_map(fp.get("software")).get("torch"))
-    magma = torch.get("has_magma")
-    env = _map(_map(fp.get("container")).get("env"))
-    return MachineFacts(
-        gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
-        gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
-        harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
-        gpu_state=_map(gpu.get("state")),
-        sm_clock_max_mhz=_num(_map(gpu.get("nvml")).get("sm_clock_max_mhz")),
-        torch_has_magma=magma if isinstance(magma, bool) else None,
-        torch_version=torch.get("version") if isinstance(torch.get("version"), str) else None,
-        torch_cuda_built=torch.get("cuda_built") if isinstance(torch.get("cuda_built"), str) else None,
-        scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
-        collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
-        lane=_str(env.get("GPU_REPRO_LANE")),
-        image=_str(env.get("GPU_REPRO_IMAGE")),
-        image_digest=_str(env.get("GPU_REPRO_IMAGE_DIGEST")) or None,
-    )
-
-
 def of(doc: Doc | Mapping[str, Any]) -> Doc:
     """The typed form of a document already read (and validated: ``load`` does both)."""
     if isinstance(doc, Artifact | Cliff):
@@ -420,7 +351,7 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
             fingerprint=_map(doc.get("fingerprint")),
             warnings=_strs(doc.get("warnings")),
             error=_error(doc.get("error")),
-            machine=_machine(_map(doc.get("fingerprint"))),
+            machine=model_machine.facts(_map(doc.get("fingerprint"))),
             raw=doc,
         )
     return Artifact(
@@ -435,7 +366,7 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
         extra=_map(doc.get("extra")),
         warnings=_strs(doc.get("warnings")),
         error=_error(doc.get("error")),
-        machine=_machine(_map(doc.get("fingerprint"))),
+        machine=model_machine.facts(_map(doc.get("fingerprint"))),
         raw=doc,
     )
 
