@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from repro.core import stats
 from repro.core import verdict as core_verdict
 from repro.core.context import SamplingConfig
-from repro.core.results import DECIDED, Achieved, Comparison, Plot, Ratio, VerdictOf
+from repro.core.results import DECIDED, ROW_KEYS, Achieved, Comparison, Plot, Ratio, VerdictOf
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
 from repro.core.verdict import off_architecture
 from repro.evidence import artifact, model
@@ -312,8 +312,8 @@ def test_the_read_verdict_and_its_rows_have_the_written_fields() -> None:
     assert [f.name for f in dataclasses.fields(model.Verdict)] == [f.name for f in dataclasses.fields(Verdict)]
     c = Comparison("a/b", "a", "b", 1.5, label="A over B", qualifiers={"batch": 4, "status": "shadowed"})
     written = core_verdict.breakdown_row(Ratio(c, 2.0, 1.9, 2.1, "reproduced", "above", True, 40), False, None)
-    assert list(written)[: len(model.ROW_KEYS)] == [f.name for f in dataclasses.fields(model.Row)][:-1]
-    assert set(written) - model.ROW_KEYS == {"batch"} and written["status"] == "reproduced"
+    assert list(written)[: len(ROW_KEYS)] == [f.name for f in dataclasses.fields(model.Row)][:-1]
+    assert set(written) - ROW_KEYS == {"batch"} and written["status"] == "reproduced"
     (row,) = model.run_of({"verdict": {"breakdown": [json.loads(json.dumps(written))]}}).verdict.breakdown
-    assert {**{k: getattr(row, k) for k in model.ROW_KEYS}, **row.qualifiers} == written
+    assert {**{k: getattr(row, k) for k in ROW_KEYS}, **row.qualifiers} == written
     assert row.qualifiers == {"batch": 4} and row.n == 40 and row.headline is False
