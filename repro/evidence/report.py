@@ -453,7 +453,7 @@ def report(
     known = band.load() if bands is None else list(bands)
     typed = [model.of(d) for d in docs]
     run_ids = sorted({d.run.run_id for d in typed})
-    cliffs = [d.doc for d in typed if isinstance(d, Cliff)]
+    cliffs = [d for d in typed if isinstance(d, Cliff)]
     runs = [d for d in typed if isinstance(d, Artifact)]
     if figures is None:
         figures = describe(runs, declared=declared)
