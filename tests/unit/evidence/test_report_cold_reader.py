@@ -129,12 +129,15 @@ def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> Non
 
 def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:
     attach = line(rendered, "_The CI covers").split("_Attach ", 1)[1]
-    traces = "traces of 5090-linear, fused-adam-capturable, graph-memset (not its pure CUDA twin, timed by CUDA "
-    assert traces + "events in its own binary and not profiled), lora-batch-scaling, solve-512-cliff;" in attach
+    traces = "traces of every repro (graph-memset's pure CUDA twin is timed by CUDA events in its own binary, "
+    assert traces + "not profiled);" in attach
     doc = by_id(docs, "5090-linear")
     for v in doc["variants"]:
         v.update(kernels=[], profiled_iterations=0)
     assert "no traces; none of 5090-linear (not profiled)" in report([doc])
+    two = [doc, by_id(docs, "graph-memset")]
+    assert "traces of graph-memset (graph-memset's pure CUDA twin" in report(two)
+    assert "; none of 5090-linear (not profiled)" in report(two)
 
 
 def test_the_bundle_keeps_a_trace_named_by_joined_groups(tmp_path: Path) -> None:
