@@ -199,8 +199,11 @@ class ForkedChild:
 class ForkServer:
     """``repro.run.zygote`` under a guard, talked to over a SOCK_SEQPACKET socketpair (its stdin)."""
 
-    def __init__(self, python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+    def __init__(
+        self, python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S, profiler: bool = False
+    ) -> None:
         self.python = python
+        self.profiler = profiler  # the children will profile: the server imports what that needs once
         self.ready_timeout_s = ready_timeout_s
         self.info: dict[str, Any] = {}
         self.lost: str | None = None  # why the server was given up (died, stopped, spoke nonsense)
@@ -232,7 +235,7 @@ class ForkServer:
             self._conn = ours
             try:
                 self._tree = procs.spawn(
-                    [self.python, "-m", "repro.run.zygote"],
+                    [self.python, "-m", "repro.run.zygote", *(["--profiler"] if self.profiler else [])],
                     stdin=theirs.fileno(),
                     stdout=self._log,
                     stderr=subprocess.STDOUT,

@@ -417,7 +417,8 @@ def run_all(
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
-    server = _fork_server(interrupts) if fork_server and ids else None
+    # A quick run profiles only fused-adam's kernel rounds (on a GPU): one child would use the preload.
+    server = _fork_server(interrupts, profiler=not quick) if fork_server and ids else None
     try:
         outcomes: list[Outcome] = []
 
@@ -465,12 +466,13 @@ def run_all(
             server.close()
 
 
-def _fork_server(interrupts: Interrupts | None) -> ForkServer | None:
-    """A started fork server, or None (with a line saying why) when it could not start."""
+def _fork_server(interrupts: Interrupts | None, profiler: bool = False) -> ForkServer | None:
+    """A started fork server, or None (with a line saying why) when it could not start. ``profiler``:
+    it also imports what torch.profiler's first session in each child would (see repro.run.zygote)."""
     t0 = time.monotonic()
     print("repro all: importing torch once (fork server)", file=sys.stderr, flush=True)
     try:
-        server = ForkServer().start(cancel=interrupts.event if interrupts is not None else None)
+        server = ForkServer(profiler=profiler).start(cancel=interrupts.event if interrupts is not None else None)
     except (ForkServerError, OSError) as exc:
         print(f"repro all: no fork server ({exc}); each repro starts its own process", file=sys.stderr, flush=True)
         return None

@@ -47,7 +47,14 @@ def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
     conn.send(json.dumps(msg).encode())
 
 
-def _preload() -> dict[str, Any]:
+# ``--profiler``: the children will profile. torch.profiler's first session in a process imports
+# torch._inductor (its ``prepare_trace`` asks ``hasattr(torch, "_inductor")``, which imports it and
+# torch._dynamo): 2.1 s on the 2-core CPU machine, 4.5-6.3 s on the H200 machines
+# (tools/profiler-first-session.py), paid by every child unless imported here once.
+PROFILER_FLAG = "--profiler"
+
+
+def _preload(profiler: bool = False) -> dict[str, Any]:
     """Import what every child needs, once; never initialise CUDA here."""
     t0 = time.perf_counter()
     info: dict[str, Any] = {"torch": None, "torch_error": None}
@@ -60,6 +67,14 @@ def _preload() -> dict[str, Any]:
     import repro.run.execute  # noqa: F401  (and through it: catalog, measure, verdict, fingerprint)
     import repro.run.worker  # noqa: F401
 
+    if profiler and info["torch"] is not None:
+        t1 = time.perf_counter()
+        try:
+            import torch._inductor  # noqa: F401  (what torch.profiler's first session would import)
+
+            info["profiler_preload_s"] = time.perf_counter() - t1
+        except Exception as exc:  # each child imports it itself, as without the preload
+            info["profiler_preload_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
     info["import_s"] = time.perf_counter() - t0
     return info
 
@@ -176,9 +191,12 @@ def _stdin_socket() -> socket.socket:
     return conn
 
 
-def serve(conn: socket.socket) -> int:
+def serve(conn: socket.socket, profiler: bool = False) -> int:
     """Serve the runner on ``conn``: fork one child per request until it hangs up."""
-    info = _preload()
+    info = _preload(profiler)
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+        _send(conn, {"error": "the fork server's imports initialised CUDA; a forked child could not use it"})
+        return 1
     _send(conn, {"ready": True, "pid": os.getpid(), **info})
     while True:
         fds = array.array("i")
@@ -227,15 +245,18 @@ def serve(conn: socket.socket) -> int:
 
 def main(argv: list[str]) -> int:
     """Serve the runner whose socket is this process's stdin."""
-    if argv:
-        print("usage: python -m repro.run.zygote (its stdin: the runner's end of a socketpair)", file=sys.stderr)
+    if argv not in ([], [PROFILER_FLAG]):
+        print(
+            f"usage: python -m repro.run.zygote [{PROFILER_FLAG}] (its stdin: the runner's end of a socketpair)",
+            file=sys.stderr,
+        )
         return 2
     try:
         conn = _stdin_socket()
     except OSError as exc:
         print(f"zygote: stdin is not the runner's socket ({exc})", file=sys.stderr)
         return 2
-    return serve(conn)
+    return serve(conn, profiler=argv == [PROFILER_FLAG])
 
 
 if __name__ == "__main__":

@@ -183,3 +183,18 @@ def test_every_fault_kind_becomes_an_error_artifact(
     progress(f"summary: fault kinds {mode}: {became} of {len(FAULT_KINDS)} became error artifacts of their kind")
     assert kinds == {rid: ("error", kind) for rid, kind in FAULT_KINDS.items()}
     assert [o.status for o in outcomes] == ["error"] * len(FAULT_KINDS)  # one outcome each: the batch went on
+
+
+def test_a_profiling_batch_has_the_server_import_what_a_first_profiler_session_would() -> None:
+    with ForkServer(profiler=True) as s:
+        assert "profiler_preload_error" not in s.info and s.info["profiler_preload_s"] > 0, s.info
+    with ForkServer() as s:  # a quick run's server: nothing for the profiler
+        assert "profiler_preload_s" not in s.info and "profiler_preload_error" not in s.info
+
+
+def test_the_zygote_takes_only_its_profiler_flag() -> None:
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "repro.run.zygote", "--other"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage: python -m repro.run.zygote [--profiler]" in bad.stderr
