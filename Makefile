@@ -42,7 +42,7 @@ setup: $(VENV)/.installed ## Create .venv (uses PYTHON's torch, venv or not) wit
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # uv reads no pip configuration, so pip's wheel folder is passed on: PIP_FIND_LINKS from the
 # environment, else find-links from pip's configuration files (empty where neither has one).
-PIP_FIND_LINKS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+TEST_FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 UV := $(TEST_VENV)/bin/uv pip install --python $(TEST_VENV)/bin/python
 
 # The test env is installed by uv (from PyPI, put into the env by pip): on the 2-core machine, pip took
@@ -56,8 +56,8 @@ $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv --without-pip $(TEST_VENV)
 	$(PYTHON) -m pip --python $(TEST_VENV)/bin/python install -q --no-compile uv \
 	    || { $(TEST_VENV)/bin/python -m ensurepip && $(TEST_VENV)/bin/python -m pip install -q --no-compile uv; }
-	$(UV) $(addprefix --find-links ,$(PIP_FIND_LINKS)) -r requirements-test.txt -e . \
-	    || $(UV) $(addprefix --find-links ,$(PIP_FIND_LINKS)) --extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match -r requirements-test.txt -e .
+	$(UV) $(addprefix --find-links ,$(TEST_FIND_LINKS)) -r requirements-test.txt -e . \
+	    || $(UV) $(addprefix --find-links ,$(TEST_FIND_LINKS)) --extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match -r requirements-test.txt -e .
 	touch $@
 
 # pytest-xdist workers for `make test`; 0 runs every test in one process. --dist loadfile keeps each

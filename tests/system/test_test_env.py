@@ -17,8 +17,9 @@ def test_requirements_pin_the_cpu_build_and_make_adds_the_cpu_index() -> None:
     assert "TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
     recipe = makefile.split("$(TEST_VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
     # uv reads no pip.conf: pip's wheel folder is passed on, in both attempts.
-    assert "PIP_FIND_LINKS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)" in makefile
-    wheels = "$(UV) $(addprefix --find-links ,$(PIP_FIND_LINKS))"
+    find_links = "$(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))"
+    assert f"TEST_FIND_LINKS ?= {find_links}" in makefile
+    wheels = "$(UV) $(addprefix --find-links ,$(TEST_FIND_LINKS))"
     # pip's wheel folder (e.g. an offline one) first, the CPU index only as the fallback.
     assert f"\t{wheels} -r requirements-test.txt -e . \\\n" in recipe
     cpu_index = "--extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match"
