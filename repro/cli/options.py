@@ -95,6 +95,7 @@ QuickOpt = Annotated[
     typer.Option(
         "--quick",
         help="Less evidence, same verdicts: headline comparisons only, CI target 0.05 (unless --target-ci), "
-        "one profiled pass; a CI that straddles the threshold is 'undecided' and names the full command.",
+        "no profiled pass, no collect_env; a CI that straddles the threshold is 'undecided' and names the "
+        "full command.",
     ),
 ]

@@ -79,7 +79,7 @@ def run_cmd(
         repro_paths=repro_path or [],
         sampling=sampling_config(budget, target_ci, quick),
         command=argv_as_typed(),
-        collect_env=not no_collect_env,
+        collect_env=not (no_collect_env or quick),
         quick=quick,
     )
     check_fail_on(fail_on)
@@ -249,7 +249,7 @@ def all_cmd(
             sampling=sampling,
             command=argv_as_typed() or ["repro", "all"],
             interrupts=interrupts,
-            collect_env=not no_collect_env,
+            collect_env=not (no_collect_env or quick),
             fork_server=fork_server,
             quick=quick,
         )

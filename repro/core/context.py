@@ -134,10 +134,13 @@ class Context(Protocol):
     def synchronize(self) -> None:
         """Wait for the device's queued work (a no-op on CPU)."""
 
-    def untimed(self, name: str) -> str | None:
+    def untimed(self, name: str, done: Sequence[VariantResult] = ()) -> str | None:
         """Why this run leaves the arm ``name`` untimed, or None when it times it: a quick run
         times only the arms of headline comparisons (``measure`` and the schedules skip the
-        others themselves; a repro that times arms its own way asks here)."""
+        others themselves; a repro that times arms its own way asks here). ``done``: the
+        variants the repro has so far; under the ``"first"`` headline rule, once both arms of a
+        headline comparison are among them, a quick run leaves the later headlines' arms untimed,
+        since none of them can become the headline."""
 
     def monitored(self, run: Callable[[], T]) -> tuple[T, Mapping[str, Any] | None]:
         """``run()`` (work in a process this run starts, such as a pure CUDA twin) under the GPU

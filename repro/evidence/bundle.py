@@ -41,7 +41,8 @@ TRACE_LIMIT = 256 * 1024 * 1024
 LOG_TAIL = 512 * 1024
 # <id>.json, or <id>.cliff-<param>.json from `repro cliff` (whose plot, <...>.png, goes in beside it).
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
-_TRACE = re.compile(r"[A-Za-z0-9_.-]+\.trace\.json\.gz")
+# A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
+_TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 

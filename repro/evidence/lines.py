@@ -55,10 +55,10 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     if links:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(m.group("rest"))
-    if m := _SOURCE_PHRASE.search(claim):
-        return f"{text(m.group('src').strip())}; no link recorded", text(claim)
-    return "the seed gives no source; no link recorded", text(claim)
+        return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
+    if _SOURCE_PHRASE.search(claim):
+        return "the seed gives no URL", text(claim)  # the claim's own words name its source
+    return "the seed names no source and gives no URL", text(claim)
 
 
 def _seed_rows(doc: Artifact) -> list[Row]:
@@ -84,11 +84,15 @@ def _agreement(row: Row, v: Verdict) -> str:
     return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"
 
 
-def seed_vs_ours(doc: Artifact) -> list[str]:
-    """The seed's experiment as the repro describes it, then, where the seed's program ran here, its
-    ratio beside the headline and whether the two agree, computed from their CIs."""
+def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
+    """The seed's experiment as the repro describes it (the catalog's words when ``declared`` has them and
+    the artifact records one),
+    then, where the seed's program ran here, its ratio beside the headline and whether the two agree,
+    computed from their CIs."""
     out = []
     said = doc.repro.seed_experiment
+    if said and declared and declared.seed_experiment:
+        said = declared.seed_experiment  # the repro's current words for what the artifact describes
     if said is not None and said.strip():
         # The repro's words open "Seed: ..." (the label says whose experiment comes first).
         out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")
@@ -134,6 +138,10 @@ def scope_lines(doc: Artifact) -> list[str]:
 _SEED_DETAIL = "The seed's own program"
 _ENDS_IN_RATIO = re.compile(r" was ([0-9.]+x \(95% CI [0-9.]+-[0-9.]+\))\.$")
 _SCOPE_DETAILS = ("Also over ", "Below the threshold at every ", "The default backend here is ")
+# A sentence listing the other backends' ratios (fused-adam): the comparisons table has each, and
+# "Not tested here" the backends that did not run.
+_TABLE_DETAIL = "Other backends, "
+_RATIO = re.compile(r"[0-9.]+x \(95% CI [0-9.]+-[0-9.]+\)")
 
 
 def restated(doc: Artifact, detail: str) -> bool:
@@ -142,6 +150,9 @@ def restated(doc: Artifact, detail: str) -> bool:
     rows = {ratio_with_ci(r.ratio, r.ci_low, r.ci_high) for r in doc.verdict.breakdown}
     if (m := _ENDS_IN_RATIO.search(detail)) and m.group(1) in rows:
         return True
+    if detail.startswith(_TABLE_DETAIL):
+        said = _RATIO.findall(detail)
+        return bool(said) and all(x in rows for x in said)
     if detail.startswith(_SEED_DETAIL):
         return bool(_seed_rows(doc))
     if detail.startswith(_SCOPE_DETAILS[2]):
@@ -160,8 +171,14 @@ def diff_lines(doc: Artifact) -> list[str]:
     if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
         base, other = other, base  # as the comparison reads: from its denominator to its numerator
     changes = kernel_diff(base, other)
-    total = f"all kernels {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
-    head = f"Kernels, {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
+    total = (
+        f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
+    )
+    # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
+    # stands in, and the line says so.
+    own = {base.name, other.name} == set(doc.verdict.variants)
+    whose = "Kernels," if own else "Kernels of a profiled pair (the headline's was not profiled):"
+    head = f"{whose} {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
     head += "):"  # the bullets come largest change in time per call first (kernel_diff)
@@ -212,8 +229,10 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     agreement = band.agree(b.center, value, b)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
+    lo, hi = f"{min(others):.4g}", f"{max(others):.4g}"
+    read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
     return (
-        f"Re-run elsewhere: {gpus} {text(b.gpu)} GPUs read {min(others):.4g}-{max(others):.4g}, this run "
+        f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
         f"{value:.4g} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
 

@@ -58,6 +58,7 @@ from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
     variants_table,
+    with_whole_steps,
 )
 
 __all__ = [
@@ -139,7 +140,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         [
             text(d.repro.id, cell=True),
             _status(d),
-            verdict_cell(d.verdict, None),
+            with_whole_steps(d, verdict_cell(d.verdict, None)),
             f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]
@@ -163,7 +164,8 @@ def legend(docs: Sequence[Artifact]) -> str:
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
         "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
-        f"{said} n: samples behind a median; rounds: paired rounds behind a ratio. us/call: a kernel's time "
+        f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
+        "rounds: paired rounds behind a ratio. us/call: a kernel's time "
         "summed over its launches in one call._"
     )
 
@@ -171,6 +173,26 @@ def legend(docs: Sequence[Artifact]) -> str:
 def bundle_names(docs: Sequence[Artifact]) -> str:
     """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
     return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
+
+
+def traces_words(docs: Sequence[Artifact]) -> str:
+    """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
+    variant), and which measured variants were never profiled, from the variants' kernel tables."""
+    have, none = [], []
+    for d in docs:
+        ran = [v for v in d.variants if v.status == "ok" and v.timing is not None]
+        bare = [v for v in ran if not v.kernels and not v.profiled_iterations]
+        rid = text(d.repro.id)
+        if not ran or len(bare) == len(ran):
+            none.append(rid)
+        elif not bare:
+            have.append(rid)
+        elif isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
+            have.append(f"{rid} (not its pure CUDA twin, timed by CUDA events in its own binary and not profiled)")
+        else:
+            have.append(f"{rid} (not its {len(bare)} variants timed outside the profiler)")
+    said = f"traces of {', '.join(have)}" if have else "no traces"
+    return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
 def _not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
@@ -228,7 +250,7 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
     body: list[str] = []
     shown = [d for d in v.details if not restated(doc, d)]
     if shown:
-        body += [" ".join(text(current_ratios(d, v)) for d in shown), ""]
+        body += [" ".join(text(with_whole_steps(doc, current_ratios(d, v))) for d in shown), ""]
     if doc.variants:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
@@ -291,14 +313,14 @@ def repro_section(
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(v.status, "")
-    finding = finding[len(lead) :] if lead and finding.startswith(lead) else finding
+    finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
     if doc.error:
         e = doc.error
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
-    items += seed_vs_ours(doc)
+    items += seed_vs_ours(doc, declared)
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]
@@ -448,8 +470,8 @@ def report(
         if not smoke_run:
             head += [
                 legend(runs)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces where profiled, logs, collect_env, "
-                "the harness wheel, each repro's script (or `repro script` and its run line's flags); "
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, collect_env, "
+                "the harness wheel, each repro's script; "
                 "`repro report RUN_DIR --out FILE` draws the plots._",
                 "",
             ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from repro.core.results import VariantResult
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
@@ -62,14 +63,9 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     for row in doc.verdict.breakdown:
         if row is head or row.ratio is None:
             continue
-        other = row.qualifiers
-        key = next((k for k in quals if other.get(k) != quals.get(k)), None)
-        if key is None:
+        name = _row_name(quals, row)
+        if name is None:
             continue
-        name = _one(key, other.get(key)) or f"{key} -"
-        first = next(iter(quals))
-        if key != first and (lead := _one(first, quals[first])):
-            name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
         groups.setdefault((name, row.status == "reproduced"), []).append(row)
     holds: list[str] = []
     fails: list[str] = []
@@ -81,6 +77,19 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
             said = f"at least {ratios[0]:.2f}x" if held else f"at most {ratios[-1]:.2f}x"
         (holds if held else fails).append(f"{name}: {said}")
     return out, _capped(holds), _capped(fails)
+
+
+def _row_name(quals: Mapping[str, Any], row: Row) -> str | None:
+    """A row named by its first qualifier that differs from the headline's: "torch graph, with matmul"."""
+    other = row.qualifiers
+    key = next((k for k in quals if other.get(k) != quals.get(k)), None)
+    if key is None:
+        return None
+    name = _one(key, other.get(key)) or f"{key} -"
+    first = next(iter(quals))
+    if key != first and (lead := _one(first, quals[first])):
+        name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
+    return name
 
 
 def only(doc: Artifact) -> str | None:
@@ -107,16 +116,18 @@ def _capped(parts: list[str]) -> list[str]:
 
 
 def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence (the artifact's since schema 1.2, else the caller's ``Declared``), scoped
+    """The repro's impact sentence (the caller's ``Declared``, else the artifact's since schema 1.2), scoped
     to what this run measured: the comparisons it did not hold for (each row's own status) and a suspect
-    run said first, then the headline pair's cost per call."""
-    sentence = doc.repro.impact if "impact" in doc.repro.recorded else getattr(declared, "impact", None)
+    run said first, then the headline pair's cost per call and, beside it, the difference in the rows
+    that did not hold."""
+    # The catalog's words first (see Declared): an impact sentence is prose, corrected after a run.
+    sentence = getattr(declared, "impact", None) or doc.repro.impact
     if not sentence:
         return None
     v = doc.verdict
     found = conditions(doc) if v.status == "reproduced" else None
     # The rows it did not hold for are listed just above ("Does not hold for"): named by that line.
-    scope = 'only where it held here (not the "Does not hold for" rows): ' if found and found[2] else ""
+    scope = "where it held: " if found and found[2] else ""
     if doc.validity.flag == "suspect":
         scope = f"from a suspect run, {scope}" if scope else "from a suspect run: "
     pair = v.variants
@@ -124,11 +135,45 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
     cost = ""
     if len(pair) == 2 and all((x := have.get(n)) is not None and x.timing for n in pair):
         ta, tb = (have[n].median for n in pair)
-        delta = ta - tb
-        sign = "+" if delta >= 0 else "-"
+        unit = _unit(have[pair[0]])
         # The two medians are in the variant table; the difference per call is what a user pays.
-        cost = f" Here: {sign}{fmt_time(abs(delta))} per call ({fmt_time(ta)} against {fmt_time(tb)})."
+        cost = f" Here: {_signed(ta - tb)} per {unit} ({fmt_time(ta)} against {fmt_time(tb)})"
+        # Where the ratio stayed under the threshold, the difference itself may not have shrunk: said
+        # from the medians, so a smaller ratio is not read as a smaller cost.
+        if found and found[2]:
+            rest = [f"{_signed(d)} ({name})" for d, name in _differences(doc, have) if name]
+            cost += f"; where it did not hold, per {unit}: {', '.join(rest)}" if rest else ""
+        cost += "."
     return f"{scope}{sentence}{cost}"
+
+
+def _signed(seconds: float) -> str:
+    return f"{'+' if seconds >= 0 else '-'}{fmt_time(abs(seconds))}"
+
+
+def _unit(var: VariantResult) -> str:
+    """What one timed call is: an op where a sample is a graph of ``ops`` ops (graph-memset), else a call."""
+    t = var.timing
+    ops = var.config.get("ops")
+    return "op" if t is not None and isinstance(ops, int) and ops > 1 and t.calls_per_sample == ops else "call"
+
+
+def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple[float, str]]:
+    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold, on time,
+    that moved the same way as the headline."""
+    out = []
+    head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    for r in doc.verdict.breakdown:
+        a, b = have.get(str(r.num)), have.get(str(r.den))
+        if r.status == "reproduced" or r.basis not in (None, "time") or a is None or b is None:
+            continue
+        if a.timing is None or b.timing is None:
+            continue
+        name = _row_name(head.qualifiers, r) if head is not None else None
+        out.append((a.median - b.median, name or str(r.comparison or r.label or "")))
+    # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
+    sign = 1.0 if head is None or float(head.ratio or 1.0) >= 1.0 else -1.0
+    return [(d, name) for d, name in out if d * sign > 0]
 
 
 def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
@@ -140,6 +185,19 @@ def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
 def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
     want = seed_gpu.lower().replace("nvidia", "").strip()
     return any(want in g.lower() for g in run_gpus)
+
+
+def _by_design(doc: Artifact, var: VariantResult) -> bool:
+    """A skipped variant that no comparison uses and no unrun comparison names (graph-memset's empty
+    graph, "mm_only is the no-op baseline"): not a test subject, so not "not tested". An artifact that
+    predates ``verdict.not_run`` cannot say which comparisons went unrun: all its skips are listed."""
+    if var.status != "skipped" or "not_run" not in (doc.raw.get("verdict") or {}):
+        return False
+    v = doc.verdict
+    used = {n for r in v.breakdown for n in (r.num, r.den)}
+    reason = str(var.reason or "")
+    named = any(var.name in x.reason or (reason and reason in x.reason) for x in v.not_run)
+    return var.name not in used and not named
 
 
 def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
@@ -159,7 +217,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
             lines.append(f"{rid}: a smoke run on {device} (shrunken sizes): it proves the pipeline, not the cliff.")
         by_reason: dict[str, list[str]] = {}
         for var in doc.variants:
-            if var.status != "ok":
+            if var.status != "ok" and not _by_design(doc, var):
                 why = f"{var.status}: {var.reason or 'no reason recorded'}"
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
@@ -182,9 +240,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
                 missing.setdefault(g, []).append(doc.repro.id)
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
-        lines.append(
-            f"GPUs the seeds reported on that this run did not have: {named}. This run had {', '.join(run_gpus)}."
-        )
+        lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
     stacks = sorted({f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}" for e in facts})
     if len(stacks) == 1:
         lines.append(

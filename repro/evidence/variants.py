@@ -90,6 +90,18 @@ def _time_range(lo: float, hi: float) -> str:
     return f"{a.rsplit(' ', 1)[0]}-{b}" if ua == ub else f"{a}-{b}"
 
 
+def _count(v: VariantResult) -> str:
+    """What the median is taken over, counted: ``102 rounds`` where each round's value is the median of
+    its samples (306 of them in all), ``500 samples`` where the median is of the samples themselves."""
+    t = v.timing
+    if t is None:
+        return "-"
+    n = t.stats.n
+    if t.rounds and n == len(t.rounds) and len(t.samples or ()) != n:
+        return f"{n} rounds"
+    return f"{n} samples" if t.samples and n == len(t.samples) else str(n)
+
+
 def variants_table(a: Artifact) -> str:
     """The shown variants that ran: median and CI, samples, timer, achieved rate.
 
@@ -107,7 +119,7 @@ def variants_table(a: Artifact) -> str:
             [
                 text(v.label, cell=True),
                 f"{fmt_time(s.median)} ({_time_range(s.ci_low, s.ci_high)})",
-                str(s.n),
+                _count(v),
                 text(t.method.replace("_", " "), cell=True),
                 rate + (f" ({pct})" if pct != "-" else ""),
             ]
@@ -231,7 +243,7 @@ def comparisons_table(doc: Artifact) -> str:
         label = "" if one_level else f"{level * 100:.3g}% CI"
         row = [
             f"**{name}**" if r.headline else name,
-            ratio_with_ci(r.ratio, r.ci_low, r.ci_high, label),
+            ratio_with_ci(r.ratio, r.ci_low, r.ci_high, label) + _whole_cell(doc, r),
             _HELD.get(str(r.status), text(str(r.status or "-").replace("_", " "), cell=True)),
             str(r.n) if r.n is not None else "-",
         ]
@@ -243,11 +255,68 @@ def comparisons_table(doc: Artifact) -> str:
     return md_table(rows, headers) + _basis_note(doc, rows_in)
 
 
+def whole_steps(doc: Artifact, row: Row) -> float | None:
+    """For a ratio of filtered kernel time (basis "kernel"): the same two variants' whole-call medians,
+    numerator over denominator (a ratio of medians, not paired); None for any other row."""
+    have = {v.name: v for v in doc.variants}
+    a, b = have.get(str(row.num)), have.get(str(row.den))
+    if row.basis != "kernel" or a is None or b is None or a.timing is None or b.timing is None:
+        return None
+    return a.median / b.median if b.median else None
+
+
+def _ratio(w: float) -> str:
+    return f"{w:.3f}x" if abs(w - 1.0) < 0.01 else f"{w:.2f}x"  # 1.003x, not a bare 1.00x
+
+
+def _whole_cell(doc: Artifact, row: Row) -> str:
+    w = whole_steps(doc, row)
+    return f"; whole steps {_ratio(w)}" if w is not None else ""
+
+
+def with_whole_steps(doc: Artifact, said: str) -> str:
+    """``said`` with each filtered-kernel ratio (as ``ratio_with_ci`` writes it) followed by the whole-step
+    ratio of medians, so a kernel filter's ratio is never read alone."""
+    for r in doc.verdict.breakdown:
+        w = whole_steps(doc, r)
+        shown = ratio_with_ci(r.ratio, r.ci_low, r.ci_high)
+        if w is not None and shown in said:
+            said = said.replace(shown, f"{shown}, whole steps {_ratio(w)} (ratio of medians)")
+    return said
+
+
+def _left_out(doc: Artifact, rows: Sequence[Row], keys: Sequence[str]) -> str:
+    """The kernels of the rows' variants that the filter dropped, largest time per call first."""
+    have = {v.name: v for v in doc.variants}
+    dropped: dict[str, tuple[float, str]] = {}  # kernel -> (its largest time per step, in which variant)
+    for r in rows:
+        for name in (r.num, r.den):
+            v = have.get(str(name))
+            if v is None or r.basis != "kernel":
+                continue
+            for k in v.kernels:
+                if not any(key in k.name.lower() for key in keys) and per_call_us(k) > dropped.get(k.name, (0.0,))[0]:
+                    dropped[k.name] = (per_call_us(k), str(v.label or v.name))
+    if not dropped:
+        return ""
+    short = short_names(dropped, NAME_CHARS)
+    most = sorted(dropped, key=lambda n: -dropped[n][0])
+    said = ", ".join(
+        f"{code(short[n])} ({dropped[n][0] / 1000:.1f} ms/step in {text(dropped[n][1])})" for n in most[:2]
+    )
+    return f", leaving out {said}" + (f" and {len(most) - 2} more" if len(most) > 2 else "")
+
+
 def _basis_note(doc: Artifact, rows: Sequence[Row]) -> str:
-    """Ratios of profiler kernel time (basis "kernel") say which kernels count: the medians above are not theirs."""
+    """Ratios of profiler kernel time (basis "kernel") say which kernels count and which the filter dropped;
+    the medians above are whole steps, and so is each row's "whole steps" ratio."""
     if not any(r.basis == "kernel" for r in rows):
         return ""
     match = doc.extra.get("kernel_match")  # the repro's own extra: which kernel names a kernel basis counts
-    names = ", ".join(str(m) for m in match) if isinstance(match, list) and match else None
-    which = f"kernels whose names contain {text(names)} (kernel_match)" if names else "the profiled kernels"
-    return f"\n\n_Ratios on basis kernel: profiler time per step of {which}; the medians above: whole steps._"
+    keys = [str(m).lower() for m in match] if isinstance(match, list) and match else []
+    which = f"kernels whose names contain {text(', '.join(keys))} (kernel_match)" if keys else "the profiled kernels"
+    left = _left_out(doc, rows, keys) if keys else ""
+    return (
+        f"\n\n_Ratios on basis kernel: profiler time per step of {which}{left}; the medians above and "
+        '"whole steps" (their ratio, not paired) time whole steps._'
+    )

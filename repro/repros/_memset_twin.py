@@ -92,6 +92,14 @@ def twin_work(name: str, work_n: int, work_iters: int) -> Work:
     return Work(flops=2.0 * work_n * work_iters, bytes=8.0 * work_n + op_bytes, ceiling="fp32")
 
 
+def twin_warmup_replays(doc: Mapping[str, Any], name: str) -> int:
+    """Untimed replays of a twin variant per warm-up: the work-kernel variants print their own
+    count (``work_warmup``, a share of ``warmup``), the others ``warmup``."""
+    if "work" in name and "work_warmup" in doc:
+        return int(doc["work_warmup"])
+    return int(doc.get("warmup", 0))
+
+
 def twin_variants(
     doc: Mapping[str, Any],
     build: TwinBuild,
@@ -130,7 +138,7 @@ def twin_variants(
             method="external",
             unit="s",
             calls_per_sample=ops,
-            warmup_calls=int(doc.get("warmup", 0)) * ops,
+            warmup_calls=twin_warmup_replays(doc, name) * ops,
             stop_reason="external",
             target_rel_ci=target_rel_ci,
             budget_s=budget_s,

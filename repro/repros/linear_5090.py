@@ -87,12 +87,9 @@ class Linear5090(Repro[LinearParams]):
     title = "nn.Linear slower than x @ w.t() + b in fp32 (RTX 5090)"
     upstream = ("https://github.com/pytorch/pytorch/issues/150725",)
     seed_experiment = (
-        "Seed: 2000 calls of each form in one block, timed by a host clock around the loop (synchronized "
-        "before and after), no warm-up, on an RTX 5090. Ours: the same shapes and fp32, timed with CUDA "
-        "events in interleaved rounds after a warm-up, TF32 off and on. A block without warm-up folds "
-        "first-call costs and clock drift into its number; that moves a ratio by percents, never from "
-        "~1x to 2.7x: the claim is about the RTX 5090's cuBLAS kernels (sm_120), so on another GPU the "
-        "status is inconclusive."
+        "Seed: 2000 calls of each form in one block, timed by a host clock around the loop, no warm-up. "
+        "Ours: the same shapes and fp32, timed with CUDA events in interleaved rounds after a warm-up, "
+        "TF32 off and on. A block without warm-up folds first-call costs and clock drift into its number."
     )
     seed_claim = (
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of "

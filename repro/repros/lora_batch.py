@@ -184,8 +184,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     upstream = ()
     seed_source = "an article on FLUX LoRA fine-tuning on an RTX 5090 (no tracker issue)"
     seed_experiment = (
-        "The seed gives no program: it reports batch 2 about 2x slower than batch 1 while fine-tuning "
-        "FLUX with LoRA on an RTX 5090. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
+        "The seed gives no program. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
         "blocks, bf16), one training step at batch 1, 2 and 4 in paired rounds; the metric is per-sample "
         "time at batch 2 over batch 1, so linear scaling reads 1.0."
     )
@@ -200,6 +199,8 @@ class LoraBatchScaling(Repro[LoraParams]):
         "of buying it, while linear scaling means batch 2 only halves the steps per second."
     )
     seed_gpus = ("RTX 5090",)
+    # The article saw it on an RTX 5090 (sm_120) only: on another architecture the claim is not tested.
+    claim_arch = ("12.0",)
     plots = (
         Plot(
             "batch",
@@ -366,7 +367,12 @@ class LoraBatchScaling(Repro[LoraParams]):
         done: dict[int, VariantResult] = {}
         memory: dict[int, dict[str, Any]] = {}
         for batch in batches:
-            arm = self._arm(batch, p, ctx, blocks, opt, dtype)
+            untimed = ctx.untimed(f"bs{batch}")  # a quick run neither checks nor times a batch no headline uses
+            arm = (
+                ctx.skipped(f"bs{batch}", f"LoRA step, batch {batch}", untimed, batch=batch)
+                if untimed is not None
+                else self._arm(batch, p, ctx, blocks, opt, dtype)
+            )
             if isinstance(arm, Arm):
                 try:
                     if ctx.cuda:

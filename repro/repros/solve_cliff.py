@@ -56,6 +56,8 @@ BACKENDS = ("default", "cusolver", "magma")
 # several-fold (the seed saw ~10x). 1.5 sits far from both, so one backend/batch
 # whose whole CI clears it is a cliff, not noise.
 THRESHOLD = 1.5
+# A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
+LONG_SAMPLE_S = 0.004
 
 # LU paths, as read from kernel names (see classify_path).
 PATH_NATIVE = "batched LU (PyTorch native kernels)"
@@ -181,8 +183,8 @@ class Solve512Cliff(Repro[SolveParams]):
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
     seed_experiment = (
-        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512 (about 10x at batch 128 "
-        "on an RTX 6000 Ada); its timing code is not reproduced here. Ours: n from 510 to 513 at batches "
+        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512; its timing code is not "
+        "reproduced here. Ours: n from 510 to 513 at batches "
         "16, 64 and 128 under the default backend and cuSOLVER, CUDA events in paired rounds, each ratio "
         "scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
     )
@@ -203,9 +205,9 @@ class Solve512Cliff(Repro[SolveParams]):
     # is the largest such ratio (else the largest overall).
     headline_rule = "worst"
     impact = (
-        "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers, "
-        "per-sample preconditioners) hit n=512 when a size is a power of two, so stepping from 511 to 512 "
-        "unknowns multiplies the cost of every solve_ex call under the affected backend."
+        "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers) "
+        "hit n=512 when a size is a power of two; from 511 to 512 unknowns every solve_ex call under the "
+        "affected backend costs more."
     )
     stack = (
         "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
@@ -326,7 +328,15 @@ class Solve512Cliff(Repro[SolveParams]):
         import torch
 
         sizes = list(range(p.n_min, p.n_max + 1))
-        cfg = dataclasses.replace(ctx.sampling, budget_s=min(p.point_budget_s, ctx.sampling.budget_s))
+        # Every point here is a solve of at least 4 ms (4.4 ms at batch 16 on an H200), so each is
+        # timed once per round with no untimed call before it (see SamplingConfig.long_sample_s):
+        # with three samples and a warm-up call each, 24 rounds of the 24 points took 22.4 s
+        # (artifacts/reference/h200/speed/run1/all1, five 0.5 s gaps among them).
+        cfg = dataclasses.replace(
+            ctx.sampling,
+            budget_s=min(p.point_budget_s, ctx.sampling.budget_s),
+            long_sample_s=min(ctx.sampling.long_sample_s, LONG_SAMPLE_S),
+        )
         variants: list[VariantResult] = []
         notes: list[str] = []
         backends: list[str] = []

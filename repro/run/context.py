@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig, T
-from repro.core.results import Comparison, Kernel, Timing, VariantResult, Work, achieved
+from repro.core.results import Comparison, HeadlineRule, Kernel, Timing, VariantResult, Work, achieved
 from repro.evidence.clocks import clock_words
 from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
 from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
-from repro.run.schedule import QUICK_SKIP, QUICK_UNPROFILED, measure_groups
+from repro.run.schedule import QUICK_ANSWERED, QUICK_SKIP, QUICK_UNPROFILED, measure_groups
 
 if TYPE_CHECKING:
     from repro.core.context import Context
@@ -61,6 +61,9 @@ class RunContext:
     # A quick run (``repro all --quick``): the comparisons are the headline ones only, and an arm
     # none of them uses is not timed (see repro.run.schedule).
     quick: bool = False
+    # How the verdict picks its headline (``Repro.headline_rule``); a quick run under "first"
+    # leaves untimed what cannot become the headline (see ``untimed``).
+    headline_rule: HeadlineRule = "first"
     # Seconds spent so far in warm-up, sampling (paired rounds, unpaired samples, kernel rounds)
     # and profiling, over every measurement of the run; each counted once.
     spent: dict[str, float] = field(default_factory=dict)
@@ -112,10 +115,21 @@ class RunContext:
         summary["other_pids"] = [p for p in summary["other_pids"] if p in before]
         return out, summary
 
-    def untimed(self, name: str) -> str | None:
-        """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses, else None."""
-        if self.quick and self.comparisons and all(name not in (c.num, c.den) for c in self.comparisons):
+    def untimed(self, name: str, done: Sequence[VariantResult] = ()) -> str | None:
+        """QUICK_SKIP in a quick run for an arm no (headline) comparison of the run uses;
+        under the "first" headline rule, QUICK_ANSWERED for an arm of a later headline once
+        both arms of an earlier one are ok in ``done``; else None."""
+        if not self.quick or not self.comparisons:
+            return None
+        if all(name not in (c.num, c.den) for c in self.comparisons):
             return QUICK_SKIP
+        if self.headline_rule == "first":
+            ok = {v.name for v in done if v.status == "ok"}
+            for c in self.comparisons:
+                if name in (c.num, c.den):
+                    return None  # this headline comes before any that answered
+                if c.num in ok and c.den in ok:
+                    return QUICK_ANSWERED.format(comparison=c.name)
         return None
 
     def measure(

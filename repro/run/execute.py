@@ -15,7 +15,7 @@ from typing import Any
 
 from repro.core import redact
 from repro.core.context import SamplingConfig
-from repro.core.results import achieved
+from repro.core.results import HeadlineRule, achieved
 from repro.core.spec import (
     Comparison,
     Repro,
@@ -232,7 +232,7 @@ def execute(
         verdict = unavailable(cls.metric, reason)
     else:
         repro = cls()
-        ctx = _context(req, device, run_dir, log, progress)
+        ctx = _context(req, device, run_dir, log, progress, cls.headline_rule)
         try:
             ctx.comparisons = tuple(c for c in repro.comparisons(params) if c.headline or not req.quick)
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
@@ -488,7 +488,12 @@ def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResul
 
 
 def _context(
-    req: RunRequest, device: str, run_dir: Path, log: Callable[[str], None], progress: Progress = no_progress
+    req: RunRequest,
+    device: str,
+    run_dir: Path,
+    log: Callable[[str], None],
+    progress: Progress = no_progress,
+    headline_rule: HeadlineRule = "first",
 ) -> RunContext:
     nv = _nvml_or_none() if device == "cuda" else None
     return RunContext(
@@ -500,6 +505,7 @@ def _context(
         log=log,
         progress=progress,
         quick=req.quick,
+        headline_rule=headline_rule,
     )
 
 

@@ -57,9 +57,12 @@ class ScheduleContext(Protocol):
     def _write_trace(self, name: str, raw: bytes) -> None: ...
 
 
-__all__ = ["QUICK_SKIP", "QUICK_UNPROFILED", "measure_groups", "split_trace"]
+__all__ = ["QUICK_ANSWERED", "QUICK_SKIP", "QUICK_UNPROFILED", "measure_groups", "split_trace"]
 
 QUICK_SKIP = "not timed in a quick run: no headline comparison uses it"
+# Under the "first" headline rule the first headline comparison with a ratio is the headline,
+# so once one has both arms, a quick run times no later headline's arms.
+QUICK_ANSWERED = "not timed in a quick run: headline comparison {comparison} answered first"
 # A quick run gives no arm its profiled pass: no verdict reads the kernel table (fused-adam's
 # per-kernel rounds are their own profiler sessions and still run), and a process's first
 # profiled pass took 4.2-5.5 s in three of the five repros of the H200 bench

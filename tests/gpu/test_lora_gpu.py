@@ -26,7 +26,11 @@ def test_lora_small_on_gpu(run_dir: Path, fast: SamplingConfig) -> None:
         assert v["extra"]["peak_allocated_bytes"] > 0
         assert isinstance(v["extra"]["num_alloc_retries"], int)
     verdict = doc["verdict"]
-    assert verdict["status"] in ("reproduced", "not_reproduced")
+    # The seed's claim is about an RTX 5090 (sm_120): elsewhere it is not tested, and the ratio stays.
+    if doc["fingerprint"]["gpu"]["compute_capability"] == "12.0":
+        assert verdict["status"] in ("reproduced", "not_reproduced")
+    else:
+        assert verdict["status"] == "inconclusive" and verdict["claim"]["tested"] is False
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
     assert verdict["paired"] is True
     assert "Peak memory with no memory cap" in " ".join(verdict["details"])

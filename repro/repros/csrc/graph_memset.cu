@@ -26,8 +26,9 @@
 //
 // --variants (a comma-separated list of the names above) runs only those; --work-replays sets the
 // replays of the three work-kernel variants (default: --replays), which take about a hundred
-// times longer per replay than the others. Each variant's replays are split evenly over the
-// rounds (per_round for --replays, work_per_round for --work-replays).
+// times longer per replay than the others, and scales their warm-up replays alike. Each variant's
+// replays are split evenly over the rounds (per_round for --replays, work_per_round for
+// --work-replays).
 //
 // Output: one JSON object on stdout with the raw per-replay samples of every variant run, in
 // seconds per op (replay time / ops). Errors go to stderr with a non-zero exit code.
@@ -81,6 +82,7 @@ struct Variant {
   std::vector<double> samples;
   int replays = 0;    // timed replays in all, and per round
   int per_round = 0;
+  int warmup = 0;     // untimed replays at the start and after each idle gap
 };
 
 struct Options {
@@ -268,16 +270,22 @@ int main(int argc, char** argv) {
   }
   int per_round = (o.replays + o.rounds - 1) / o.rounds;
   int work_per_round = (o.work_replays + o.rounds - 1) / o.rounds;
+  // The work-kernel variants warm up with the share of --warmup that --work-replays is of
+  // --replays (at least one replay): about a hundred times longer per replay, 20 of them after
+  // each gap took 0.2 s each, while one already keeps the GPU busy longer than 20 plain replays.
+  long long scaled = (static_cast<long long>(o.warmup) * o.work_replays + o.replays - 1) / o.replays;
+  int work_warmup = static_cast<int>(scaled < o.warmup ? scaled : o.warmup);
   for (auto& v : variants) {
     v.replays = v.work ? o.work_replays : o.replays;
     v.per_round = v.work ? work_per_round : per_round;
+    v.warmup = v.work ? work_warmup : o.warmup;
   }
   // The seed replays on a stream other than the one it captured on.
   cudaStream_t replay_stream;
   CHECK(cudaStreamCreateWithFlags(&replay_stream, cudaStreamNonBlocking));
   for (auto& v : variants) {
     v.exec = capture(s, v, o, flag, buf, grid);
-    for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
+    for (int i = 0; i < v.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
     CHECK(cudaStreamSynchronize(s));
     v.samples.reserve(v.replays);
   }
@@ -311,7 +319,7 @@ int main(int argc, char** argv) {
       struct timespec gap = {o.gap_ms / 1000, (o.gap_ms % 1000) * 1000000L};
       nanosleep(&gap, nullptr);
       for (auto& v : variants) {
-        for (int i = 0; i < o.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
+        for (int i = 0; i < v.warmup; ++i) CHECK(cudaGraphLaunch(v.exec, s));
       }
       CHECK(cudaStreamSynchronize(s));
     }
@@ -331,7 +339,8 @@ int main(int argc, char** argv) {
   std::printf(", \"ops\": %d, \"replays\": %d, \"warmup\": %d, \"rounds\": %d, \"per_round\": %d", o.ops,
               o.replays, o.warmup, o.rounds, per_round);
   std::printf(", \"episodes\": %d, \"episode_rounds\": %d, \"gap_ms\": %d", o.episodes, episode_rounds, o.gap_ms);
-  std::printf(", \"work_replays\": %d, \"work_per_round\": %d", o.work_replays, work_per_round);
+  std::printf(", \"work_replays\": %d, \"work_per_round\": %d, \"work_warmup\": %d", o.work_replays, work_per_round,
+              work_warmup);
   std::printf(", \"work_n\": %d, \"work_iters\": %d, \"unit\": \"s/op\", \"variants\": {", o.work_n,
               o.work_iters);
   for (size_t k = 0; k < variants.size(); ++k) {

@@ -83,3 +83,6 @@ def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measur
     smoke = _judge("cpu", s_a=2.0, s_b=1.0, t_a=1.0, t_b=1.0)
     assert off_architecture(smoke, ("12.0",), "9.0") is smoke
     assert Linear5090.claim_arch == ("12.0",)  # the RTX 5090 (sm_120); the RTX 4090 read ~1.0x
+    from repro.repros.lora_batch import LoraBatchScaling
+
+    assert LoraBatchScaling.claim_arch == ("12.0",)  # the article's RTX 5090 only, as 5090-linear

@@ -118,7 +118,7 @@ def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any])
     assert "- Kernels, " not in text and "Script: `" not in text  # nothing of a smoke run is evidence
     assert "did not reach the 1% target (default_b2_n30, default_b2_n31, default_b2_n32" in text  # one line, grouped
     full = report([_grid_doc(smoke_doc, smoke=False)])
-    assert "<details>" in full and "- Kernels, default_b4_n31 -> default_b4_n32 (all kernels " in full
+    assert "<details>" in full and "- Kernels, default_b4_n31 -> default_b4_n32 (kernel time per call " in full
 
 
 def test_table_cells_escape_pipes() -> None:

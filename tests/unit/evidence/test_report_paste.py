@@ -156,14 +156,14 @@ def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str,
     assert claims["solve-512-cliff"].startswith("- Seed claim (https://github.com/pytorch/pytorch/issues/181999): ")
     assert claims["graph-memset"].startswith(
         "- Seed claim (NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
-        "kernel)'; no link recorded): in a CUDA graph,"
+        "kernel)'; the seed gives no URL): in a CUDA graph,"
     )
     assert claims["lora-batch-scaling"].startswith(
-        "- Seed claim (An article on FLUX LoRA fine-tuning on an RTX 5090; no link recorded): "
+        "- Seed claim (the seed gives no URL): An article on FLUX LoRA fine-tuning on an RTX 5090 found"
     )
     doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
     doc["repro"]["seed_claim"] = "Batch 2 was slower."
-    assert "- Seed claim (the seed gives no source; no link recorded): Batch 2 was slower." in report([doc])
+    assert "- Seed claim (the seed names no source and gives no URL): Batch 2 was slower." in report([doc])
 
 
 def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dict[str, Any]]) -> None:
@@ -184,8 +184,10 @@ def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dic
         )
     )
     doc["repro"]["seed_experiment"] = "The seed timed one replay of 1000 <<<1,1>>> kernels with a host clock."
-    section = _visible(_report([doc]), "graph-memset")
+    section = _visible(report([doc]), "graph-memset")  # without the catalog: the artifact's words
     assert "- Seed's experiment vs ours: The seed timed one replay of 1000 &lt;&lt;&lt;1,1&gt;&gt;&gt;" in section
+    current = _visible(_report([doc]), "graph-memset")  # with it: the repro's current words
+    assert "- Seed's experiment vs ours: 1000 zero_out&lt;&lt;&lt;1,1&gt;&gt;&gt; kernels against" in current
     assert (
         "- The seed's program, re-run here: 1.44x (95% CI 1.41-1.47) (reproduced); against the headline, the two "
         "differ by +9.3%, beyond both CIs"

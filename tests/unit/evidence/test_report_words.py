@@ -16,7 +16,7 @@ from repro.run import scripts
 def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
     legend = next(ln for ln in rendered.splitlines() if ln.startswith("_The CI covers"))
     assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
-    assert "n: samples behind a median; rounds: paired rounds behind a ratio" in legend
+    assert "n: the rounds (each the median of its samples) or samples a median is taken over; rounds: paired" in legend
     assert "us/call: a kernel's time summed over its launches in one call" in legend
     # Without a worst-of-k headline the legend does not explain one.
     solo = report([by_id(docs, "5090-linear")])
@@ -26,7 +26,9 @@ def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, d
 def test_a_kernel_basis_ratio_says_which_kernels_count(rendered: str, docs: list[dict[str, Any]]) -> None:
     adam = section(rendered, "fused-adam-capturable")
     note = "_Ratios on basis kernel: profiler time per step of kernels whose names contain adam, multi_tensor, "
-    assert note + "foreach (kernel_match); the medians above: whole steps._" in adam
+    left = "`elementwise_kernel<gpu_kernel_impl_nocast<BinaryFunctor<DivFunctor>>>` (25.8 ms/step in torch "
+    assert note + "foreach (kernel_match), leaving out " + left in adam
+    assert 'the medians above and "whole steps" (their ratio, not paired) time whole steps._' in adam
     assert "basis kernel" not in section(rendered, "5090-linear")  # CUDA-event ratios need no note
     doc = by_id(docs, "fused-adam-capturable")
     del doc["extra"]["kernel_match"]
@@ -83,8 +85,9 @@ def test_the_whole_evidence_report_fits_with_nothing_left_out(rendered: str, doc
 
 def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(rendered: str, docs: list[dict[str, Any]]) -> None:
     line = next(ln for ln in section(rendered, "graph-memset").splitlines() if ln.startswith("- Impact: "))
-    assert line.startswith('- Impact: only where it held here (not the "Does not hold for" rows): Frameworks')
-    assert line.endswith("Here: +238 ns per call (919 ns against 681 ns).")
+    assert line.startswith("- Impact: where it held: Frameworks")
+    here = "Here: +238 ns per op (919 ns against 681 ns); where it did not hold, per op: "
+    assert line.endswith(here + "+1.19 us (pure CUDA twin, with work kernel).")
     doc = by_id(docs, "graph-memset")
     for row in doc["verdict"]["breakdown"]:
         row["status"] = "reproduced"

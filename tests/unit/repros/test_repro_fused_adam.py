@@ -19,6 +19,7 @@ from repro.repros import fused_adam
 from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan, optimizer_kernel
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
+from repro.run.schedule import QUICK_ANSWERED
 
 RID = "fused-adam-capturable"
 
@@ -413,6 +414,24 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     assert verdict.paired is True and verdict.headline == "torch_fused"
     assert "per-kernel samples were missing" not in verdict.finding
     assert "Graph replay of the capturable step took 0.95x the eager regular step." in verdict.details
+
+
+def test_a_quick_run_times_no_backend_after_the_one_that_answers_the_headline(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
+    p = build_params(RID, AdamParams, {}, smoke=True)
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast, quick=True)
+    ctx.comparisons = tuple(FusedAdamCapturable().comparisons(p))  # all three are headline comparisons
+    res = FusedAdamCapturable().run(p, ctx)
+    assert [c[:2] for c in ctx.calls] == [
+        ("paired", "torch_fused"),
+        ("kernel_rounds", ["capturable", "regular"]),
+        ("measure", "torch_fused_capturable_graph"),
+    ]
+    foreach = [res.variant(f"torch_foreach_{m}") for m in ("regular", "capturable", "capturable_graph")]
+    assert {(x.status, x.reason) for x in foreach} == {("skipped", QUICK_ANSWERED.format(comparison="torch_fused"))}
+    assert FusedAdamCapturable().verdict(p, res).headline == "torch_fused"  # the headline a full run takes too
 
 
 def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(

@@ -542,6 +542,25 @@ def test_parse_needs_samples_only_for_the_variants_asked_for() -> None:
         parse_twin_output(json.dumps({**doc, "variants": {"memset": doc["variants"]["memset"]}}), ["memset", "fill"])
 
 
+def test_work_variants_record_their_own_warm_up_replays() -> None:
+    doc = parse_twin_output(with_per_round(CAPTURED))
+    build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
+    ops = int(doc["ops"])
+
+    def warm(d: dict[str, Any]) -> dict[str, int]:
+        return {v.name: v.timing.warmup_calls // ops for v in twin_variants(d, build, 0.01, 300.0) if v.timing}
+
+    old = warm(doc)  # a binary that prints no work_warmup warmed every variant alike
+    assert set(old.values()) == {int(doc["warmup"])}
+    new = warm({**doc, "work_warmup": 4})
+    assert {n: w for n, w in new.items() if "work" in n} == {
+        "twin_work_only": 4,
+        "twin_memset_work": 4,
+        "twin_fill_work": 4,
+    }
+    assert {w for n, w in new.items() if "work" not in n} == {int(doc["warmup"])}
+
+
 def test_work_variants_pair_their_rounds_by_work_per_round() -> None:
     """--work-replays 2 --rounds 2 gives work_per_round 1: each work replay is a round, paired with the
     other work variant's replay of the same round, while the other variants keep rounds of 2."""

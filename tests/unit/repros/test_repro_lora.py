@@ -18,6 +18,7 @@ from repro.repros import lora_batch as lb
 from repro.repros.lora_batch import LoraBatchScaling, LoraParams, step_flops
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
+from repro.run.schedule import QUICK_SKIP
 
 RID = "lora-batch-scaling"
 
@@ -68,6 +69,26 @@ def test_memory_cap_is_ignored_on_cpu_with_a_note(fast: SamplingConfig) -> None:
     assert any("memory_gb=32 ignored" in n for n in res.notes)
     v = LoraBatchScaling().verdict(p, res)
     assert "Peak memory with no memory cap:" in v.details[0]
+
+
+def test_a_quick_run_neither_checks_nor_times_a_batch_no_headline_uses(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = build_params(RID, LoraParams, {"batches": "1,2,4"}, smoke=True)
+    ctx = RunContext(device="cpu", smoke=True, sampling=fast, quick=True)
+    ctx.comparisons = tuple(c for c in LoraBatchScaling().comparisons(p) if c.headline)
+    built: list[int] = []
+    real = LoraBatchScaling._arm
+
+    def arm(self: LoraBatchScaling, batch: int, *args: Any) -> Any:
+        built.append(batch)
+        return real(self, batch, *args)
+
+    monkeypatch.setattr(LoraBatchScaling, "_arm", arm)
+    res = LoraBatchScaling().run(p, ctx)
+    assert built == [1, 2]  # batch 4's inputs were never made, nor its step run
+    assert [(v.name, v.status) for v in res.variants] == [("bs1", "ok"), ("bs2", "ok"), ("bs4", "skipped")]
+    assert res.variant("bs4").reason == QUICK_SKIP
 
 
 def test_a_cap_that_was_not_applied_is_not_in_the_breakdown(fast: SamplingConfig) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -483,3 +483,24 @@ def test_a_quick_run_reads_no_lu_path_and_the_finding_says_so() -> None:
     v = Solve512Cliff().verdict(p, quick)
     assert v.status == Solve512Cliff().verdict(p, res).status == "reproduced"
     assert f"the LU path was not read: {QUICK_UNPROFILED}" in v.finding and "switched" not in v.finding
+
+
+class _Sampled(RunContext):
+    """A CPU context that keeps the sampling rules each paired schedule was given."""
+
+    given: list[SamplingConfig] = []
+
+    def measure_groups(
+        self, groups: Mapping[str, Sequence[Arm]], *, sampling: SamplingConfig | None = None
+    ) -> dict[str, list[VariantResult]]:
+        self.given.append(sampling or self.sampling)
+        return super().measure_groups(groups, sampling=sampling)
+
+
+def test_every_point_is_timed_once_per_round_from_4_ms(fast: SamplingConfig) -> None:
+    p = build_params(RID, SolveParams, {}, smoke=True)
+    ctx = _Sampled(device="cpu", smoke=True, sampling=fast)
+    ctx.given = []
+    Solve512Cliff().run(p, ctx)
+    assert [c.long_sample_s for c in ctx.given] == [min(fast.long_sample_s, 0.004)]
+    assert ctx.given[0].budget_s == min(p.point_budget_s, fast.budget_s)

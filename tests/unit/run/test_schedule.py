@@ -214,6 +214,22 @@ def test_quick_times_only_the_arms_a_headline_comparison_uses() -> None:
     assert ctx.measure("alone", lambda: None).reason == schedule.QUICK_SKIP
 
 
+def test_quick_first_rule_leaves_later_headlines_untimed_once_one_answered() -> None:
+    heads = [dataclasses.replace(c, headline=True) for c in COMPS]
+    ctx = _ctx(COST, heads, SamplingConfig())
+    ctx.quick = True
+    first = ctx.measure_groups({"g1": _arms(("a1", "b1"))})["g1"]
+    assert ctx.untimed("a2") is None  # nothing has answered yet
+    assert ctx.untimed("a2", first) == schedule.QUICK_ANSWERED.format(comparison="g1")
+    assert ctx.untimed("a1", first) is None  # the answering headline's own arms
+    failed = [dataclasses.replace(first[0], status="error")]
+    assert ctx.untimed("a2", [*failed, first[1]]) is None  # g1 gave no ratio: g2 may still be the headline
+    ctx.headline_rule = "worst"  # every headline decides together: all are timed
+    assert ctx.untimed("a2", first) is None
+    ctx.headline_rule, ctx.quick = "first", False
+    assert ctx.untimed("a2", first) is None  # a full run times every comparison
+
+
 def test_quick_profiles_no_arm_and_each_variant_says_so() -> None:
     quick = _ctx(COST, COMPS[:1], SamplingConfig())
     quick.quick = True
@@ -342,11 +358,12 @@ def test_a_new_artifact_takes_the_measure_split_from_the_run() -> None:
 def test_repro_all_quick_reaches_the_worker(tmp_path: Path) -> None:
     cli = CliRunner(env={"COLUMNS": "120"})
     args = ["all", "--only", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--quick"]
-    r = cli.invoke(app, [*args, "--budget", "0.3", "--no-collect-env", "--no-fork-server"])
+    r = cli.invoke(app, [*args, "--budget", "0.3", "--no-fork-server"])
     assert r.exit_code == 0, r.output
     (art,) = tmp_path.glob("*/test-gap.json")
     doc = json.loads(art.read_text())
     assert doc["run"]["quick"] is True and doc["verdict"]["status"] == "smoke"
+    assert doc["fingerprint"]["collect_env"] == {"output": None, "error": "not collected"}  # quick: none
     assert doc["variants"][0]["timing"]["target_rel_ci"] == QUICK_TARGET
 
 
