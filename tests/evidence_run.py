@@ -1,5 +1,6 @@
 """The committed H200 evidence run that the report tests render: the ``docs`` and ``rendered``
-fixtures (a plugin of tests/conftest.py) and helpers to pick the run apart."""
+fixtures (a plugin of tests/conftest.py; the run's numbers with today's prose, see
+``with_catalog_prose``) and helpers to pick the run apart."""
 
 from __future__ import annotations
 
@@ -16,9 +17,27 @@ from repro.run import scripts
 EVIDENCE = ROOT / "artifacts" / "reference" / "h200" / "evidence" / "all" / "20261201T111151Z-438281"
 
 
+# The repro's prose an artifact records from the catalog (repro.run.execute.repro_section).
+PROSE = ("title", "seed_claim", "impact", "seed_source", "seed_experiment")
+
+
+def with_catalog_prose(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The artifacts as this harness would write them for the same numbers: each repro's prose
+    (PROSE) from today's catalog. A report renders an artifact in its own words, so tests of how
+    today's words read against a committed run's measurements render these."""
+    from repro.run import catalog
+
+    out = copy.deepcopy(docs)
+    for d in out:
+        cls = catalog.get(d["repro"]["id"])
+        for name in PROSE:
+            d["repro"][name] = getattr(cls, name) or None
+    return out
+
+
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    return [artifact.load(p) for p in artifact.expand([EVIDENCE])]
+    return with_catalog_prose([artifact.load(p) for p in artifact.expand([EVIDENCE])])
 
 
 @pytest.fixture(scope="module")

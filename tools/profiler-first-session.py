@@ -1,6 +1,6 @@
 """How long torch.profiler sessions take in a fresh process: the first against the next ones.
 
-python tools/profiler-first-session.py [SESSIONS]
+python tools/profiler-first-session.py [SESSIONS] [ACTIVITIES]     (ACTIVITIES: cpu, cuda or both, the default)
 
 Prints one line per session: seconds to enter, to run one small matmul under it, to exit, to
 export the Chrome trace, and the trace's size. Run it twice in a row to see whether a first
@@ -18,14 +18,19 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 
-def main(sessions: int) -> None:
+def main(sessions: int, activities: str) -> None:
+    kinds = {
+        "cpu": [ProfilerActivity.CPU],
+        "cuda": [ProfilerActivity.CUDA],
+        "both": [ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    }[activities]
     t = time.perf_counter()
     a = torch.randn(1024, 1024, device="cuda")
     torch.cuda.synchronize()
-    print(f"pid {os.getpid()}: CUDA init and first tensor {time.perf_counter() - t:.3f} s")
+    print(f"pid {os.getpid()} ({activities}): CUDA init and first tensor {time.perf_counter() - t:.3f} s")
     for i in range(sessions):
         t0 = time.perf_counter()
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof = profile(activities=kinds)
         prof.__enter__()
         t1 = time.perf_counter()
         (a @ a).sum().item()
@@ -45,4 +50,4 @@ def main(sessions: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else "both")

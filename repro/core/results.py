@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 # "smoke": the pipeline ran (a --smoke or CPU run) and proves nothing about any GPU, so it
 # never says reproduced or not_reproduced. "inconclusive": something was measured, but not the
@@ -160,8 +160,68 @@ class VariantResult:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The answer: metric value with its CI against the threshold, and one plain sentence."""
+class Row:
+    """One breakdown row of a verdict, as read: a comparison's ratio, CI and status, and its qualifiers.
+
+    ``repro.core.verdict.breakdown_row`` writes a row as one mapping, these fields (``ROW_KEYS``)
+    first and the comparison's qualifiers after them. The schema leaves rows open, so every field is
+    optional and a reader fills one only when the row holds a value of the expected type.
+    """
+
+    comparison: str | None = None
+    label: str | None = None
+    num: str | None = None
+    den: str | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    threshold: Any = None  # shown as recorded, whatever it is
+    ci_level: float | None = None
+    status: str | None = None
+    where: str | None = None
+    paired: bool | None = None
+    n: int | None = None
+    scale: float | None = None
+    basis: str | None = None
+    headline: bool = False
+    qualifiers: Mapping[str, Any] = field(default_factory=dict)
+
+
+# A written row's fixed keys; every other key of a row is a qualifier.
+ROW_KEYS = frozenset(f.name for f in dataclasses.fields(Row) if f.name != "qualifiers")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Whether the seed's own subject ran (written as ``{"tested": bool, "reason": str | None}``)."""
+
+    tested: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A declared comparison that got no ratio, and why (written as a mapping of these fields)."""
+
+    comparison: str
+    label: str
+    reason: str
+
+
+RowT = TypeVar("RowT")
+ClaimT = TypeVar("ClaimT")
+NotRunT = TypeVar("NotRunT")
+
+
+@dataclass(frozen=True)
+class VerdictOf(Generic[RowT, ClaimT, NotRunT]):
+    """The answer: metric value with its CI against the threshold, and one plain sentence.
+
+    The one description of a verdict's fields. ``Verdict`` (below) is the verdict a run writes, its
+    rows, claim and not-run entries the mappings ``repro.core.verdict`` builds;
+    ``repro.evidence.model.Verdict`` is the one a report reads, the same entries as ``Row``,
+    ``Claim`` and ``NotRun``.
+    """
 
     metric: str
     description: str
@@ -172,16 +232,21 @@ class Verdict:
     threshold: float
     status: Status
     finding: str
-    breakdown: tuple[Mapping[str, Any], ...] = ()
+    breakdown: tuple[RowT, ...] = ()
     variants: tuple[str, ...] = ()  # the (numerator, denominator) variants of the headline ratio
     details: tuple[str, ...] = ()  # further sentences: other backends, side measurements, caveats
     headline: str | None = None  # the name of the comparison the status rests on
     paired: bool | None = None  # the headline CI came from paired per-round ratios
-    # Whether the seed's own subject ran ({"tested": bool, "reason": str | None}); None when the
-    # repro has nothing to say (a skipped or errored run).
-    claim: Mapping[str, Any] | None = None
-    # Declared comparisons that got no ratio, each with why: {"comparison", "label", "reason"}.
-    not_run: tuple[Mapping[str, Any], ...] = ()
+    # Whether the seed's own subject ran (``Claim``); None when the repro has nothing to say (a
+    # skipped or errored run).
+    claim: ClaimT | None = None
+    # Declared comparisons that got no ratio, each with why (``NotRun``).
+    not_run: tuple[NotRunT, ...] = ()
+
+
+class Verdict(VerdictOf[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]):
+    """A verdict as a run writes it: each row a mapping of ``ROW_KEYS`` then qualifiers, the claim and
+    each not-run entry a mapping of ``Claim``'s and ``NotRun``'s fields."""
 
 
 @dataclass(frozen=True)

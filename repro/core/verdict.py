@@ -10,6 +10,7 @@ from typing import Any, Literal
 from repro.core import stats
 from repro.core.results import (
     DECIDED,
+    ROW_KEYS,
     Basis,
     Comparison,
     Finding,
@@ -257,14 +258,8 @@ def breakdown_row(
         "scale": c.scale,
         "basis": r.basis,
         "headline": head is not None and r is head,
-        **{k: v for k, v in quals.items() if k not in _ROW_KEYS},
+        **{k: v for k, v in quals.items() if k not in ROW_KEYS},
     }
-
-
-_ROW_KEYS = frozenset(
-    ("comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where")
-    + ("paired", "n", "scale", "basis", "headline")
-)
 
 
 def judge(

@@ -29,7 +29,7 @@ from pathlib import Path
 from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
-from repro.evidence import wheel
+from repro.evidence import model, wheel
 
 # GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
 BUNDLE_LIMIT = 24 * 1000 * 1000
@@ -189,8 +189,8 @@ def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:
     for path in artifacts:
         try:
             doc = json.loads(path.read_text())
-            recorded.add(((doc.get("fingerprint") or {}).get("harness") or {}).get("source_sha256"))
-        except (OSError, ValueError, AttributeError):
+            recorded.add(model.of(doc).machine.harness.source_sha256)
+        except (OSError, ValueError, AttributeError):  # unreadable, not JSON, or not an object
             recorded.add(None)
     wheel_name, data, digest = wheel.build()
     out.harness = {"source_sha256": digest, "wheel": None, "reason": None}

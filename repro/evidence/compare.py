@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.errors import UsageError
-from repro.core.results import VariantResult, from_jsonable
+from repro.core.results import VariantResult
 from repro.env.fingerprint import essentials
-from repro.evidence import artifact, band, cliff_report
+from repro.evidence import artifact, band, cliff_report, model
 from repro.evidence.markdown import REPORT_LIMIT, code, ratio_with_ci, table, text
+from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.variants import per_call_us
 
 COMPARE_KIND = "gpu-repro.compare"
@@ -59,25 +60,33 @@ class Environment:
 
     label: str
     source: Path
-    artifacts: tuple[tuple[Path, dict[str, Any]], ...]  # (path, document), sorted by repro id
+    artifacts: tuple[tuple[Path, Doc], ...]  # (path, typed document), sorted by repro id
+
+    @property
+    def first(self) -> Doc:
+        """Its first artifact: it stands for the environment (all were taken in one stack)."""
+        return self.artifacts[0][1]
 
     @property
     def fingerprint(self) -> Mapping[str, Any]:
-        """The environment's fingerprint, taken from its first artifact (all were taken in one stack)."""
-        fp: Mapping[str, Any] = self.artifacts[0][1]["fingerprint"]
-        return fp
+        """The environment's fingerprint, taken from its first artifact."""
+        return self.first.fingerprint
 
-    def doc(self, repro_id: str) -> dict[str, Any] | None:
+    def doc(self, repro_id: str) -> Artifact | None:
         """This environment's artifact for ``repro_id``, if it ran that repro."""
-        return next((d for _, d in self.artifacts if d["repro"]["id"] == repro_id and not artifact.is_cliff(d)), None)
+        return next((d for d in self.runs() if d.repro.id == repro_id), None)
 
-    def cliffs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[Artifact]:
+        """Its repro runs (cliff searches left out)."""
+        return [d for _, d in self.artifacts if isinstance(d, Artifact)]
+
+    def cliffs(self) -> list[Cliff]:
         """Its ``repro cliff`` artifacts (compared as boundaries, not as verdicts)."""
-        return [d for _, d in self.artifacts if artifact.is_cliff(d)]
+        return [d for _, d in self.artifacts if isinstance(d, Cliff)]
 
     def run_ids(self) -> list[str]:
         """The run ids its artifacts came from (one, unless single files were given)."""
-        return sorted({d["run"]["run_id"] for _, d in self.artifacts})
+        return sorted({d.run.run_id for _, d in self.artifacts})
 
 
 def _has_artifacts(folder: Path) -> bool:
@@ -102,14 +111,13 @@ def artifact_files(path: Path) -> list[Path]:
     return artifact.expand([max(named, key=lambda d: d.name)])
 
 
-def base_label(docs: Sequence[Mapping[str, Any]]) -> str:
+def base_label(docs: Sequence[Doc]) -> str:
     """The lane an artifact was made in (GPU_REPRO_LANE), else ``torch X / GPU Y / run-id``."""
-    fp = docs[0]["fingerprint"]
-    lane = ((fp.get("container") or {}).get("env") or {}).get("GPU_REPRO_LANE")
+    lane = docs[0].machine.lane
     if lane:
-        return str(lane)
-    e = essentials(fp)
-    run_id = max(d["run"]["run_id"] for d in docs)
+        return lane
+    e = essentials(docs[0].fingerprint)
+    run_id = max(d.run.run_id for d in docs)
     return f"torch {e['torch'] or '-'} / {e['gpu']} / {run_id}"
 
 
@@ -120,8 +128,8 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
     loaded = []
     for p in paths:
         files = artifact_files(Path(p))
-        pairs = sorted(((f, artifact.load(f)) for f in files), key=lambda fd: fd[1]["repro"]["id"])
-        seen = [cliff_report.key(d) if artifact.is_cliff(d) else d["repro"]["id"] for _, d in pairs]
+        pairs = sorted(((f, model.load(f)) for f in files), key=lambda fd: fd[1].repro.id)
+        seen = [d.key if isinstance(d, Cliff) else d.repro.id for _, d in pairs]
         dup = next((r for r in seen if seen.count(r) > 1), None)
         if dup:
             raise UsageError(f"{p}: holds two artifacts for {dup!r}; expected one per repro in an environment")
@@ -129,7 +137,7 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
     base = [base_label([d for _, d in pairs]) for _, pairs in loaded]
     # Two runs of one lane (say, before and after a driver update): the run id tells them apart.
     labels = [
-        f"{lab} ({max(d['run']['run_id'] for _, d in pairs)})" if base.count(lab) > 1 and "/" not in lab else lab
+        f"{lab} ({max(d.run.run_id for _, d in pairs)})" if base.count(lab) > 1 and "/" not in lab else lab
         for lab, (_, pairs) in zip(base, loaded, strict=True)
     ]
     # The same input given twice: number the repeats.
@@ -140,51 +148,48 @@ def load_environments(paths: Sequence[Path]) -> list[Environment]:
 # --------------------------------------------------------------------------- per repro
 
 
-def compared_variants(doc: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
+def compared_variants(doc: Artifact) -> tuple[list[VariantResult], bool]:
     """The variants the verdict's ratio compares, and whether the artifact said so.
 
     An artifact whose verdict names them (``verdict.variants``) is taken at its word; for one
     that does not, the first two measured variants stand in (numerator, denominator by the
     repros' convention).
     """
-    by_name = {v["name"]: v for v in doc["variants"]}
-    named = doc["verdict"].get("variants")
-    if isinstance(named, list) and named and all(n in by_name for n in named):
+    by_name = {v.name: v for v in doc.variants}
+    named = doc.verdict.variants
+    if named and all(n in by_name for n in named):
         return [by_name[n] for n in named], True
-    return [v for v in doc["variants"] if v["status"] == "ok"][:2], False
+    return [v for v in doc.variants if v.status == "ok"][:2], False
 
 
-def key_kernels(doc: Mapping[str, Any], n: int = KEY_KERNELS_JSON) -> list[dict[str, Any]]:
+def key_kernels(doc: Artifact, n: int = KEY_KERNELS_JSON) -> list[dict[str, Any]]:
     """Per compared variant, its ``n`` heaviest kernels (name, us per call)."""
     variants, _ = compared_variants(doc)
     return [
         {
-            "variant": v["name"],
-            "kernel_source": v.get("kernel_source"),
-            "kernels": [
-                {"name": k.name, "us_per_call": round(per_call_us(k), 3)}
-                for k in from_jsonable(VariantResult, v).kernels[:n]
-            ],
+            "variant": v.name,
+            "kernel_source": v.kernel_source,
+            "kernels": [{"name": k.name, "us_per_call": round(per_call_us(k), 3)} for k in v.kernels[:n]],
         }
         for v in variants
     ]
 
 
-def result(path: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
+def result(path: Path, doc: Artifact) -> dict[str, Any]:
     """The comparable facts of one artifact."""
-    v = doc["verdict"]
+    v = doc.verdict
     _, named = compared_variants(doc)
     return {
-        "status": v["status"],
-        "value": v["value"],
-        "ci_low": v["ci_low"],
-        "ci_high": v["ci_high"],
-        "ci_level": v["ci_level"],
-        "validity": doc["validity"]["flag"],
-        "error": (doc.get("error") or {}).get("kind"),
-        "smoke": doc["run"]["smoke"],
-        "device": doc["run"]["device"],
-        "run_id": doc["run"]["run_id"],
+        "status": v.status,
+        "value": v.value,
+        "ci_low": v.ci_low,
+        "ci_high": v.ci_high,
+        "ci_level": v.ci_level,
+        "validity": doc.validity.flag,
+        "error": doc.error.kind if doc.error is not None else None,
+        "smoke": doc.run.smoke,
+        "device": doc.run.device,
+        "run_id": doc.run.run_id,
         "artifact": str(path),
         "variants_named_by_verdict": named,
         "key_kernels": key_kernels(doc),
@@ -202,31 +207,31 @@ def env_keys(n: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"env{i + 1}" for i in range(n)]
 
 
-def repro_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequence[str]) -> list[str]:
+def repro_notes(rid: str, docs: Sequence[Artifact | None], labels: Sequence[str]) -> list[str]:
     """Reasons a side-by-side reading of ``rid`` could mislead: other params, other repro code, smoke runs.
 
     ``labels`` name the environments as the reader sees them (the short keys in markdown).
     """
     notes = []
-    params = _differing_keys([d["repro"]["params"] if d else None for d in docs])
+    params = _differing_keys([d.repro.params if d else None for d in docs])
     for name in params:
         values = [
-            f"{text(_value(d['repro']['params'].get(name, '(not set)')))} in {lab}"
+            f"{text(_value(d.repro.params.get(name, '(not set)')))} in {lab}"
             for lab, d in zip(labels, docs, strict=True)
             if d
         ]
         notes.append(f"`{rid}`: param `{text(name)}` differs between environments: {'; '.join(values)}")
-    sources = {d["repro"]["source_sha256"] for d in docs if d}
+    sources = {d.repro.source_sha256 for d in docs if d}
     if len(sources) > 1:
         notes.append(f"`{rid}`: the repro's source differs between environments (source_sha256)")
-    smoke = [lab for lab, d in zip(labels, docs, strict=True) if d and d["run"]["smoke"]]
+    smoke = [lab for lab, d in zip(labels, docs, strict=True) if d and d.run.smoke]
     if smoke and len(smoke) < sum(1 for d in docs if d):
         notes.append(f"`{rid}`: smoke run (shrunken sizes) in {', '.join(text(s) for s in smoke)} only")
     notes += _band_notes(rid, docs, labels)
     return notes
 
 
-def _band_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequence[str]) -> list[str]:
+def _band_notes(rid: str, docs: Sequence[Artifact | None], labels: Sequence[str]) -> list[str]:
     """Each measured headline against the first, judged by the spread between GPUs of their model."""
     measured = []
     for lab, d in zip(labels, docs, strict=True):
@@ -239,7 +244,7 @@ def _band_notes(rid: str, docs: Sequence[Mapping[str, Any] | None], labels: Sequ
     found = band.lookup(base)
     out = []
     for lab, d, key in rest:
-        a, b = float(base["verdict"]["value"]), float(d["verdict"]["value"])
+        a, b = float(base.verdict.value or 0.0), float(d.verdict.value or 0.0)  # measured: key_of saw a value
         change = f"{text(lab)} reads {b:.4g} against {a:.4g} in {text(base_label)} ({(b / a - 1) * 100:+.1f}%)"
         if key != base_key:
             out.append(f"`{rid}`: {change}; other GPU models or params, so no re-run band applies")
@@ -294,11 +299,6 @@ def fingerprint_diff(envs: Sequence[Environment]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the comparison
 
 
-def _image(fp: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    env = (fp.get("container") or {}).get("env") or {}
-    return env.get("GPU_REPRO_IMAGE"), env.get("GPU_REPRO_IMAGE_DIGEST") or None
-
-
 def build(envs: Sequence[Environment]) -> dict[str, Any]:
     """The comparison as one JSON-ready document (what ``--json`` prints and markdown renders)."""
     labels = [e.label for e in envs]
@@ -306,39 +306,37 @@ def build(envs: Sequence[Environment]) -> dict[str, Any]:
     environments = []
     for key, e in zip(keys, envs, strict=True):
         ess = essentials(e.fingerprint)
-        image, digest = _image(e.fingerprint)
+        facts = e.first.machine
         environments.append(
             {
                 "key": key,
                 "label": e.label,
                 "source": str(e.source),
                 "run_ids": e.run_ids(),
-                "lane": ((e.fingerprint.get("container") or {}).get("env") or {}).get("GPU_REPRO_LANE"),
-                "base_image": image,
-                "base_image_digest": digest,
+                "lane": facts.lane,
+                "base_image": facts.image,
+                "base_image_digest": facts.image_digest,
                 "gpu": ess["gpu"],
                 "driver": ess["driver"],
                 "torch": ess["torch"],
                 "cuda": ess["cuda"],
-                "repros": [d["repro"]["id"] for _, d in e.artifacts],
+                "repros": [d.repro.id for _, d in e.artifacts],
             }
         )
     ids: dict[str, None] = {}
     for e in envs:
-        ids.update(dict.fromkeys(d["repro"]["id"] for _, d in e.artifacts if not artifact.is_cliff(d)))
+        ids.update(dict.fromkeys(d.repro.id for d in e.runs()))
     repros, notes = [], []
     for rid in sorted(ids):
         docs = [e.doc(rid) for e in envs]
         first = next(d for d in docs if d is not None)
-        paths = {
-            e.label: p for e in envs for p, d in e.artifacts if d["repro"]["id"] == rid and not artifact.is_cliff(d)
-        }
+        paths = {e.label: p for e in envs for p, d in e.artifacts if isinstance(d, Artifact) and d.repro.id == rid}
         repros.append(
             {
                 "id": rid,
-                "title": first["repro"]["title"],
-                "metric": first["verdict"]["metric"],
-                "threshold": first["verdict"]["threshold"],
+                "title": first.repro.title,
+                "metric": first.verdict.metric,
+                "threshold": first.verdict.threshold,
                 "results": {
                     lab: (result(paths[lab], d) if d is not None else None) for lab, d in zip(labels, docs, strict=True)
                 },

@@ -19,17 +19,15 @@ __all__ = ["NONE", "Declarations", "Declared", "key", "of"]
 class Declared:
     """What the catalog declares for one artifact's repro.
 
-    An artifact's own fields (schema 1.2) come first for ``seed_gpus`` and ``plots``; these fill in
-    for an artifact that lacks them. The repro's prose about the cliff (``impact``, ``seed_experiment``)
-    is the catalog's when given: prose is corrected after a run (a clause the numbers contradict is
-    removed), measurements are not; the artifact's copy serves when the catalog has none.
+    An artifact's own fields (schema 1.2) come first for ``impact``, ``seed_gpus`` and ``plots``: a
+    report describes a run in the words of the harness that made it; these fill in for an artifact
+    that lacks them.
     ``script`` is the only script a report shows: regenerated from the catalog's code for the
     artifact's repro id and params, never read from the artifact (a crafted artifact could put any
     program in its ``repro.script``).
     """
 
     impact: str | None = None
-    seed_experiment: str | None = None
     stack: str | None = None
     seed_gpus: tuple[str, ...] | None = None
     plots: tuple[Plot, ...] | None = None

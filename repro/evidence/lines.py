@@ -85,14 +85,11 @@ def _agreement(row: Row, v: Verdict) -> str:
 
 
 def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
-    """The seed's experiment as the repro describes it (the catalog's words when ``declared`` has them and
-    the artifact records one),
+    """The seed's experiment as the artifact's repro described it (the words of the harness that ran),
     then, where the seed's program ran here, its ratio beside the headline and whether the two agree,
     computed from their CIs."""
     out = []
     said = doc.repro.seed_experiment
-    if said and declared and declared.seed_experiment:
-        said = declared.seed_experiment  # the repro's current words for what the artifact describes
     if said is not None and said.strip():
         # The repro's words open "Seed: ..." (the label says whose experiment comes first).
         out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")

@@ -10,7 +10,7 @@ from typing import Any
 from repro.env.fingerprint import essentials
 from repro.evidence.clocks import during_measurement
 from repro.evidence.markdown import text
-from repro.evidence.model import Artifact
+from repro.evidence.model import Artifact, MachineFacts
 
 # torch's own defaults for the knobs the fingerprint reads, as it records them: the environment
 # names only the knobs that differ; every value is in the artifact's fingerprint.knobs.
@@ -86,20 +86,21 @@ class Machine:
     label: str  # "A", "B", ...
     fingerprint: Mapping[str, Any]
     repros: tuple[str, ...]
+    facts: MachineFacts = MachineFacts()  # read from ``fingerprint``
 
 
 def machines(docs: Sequence[Artifact]) -> tuple[list[Machine], dict[int, str]]:
     """The distinct fingerprints (first seen first) and, per doc (by id()), its machine's label."""
-    found: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    found: dict[str, tuple[Artifact, list[str]]] = {}
     of: dict[int, str] = {}
     for d in docs:
         key = _identity(d.fingerprint)
-        fp, ids = found.setdefault(key, (d.fingerprint, []))
+        _, ids = found.setdefault(key, (d, []))
         ids.append(d.repro.id)
         of[id(d)] = chr(ord("A") + list(found).index(key)) if len(found) <= 26 else str(list(found).index(key) + 1)
     out = [
-        Machine(chr(ord("A") + i) if len(found) <= 26 else str(i + 1), fp, tuple(ids))
-        for i, (fp, ids) in enumerate(found.values())
+        Machine(chr(ord("A") + i) if len(found) <= 26 else str(i + 1), first.fingerprint, tuple(ids), first.machine)
+        for i, (first, ids) in enumerate(found.values())
     ]
     return out, of
 
@@ -111,50 +112,40 @@ def _gib(n: Any) -> str:
 def machine_summary(m: Machine, every: str | None = None) -> str:
     """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
     never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
-    fp = m.fingerprint
-    gpu, sw = fp.get("gpu") or {}, fp.get("software") or {}
-    nv = gpu.get("nvml") or {}
-    torch_info = sw.get("torch") or {}
+    f, nv = m.facts, m.facts.nvml
     onoff = {True: "on", False: "off", None: "-"}
     parts = [
         f"**Machine {m.label}** (used by {text(', '.join(m.repros) if every is None else every)}):",
         "",
-        f"- GPU: {gpu.get('name') or '-'}, board {nv.get('board_part_number') or '-'}, compute capability "
-        f"{gpu.get('compute_capability') or '-'}, {gpu.get('sm_count') or '-'} SMs, "
-        f"{_gib(gpu.get('memory_total_bytes'))}; "
-        f"driver {nv.get('driver_version') or '-'}; power limit {nv.get('power_limit_w') or '-'} W "
-        f"(default {nv.get('power_default_limit_w') or '-'} W); max clocks SM {nv.get('sm_clock_max_mhz') or '-'} MHz, "
-        f"memory {nv.get('mem_clock_max_mhz') or '-'} MHz; persistence {onoff.get(nv.get('persistence_mode'), '-')}, "
-        f"ECC {onoff.get(nv.get('ecc_mode'), '-')}, MIG {onoff.get(nv.get('mig_mode'), '-')}, "
-        f"PCIe gen {nv.get('pcie_gen') or '-'} x{nv.get('pcie_width') or '-'}",
+        f"- GPU: {f.gpu_name or '-'}, board {nv.board_part_number or '-'}, compute capability "
+        f"{f.compute_capability or '-'}, {f.sm_count or '-'} SMs, "
+        f"{_gib(f.memory_total_bytes)}; "
+        f"driver {nv.driver_version or '-'}; power limit {nv.power_limit_w or '-'} W "
+        f"(default {nv.power_default_limit_w or '-'} W); max clocks SM {nv.sm_clock_max_mhz or '-'} MHz, "
+        f"memory {nv.mem_clock_max_mhz or '-'} MHz; persistence {onoff[nv.persistence_mode]}, "
+        f"ECC {onoff[nv.ecc_mode]}, MIG {onoff[nv.mig_mode]}, "
+        f"PCIe gen {nv.pcie_gen or '-'} x{nv.pcie_width or '-'}",
     ]
-    ceil = fp.get("ceilings") or {}
-    if ceil:
-        shown = [f"{k} {c['value']:.4g} {c['unit']}" for k, c in ceil.items() if isinstance(c, dict) and c.get("value")]
+    if f.ceilings is not None:
+        shown = [f"{c.name} {c.value:.4g} {c.unit}" for c in f.ceilings]
         parts.append(f"- Measured ceilings: {', '.join(shown) or '-'}")
-    libs = sw.get("libraries") or {}
-    loaded = [f"{k} {v.get('version')}" for k, v in libs.items() if isinstance(v, dict) and v.get("loaded")]
+    loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
         f"- Libraries loaded (from /proc/self/maps): "
-        f"{', '.join(loaded) or 'none read'}; torch {torch_info.get('version') or '-'} (git "
-        f"{str(torch_info.get('git_version') or '-')[:12]}, built with CUDA {torch_info.get('cuda_built') or '-'}, "
-        f"has_magma {torch_info.get('has_magma')}); "
-        f"Transformer Engine {sw.get('transformer_engine') or 'not installed'}"
+        f"{', '.join(loaded) or 'none read'}; torch {f.torch_version or '-'} (git "
+        f"{(f.torch_git_version or '-')[:12]}, built with CUDA {f.torch_cuda_built or '-'}, "
+        f"has_magma {f.torch_has_magma}); "
+        f"Transformer Engine {f.transformer_engine or 'not installed'}"
     )
-    knobs = {k: v for k, v in (fp.get("knobs") or {}).items() if k != "errors"}
-    changed = [f"{k}={v}" for k, v in knobs.items() if str(v) != _TORCH_DEFAULTS.get(k)]
-    if not knobs or len(changed) == len(knobs):
+    changed = [f"{k}={v}" for k, v in f.knobs.items() if str(v) != _TORCH_DEFAULTS.get(k)]
+    if not f.knobs or len(changed) == len(f.knobs):
         said = ", ".join(changed) or "-"
     else:
         said = "torch's defaults" + (f", but {', '.join(changed)}" if changed else "")
     parts.append("- Knobs at process start: " + said)
-    env = fp.get("env") or {}
-    parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none"))
-    host = fp.get("host") or {}
-    parts.append(
-        f"- Host: {host.get('os') or '-'}, Python {host.get('python') or '-'}, {host.get('cpu') or '-'} "
-        f"({host.get('cpu_count') or '-'} CPUs)"
-    )
+    parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in f.env.items()) or "none"))
+    h = f.host
+    parts.append(f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)")
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
 

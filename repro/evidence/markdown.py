@@ -220,7 +220,9 @@ def current_ratios(words: str, v: Verdict) -> str:
     """``words`` (a finding or detail an artifact recorded) with each ratio of the verdict and its
     breakdown in the one format (``fmt_ratio``): artifacts written before it printed every ratio at
     two decimals, so ``1.00x (95% CI 1.00-1.00)`` hid a CI the tables show as 1.002-1.003."""
-    rows = [(v.value, v.ci_low, v.ci_high, v.ci_level)]
+    rows: list[tuple[float | None, float | None, float | None, float | None]] = [
+        (v.value, v.ci_low, v.ci_high, v.ci_level)
+    ]
     rows += [(r.ratio, r.ci_low, r.ci_high, r.ci_level) for r in v.breakdown]
     for value, lo, hi, level in rows:
         if value is None or lo is None or hi is None:

@@ -7,36 +7,48 @@ never string keys of the JSON.
 
 The variants reuse the result types the harness writes (``repro.core.results``: ``VariantResult``,
 ``Timing``, ``Stats``, ``Kernel``, ``Work``, ``Achieved``, ``Plot``); every artifact version that
-still validates fills them, since the fields later versions added have defaults. The verdict does
-not reuse ``results.Verdict``: that class carries its breakdown rows, claim and not-run entries as
-the plain mappings ``repro.core.verdict`` builds and writes (a row's qualifiers sit beside its
-fixed keys), so here they are ``Row``, ``Claim`` and ``NotRun``, with the qualifiers split out.
+still validates fills them, since the fields later versions added have defaults. The verdict's
+fields are described once, by ``results.VerdictOf``: the written ``results.Verdict`` carries its
+breakdown rows, claim and not-run entries as the mappings ``repro.core.verdict`` builds (a row's
+qualifiers beside its fixed keys), and ``Verdict`` here reads them as ``results.Row`` (qualifiers
+split out), ``results.Claim`` and ``results.NotRun``.
 The repro, run, validity and error blocks have no write-side class (``artifact.assemble`` takes
 mappings) and get one here; their fields that older versions lack are optional, and
 ``ReproInfo.recorded`` says which of the declared-by-the-repro fields (1.2 and later) an artifact
 carries, since a reader must tell "recorded as null" from "not recorded".
 
 The fingerprint has its own schema (fingerprint.schema.json) and its own reader
-(``repro.env.fingerprint.essentials``); it stays the mapping the schema describes. So do the
+(``repro.env.fingerprint.essentials``); it stays the mapping the schema describes, for what reads
+it whole (compare's field diff, the grouping of machines), and what the evidence layer reads of it
+field by field is typed in ``repro.evidence.model_machine`` (``Artifact.machine``, ``Cliff.machine``). So do the
 free-form objects the schema leaves open: params, config, extra, gpu_monitor, a row's qualifiers.
-A cliff search keeps its document (``Cliff.doc``) for ``repro.evidence.cliff_report``.
+A cliff search's own blocks (sweep, search, points, steps) are typed in ``repro.evidence.model_cliff``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.core.results import Plot, VariantResult, from_jsonable
-from repro.evidence import artifact
+from repro.core.results import ROW_KEYS, Claim, NotRun, Plot, Row, VariantResult, VerdictOf, from_jsonable
+from repro.evidence import artifact, model_cliff, model_machine
+from repro.evidence.model_cliff import Point, Search, Step, Sweep
+from repro.evidence.model_machine import Ceiling, Harness, Host, Library, MachineFacts, Nvml, Scheduler
 
 __all__ = [
     "Artifact",
+    "Ceiling",
+    "Host",
+    "Library",
+    "Nvml",
     "Claim",
     "Cliff",
+    "Point",
+    "Search",
+    "Step",
+    "Sweep",
     "Doc",
     "ErrorInfo",
     "Harness",
@@ -50,6 +62,7 @@ __all__ = [
     "Verdict",
     "load",
     "artifacts",
+    "cliff_of",
     "of",
     "of_run",
     "run_of",
@@ -115,113 +128,10 @@ class ErrorInfo:
     traceback: str | None = None
 
 
-@dataclass(frozen=True)
-class Claim:
-    """Whether the seed's own subject ran (1.3)."""
-
-    tested: bool
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class NotRun:
-    """A declared comparison that got no ratio, and why (1.3)."""
-
-    comparison: str
-    label: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One breakdown row of a verdict: a comparison's ratio, CI and status, and its qualifiers.
-
-    The schema leaves rows open, so every fixed field is optional and holds its value only when it
-    has the expected type; everything else a row carries is a qualifier (``repro.core.verdict``).
-    """
-
-    comparison: str | None = None
-    label: str | None = None
-    num: str | None = None
-    den: str | None = None
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    threshold: Any = None  # shown as recorded, whatever it is
-    ci_level: float | None = None
-    status: str | None = None
-    where: str | None = None
-    paired: bool | None = None
-    n: int | None = None
-    scale: float | None = None
-    basis: str | None = None
-    headline: bool = False
-    qualifiers: Mapping[str, Any] = field(default_factory=dict)
-
-
-ROW_KEYS = frozenset(f.name for f in dataclasses.fields(Row) if f.name != "qualifiers")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verdict as written (``repro.core.results.Verdict``), its rows, claim and not-run entries typed."""
-
-    metric: str
-    description: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci_level: float | None  # None only in a document that skipped validation; so for threshold
-    threshold: float | None
-    status: str
-    finding: str
-    breakdown: tuple[Row, ...] = ()
-    variants: tuple[str, ...] = ()
-    details: tuple[str, ...] = ()
-    headline: str | None = None
-    paired: bool | None = None
-    claim: Claim | None = None
-    not_run: tuple[NotRun, ...] = ()
-
-
-@dataclass(frozen=True)
-class Harness:
-    """The harness that measured, as the fingerprint records it (unchecked: see ``standalone.harness_of``)."""
-
-    version: Any = None
-    source_sha256: Any = None
-    git_commit: Any = None
-    git_state: Any = None
-
-
-@dataclass(frozen=True)
-class Scheduler:
-    """The scheduler that placed the process and the ``repro matrix`` cell (fingerprint ``scheduler``)."""
-
-    kind: str | None = None
-    matrix_cell: str | None = None
-    job_id: str | None = None
-    array_job_id: str | None = None
-    array_task_id: str | None = None
-    node: str | None = None
-    pod: str | None = None
-
-
-@dataclass(frozen=True)
-class MachineFacts:
-    """What the evidence layer reads from a fingerprint besides ``essentials``: the GPU's identity,
-    the harness, the scheduler's record, collect_env's output."""
-
-    gpu_name: str | None = None
-    gpu_uuid: str | None = None
-    harness: Harness = Harness()
-    gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
-    sm_clock_max_mhz: float | None = None  # the GPU's maximum SM clock, as NVML reported it
-    torch_has_magma: bool | None = None  # torch was built with MAGMA (torch.linalg's default backend)
-    torch_version: str | None = None  # as recorded (unchecked: a re-run line checks it)
-    torch_cuda_built: str | None = None  # the CUDA torch was built with, as recorded (unchecked)
-    scheduler: Scheduler = Scheduler()
-    collect_env: str = ""
+class Verdict(VerdictOf[Row, Claim, NotRun]):
+    """The verdict as read: ``repro.core.results.VerdictOf``'s fields, its rows, claim and not-run
+    entries typed. ``ci_level``, ``threshold`` and ``status`` are as recorded: the schema requires
+    them, so only a document that skipped validation can lack them (None, or an empty status)."""
 
 
 @dataclass(frozen=True)
@@ -256,12 +166,30 @@ class Artifact:
 
 @dataclass(frozen=True)
 class Cliff:
-    """A ``repro cliff`` search: its run, and its document for ``repro.evidence.cliff_report``."""
+    """A ``repro cliff`` search: where in a param's range a repro's time per call steps
+    (``repro.evidence.cliff_report`` renders it)."""
 
     schema_version: str
     kind: str
+    repro: ReproInfo
     run: RunInfo
-    doc: Mapping[str, Any] = field(repr=False)
+    sweep: Sweep
+    status: str  # step, no_step, skipped or error
+    finding: str
+    search: Search
+    points: tuple[Point, ...]
+    steps: tuple[Step, ...]
+    validity: Validity
+    fingerprint: Mapping[str, Any]
+    warnings: tuple[str, ...]
+    error: ErrorInfo | None
+    machine: MachineFacts = MachineFacts()  # read from ``fingerprint`` at load
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the document as read
+
+    @property
+    def key(self) -> str:
+        """What identifies a sweep across machines: repro id and param (``solve-512-cliff.cliff-n``)."""
+        return f"{self.repro.id}.cliff-{self.sweep.param}"
 
 
 Doc = Artifact | Cliff
@@ -270,20 +198,16 @@ Doc = Artifact | Cliff
 # --------------------------------------------------------------------------- building
 
 
-def _num(value: Any) -> float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+_num, _str, _map = model_machine.number, model_machine.string, model_machine.mapping
 
 
 def _list(value: Any) -> Sequence[Any]:
     return value if isinstance(value, list | tuple) else ()
+
+
+def _as_recorded(value: Any) -> Any:
+    """A value whose type the schema guarantees, passed through unchecked (see ``Verdict``)."""
+    return value
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -321,9 +245,9 @@ def _verdict(raw: Mapping[str, Any]) -> Verdict:
         value=_num(raw.get("value")),
         ci_low=_num(raw.get("ci_low")),
         ci_high=_num(raw.get("ci_high")),
-        ci_level=_num(raw.get("ci_level")),
-        threshold=_num(raw.get("threshold")),
-        status=str(raw.get("status") or ""),
+        ci_level=_as_recorded(_num(raw.get("ci_level"))),
+        threshold=_as_recorded(_num(raw.get("threshold"))),
+        status=_as_recorded(str(raw.get("status") or "")),
         finding=str(raw.get("finding") or ""),
         breakdown=tuple(_row(r) for r in _list(raw.get("breakdown")) if isinstance(r, Mapping)),
         variants=_strs(raw.get("variants")),
@@ -406,31 +330,30 @@ def _error(raw: Any) -> ErrorInfo | None:
     )
 
 
-def _machine(fp: Mapping[str, Any]) -> MachineFacts:
-    gpu, h, sched = _map(fp.get("gpu")), _map(fp.get("harness")), _map(fp.get("scheduler"))
-    torch = _map(_map(fp.get("software")).get("torch"))
-    magma = torch.get("has_magma")
-    return MachineFacts(
-        gpu_name=_str(gpu.get("name")) if gpu.get("name") else None,
-        gpu_uuid=_str(gpu.get("uuid")) if gpu.get("uuid") else None,
-        harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
-        gpu_state=_map(gpu.get("state")),
-        sm_clock_max_mhz=_num(_map(gpu.get("nvml")).get("sm_clock_max_mhz")),
-        torch_has_magma=magma if isinstance(magma, bool) else None,
-        torch_version=torch.get("version") if isinstance(torch.get("version"), str) else None,
-        torch_cuda_built=torch.get("cuda_built") if isinstance(torch.get("cuda_built"), str) else None,
-        scheduler=Scheduler(**{f.name: _str(sched.get(f.name)) for f in dataclasses.fields(Scheduler)}),
-        collect_env=str(_map(fp.get("collect_env")).get("output") or ""),
-    )
-
-
 def of(doc: Doc | Mapping[str, Any]) -> Doc:
     """The typed form of a document already read (and validated: ``load`` does both)."""
     if isinstance(doc, Artifact | Cliff):
         return doc
-    if artifact.is_cliff(doc):
-        return Cliff(str(doc.get("schema_version")), artifact.CLIFF_KIND, of_run(doc.get("run")), doc)
     validity = _map(doc.get("validity"))
+    if artifact.is_cliff(doc):
+        return Cliff(
+            schema_version=str(doc.get("schema_version")),
+            kind=artifact.CLIFF_KIND,
+            repro=_repro(_map(doc.get("repro"))),
+            run=of_run(doc.get("run")),
+            sweep=model_cliff.sweep(doc.get("sweep")),
+            status=str(doc.get("status") or ""),
+            finding=str(doc.get("finding") or ""),
+            search=model_cliff.search(doc.get("search")),
+            points=model_cliff.points(doc.get("points")),
+            steps=model_cliff.steps(doc.get("steps")),
+            validity=Validity(str(validity.get("flag") or ""), _strs(validity.get("reasons"))),
+            fingerprint=_map(doc.get("fingerprint")),
+            warnings=_strs(doc.get("warnings")),
+            error=_error(doc.get("error")),
+            machine=model_machine.facts(_map(doc.get("fingerprint"))),
+            raw=doc,
+        )
     return Artifact(
         schema_version=str(doc.get("schema_version")),
         kind=str(doc.get("kind") or artifact.ARTIFACT_KIND),
@@ -443,9 +366,17 @@ def of(doc: Doc | Mapping[str, Any]) -> Doc:
         extra=_map(doc.get("extra")),
         warnings=_strs(doc.get("warnings")),
         error=_error(doc.get("error")),
-        machine=_machine(_map(doc.get("fingerprint"))),
+        machine=model_machine.facts(_map(doc.get("fingerprint"))),
         raw=doc,
     )
+
+
+def cliff_of(doc: Doc | Mapping[str, Any]) -> Cliff:
+    """The typed form of a cliff search's document; a repro run is a ValueError."""
+    c = of(doc)
+    if not isinstance(c, Cliff):
+        raise ValueError(f"run {c.run.run_id}: a repro run, not a cliff search")
+    return c
 
 
 def run_of(doc: Doc | Mapping[str, Any]) -> Artifact:

@@ -178,20 +178,28 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
 def traces_words(docs: Sequence[Artifact]) -> str:
     """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
     variant), and which measured variants were never profiled, from the variants' kernel tables."""
-    have, none = [], []
+    have, none, notes = [], [], []
     for d in docs:
         ran = [v for v in d.variants if v.status == "ok" and v.timing is not None]
         bare = [v for v in ran if not v.kernels and not v.profiled_iterations]
         rid = text(d.repro.id)
         if not ran or len(bare) == len(ran):
             none.append(rid)
-        elif not bare:
-            have.append(rid)
-        elif isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
-            have.append(f"{rid} (not its pure CUDA twin, timed by CUDA events in its own binary and not profiled)")
+            continue
+        have.append(rid)
+        if not bare:
+            continue
+        if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
+            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled")
         else:
-            have.append(f"{rid} (not its {len(bare)} variants timed outside the profiler)")
-    said = f"traces of {', '.join(have)}" if have else "no traces"
+            notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
+    if not have:
+        said = "no traces"
+    elif len(have) == len(docs) > 1:
+        said = "traces of every repro"
+    else:
+        said = f"traces of {', '.join(have)}"
+    said += f" ({'; '.join(notes)})" if notes else ""
     return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
@@ -453,7 +461,7 @@ def report(
     known = band.load() if bands is None else list(bands)
     typed = [model.of(d) for d in docs]
     run_ids = sorted({d.run.run_id for d in typed})
-    cliffs = [d.doc for d in typed if isinstance(d, Cliff)]
+    cliffs = [d for d in typed if isinstance(d, Cliff)]
     runs = [d for d in typed if isinstance(d, Artifact)]
     if figures is None:
         figures = describe(runs, declared=declared)

@@ -116,12 +116,13 @@ def _capped(parts: list[str]) -> list[str]:
 
 
 def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
-    """The repro's impact sentence (the caller's ``Declared``, else the artifact's since schema 1.2), scoped
+    """The repro's impact sentence (the artifact's since schema 1.2, else the caller's ``Declared``), scoped
     to what this run measured: the comparisons it did not hold for (each row's own status) and a suspect
     run said first, then the headline pair's cost per call and, beside it, the difference in the rows
     that did not hold."""
-    # The catalog's words first (see Declared): an impact sentence is prose, corrected after a run.
-    sentence = getattr(declared, "impact", None) or doc.repro.impact
+    # The artifact's words first (the harness that ran wrote them); the catalog's fill in for an
+    # artifact from before schema 1.2, which records none.
+    sentence = doc.repro.impact or getattr(declared, "impact", None)
     if not sentence:
         return None
     v = doc.verdict

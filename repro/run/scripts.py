@@ -90,7 +90,6 @@ def declared(
             continue
         out[key(doc)] = Declared(
             impact=cls.impact or None,
-            seed_experiment=cls.seed_experiment or None,
             stack=cls.stack or None,
             seed_gpus=tuple(cls.seed_gpus),
             plots=tuple(cls.plots),

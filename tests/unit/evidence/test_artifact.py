@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from repro.core import stats
 from repro.core import verdict as core_verdict
 from repro.core.context import SamplingConfig
-from repro.core.results import DECIDED, Achieved, Plot
+from repro.core.results import DECIDED, ROW_KEYS, Achieved, Comparison, Plot, Ratio, VerdictOf
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
 from repro.core.verdict import off_architecture
 from repro.evidence import artifact, model
@@ -257,9 +257,9 @@ def test_the_schema_and_the_result_types_describe_the_same_fields(definition: st
     assert set(schema.get("required", ())) <= fields
 
 
-def _at(path: str) -> dict[str, Any]:
-    """The schema object at a '/'-separated path of the artifact schema."""
-    node: Any = json.loads((artifact.SCHEMA_DIR / "artifact.schema.json").read_text())
+def _at(path: str, schema: str = "artifact.schema.json") -> dict[str, Any]:
+    """The schema object at a '/'-separated path of an artifact schema."""
+    node: Any = json.loads((artifact.SCHEMA_DIR / schema).read_text())
     for part in path.split("/") if path else []:
         node = node[int(part)] if isinstance(node, list) else node[part]
     assert isinstance(node, dict)
@@ -283,15 +283,27 @@ READ_MODEL: list[tuple[str, type, frozenset[str]]] = [
     ("$defs/timing", Timing, frozenset()),
     ("$defs/stats", Stats, frozenset()),
     ("$defs/kernel", Kernel, frozenset()),
+    ("cliff:", model.Cliff, frozenset({"machine", "raw"})),
+    ("cliff:properties/sweep", model.Sweep, frozenset()),
+    ("cliff:properties/search", model.Search, frozenset()),
+    ("cliff:$defs/point", model.Point, frozenset()),
+    ("cliff:$defs/step", model.Step, frozenset()),
 ]
 
 
-@pytest.mark.parametrize(("where", "cls", "derived"), READ_MODEL, ids=[c.__name__ for _, c, _ in READ_MODEL])
+@pytest.mark.parametrize(
+    ("where", "cls", "derived"),
+    READ_MODEL,
+    ids=[("cliff-" if w.startswith("cliff:") else "") + c.__name__ for w, c, _ in READ_MODEL],
+)
 def test_the_schema_and_the_read_model_describe_the_same_fields(where: str, cls: type, derived: frozenset[str]) -> None:
     """One format for reading too: each class of repro.evidence.model (and each result type it reuses)
     has a field per property of its schema object and no other, and every field without a default
-    is one the schema requires, so every document that validates fills it."""
-    node = _at(where)
+    is one the schema requires, so every document that validates fills it. ``cliff:`` locations are
+    in the cliff schema."""
+    node = _at(
+        where.removeprefix("cliff:"), "cliff.schema.json" if where.startswith("cliff:") else "artifact.schema.json"
+    )
     named = set(node.get("properties", ())) | set(node.get("required", ()))
     fields = {f.name for f in dataclasses.fields(cls)} - derived
     assert named == fields
@@ -304,7 +316,15 @@ def test_the_schema_and_the_read_model_describe_the_same_fields(where: str, cls:
 
 
 def test_the_read_verdict_and_its_rows_have_the_written_fields() -> None:
-    """The read verdict has the write-side verdict's fields; a row's fixed fields are the keys
-    ``repro.core.verdict.breakdown_row`` writes, and nothing else is taken from a row but qualifiers."""
+    """One description of a verdict: the written and the read verdict are both ``VerdictOf``; a row
+    ``repro.core.verdict.breakdown_row`` writes has ``Row``'s fields in order, then its qualifiers,
+    and reads back whole."""
+    assert issubclass(Verdict, VerdictOf) and issubclass(model.Verdict, VerdictOf)
     assert [f.name for f in dataclasses.fields(model.Verdict)] == [f.name for f in dataclasses.fields(Verdict)]
-    assert model.ROW_KEYS == core_verdict._ROW_KEYS
+    c = Comparison("a/b", "a", "b", 1.5, label="A over B", qualifiers={"batch": 4, "status": "shadowed"})
+    written = core_verdict.breakdown_row(Ratio(c, 2.0, 1.9, 2.1, "reproduced", "above", True, 40), False, None)
+    assert list(written)[: len(ROW_KEYS)] == [f.name for f in dataclasses.fields(model.Row)][:-1]
+    assert set(written) - ROW_KEYS == {"batch"} and written["status"] == "reproduced"
+    (row,) = model.run_of({"verdict": {"breakdown": [json.loads(json.dumps(written))]}}).verdict.breakdown
+    assert {**{k: getattr(row, k) for k in ROW_KEYS}, **row.qualifiers} == written
+    assert row.qualifiers == {"batch": 4} and row.n == 40 and row.headline is False

@@ -1,5 +1,6 @@
 """The H200 run an outside maintainer read cold (artifacts/reference/h200/evidence2, their list in
-cold-reader-questions.md), rendered again: each item they flagged is answered from the artifact's numbers."""
+cold-reader-questions.md), rendered again with today's prose (``with_catalog_prose``), as this harness would
+write the same numbers: each item they flagged is answered from the artifact's numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_run import by_id, section
+from evidence_run import by_id, section, with_catalog_prose
 from helpers import ROOT
 
 from repro.core.results import Verdict
@@ -22,7 +23,7 @@ RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence2" / "all" / "2026120
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    return [artifact.load(p) for p in artifact.expand([RUN])]
+    return with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +129,15 @@ def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> Non
 
 def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:
     attach = line(rendered, "_The CI covers").split("_Attach ", 1)[1]
-    traces = "traces of 5090-linear, fused-adam-capturable, graph-memset (not its pure CUDA twin, timed by CUDA "
-    assert traces + "events in its own binary and not profiled), lora-batch-scaling, solve-512-cliff;" in attach
+    traces = "traces of every repro (graph-memset's pure CUDA twin is timed by CUDA events in its own binary, "
+    assert traces + "not profiled);" in attach
     doc = by_id(docs, "5090-linear")
     for v in doc["variants"]:
         v.update(kernels=[], profiled_iterations=0)
     assert "no traces; none of 5090-linear (not profiled)" in report([doc])
+    two = [doc, by_id(docs, "graph-memset")]
+    assert "traces of graph-memset (graph-memset's pure CUDA twin" in report(two)
+    assert "; none of 5090-linear (not profiled)" in report(two)
 
 
 def test_the_bundle_keeps_a_trace_named_by_joined_groups(tmp_path: Path) -> None:

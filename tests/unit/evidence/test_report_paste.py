@@ -184,10 +184,9 @@ def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dic
         )
     )
     doc["repro"]["seed_experiment"] = "The seed timed one replay of 1000 <<<1,1>>> kernels with a host clock."
-    section = _visible(report([doc]), "graph-memset")  # without the catalog: the artifact's words
-    assert "- Seed's experiment vs ours: The seed timed one replay of 1000 &lt;&lt;&lt;1,1&gt;&gt;&gt;" in section
-    current = _visible(_report([doc]), "graph-memset")  # with it: the repro's current words
-    assert "- Seed's experiment vs ours: 1000 zero_out&lt;&lt;&lt;1,1&gt;&gt;&gt; kernels against" in current
+    said = "- Seed's experiment vs ours: The seed timed one replay of 1000 &lt;&lt;&lt;1,1&gt;&gt;&gt;"
+    section = _visible(report([doc]), "graph-memset")  # the artifact's words, with or without the catalog
+    assert said in section and said in _visible(_report([doc]), "graph-memset")
     assert (
         "- The seed's program, re-run here: 1.44x (95% CI 1.41-1.47) (reproduced); against the headline, the two "
         "differ by +9.3%, beyond both CIs"
