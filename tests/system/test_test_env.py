@@ -15,10 +15,16 @@ def test_requirements_pin_the_cpu_build_and_make_adds_the_cpu_index() -> None:
     assert len(pins) == 1 and pins[0].startswith("torch==") and pins[0].endswith("+cpu"), pins
     makefile = (ROOT / "Makefile").read_text()
     assert "TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu" in makefile
-    # pip's own configuration (e.g. an offline wheel folder) first, the CPU index only as the fallback.
-    assert "pip install --no-compile -r requirements-test.txt \\\n" in makefile
-    fallback = "|| $(TEST_VENV)/bin/pip install --no-compile --extra-index-url $(TORCH_CPU_INDEX) -r requirements-test"
-    assert fallback in makefile
+    recipe = makefile.split("$(TEST_VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    # uv reads no pip.conf: pip's wheel folder is passed on, in both attempts.
+    find_links = "$(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))"
+    assert f"TEST_FIND_LINKS ?= {find_links}" in makefile
+    wheels = "$(UV) $(addprefix --find-links ,$(TEST_FIND_LINKS))"
+    # pip's wheel folder (e.g. an offline one) first, the CPU index only as the fallback.
+    assert f"\t{wheels} -r requirements-test.txt -e . \\\n" in recipe
+    cpu_index = "--extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match"
+    fallback = f"|| {wheels} {cpu_index} -r requirements-test.txt -e ."
+    assert fallback in recipe
 
 
 @pytest.mark.skipif(Path(sys.prefix).name != ".venv-test", reason="checks the env `make test` builds (.venv-test)")

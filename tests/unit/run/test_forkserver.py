@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,6 @@ from faults import PLUGINS
 
 from repro.core import procs
 from repro.core.context import SamplingConfig
-from repro.evidence import artifact
 from repro.run import forkserver, runner
 from repro.run.execute import RunRequest
 from repro.run.forkserver import ForkServer
@@ -146,43 +145,6 @@ def test_a_stalled_server_is_given_up_and_its_request_runs_once_elsewhere(
 def test_the_server_leaves_no_folder_behind_once_connected(server: ForkServer) -> None:
     # Its socket and log are unlinked as soon as it connects, so a SIGKILLed CLI leaves nothing in /tmp.
     assert getattr(server, "_dir", None) is None and server.alive  # no folder at all since the socketpair
-
-
-# Each way a repro can fail that the test plugins act out, and the error kind its artifact must carry.
-FAULT_KINDS = {
-    "test-segfault": "crash",  # SIGSEGV
-    "test-hostile": "crash",  # SIGSEGV after printing markdown, HTML and a token
-    "test-raises": "exception",
-    "test-hang": "timeout",
-    "test-forks-hang": "timeout",  # after detaching grandchildren
-}
-
-
-@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-workers"])
-def test_every_fault_kind_becomes_an_error_artifact(
-    run_dir: Path, fork_server: bool, progress: Callable[[str], None]
-) -> None:
-    outcomes = runner.run_all(
-        list(FAULT_KINDS),
-        run_dir,
-        smoke=True,
-        timeout_s=25,  # a fresh worker starts in seconds, more on a loaded machine; the hangs take this long
-        repro_paths=[PLUGINS],
-        sampling=FAST,
-        command=["repro", "all"],
-        progress=False,
-        collect_env=False,
-        fork_server=fork_server,
-    )
-    kinds = {}
-    for rid in FAULT_KINDS:
-        doc = artifact.load(run_dir / f"{rid}.json")
-        kinds[rid] = (doc["verdict"]["status"], (doc["error"] or {}).get("kind"))
-    became = sum(kinds[rid] == ("error", kind) for rid, kind in FAULT_KINDS.items())
-    mode = "with the fork server" if fork_server else "without the fork server"
-    progress(f"summary: fault kinds {mode}: {became} of {len(FAULT_KINDS)} became error artifacts of their kind")
-    assert kinds == {rid: ("error", kind) for rid, kind in FAULT_KINDS.items()}
-    assert [o.status for o in outcomes] == ["error"] * len(FAULT_KINDS)  # one outcome each: the batch went on
 
 
 def test_a_profiling_batch_has_the_server_import_what_a_first_profiler_session_would() -> None:

@@ -1,0 +1,63 @@
+"""Every way a repro can fail becomes an error artifact of its kind, with the fork server and without.
+
+Its own file, apart from test_forkserver.py: the two hangs take their timeout in each mode, so
+`make test`'s workers (--dist loadfile) can run it beside the other fork-server tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from faults import PLUGINS
+
+from repro.core.context import SamplingConfig
+from repro.evidence import artifact
+from repro.run import runner
+
+FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "20261130T170000Z-abcdef"  # a run folder's name, as the schema wants it
+    d.mkdir()
+    return d
+
+
+# Each way a repro can fail that the test plugins act out, and the error kind its artifact must carry.
+FAULT_KINDS = {
+    "test-segfault": "crash",  # SIGSEGV
+    "test-hostile": "crash",  # SIGSEGV after printing markdown, HTML and a token
+    "test-raises": "exception",
+    "test-hang": "timeout",
+    "test-forks-hang": "timeout",  # after detaching grandchildren
+}
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-workers"])
+def test_every_fault_kind_becomes_an_error_artifact(
+    run_dir: Path, fork_server: bool, progress: Callable[[str], None]
+) -> None:
+    outcomes = runner.run_all(
+        list(FAULT_KINDS),
+        run_dir,
+        smoke=True,
+        timeout_s=25,  # a fresh worker starts in seconds, more on a loaded machine; the hangs take this long
+        repro_paths=[PLUGINS],
+        sampling=FAST,
+        command=["repro", "all"],
+        progress=False,
+        collect_env=False,
+        fork_server=fork_server,
+    )
+    kinds = {}
+    for rid in FAULT_KINDS:
+        doc = artifact.load(run_dir / f"{rid}.json")
+        kinds[rid] = (doc["verdict"]["status"], (doc["error"] or {}).get("kind"))
+    became = sum(kinds[rid] == ("error", kind) for rid, kind in FAULT_KINDS.items())
+    mode = "with the fork server" if fork_server else "without the fork server"
+    progress(f"summary: fault kinds {mode}: {became} of {len(FAULT_KINDS)} became error artifacts of their kind")
+    assert kinds == {rid: ("error", kind) for rid, kind in FAULT_KINDS.items()}
+    assert [o.status for o in outcomes] == ["error"] * len(FAULT_KINDS)  # one outcome each: the batch went on
