@@ -417,8 +417,9 @@ def run_all(
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
-    # A quick run profiles only fused-adam's kernel rounds (on a GPU): one child would use the preload.
-    server = _fork_server(interrupts, profiler=not quick) if fork_server and ids else None
+    # The profiler preload pays off where most children profile: a full GPU run. A quick run profiles
+    # only fused-adam's kernel rounds; a smoke run's children (CPU, test plugins) mostly never do.
+    server = _fork_server(interrupts, profiler=not quick and not smoke) if fork_server and ids else None
     try:
         outcomes: list[Outcome] = []
 
