@@ -160,3 +160,23 @@ def test_the_zygote_takes_only_its_profiler_flag() -> None:
 
     bad = subprocess.run([sys.executable, "-m", "repro.run.zygote", "--other"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage: python -m repro.run.zygote [--profiler]" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("smoke", "quick", "preload"), [(False, False, True), (False, True, False), (True, False, False)]
+)
+def test_only_a_full_run_has_its_server_preload_for_the_profiler(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch, smoke: bool, quick: bool, preload: bool
+) -> None:
+    asked: list[bool] = []
+
+    def fake(interrupts: object, profiler: bool = False) -> None:
+        asked.append(profiler)  # no server: the batch runs in fresh workers
+
+    monkeypatch.setattr(runner, "_fork_server", fake)
+    monkeypatch.setattr(runner, "run_one_isolated", lambda *a, **k: runner.Outcome("test-fine", "smoke", None, 0.0, ""))
+    runner.run_all(
+        ["test-fine"], run_dir, smoke=smoke, timeout_s=5, repro_paths=[PLUGINS], sampling=FAST,
+        command=["repro", "all"], progress=False, collect_env=False, quick=quick,
+    )  # fmt: skip
+    assert asked == [preload]
