@@ -417,9 +417,9 @@ def run_all(
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
-    # The profiler preload pays off where most children profile: a full GPU run. A quick run profiles
-    # only fused-adam's kernel rounds; a smoke run's children (CPU, test plugins) mostly never do.
-    server = _fork_server(interrupts, profiler=not quick and not smoke) if fork_server and ids else None
+    # The profiler preload (while the first child runs) pays off where children profile on a GPU;
+    # a smoke run's children (CPU, test plugins) mostly never do.
+    server = _fork_server(interrupts, profiler=not smoke) if fork_server and ids else None
     try:
         outcomes: list[Outcome] = []
 
@@ -469,7 +469,8 @@ def run_all(
 
 def _fork_server(interrupts: Interrupts | None, profiler: bool = False) -> ForkServer | None:
     """A started fork server, or None (with a line saying why) when it could not start. ``profiler``:
-    it also imports what torch.profiler's first session in each child would (see repro.run.zygote)."""
+    it also imports, once its first child runs, what torch.profiler's first session in each child would
+    (see repro.run.zygote)."""
     t0 = time.monotonic()
     print("repro all: importing torch once (fork server)", file=sys.stderr, flush=True)
     try:
