@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from repro.evidence import artifact  # noqa: E402
 
-REFERENCE = Path(__file__).resolve().parent.parent / "artifacts/reference/h200/evidence/all"
+REFERENCE = Path(__file__).resolve().parent.parent / "artifacts/reference/h200/evidence3/all"
 ALL_RUNS = ("all1", "all2", "all3", "quick", "loose")
 
 

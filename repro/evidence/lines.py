@@ -226,12 +226,17 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     agreement = band.agree(b.center, value, b)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
-    lo, hi = f"{min(others):.4g}", f"{max(others):.4g}"
+    lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
     return (
         f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
-        f"{value:.4g} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"{_sig4(value)} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
     )
+
+
+def _sig4(x: float) -> str:
+    """Four significant digits, trailing zeros kept (1.000, not 1), so values line up."""
+    return f"{x:#.4g}".rstrip(".")
 
 
 def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:

@@ -76,6 +76,6 @@ def test_an_inconclusive_run_with_a_headline_still_gets_its_band_line() -> None:
     doc = _doc("z", 1.01)
     doc["verdict"] = {"status": "inconclusive", "value": 1.01, "paired": True}
     line = band_line(model.run_of(doc), [b])
-    assert line is not None and "2 NVIDIA H200 GPUs read 1-1.02" in line and "consistent" in line
+    assert line is not None and "2 NVIDIA H200 GPUs read 1.000-1.020" in line and "consistent" in line
     doc["verdict"] = {"status": "skipped", "value": None, "paired": True}
     assert band_line(model.run_of(doc), [b]) is None
