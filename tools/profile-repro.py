@@ -37,8 +37,8 @@ def main(out: Path, ids: list[str]) -> None:
         for key in ("cumulative", "tottime"):
             pstats.Stats(prof, stream=text).sort_stats(key).print_stats(40)
         (out / f"{rid}.txt").write_text(text.getvalue())
-        run = doc["run"]
-        print(f"{rid}: {wall:.1f} s, {doc['verdict']['status']}, phases {run.get('phases_s')}, measure {run.get('measure_s')}")
+        run, status = doc["run"], doc["verdict"]["status"]
+        print(f"{rid}: {wall:.1f} s, {status}, phases {run.get('phases_s')}, measure {run.get('measure_s')}")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,10 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert solve.endswith("| ±10% over 3 GPUs |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
-    assert "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (among them), within 2x their ±10% band: consistent." in line
+    assert (
+        "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (among them), within 2x their ±10% band: consistent."
+        in line
+    )
     shipped = band.lookup(doc)
     assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
