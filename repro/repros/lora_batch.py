@@ -512,10 +512,9 @@ def lora_sentence(value: float, where: str) -> str:
     if value < LINEAR_LOW:
         return f"{step}: batching made each sample cheaper, the opposite of a cliff"
     if value <= LINEAR_HIGH:
-        return (
-            f"{step}: the seed's observation (a batch-2 step about 2x a batch-1 step) reproduced; its reading "
-            "as a cliff did not: per sample that is linear scaling, not a cliff"
-        )
+        # What was measured, beside the seed's number: whether the seed's claim was tested here (its
+        # GPU architecture) is the status's to say, not this sentence's.
+        return f"{step} here (the seed: about 2x on an RTX 5090); per sample that is linear scaling, not a cliff"
     return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
 
 
