@@ -201,6 +201,9 @@ class Repro(Generic[P]):
     # GPU architecture is not tested on another, so there a decided status becomes inconclusive
     # (``repro.core.verdict.off_architecture``). Empty: the claim holds for any GPU.
     claim_arch: ClassVar[tuple[str, ...]] = ()
+    # Conditions the seed or this repro says matter that a run on one machine cannot cover (a torch
+    # release, a build option, a driver), each a few words; the report lists them under "Not tested here".
+    untested: ClassVar[tuple[str, ...]] = ()
     # Plots the report draws from the variants (time against a config value, CI as a band).
     plots: ClassVar[tuple[Plot, ...]] = ()
     # The keys of the variants' ``config`` (``Arm.config``, ``ctx.skipped(..., **config)``)
@@ -307,7 +310,7 @@ def check_comparisons(repro: Repro[Any], params: Any) -> None:
 def check_declarations(cls: type[Repro[Any]]) -> None:
     """Refuse a declaration mistake as one UsageError naming the value and what was expected.
 
-    Checked: the required attributes, ``headline_rule``, each sweep against the params and
+    Checked: the required attributes, ``headline_rule``, ``untested``, each sweep against the params and
     each plot's keys against ``config_keys``. ``check_presets`` checks the comparisons.
     """
     rid = getattr(cls, "id", None)
@@ -326,6 +329,8 @@ def check_declarations(cls: type[Repro[Any]]) -> None:
         raise UsageError(
             f"repro {rid!r}: headline_rule {cls.headline_rule!r}; expected one of {', '.join(HEADLINE_RULES)}"
         )
+    if not isinstance(cls.untested, tuple) or not all(isinstance(u, str) and u.strip() for u in cls.untested):
+        raise UsageError(f"repro {rid!r}: untested {cls.untested!r}; expected a tuple of non-empty strings")
     names = [s.name for s in cls.sweeps]
     if len(set(names)) != len(names):
         raise UsageError(f"repro {rid!r}: sweeps {names} declare a name twice; expected distinct names")

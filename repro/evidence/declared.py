@@ -19,9 +19,9 @@ __all__ = ["NONE", "Declarations", "Declared", "key", "of"]
 class Declared:
     """What the catalog declares for one artifact's repro.
 
-    An artifact's own fields (schema 1.2) come first for ``impact``, ``seed_gpus`` and ``plots``: a
-    report describes a run in the words of the harness that made it; these fill in for an artifact
-    that lacks them.
+    An artifact's own fields (schema 1.2; ``untested`` 1.5) come first for ``impact``, ``seed_gpus``,
+    ``untested`` and ``plots``: a report describes a run in the words of the harness that made it;
+    these fill in for an artifact that lacks them.
     ``script`` is the only script a report shows: regenerated from the catalog's code for the
     artifact's repro id and params, never read from the artifact (a crafted artifact could put any
     program in its ``repro.script``).
@@ -30,6 +30,7 @@ class Declared:
     impact: str | None = None
     stack: str | None = None
     seed_gpus: tuple[str, ...] | None = None
+    untested: tuple[str, ...] | None = None
     plots: tuple[Plot, ...] | None = None
     script: str | None = None
     # With a script: what a reader should know about it (its source differs from the artifact's).

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from repro.evidence import band, scope
 from repro.evidence.declared import Declared
-from repro.evidence.markdown import fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
+from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, Row, Verdict
 from repro.evidence.standalone import rerun
 from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff, kernel_total_us
@@ -19,6 +19,7 @@ __all__ = [
     "band_line",
     "diff_lines",
     "install_block",
+    "missing_module",
     "rerun_block",
     "restated",
     "scope_lines",
@@ -239,18 +240,44 @@ def _sig4(x: float) -> str:
     return f"{x:#.4g}".rstrip(".")
 
 
+# How the harness words a module that would not import ("No module named 'x'", "x.y is not importable").
+_NO_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|\b([A-Za-z_][\w.]*) is not importable\b")
+
+
+def missing_module(doc: Artifact) -> str | None:
+    """The top-level module whose absence kept the seed's own subject from running (fused-adam:
+    ``transformer_engine``), from the verdict's claim reason, or a skipped verdict's reasons."""
+    v = doc.verdict
+    if v.claim is not None and not v.claim.tested:
+        said = [v.claim.reason or ""]
+    elif v.status == "skipped":
+        said = [v.finding, *(x.reason for x in v.not_run)]
+    else:
+        return None
+    for reason in said:
+        if m := _NO_MODULE.search(reason):
+            return str(m.group(1) or m.group(2)).split(".")[0]
+    return None
+
+
 def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
-    """(list items, shell block): the ``repro run`` command, from validated fields only; what to install
-    first is in the report's one install block (``install_block``)."""
+    """(list items, shell block): the ``repro run`` command, from validated fields only, and, when the
+    seed's subject did not run for want of a module, that the re-run needs it; what to install first is
+    in the report's one install block (``install_block``)."""
     r = rerun(doc)
+    needs = missing_module(doc)
+    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed (this run could not import it)."]
+    items = items if needs else []
     if r.args is None:
-        return [f"Re-run: not rebuilt here ({text(r.why_not)})."], None
+        return [*items, f"Re-run: not rebuilt here ({text(r.why_not)})."], None
     command = r.command()
-    return [], fence(command, "bash") if command else None
+    return items, fence(command, "bash") if command else None
 
 
 _TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")
 _CUDA = re.compile(r"([0-9]+)\.([0-9]+)")
+# A release version as pip pins it (13.0.3, 12.9.0.post1): the artifact's ``extra`` is open, so only this shape is pinned.
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]+)?")
 
 
 def _torch_line(doc: Artifact) -> tuple[str, str] | None:
@@ -268,14 +295,20 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
 
 def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     """(pip lines, words) for what a repro's variants used beyond torch, as its artifact records it:
-    cuda-bindings (``extra.memset_via``) and nvcc for a pure CUDA twin (``extra.twin.nvcc``)."""
+    cuda-bindings (``extra.memset_via``; pinned to ``extra.cuda_bindings`` where recorded, else the major
+    version of torch's CUDA) and nvcc for a pure CUDA twin (``extra.twin.nvcc``)."""
     extra = doc.extra  # the repro's own record: the schema leaves it open
     rid = text(doc.repro.id)
     lines, words = [], []
     cuda = doc.machine.torch_cuda_built
     m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
     if str(extra.get("memset_via") or "").startswith("cuda.bindings"):
-        lines.append(shlex.join(["pip", "install", f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"]))
+        ran = extra.get("cuda_bindings")
+        if isinstance(ran, str) and _VERSION.fullmatch(ran):
+            pin = f"cuda-bindings=={ran}"
+        else:
+            pin = f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"
+        lines.append(shlex.join(["pip", "install", pin]))
         words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
     twin = extra.get("twin")
     said = twin.get("nvcc") if isinstance(twin, Mapping) else None
@@ -285,12 +318,18 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     return lines, words
 
 
+# The wheel's optional dependencies that ``repro report`` draws plots with (pyproject.toml's extra).
+PLOTS_EXTRA = "plots"
+
+
 def install_block(docs: Sequence[Artifact]) -> str | None:
     """What to install before the sections' ``repro run`` lines, once for the report: torch as
     recorded, what a repro's variants needed beyond it, then the bundled harness (or, for a run
-    made before harness digests, its version and commit as a comment)."""
+    made before harness digests, its version and commit as a comment); where to run it from, and
+    what ``repro report`` needs besides to draw the plots."""
     lines: list[str] = []
     words: list[str] = []
+    wheels: dict[str, str] = {}  # run id -> the harness wheel's path from the folder above the run's
     for doc in docs:
         got = _torch_line(doc)
         if got and got[0] not in lines:
@@ -305,11 +344,22 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         harness = r.install() or (f"# {r.predates()}" if r.predates() else None)
         if harness and harness not in lines:
             lines.append(harness)
+        if r.run_id and (wheel := r.harness.wheel()):
+            wheels.setdefault(r.run_id, f"./{r.run_id}/harness/{wheel}")
     if not lines:
         return None
+    # The wheel paths start at the unpacked run folder, so the lines run from the folder that holds it.
+    where = (
+        f"from the folder that holds the unpacked {', '.join(code(f'{rid}/') for rid in wheels)} folder"
+        if wheels
+        else "in the folder the bundle unpacks to"
+    )
+    plots = f"`repro report RUN_DIR --out FILE` draws the plots only with matplotlib, the harness's `{PLOTS_EXTRA}` extra"
+    if wheels:
+        plots += f": {code(shlex.join(['pip', 'install', f'{next(iter(wheels.values()))}[{PLOTS_EXTRA}]']), limit=240)}"
     return (
-        "**Re-run**, in the folder the bundle unpacks to: besides the bundled harness, install "
+        f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
         + fence("\n".join(lines), "bash")
-        + "\n"
+        + f"\n{plots}.\n"
     )

@@ -68,8 +68,9 @@ __all__ = [
     "run_of",
 ]
 
-# Fields a repro declares that artifacts carry since schema 1.2; before, the catalog supplies them.
-DECLARABLE = ("impact", "seed_gpus", "plots", "script")
+# Fields a repro declares that artifacts carry since schema 1.2 (``untested`` since 1.5); before, the catalog
+# supplies them.
+DECLARABLE = ("impact", "seed_gpus", "plots", "script", "untested")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class ReproInfo:
     plots: tuple[Plot, ...] | None = None
     script: str | None = None
     claim_arch: tuple[str, ...] = ()  # compute capabilities the seed's claim is specific to (1.4)
+    untested: tuple[str, ...] | None = None  # conditions the seed or the repro says matter, not covered here (1.5)
     recorded: frozenset[str] = frozenset()  # which of DECLARABLE the artifact carries (null included)
 
 
@@ -265,7 +267,7 @@ def _verdict(raw: Mapping[str, Any]) -> Verdict:
 
 def _repro(raw: Mapping[str, Any]) -> ReproInfo:
     plots = raw.get("plots")
-    gpus = raw.get("seed_gpus")
+    gpus, untested = raw.get("seed_gpus"), raw.get("untested")
     return ReproInfo(
         id=str(raw.get("id")),
         title=str(raw.get("title") or ""),
@@ -282,6 +284,7 @@ def _repro(raw: Mapping[str, Any]) -> ReproInfo:
         else None,
         script=_str(raw.get("script")),
         claim_arch=_strs(raw.get("claim_arch")),
+        untested=_strs(untested) if isinstance(untested, list | tuple) else None,
         recorded=frozenset(k for k in DECLARABLE if k in raw),
     )
 

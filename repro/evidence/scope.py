@@ -18,7 +18,7 @@ from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
 
-__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus"]
+__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus", "untested"]
 
 MAX_CONTRASTS = 3
 # How the harness opens the finding of a repro that did not run (repro.core.verdict.unavailable).
@@ -183,6 +183,13 @@ def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
     return [str(g) for g in value] if value is not None else []
 
 
+def untested(doc: Artifact, declared: Declared | None = None) -> list[str]:
+    """The conditions the repro says matter that one run cannot cover (the artifact's since schema 1.5,
+    else the caller's ``Declared``)."""
+    value = doc.repro.untested if "untested" in doc.repro.recorded else getattr(declared, "untested", None)
+    return [str(u) for u in value] if value is not None else []
+
+
 def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:
     want = seed_gpu.lower().replace("nvidia", "").strip()
     return any(want in g.lower() for g in run_gpus)
@@ -202,7 +209,8 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
 
 
 def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
-    """Lines of the report's scope section: what this run skipped, could not measure, or never had."""
+    """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
+    GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks)."""
     lines: list[str] = []
     for doc in docs:
         rid = doc.repro.id
@@ -232,6 +240,8 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
                 said = "; ".join(shown)
             said += f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
             lines.append(f"{rid}: {said} ({why})")
+        if conditions := untested(doc, of(doc, declared)):
+            lines.append(f"{rid}, not covered: {'; '.join(conditions)}.")
     facts = [essentials(d.fingerprint) for d in docs]
     run_gpus = sorted({str(e["gpu"]) for e in facts})
     missing: dict[str, list[str]] = {}

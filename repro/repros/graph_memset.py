@@ -18,6 +18,7 @@ launch and device synchronize), so the report shows the seed's number beside the
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -119,6 +120,14 @@ class MemsetParams:
 # --------------------------------------------------------------------------- the repro
 
 
+def cuda_bindings_version() -> str | None:
+    """The installed cuda-bindings distribution's version (what issued the memset nodes), or None."""
+    try:
+        return importlib.metadata.version("cuda-bindings")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     """A 4-byte cudaMemsetAsync on ``flag`` through cuda-bindings, or (None, why not).
 
@@ -173,6 +182,8 @@ class GraphMemset(Repro[MemsetParams]):
         "kernel)': in a CUDA graph, many small cudaMemsetAsync nodes replayed slower than the same "
         "graph with a tiny fill kernel in place of each memset."
     )
+    # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
+    untested = ("other NVIDIA drivers (graph node scheduling is the driver's)", "other GPU architectures")
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
@@ -349,7 +360,12 @@ class GraphMemset(Repro[MemsetParams]):
             variants += [v for vs in (ctx.measure_groups(named) if named else {}).values() for v in vs]
         except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
             variants += [ctx.errored(a.name, a.label, exc, **a.config) for arms in named.values() for a in arms]
-        extra: dict[str, Any] = {"torch": torch.__version__, "memset_via": "cuda.bindings.runtime" if memset else None}
+        extra: dict[str, Any] = {
+            "torch": torch.__version__,
+            "memset_via": "cuda.bindings.runtime" if memset else None,
+            # The report's install line pins it, so a re-run issues the memsets through the same bindings.
+            "cuda_bindings": cuda_bindings_version() if memset else None,
+        }
         notes: list[str] = []
         if p.twin:
             variants += twin

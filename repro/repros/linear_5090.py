@@ -101,6 +101,8 @@ class Linear5090(Repro[LinearParams]):
         "served in full fp32 (TF32 off), so its GEMM time is paid in every layer of every step."
     )
     seed_gpus = ("RTX 5090", "RTX 4090")
+    # A gap points at the GEMM cuBLAS picks for each call: another cuBLAS may pick another.
+    untested = ("other cuBLAS versions (the GEMM each form gets is cuBLAS's choice)",)
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).
     claim_arch = ("12.0",)
     metric = Metric(

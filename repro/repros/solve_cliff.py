@@ -216,6 +216,10 @@ class Solve512Cliff(Repro[SolveParams]):
         "by itself; other PyTorch versions' rule."
     )
     seed_gpus = ("RTX 6000 Ada",)
+    untested = (
+        "PyTorch 2.13 or later (the seed issue says a batch-aware heuristic replaced the n=512 cutoff there)",
+        "a torch build without MAGMA (its default backend takes the cuSOLVER path)",
+    )
     plots = (
         Plot(
             "n",

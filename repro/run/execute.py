@@ -156,7 +156,8 @@ def repro_section(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
 
 
 def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
-    """What a repro declares for the report: impact, seed GPUs, the seed's source and experiment, plots, script."""
+    """What a repro declares for the report: impact, seed GPUs, the seed's source and experiment, the conditions
+    it could not cover, plots, script."""
     try:
         script = cls().script(params)
     except Exception:  # a broken script generator costs the script, never the run
@@ -167,6 +168,7 @@ def story(cls: type[Repro[Any]], params: Any) -> dict[str, Any]:
         "seed_source": cls.seed_source or None,
         "seed_experiment": cls.seed_experiment or None,
         "claim_arch": list(cls.claim_arch),
+        "untested": list(cls.untested),
         "plots": [dataclasses.asdict(s) for s in cls.plots],
         "script": script,
     }

@@ -92,6 +92,7 @@ def declared(
             impact=cls.impact or None,
             stack=cls.stack or None,
             seed_gpus=tuple(cls.seed_gpus),
+            untested=tuple(cls.untested),
             plots=tuple(cls.plots),
             script=script,
             script_note=note,
