@@ -266,7 +266,7 @@ def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
     in the report's one install block (``install_block``)."""
     r = rerun(doc)
     needs = missing_module(doc)
-    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed (this run could not import it)."]
+    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed."]
     items = items if needs else []
     if r.args is None:
         return [*items, f"Re-run: not rebuilt here ({text(r.why_not)})."], None
@@ -276,7 +276,8 @@ def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
 
 _TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")
 _CUDA = re.compile(r"([0-9]+)\.([0-9]+)")
-# A release version as pip pins it (13.0.3, 12.9.0.post1): the artifact's ``extra`` is open, so only this shape is pinned.
+# A release version as pip pins it (13.0.3, 12.9.0.post1): the artifact's ``extra`` is open, so only this
+# shape is pinned.
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]+)?")
 
 
@@ -350,11 +351,11 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         return None
     # The wheel paths start at the unpacked run folder, so the lines run from the folder that holds it.
     where = (
-        f"from the folder that holds the unpacked {', '.join(code(f'{rid}/') for rid in wheels)} folder"
+        f"from the folder holding the unpacked {', '.join(code(f'{rid}/') for rid in wheels)}"
         if wheels
         else "in the folder the bundle unpacks to"
     )
-    plots = f"`repro report RUN_DIR --out FILE` draws the plots only with matplotlib, the harness's `{PLOTS_EXTRA}` extra"
+    plots = f"`repro report RUN_DIR --out FILE` draws plots only with matplotlib (the harness's `{PLOTS_EXTRA}` extra)"
     if wheels:
         plots += f": {code(shlex.join(['pip', 'install', f'{next(iter(wheels.values()))}[{PLOTS_EXTRA}]']), limit=240)}"
     return (

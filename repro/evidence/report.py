@@ -479,8 +479,7 @@ def report(
             head += [
                 legend(runs)
                 + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, collect_env, "
-                "the harness wheel, each repro's script; "
-                "`repro report RUN_DIR --out FILE` draws the plots._",
+                "the harness wheel, each repro's script._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]

@@ -102,7 +102,7 @@ class Linear5090(Repro[LinearParams]):
     )
     seed_gpus = ("RTX 5090", "RTX 4090")
     # A gap points at the GEMM cuBLAS picks for each call: another cuBLAS may pick another.
-    untested = ("other cuBLAS versions (the GEMM each form gets is cuBLAS's choice)",)
+    untested = ("other cuBLAS versions (cuBLAS picks each form's GEMM)",)
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).
     claim_arch = ("12.0",)
     metric = Metric(

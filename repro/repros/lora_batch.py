@@ -200,10 +200,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     )
     seed_gpus = ("RTX 5090",)
     # The model here is a plain-torch block stack; a cliff would come from memory (spills, allocator thrash).
-    untested = (
-        "the full FLUX model and its training stack (diffusers/peft) on a 32 GB card, where memory pressure "
-        "could change the per-sample cost",
-    )
+    untested = ("the full FLUX model with diffusers/peft on a 32 GB card (memory pressure may change per-sample cost)",)
     # The article saw it on an RTX 5090 (sm_120) only: on another architecture the claim is not tested.
     claim_arch = ("12.0",)
     plots = (

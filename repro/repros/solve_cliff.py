@@ -217,8 +217,8 @@ class Solve512Cliff(Repro[SolveParams]):
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
-        "PyTorch 2.13 or later (the seed issue says a batch-aware heuristic replaced the n=512 cutoff there)",
-        "a torch build without MAGMA (its default backend takes the cuSOLVER path)",
+        "PyTorch 2.13+ (per the seed issue, a batch-aware heuristic replaced the n=512 cutoff)",
+        "torch without MAGMA (the default backend then takes cuSOLVER)",
     )
     plots = (
         Plot(
