@@ -48,9 +48,6 @@ def _cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Files marked early go first: `make test` hands each file to one worker in this order, so a
-    # file that mostly waits (timeouts running out) overlaps the rest instead of ending the run alone.
-    items.sort(key=lambda item: "early" not in item.keywords)
     for item in items:
         # A docker test that asked for no engine would silently pass or skip without one.
         if "docker" in item.keywords and "engine" not in getattr(item, "fixturenames", ()):

@@ -30,7 +30,7 @@ REPROS = {"5090-linear", "fused-adam-capturable", "lora-batch-scaling", "solve-5
 HOST_UID = os.getuid() if os.getuid() != 0 else 4242
 HOST_GID = os.getgid() if os.getuid() != 0 else 4242
 
-pytestmark = [pytest.mark.docker, pytest.mark.early]  # real image builds and runs: minutes in CI
+pytestmark = pytest.mark.docker
 # Read at import: the autouse fixture in conftest clears GPU_REPRO_LOCK for every test.
 LOCK_PATH = Path(os.environ["GPU_REPRO_LOCK"]) if os.environ.get("GPU_REPRO_LOCK") else None
 

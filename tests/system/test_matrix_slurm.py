@@ -23,7 +23,7 @@ from repro.lanes.matrix import collect
 PLUGINS = TESTS / "plugins_matrix"
 IMAGE_ENV = "GPU_REPRO_MATRIX_IMAGE"
 
-pytestmark = [pytest.mark.slurm, pytest.mark.early]  # real sbatch jobs: minutes of waiting in CI
+pytestmark = pytest.mark.slurm
 
 
 def matrix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
