@@ -12,7 +12,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from repro.core.context import SamplingConfig
+
 PLUGINS = Path(__file__).parent / "plugins"
+# Sampling that ends at once: the fault tests care how a repro ends, not what it measures.
+FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
 MARK = "GPU_REPRO_TEST_MARK"
 
 

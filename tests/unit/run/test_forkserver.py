@@ -11,22 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS
+from faults import FAST, PLUGINS
 
 from repro.core import procs
-from repro.core.context import SamplingConfig
 from repro.run import forkserver, runner
 from repro.run.execute import RunRequest
 from repro.run.forkserver import ForkServer
-
-FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "20261130T170000Z-abcdef"  # a run folder's name, as the schema wants it
-    d.mkdir()
-    return d
 
 
 @pytest.fixture

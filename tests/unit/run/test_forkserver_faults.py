@@ -10,21 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS
+from faults import FAST, PLUGINS
 
-from repro.core.context import SamplingConfig
 from repro.evidence import artifact
 from repro.run import runner
-
-FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "20261130T170000Z-abcdef"  # a run folder's name, as the schema wants it
-    d.mkdir()
-    return d
-
 
 # Each way a repro can fail that the test plugins act out, and the error kind its artifact must carry.
 FAULT_KINDS = {

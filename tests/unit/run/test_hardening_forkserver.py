@@ -19,23 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults import MARK, PLUGINS, kill_marked, summary
+from faults import FAST, MARK, PLUGINS, kill_marked, summary
 from helpers import ROOT
 
 from repro.core import procs
-from repro.core.context import SamplingConfig
 from repro.run import forkserver, runner
 from repro.run.execute import RunRequest
 from repro.run.forkserver import ForkServer, ForkServerError
-
-FAST = SamplingConfig(budget_s=0.2, target_rel_ci=0.2)
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "20261130T170000Z-abcdef"
-    d.mkdir()
-    return d
 
 
 @pytest.fixture
