@@ -176,7 +176,7 @@ def test_the_server_imports_the_profilers_modules_once_its_first_child_runs(
 ) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    (plugins / "probe.py").write_text(PROBE)
+    (plugins / "inductor_probe.py").write_text(PROBE)  # module repro_plugin_inductor_probe: a unique name
     req = RunRequest(
         repro_id="test-inductor-probe", repro_paths=(plugins,), smoke=True, sampling=FAST, collect_env=False
     )
