@@ -32,27 +32,18 @@ _URL_CREDS_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}://)[^\s/@'\"<>`]+@")
 _BARE_CREDS_RE = re.compile(
     r"(?<![^\s=,;'\"(\[])[^\s/@:'\"<>`=,;]+:[^\s/@'\"<>`]+@(?![A-Za-z0-9]+:[0-9A-Fa-f]{32,})(?=[A-Za-z0-9\[])"
 )
-# Known token shapes. Each is anchored so that ordinary words and hex digests do not match.
-# TOKEN_MARKERS: for each, literal text every match contains (any one of them), so a text without
-# any is not searched; a `in` test over a multi-megabyte Chrome trace costs far less than a regex pass.
-TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("github", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
-    ("github-pat", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
-    ("huggingface", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
-    ("openai", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
-    ("aws-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("slack", re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
+# Known token shapes, each with the literal text every match contains (any one of them): a text
+# holding none is not searched, as an `in` test over a multi-megabyte Chrome trace costs far less
+# than a regex pass. Each pattern is anchored so that ordinary words and hex digests do not match.
+TOKEN_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
+    ("github-pat", ("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
+    ("huggingface", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    ("openai", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    ("aws-key-id", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("slack", ("xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"), re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}")),
+    ("jwt", ("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
 )
-TOKEN_MARKERS: dict[str, tuple[str, ...]] = {
-    "github": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    "github-pat": ("github_pat_",),
-    "huggingface": ("hf_",),
-    "openai": ("sk-",),
-    "aws-key-id": ("AKIA", "ASIA"),
-    "slack": ("xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"),
-    "jwt": ("eyJ",),
-}
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -74,8 +65,8 @@ def scrub_tokens(text: str) -> str:
             text = _URL_CREDS_RE.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
         if ":" in text:
             text = _BARE_CREDS_RE.sub(f"{REDACTED}@", text)
-    for name, pattern in TOKEN_PATTERNS:
-        if any(marker in text for marker in TOKEN_MARKERS[name]):
+    for _, markers, pattern in TOKEN_PATTERNS:
+        if any(marker in text for marker in markers):
             text = pattern.sub(REDACTED, text)
     return text
 
