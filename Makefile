@@ -60,16 +60,20 @@ $(TEST_VENV)/.installed: pyproject.toml requirements-test.txt
 	    || $(UV) $(addprefix --find-links ,$(TEST_FIND_LINKS)) --extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match -r requirements-test.txt -e .
 	touch $@
 
-# pytest-xdist workers for `make test`; 0 runs every test in one process. --dist loadfile keeps each
-# test file on one worker, so a module's shared fixtures are built once and the engine and Slurm
-# tests (one file each) never run beside themselves.
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test`; 0 runs every test in one process. Three on the 2-core machine:
+# many tests wait (on a hang's timeout, a subprocess's torch import), and a third worker runs CPU
+# work meanwhile. --dist worksteal hands each worker a run of consecutive tests and lets an idle one
+# take the back half of a busy one's queue, so no worker idles while a slow file finishes on another
+# (--dist loadfile, one file per worker, ended each run on one small slow file alone). A module's
+# fixtures are built again only where a steal splits its file. The engine and Slurm tests take a
+# lock (tests/conftest.py), so they never run beside each other.
+TEST_WORKERS ?= 3
 
 # PYTHONDONTWRITEBYTECODE= : the test env has no bytecode (--no-compile above), so each module is
 # compiled when a test first imports it and kept; with the variable set, as some shells set it,
 # every process that imports torch would compile it again (about 3 s of CPU each).
 test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the tests but the slow ones (GPU tests skip without CUDA)
-	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m 'not slow' $(ARGS)
+	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not slow' $(ARGS)
 
 # The tests marked slow, and why each is not in `make test` (CI runs both targets):
 #   tests/system/test_faults_signals_slow.py::test_repro_all_under_random_signals: repetition trials

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -99,6 +100,20 @@ def slurm_cluster() -> str:
             pytest.fail(f"GPU_REPRO_REQUIRE_ENGINE=1 and no Slurm cluster: {why}")
         pytest.skip(f"needs a Slurm cluster (tools/slurm-local.sh start DIR): {why}")
     return idle[0]
+
+
+@pytest.fixture(autouse=True)
+def _engine_tests_one_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A docker or slurm test holds a lock that every xdist worker of the session shares, so the
+    engine and Slurm tests never run beside each other, whichever worker `--dist worksteal` gives
+    them to (they share the engine, its images and the cluster's one node)."""
+    if request.node.get_closest_marker("docker") is None and request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    # The workers' base folders sit in one folder of the session (the user's pytest folder without xdist).
+    with open(tmp_path_factory.getbasetemp().parent / "engine-tests.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(autouse=True)
