@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 # One intra-op thread for torch (OpenMP) in this process and every process a test starts, set
-# before anything imports torch. The suite runs torch on the CPU in two xdist workers and in many
+# before anything imports torch. The suite runs torch on the CPU in three xdist workers and in many
 # subprocesses at once on a 2-core machine; a pool per process of one thread per core oversubscribes
 # the cores, and its spinning threads made one CPU smoke script take 98 s instead of 15 s (load ~8).
 # The harness pins its own CPU timing to one thread anyway (repro.run.execute.CPU_THREADS).
@@ -103,7 +103,9 @@ def slurm_cluster() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _engine_tests_one_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _engine_tests_one_at_a_time(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """A docker or slurm test holds a lock that every xdist worker of the session shares, so the
     engine and Slurm tests never run beside each other, whichever worker `--dist worksteal` gives
     them to (they share the engine, its images and the cluster's one node)."""

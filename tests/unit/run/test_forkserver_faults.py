@@ -1,7 +1,7 @@
 """Every way a repro can fail becomes an error artifact of its kind, with the fork server and without.
 
-Its own file, apart from test_forkserver.py: the two hangs take their timeout in each mode, so
-`make test`'s workers (--dist loadfile) can run it beside the other fork-server tests.
+Its own file, apart from test_forkserver.py: the two hangs take their timeout in each mode, and
+the fork-server tests' module fixtures stay out of this file.
 """
 
 from __future__ import annotations
