@@ -109,9 +109,10 @@ def _gib(n: Any) -> str:
     return f"{n / 2**30:.0f} GiB" if isinstance(n, int | float) else "-"
 
 
-def machine_summary(m: Machine, every: str | None = None) -> str:
+def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | None = None) -> str:
     """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
-    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
+    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness.
+    ``ceilings_in``: the repro whose process measured the ceilings, when the artifacts say."""
     f, nv = m.facts, m.facts.nvml
     onoff = {True: "on", False: "off", None: "-"}
     parts = [
@@ -127,8 +128,12 @@ def machine_summary(m: Machine, every: str | None = None) -> str:
         f"PCIe gen {nv.pcie_gen or '-'} x{nv.pcie_width or '-'}",
     ]
     if f.ceilings is not None:
-        shown = [f"{c.name} {c.value:.4g} {c.unit}" for c in f.ceilings]
-        parts.append(f"- Measured ceilings: {', '.join(shown) or '-'}")
+        shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
+        when = f", measured once in {ceilings_in}'s process and reused by every repro" if ceilings_in else ""
+        parts.append(
+            f"- Measured ceilings (the tables' \"% of\": this GPU's own cuBLAS and copy rates, one timed run each{when}; "
+            f"not the datasheet's peaks): {', '.join(shown) or '-'}"
+        )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
         f"- Libraries loaded (from /proc/self/maps): "

@@ -87,6 +87,7 @@ class Ceiling:
     name: str
     value: float
     unit: str
+    method: str | None = None  # how it was measured ("8192^3 fp32 matmul, TF32 off")
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,11 @@ def _ceilings(raw: Any) -> tuple[Ceiling, ...] | None:
     if not raw or not isinstance(raw, Mapping):
         return None
     measured = ((str(k), number(c.get("value")), c) for k, c in raw.items() if isinstance(c, Mapping))
-    return tuple(Ceiling(k, value, str(c.get("unit"))) for k, value, c in measured if value)
+    return tuple(
+        Ceiling(k, value, str(c.get("unit")), c["method"] if isinstance(c.get("method"), str) else None)
+        for k, value, c in measured
+        if value
+    )
 
 
 def _libraries(raw: Mapping[str, Any]) -> tuple[Library, ...]:

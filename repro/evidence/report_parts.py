@@ -166,7 +166,8 @@ def _library_section(output: str) -> str | None:
     if _LIBRARIES not in output:
         return None
     section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
-    entries = [ln.strip() for ln in section.splitlines()[1:] if ln.strip()]
+    # "[conda] Could not collect" and the like are a tool's answer, not a package: a package is name==version.
+    entries = [e for ln in section.splitlines()[1:] if (e := ln.strip()) and ("==" in e or not e.startswith("["))]
     # The GPU stack only (torch, triton, numpy, NVIDIA's and CUDA's packages): the rest of the list
     # is in the artifact and the bundle, and said to be there.
     kept = [e for e in entries if _STACK.search(e) or not e.startswith("[")]
@@ -192,6 +193,28 @@ def _library_section(output: str) -> str | None:
     return f"{_LIBRARIES}:\n" + "\n".join(lines) + (f"\n(and {left}: in the artifact)" if left else "")
 
 
+_CUDNN_SYSTEM = re.compile(r"libcudnn\.so\.([0-9]+\.[0-9]+\.[0-9]+)")
+
+
+def cudnn_note(output: str, loaded: Mapping[str, object] | None) -> str | None:
+    """When collect_env's cuDNN (the first libcudnn it finds on the system) is not the one torch
+    loaded (the fingerprint's ``software.libraries.cudnn``, read from /proc/self/maps), both."""
+    found = _CUDNN_SYSTEM.search(output.split("cuDNN version:", 1)[1][:400]) if "cuDNN version:" in output else None
+    raw = loaded.get("version") if loaded else None
+    version = int(raw) if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()) else None
+    if not found or version is None:
+        return None
+    major, minor, patch = version // 10000, version // 100 % 100, version % 100
+    if found.group(1).split(".")[:2] == [str(major), str(minor)]:
+        return None
+    path = loaded.get("path") if loaded else None
+    where = f" ({text(str(path))})" if isinstance(path, str) else ""
+    return (
+        f"cuDNN: torch loaded {major}.{minor}.{patch}{where}; collect_env's \"cuDNN version\" line "
+        f"({found.group(1)}) is the system's copy, which this process did not load."
+    )
+
+
 def environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list[str]:
     """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries."""
     mach, _ = machines(full)
@@ -200,11 +223,18 @@ def environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list
     out = ["## Environment", ""]
     for m in mach:
         # One machine ran everything: "every repro here" says it without the list of ids.
-        body = [machine_summary(m, "every repro here" if len(mach) == 1 else None), ""]
         mine = [d for d in full if machine_of.get(id(d)) == m.label]
+        # A run's first repro measures the ceilings and the rest read them (repro.env.ceilings.for_run).
+        first = min(mine, key=lambda d: d.run.created_utc) if len({d.run.run_id for d in mine}) == 1 else None
+        every = "every repro here" if len(mach) == 1 else None
+        body = [machine_summary(m, every, first.repro.id if first else None), ""]
         body += [state_line(mine), ""]
         outputs = dict.fromkeys(d.machine.collect_env for d in mine)
+        libraries = (mine[0].fingerprint.get("software") or {}).get("libraries") if mine else None
+        cudnn = libraries.get("cudnn") if isinstance(libraries, Mapping) else None
         for o in outputs:
+            note = cudnn_note(o, cudnn if isinstance(cudnn, Mapping) else None)
+            body += [note, ""] if note else []
             libs = _library_section(o)
             if libs:
                 body += [
