@@ -343,10 +343,12 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
     for doc in docs:
         r = rerun(doc)
         harness = r.install() or (f"# {r.predates()}" if r.predates() else None)
+        if r.run_id and (wheel := r.harness.wheel()):
+            # With its plots extra: `repro report` draws plots only with matplotlib.
+            wheels.setdefault(r.run_id, f"./{r.run_id}/harness/{wheel}")
+            harness = shlex.join(["pip", "install", f"./{r.run_id}/harness/{wheel}[{PLOTS_EXTRA}]"])
         if harness and harness not in lines:
             lines.append(harness)
-        if r.run_id and (wheel := r.harness.wheel()):
-            wheels.setdefault(r.run_id, f"./{r.run_id}/harness/{wheel}")
     if not lines:
         return None
     # The wheel paths start at the unpacked run folder, so the lines run from the folder that holds it.
@@ -355,12 +357,15 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         if wheels
         else "in the folder the bundle unpacks to"
     )
-    plots = f"`repro report RUN_DIR --out FILE` draws plots only with matplotlib (the harness's `{PLOTS_EXTRA}` extra)"
-    if wheels:
-        plots += f": {code(shlex.join(['pip', 'install', f'{next(iter(wheels.values()))}[{PLOTS_EXTRA}]']), limit=240)}"
+    plots = (
+        f"The harness's `{PLOTS_EXTRA}` extra brings matplotlib, without which `repro report RUN_DIR --out FILE` "
+        "draws no plots."
+        if wheels
+        else f"`repro report RUN_DIR --out FILE` draws plots only with matplotlib (the harness's `{PLOTS_EXTRA}` extra)."
+    )
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
         + fence("\n".join(lines), "bash")
-        + f"\n{plots}.\n"
+        + f"\n{plots}\n"
     )

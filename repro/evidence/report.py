@@ -125,8 +125,13 @@ def _notes(doc: Artifact) -> list[str]:
     return notes
 
 
-def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine: str | None) -> str:
-    """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script."""
+def _details(
+    doc: Artifact, figs: Sequence[Figure], declared: Declared, machine: str | None, compact: bool = False
+) -> str:
+    """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script.
+
+    ``compact``: without the variants table and the plots, which the bundle holds (the artifact's
+    ``variants``, ``plots/``): the comparisons and the facts stay."""
     r, v = doc.repro, doc.verdict
     rid = r.id
     smoke = is_smoke(doc)
@@ -134,11 +139,16 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
     shown = [d for d in v.details if not restated(doc, d)]
     if shown:
         body += [" ".join(text(with_whole_steps(doc, current_ratios(d, v))) for d in shown), ""]
-    if doc.variants:
+    if doc.variants and not compact:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
     body += [table, ""] if table else []
-    body += _figure_lines(figs)
+    if compact and (doc.variants or figs):
+        where = ["its variants' medians and rates (the artifact)"] if doc.variants else []
+        where += [", ".join(code(f.file) for f in figs)] if figs else []
+        body += [f"_In the bundle: {' and '.join(where)}._", ""]
+    else:
+        body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
@@ -151,10 +161,10 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
             # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
-            note = " (this installation's source)"
+            note = " (this installation's)"
             note = note if declared.script_note else ""
             member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
-            facts.append(f"Script: `{text(member)}` in the bundle{note}.")
+            facts.append(f"Script: bundle's `{text(member)}`{note}.")
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
@@ -195,7 +205,9 @@ def repro_section(
         reasons = [restate(x, doc) for x in validity.reasons]
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
-    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(v.status, "")
+    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: ", "inconclusive": "Inconclusive, "}.get(
+        v.status, ""
+    )
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
     if doc.error:
@@ -217,6 +229,16 @@ def repro_section(
     lines[-1:] = [it if it.startswith("  - ") else f"- {it}" for it in items]
     lines += [shell, ""] if shell else [""]
     return "\n".join(lines), _details(doc, figs, declared, machine)
+
+
+def compact_details(
+    doc: Artifact | Mapping[str, Any],
+    machine: str | None = None,
+    figs: Sequence[Figure] = (),
+    declared: Declared | None = None,
+) -> str:
+    """A repro's ``<details>`` without its variants table and plots (``_details``'s ``compact``)."""
+    return _details(model.run_of(doc), figs, declared or Declared(), machine, compact=True)
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -316,19 +338,23 @@ def report(
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
-    sections = [
-        repro_section(d, which.get(id(d)), [f for f in figures if f.repro_id == d.repro.id], of(d, declared), known)
-        for d in runs
-    ]
+    figs_of = {id(d): [f for f in figures if f.repro_id == d.repro.id] for d in runs}
+    sections = [repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known) for d in runs]
+    compact = {
+        d.repro.id: compact_details(d, which.get(id(d)), figs_of[id(d)], of(d, declared)) if more else ""
+        for d, (_, more) in zip(runs, sections, strict=True)
+    }
     env = environment(full, machine_of)
     install = install_block(runs)
     dropped: list[str] = []
+    shortened: list[str] = []
     env_dropped = False
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped:
-            gone = [f"the details of {', '.join(dropped)}"] if dropped else []
+        if dropped or env_dropped or shortened:
+            gone = [f"the variants tables and plots of {', '.join(shortened)}"] if shortened else []
+            gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
@@ -338,7 +364,7 @@ def report(
         for d, (section, more) in zip(runs, sections, strict=True):
             parts.append(section)
             if more and d.repro.id not in dropped:
-                parts.append(more)
+                parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
             parts += env
         return said_once(parts, skip_reasons(runs))
@@ -348,7 +374,15 @@ def report(
         return chars <= limit and (max_lines is None or lines <= max_lines)
 
     parts = assemble()
-    # The details blocks go first, largest first: each is one click away in the bundle too.
+    # The details blocks' bulk goes first (variants tables and plots, largest saving first), then
+    # whole details blocks, largest first: each is one click away in the bundle too.
+    saving = {d.repro.id: len(more) - len(compact[d.repro.id]) for d, (_, more) in zip(runs, sections, strict=True)}
+    for rid in sorted(saving, key=lambda r: -saving[r]):
+        if fits(parts):
+            break
+        if saving[rid] > 0:
+            shortened.append(rid)
+            parts = assemble()
     for d, (_, more) in sorted(zip(runs, sections, strict=True), key=lambda p: -len(p[1][1])):
         if fits(parts) or not more:
             break

@@ -111,7 +111,7 @@ def legend(docs: Sequence[Artifact]) -> str:
         )
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
-        "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
+        "(each GPU's run, torch, driver and harness: `band.txt` in the bundle)."
         f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
         "rounds: paired rounds behind a ratio. us/call: a kernel's time "
         "summed over its launches in one call._"

@@ -107,9 +107,8 @@ def test_the_install_block_pins_the_cuda_bindings_that_ran(docs: list[dict[str, 
 def test_the_install_block_says_where_to_run_it_and_how_to_draw_the_plots(docs: list[dict[str, Any]]) -> None:
     block = str(install_block([run_of(d) for d in docs]))
     assert block.startswith("**Re-run**, from the folder holding the unpacked `20261201T162744Z-bc9a25/`: ")
-    assert "in the folder the bundle unpacks to" not in block and f"\npip install {WHEEL}\n" in block
-    plots = f"draws plots only with matplotlib (the harness's `plots` extra): `pip install '{WHEEL}[plots]'`."
-    assert plots in block
+    assert "in the folder the bundle unpacks to" not in block and f"\npip install '{WHEEL}[plots]'\n" in block
+    assert "The harness's `plots` extra brings matplotlib, without which `repro report RUN_DIR --out FILE`" in block
     assert f'\n{PLOTS_EXTRA} = ["matplotlib' in (ROOT / "pyproject.toml").read_text()  # the wheel's extra
 
 
