@@ -224,14 +224,21 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         where = "above all"
     else:
         where = "among them"
-    agreement = band.agree(b.center, value, b)
+    # The band's half-width counts as at least this run's own CI half-width (relative): two or three
+    # GPUs can agree more closely than one run's CI can tell.
+    ci = (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
+    agreement = band.agree(b.center, value, b, ci)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
+    width = f"±{fmt_pct(b.half_width * 100)}"
+    width += f", taken as this run's CI ±{fmt_pct(ci * 100)}" if ci > b.half_width else ""
+    harness = band.versions(b)
+    made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     return (
-        f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
-        f"{_sig4(value)} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"Re-run elsewhere ({text(b.headline or 'headline')}{made}; bundle's `band.txt`): {gpus} "
+        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width} band: {agreement}."
     )
 
 
@@ -361,7 +368,8 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         f"The harness's `{PLOTS_EXTRA}` extra brings matplotlib, without which `repro report RUN_DIR --out FILE` "
         "draws no plots."
         if wheels
-        else f"`repro report RUN_DIR --out FILE` draws plots only with matplotlib (the harness's `{PLOTS_EXTRA}` extra)."
+        else "`repro report RUN_DIR --out FILE` draws plots only with matplotlib "
+        f"(the harness's `{PLOTS_EXTRA}` extra)."
     )
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "

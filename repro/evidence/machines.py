@@ -131,8 +131,8 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
         when = f", measured once in {ceilings_in}'s process and reused by every repro" if ceilings_in else ""
         parts.append(
-            f"- Measured ceilings (the tables' \"% of\": this GPU's own cuBLAS and copy rates, one timed run each{when}; "
-            f"not the datasheet's peaks): {', '.join(shown) or '-'}"
+            "- Measured ceilings (the tables' \"% of\": this GPU's own cuBLAS and copy rates, one timed run "
+            f"each{when}; not the datasheet's peaks): {', '.join(shown) or '-'}"
         )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(

@@ -210,7 +210,7 @@ def cudnn_note(output: str, loaded: Mapping[str, object] | None) -> str | None:
     path = loaded.get("path") if loaded else None
     where = f" ({text(str(path))})" if isinstance(path, str) else ""
     return (
-        f"cuDNN: torch loaded {major}.{minor}.{patch}{where}; collect_env's \"cuDNN version\" line "
+        f'cuDNN: torch loaded {major}.{minor}.{patch}{where}; collect_env\'s "cuDNN version" line '
         f"({found.group(1)}) is the system's copy, which this process did not load."
     )
 
