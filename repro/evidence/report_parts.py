@@ -81,6 +81,35 @@ def _status(doc: Artifact) -> str:
     return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
 
 
+def _short_reason(reason: str) -> str:
+    """A claim's not-tested reason by its telling clause: the first that says what was not there."""
+    parts = [p.strip() for p in reason.split(": ") if p.strip()]
+    told = next((p for p in parts if " not " in f" {p} "), None) or next((p for p in parts if "skipped" in p), None)
+    return told or (parts[0] if parts else "no reason recorded")
+
+
+def claim_cell(doc: Artifact) -> str:
+    """Whether the headline measured the seed's claim on the seed's setup (the verdict's ``claim``),
+    and, when a comparison ran the seed's own program beside another headline, that program's ratio."""
+    claim = doc.verdict.claim
+    if doc.verdict.status not in MEASURED or claim is None:
+        return "-"
+    if not claim.tested:
+        return text(f"not tested: {_short_reason(claim.reason or '')}", cell=True)
+    seed = [
+        r
+        for r in doc.verdict.breakdown
+        if not r.headline and r.ratio is not None and any("seed" in str(q) for q in r.qualifiers.values())
+    ]
+    said = "tested"
+    if seed:
+        head = next((r for r in doc.verdict.breakdown if r.headline), None)
+        source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
+        said += f" (headline: {source}" if source else " (headline: the harness's"
+        said += f"; the seed's program: {seed[0].ratio:.3g}x)"
+    return text(said, cell=True)
+
+
 def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
     """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
     known = band.load() if bands is None else bands
@@ -88,13 +117,21 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         [
             text(d.repro.id, cell=True),
             _status(d),
+            claim_cell(d),
             with_whole_steps(d, verdict_cell(d.verdict, None)),
             f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]
         for d in docs
     ]
-    headers = ["repro", "status", "headline ratio (CI)", "threshold", "re-run on another GPU of this model"]
+    headers = [
+        "repro",
+        "status",
+        "seed's claim",
+        "headline ratio (CI)",
+        "threshold",
+        "re-run on another GPU of this model",
+    ]
     return md_table(rows, headers)
 
 
