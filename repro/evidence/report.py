@@ -52,7 +52,9 @@ from repro.evidence.report_parts import (
     environment,
     identity_lines,
     legend,
+    method_line,
     not_tested,
+    run_order,
     summary_table,
     traces_words,
 )
@@ -216,6 +218,7 @@ def repro_section(
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += seed_vs_ours(doc, declared)
+    items += [x for x in [method_line(doc)] if x]
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]
@@ -312,6 +315,8 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
+        order = run_order([d for d in runs if not is_smoke(d)])
+        head += [order, ""] if order else []
         if not smoke_run:
             head += [
                 legend(runs)

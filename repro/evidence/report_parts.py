@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope
@@ -21,6 +22,9 @@ from repro.evidence.variants import with_whole_steps
 
 __all__ = [
     "bundle_names",
+    "claim_cell",
+    "method_line",
+    "run_order",
     "environment",
     "identity_lines",
     "legend",
@@ -283,3 +287,64 @@ def environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list
         summary = html_text(f"machine {m.label}: fingerprint, GPU state, libraries")
         out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
     return out
+
+
+# --------------------------------------------------------------------------- how the run ran
+
+# Gaps between one repro's end and the next one's start below this many seconds are no cool-down.
+_COOL_DOWN_S = 5.0
+
+
+def _span_of(doc: Artifact) -> tuple[datetime, datetime] | None:
+    """(start, end) of a repro's process run: ``created_utc`` is written at the end, to the second."""
+    try:
+        end = datetime.strptime(doc.run.created_utc, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return end - timedelta(seconds=doc.run.duration_s), end
+
+
+def run_order(docs: Sequence[Artifact]) -> str | None:
+    """How the repros of one run followed each other, from their artifacts' end times and durations:
+    the order, and the gaps between one's end and the next one's start."""
+    if len(docs) < 2 or len({d.run.run_id for d in docs}) != 1:
+        return None
+    spans = [(sp, d) for d in docs if (sp := _span_of(d)) is not None]
+    if len(spans) != len(docs):
+        return None
+    spans.sort(key=lambda x: x[0][0])
+    gaps = [max((b[0][0] - a[0][1]).total_seconds(), 0.0) for a, b in zip(spans, spans[1:], strict=False)]
+    order = ", ".join(text(d.repro.id) for _, d in spans)
+    lo, hi = min(gaps), max(gaps)
+    said = f"{lo:.0f} s" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f} s"
+    rest = "no cool-down between them" if hi < _COOL_DOWN_S else f"up to {hi:.0f} s between them"
+    return (
+        f"_Run order: one process per repro, back to back: {order}; gaps between one's end and the next's "
+        f"start {said} (end times to the second), {rest}._"
+    )
+
+
+def method_line(doc: Artifact) -> str | None:
+    """How the headline pair was timed and where the kernel tables come from, from its variants."""
+    named = [v for v in doc.variants if v.name in doc.verdict.variants and v.timing is not None]
+    if not named:
+        return None
+    t = named[0].timing
+    assert t is not None
+    if t.rounds:
+        per = t.episode_rounds or 0
+        episodes = f" in {len(t.rounds) // per} episodes" if per and len(t.rounds) % per == 0 else ""
+        timed = f"{len(t.rounds)} paired rounds{episodes}"
+    else:
+        timed = f"{t.stats.n} samples ({t.method.replace('_', ' ')})"
+    profiled = {v.profiled_iterations for v in doc.variants if v.kernels}
+    order = list(doc.run.measure_s or {})
+    after = " after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
+    if profiled == {1}:
+        kernels = f"kernel tables: one profiled call per variant{after}"
+    elif profiled:
+        calls = "/".join(str(p) for p in sorted(x or 0 for x in profiled))
+        kernels = f"kernel tables: {calls} profiled calls per variant{after}"
+    else:
+        kernels = "no kernel tables"
+    return f"Method: {kernels}; the headline pair's timings: {timed}."
