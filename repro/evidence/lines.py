@@ -237,7 +237,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     return (
-        f"Re-run elsewhere ({text(b.headline or 'headline')}{made}; bundle's `band.txt`): {gpus} "
+        f"Re-run elsewhere ({text(b.headline or 'headline')}{made}): {gpus} "
         f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width} band: {agreement}."
     )
 

@@ -129,10 +129,10 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
     ]
     if f.ceilings is not None:
         shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
-        when = f", measured once in {ceilings_in}'s process and reused by every repro" if ceilings_in else ""
+        when = f", timed once in {ceilings_in}'s process" if ceilings_in else ""
         parts.append(
-            "- Measured ceilings (the tables' \"% of\": this GPU's own cuBLAS and copy rates, one timed run "
-            f"each{when}; not the datasheet's peaks): {', '.join(shown) or '-'}"
+            f"- Measured ceilings (the tables' \"% of\"; this GPU's cuBLAS and copy rates{when}, "
+            f"not datasheet peaks): {', '.join(shown) or '-'}"
         )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(

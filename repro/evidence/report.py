@@ -132,21 +132,23 @@ def _details(
 ) -> str:
     """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script.
 
-    ``compact``: without the variants table and the plots, which the bundle holds (the artifact's
-    ``variants``, ``plots/``): the comparisons and the facts stay."""
+    ``compact``: without the side measurements, the variants table, the plots and the time, which
+    the bundle holds (the artifact's ``verdict.details``, ``variants`` and ``run``, ``plots/``): the
+    comparisons, the script and the source digest stay."""
     r, v = doc.repro, doc.verdict
     rid = r.id
     smoke = is_smoke(doc)
     body: list[str] = []
     shown = [d for d in v.details if not restated(doc, d)]
-    if shown:
+    if shown and not compact:
         body += [" ".join(text(with_whole_steps(doc, current_ratios(d, v))) for d in shown), ""]
     if doc.variants and not compact:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
     body += [table, ""] if table else []
-    if compact and (doc.variants or figs):
-        where = ["its variants' medians and rates (the artifact)"] if doc.variants else []
+    if compact and (doc.variants or figs or shown):
+        where = ["its side measurements (the artifact's verdict.details)"] if shown else []
+        where += ["its variants' medians and rates (the artifact)"] if doc.variants else []
         where += [", ".join(code(f.file) for f in figs)] if figs else []
         body += [f"_In the bundle: {' and '.join(where)}._", ""]
     else:
@@ -157,7 +159,7 @@ def _details(
     phases = list((doc.run.phases_s or {}).items())
     spent = artifact.format_breakdown(phases, min_s=0.5)
     busy = artifact.format_busy(doc.raw)  # artifact.py's reading of the document, shared with `repro all`
-    if spent:
+    if spent and not compact:
         facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
@@ -350,15 +352,19 @@ def report(
         for d, (_, more) in zip(runs, sections, strict=True)
     }
     env = environment(full, machine_of)
+    env_compact = environment(full, machine_of, compact=True)
     install = install_block(runs)
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
+    env_short = False
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped or shortened:
-            gone = [f"the variants tables and plots of {', '.join(shortened)}"] if shortened else []
+        if dropped or env_dropped or shortened or env_short:
+            whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
+            gone = [f"the side measurements, variants tables, plots and time of {whose}"] if shortened else []
+            gone += ["collect_env's library list"] if env_short else []
             gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
@@ -371,7 +377,7 @@ def report(
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
-            parts += env
+            parts += env_compact if env_short else env
         return said_once(parts, skip_reasons(runs))
 
     def fits(parts: Sequence[str]) -> bool:
@@ -388,6 +394,9 @@ def report(
         if saving[rid] > 0:
             shortened.append(rid)
             parts = assemble()
+    if not fits(parts) and env_compact != env:
+        env_short = True
+        parts = assemble()
     for d, (_, more) in sorted(zip(runs, sections, strict=True), key=lambda p: -len(p[1][1])):
         if fits(parts) or not more:
             break

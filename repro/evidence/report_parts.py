@@ -152,7 +152,7 @@ def legend(docs: Sequence[Artifact]) -> str:
         )
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
-        "(each GPU's run, torch, driver and harness: `band.txt` in the bundle)."
+        "(their runs, torch, drivers, harness: the bundle's `band.txt`)."
         f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
         "rounds: paired rounds behind a ratio. us/call: a kernel's time "
         "summed over its launches in one call._"
@@ -256,8 +256,9 @@ def cudnn_note(output: str, loaded: Mapping[str, object] | None) -> str | None:
     )
 
 
-def environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list[str]:
-    """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries."""
+def environment(full: Sequence[Artifact], machine_of: Mapping[int, str], compact: bool = False) -> list[str]:
+    """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries
+    (``compact``: without collect_env's library list, which the artifact holds)."""
     mach, _ = machines(full)
     if not mach:
         return []
@@ -276,7 +277,7 @@ def environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list
         for o in outputs:
             note = cudnn_note(o, cudnn if isinstance(cudnn, Mapping) else None)
             body += [note, ""] if note else []
-            libs = _library_section(o)
+            libs = None if compact else _library_section(o)
             if libs:
                 body += [
                     "collect_env's library section (the whole output is in the artifact):",
@@ -317,11 +318,8 @@ def run_order(docs: Sequence[Artifact]) -> str | None:
     order = ", ".join(text(d.repro.id) for _, d in spans)
     lo, hi = min(gaps), max(gaps)
     said = f"{lo:.0f} s" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f} s"
-    rest = "no cool-down between them" if hi < _COOL_DOWN_S else f"up to {hi:.0f} s between them"
-    return (
-        f"_Run order: one process per repro, back to back: {order}; gaps between one's end and the next's "
-        f"start {said} (end times to the second), {rest}._"
-    )
+    rest = ": no cool-down" if hi < _COOL_DOWN_S else ""
+    return f"_Run order, one process per repro: {order}; gaps between them {said} (end times to the second){rest}._"
 
 
 def method_line(doc: Artifact) -> str | None:
@@ -339,12 +337,12 @@ def method_line(doc: Artifact) -> str | None:
         timed = f"{t.stats.n} samples ({t.method.replace('_', ' ')})"
     profiled = {v.profiled_iterations for v in doc.variants if v.kernels}
     order = list(doc.run.measure_s or {})
-    after = " after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
+    after = ", after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
     if profiled == {1}:
-        kernels = f"kernel tables: one profiled call per variant{after}"
+        kernels = f"kernels from one profiled call per variant{after}"
     elif profiled:
         calls = "/".join(str(p) for p in sorted(x or 0 for x in profiled))
-        kernels = f"kernel tables: {calls} profiled calls per variant{after}"
+        kernels = f"kernels from {calls} profiled calls per variant{after}"
     else:
         kernels = "no kernel tables"
-    return f"Method: {kernels}; the headline pair's timings: {timed}."
+    return f"Method: {kernels}; headline pair timed in {timed}."

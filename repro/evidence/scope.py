@@ -9,6 +9,7 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -208,6 +209,9 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
     return var.name not in used and not named
 
 
+_EXCEPTION = re.compile(r": (?=[A-Z][A-Za-z]*(?:Error|Exception): )")
+
+
 def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
     GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks)."""
@@ -227,7 +231,9 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         by_reason: dict[str, list[str]] = {}
         for var in doc.variants:
             if var.status != "ok" and not _by_design(doc, var):
-                why = f"{var.status}: {var.reason or 'no reason recorded'}"
+                # The exception that says it again ("...: ModuleNotFoundError: No module named 'x'") is in the artifact.
+                reason = _EXCEPTION.split(var.reason or "", maxsplit=1)[0] or "no reason recorded"
+                why = f"{var.status}: {reason}"
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
