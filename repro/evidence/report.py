@@ -146,12 +146,8 @@ def _details(
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
     body += [table, ""] if table else []
-    if compact and (doc.variants or figs or shown):
-        where = ["its side measurements (the artifact's verdict.details)"] if shown else []
-        where += ["its variants' medians and rates (the artifact)"] if doc.variants else []
-        where += [", ".join(code(f.file) for f in figs)] if figs else []
-        body += [f"_In the bundle: {' and '.join(where)}._", ""]
-    else:
+    # Compact: what is left out is named once, in the note at the top of the report.
+    if not compact:
         body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []

@@ -249,7 +249,7 @@ def cudnn_note(output: str, loaded: Mapping[str, object] | None) -> str | None:
     if found.group(1).split(".")[:2] == [str(major), str(minor)]:
         return None
     path = loaded.get("path") if loaded else None
-    where = f" ({text(str(path))})" if isinstance(path, str) else ""
+    where = f" (…/{'/'.join(path.split('/')[-4:])})" if isinstance(path, str) else ""
     return (
         f'cuDNN: torch loaded {major}.{minor}.{patch}{where}; collect_env\'s "cuDNN version" line '
         f"({found.group(1)}) is the system's copy, which this process did not load."
