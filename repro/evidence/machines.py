@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,9 +151,65 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
     parts.append("- Knobs at process start: " + said)
     parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in f.env.items()) or "none"))
     h = f.host
-    parts.append(f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)")
+    parts.append(
+        f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)"
+        + "".join(f"; {x}" for x in host_words(f))
+    )
+    parts += [f"- {x}" for x in [container_words(f), install_words(f)] if x]
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
+
+
+_VIRTUALIZATION = {0: "GPU not virtualized", 1: "GPU passthrough", 2: "vGPU", 3: "host vGPU", 4: "host vSGA"}
+_COMPUTE_MODE = {0: "default", 1: "exclusive thread", 2: "exclusive process", 3: "prohibited"}
+_VENDOR = re.compile(r"^Hypervisor vendor:\s*(\S.*?)\s*$", re.MULTILINE)
+
+
+def host_words(f: MachineFacts) -> list[str]:
+    """Whether the host is a virtual machine (collect_env's hypervisor vendor, else the CPU's
+    hypervisor flag), how NVML says the GPU is virtualized, and its compute mode."""
+    out = []
+    vendor = _VENDOR.search(f.collect_env)
+    if vendor:
+        out.append(f"{vendor.group(1)} guest (collect_env's hypervisor vendor)")
+    elif f.host.hypervisor is not None:
+        out.append("a VM guest (CPU hypervisor flag)" if f.host.hypervisor else "no CPU hypervisor flag (bare metal)")
+    mode = f.nvml.virtualization_mode
+    out.append(
+        _VIRTUALIZATION.get(mode, f"GPU virtualization mode {mode}")
+        if mode is not None
+        else "GPU virtualization: not recorded"
+    )
+    if f.nvml.compute_mode is not None:
+        out.append(f"compute mode {_COMPUTE_MODE.get(f.nvml.compute_mode, str(f.nvml.compute_mode))}")
+    return out
+
+
+def container_words(f: MachineFacts) -> str | None:
+    """A container: its markers, and its image, or that the image cannot be seen from inside it."""
+    if not f.in_container and not f.image:
+        return None
+    seen = ", ".join(f.cgroup_hints)
+    marks = "Container: yes (" + (f"cgroup names {seen}" if seen else "/.dockerenv or /run/.containerenv") + ")"
+    image = (
+        f"image {f.image}" + (f"@{f.image_digest}" if f.image_digest else "")
+        if f.image
+        else ("image: not visible from inside the container")
+    )
+    return f"{marks}; {image}"
+
+
+def install_words(f: MachineFacts) -> str | None:
+    """How torch was installed (fingerprint ``software.torch.install``), when recorded."""
+    got = f.torch_install
+    if not got:
+        return None
+    by = got.get("installer") or "an unknown installer"
+    tags = got.get("wheel_tags") or []
+    wheel = f"a wheel tagged {', '.join(map(str, tags))}" if tags else "no wheel tag"
+    url = got.get("direct_url")
+    src = f"from {url}" if url else "from an index (no direct_url.json)"
+    return f"torch installed by {by}, {wheel}, {src}, in {got.get('location') or '-'}"
 
 
 def _span(values: Sequence[Any], unit: str) -> str:
