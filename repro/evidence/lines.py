@@ -232,13 +232,14 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
-    width = f"±{fmt_pct(b.half_width * 100)}"
-    width += f", taken as this run's CI ±{fmt_pct(ci * 100)}" if ci > b.half_width else ""
+    width = f"±{fmt_pct(b.half_width * 100)} band"
+    if ci > b.half_width:
+        width = f"band (±{fmt_pct(b.half_width * 100)}, widened to this run's CI ±{fmt_pct(ci * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     return (
         f"Re-run elsewhere ({text(b.headline or 'headline')}{made}): {gpus} "
-        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width} band: {agreement}."
+        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width}: {agreement}."
     )
 
 
