@@ -51,6 +51,7 @@ from repro.evidence.report_parts import (
     bundle_names,
     environment,
     identity_lines,
+    kernel_method,
     legend,
     method_line,
     not_tested,
@@ -187,8 +188,11 @@ def repro_section(
     figs: Sequence[Figure] = (),
     declared: Declared | None = None,
     bands: Sequence[band.Band] | None = None,
+    kernels_said: bool = False,
 ) -> tuple[str, str]:
     """The repro's short section and its ``<details>`` block (kept apart: the details go first when space is short).
+
+    ``kernels_said``: the report's head said where every repro's kernel tables come from.
 
     ``declared``: what the caller looked up in the catalog for this artifact (impact for an
     artifact that lacks it, whether a script could be regenerated).
@@ -216,7 +220,7 @@ def repro_section(
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += seed_vs_ours(doc, declared)
-    items += [x for x in [method_line(doc)] if x]
+    items += [x for x in [method_line(doc, kernels_said)] if x]
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]
@@ -304,6 +308,7 @@ def report(
     if figures is None:
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
+    kernels_said = False
     ident = identity_lines(runs)
     if len(ident) == 1:
         head += [ident[0], ""]
@@ -315,6 +320,7 @@ def report(
         head += [summary_table(runs, known), ""]
         order = run_order([d for d in runs if not is_smoke(d)])
         head += [order, ""] if order else []
+        kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
             head += [
                 legend(runs)
@@ -342,7 +348,7 @@ def report(
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
     figs_of = {id(d): [f for f in figures if f.repro_id == d.repro.id] for d in runs}
-    sections = [repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known) for d in runs]
+    sections = [repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known, kernels_said) for d in runs]
     compact = {
         d.repro.id: compact_details(d, which.get(id(d)), figs_of[id(d)], of(d, declared)) if more else ""
         for d, (_, more) in zip(runs, sections, strict=True)

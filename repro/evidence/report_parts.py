@@ -27,6 +27,7 @@ __all__ = [
     "run_order",
     "environment",
     "identity_lines",
+    "kernel_method",
     "legend",
     "not_tested",
     "summary_table",
@@ -319,11 +320,30 @@ def run_order(docs: Sequence[Artifact]) -> str | None:
     lo, hi = min(gaps), max(gaps)
     said = f"{lo:.0f} s" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f} s"
     rest = ": no cool-down" if hi < _COOL_DOWN_S else ""
-    return f"_Run order, one process per repro: {order}; gaps between them {said} (end times to the second){rest}._"
+    kernels = {kernel_method(d) for d in docs}
+    shared = f" Every repro: {kernels.pop()}." if len(kernels) == 1 else ""
+    return (
+        f"_Run order, one process per repro: {order}; gaps between them {said} (end times to the second){rest}."
+        f"{shared}_"
+    )
 
 
-def method_line(doc: Artifact) -> str | None:
-    """How the headline pair was timed and where the kernel tables come from, from its variants."""
+def kernel_method(doc: Artifact) -> str:
+    """Where a repro's kernel tables come from: how many profiled calls per variant, and when."""
+    profiled = {v.profiled_iterations for v in doc.variants if v.kernels}
+    order = list(doc.run.measure_s or {})
+    after = ", after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
+    if profiled == {1}:
+        return f"kernel tables from one profiled call per variant{after}"
+    if profiled:
+        calls = "/".join(str(p) for p in sorted(x or 0 for x in profiled))
+        return f"kernel tables from {calls} profiled calls per variant{after}"
+    return "no kernel tables"
+
+
+def method_line(doc: Artifact, kernels_said: bool = False) -> str | None:
+    """How the headline pair was timed and (unless the report said it once for every repro,
+    ``kernels_said``) where the kernel tables come from, from the artifact's variants."""
     named = [v for v in doc.variants if v.name in doc.verdict.variants and v.timing is not None]
     if not named:
         return None
@@ -335,14 +355,5 @@ def method_line(doc: Artifact) -> str | None:
         timed = f"{len(t.rounds)} paired rounds{episodes}"
     else:
         timed = f"{t.stats.n} samples ({t.method.replace('_', ' ')})"
-    profiled = {v.profiled_iterations for v in doc.variants if v.kernels}
-    order = list(doc.run.measure_s or {})
-    after = ", after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
-    if profiled == {1}:
-        kernels = f"kernels from one profiled call per variant{after}"
-    elif profiled:
-        calls = "/".join(str(p) for p in sorted(x or 0 for x in profiled))
-        kernels = f"kernels from {calls} profiled calls per variant{after}"
-    else:
-        kernels = "no kernel tables"
-    return f"Method: {kernels}; headline pair timed in {timed}."
+    kernels = "" if kernels_said else f"{kernel_method(doc)}; "
+    return f"Method: {kernels}headline pair timed in {timed}."

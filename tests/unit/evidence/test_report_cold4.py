@@ -65,14 +65,15 @@ def test_the_method_line_counts_from_the_artifact(docs: list[dict[str, Any]]) ->
         (num,) = [v for v in a.variants if v.name == a.verdict.variants[0]]
         assert num.timing is not None and num.timing.rounds and num.timing.episode_rounds
         rounds, per = len(num.timing.rounds), num.timing.episode_rounds
-        line = str(method_line(a))
-        assert f"timed in {rounds} paired rounds in {rounds // per} episodes" in line, line
-        assert "one profiled call per variant, after sampling" in line
+        line = str(method_line(a, kernels_said=True))
+        assert line == f"Method: headline pair timed in {rounds} paired rounds in {rounds // per} episodes.", line
+        assert "kernel tables from one profiled call per variant, after sampling" in str(method_line(a, False))
 
 
 def test_the_run_order_and_its_gaps_come_from_the_end_times_and_durations(docs: list[dict[str, Any]]) -> None:
     said = str(run_order([run_of(d) for d in docs]))
     assert ", ".join(IDS) in said and "gaps between them 0-1 s" in said and "no cool-down" in said
+    assert "Every repro: kernel tables from one profiled call per variant, after sampling." in said
     late = [json.loads(json.dumps(d)) for d in docs]
     late[-1]["run"]["created_utc"] = "2026-12-01T16:40:15Z"  # ten minutes after it ended
     assert "no cool-down" not in str(run_order([run_of(d) for d in late]))
