@@ -162,10 +162,10 @@ def _details(
         if declared.script:
             # With a script, the catalog's note says its source differs from the one that ran; the
             # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
-            note = " (this installation's)"
+            note = " (this installation's source)"
             note = note if declared.script_note else ""
             member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
-            facts.append(f"Script: bundle's `{text(member)}`{note}.")
+            facts.append(f"Script: `{text(member)}` in the bundle{note}.")
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
