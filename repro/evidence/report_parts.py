@@ -137,6 +137,8 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         "threshold",
         "re-run on another GPU of this model",
     ]
+    if all(d.verdict.claim is None for d in docs):  # artifacts before schema 1.3 record no claim
+        rows, headers = [r[:2] + r[3:] for r in rows], headers[:2] + headers[3:]
     return md_table(rows, headers)
 
 
@@ -336,7 +338,7 @@ def kernel_method(doc: Artifact) -> str:
     if profiled == {1}:
         return f"kernel tables from one profiled call per variant{after}"
     if profiled:
-        calls = "/".join(str(p) for p in sorted(x or 0 for x in profiled))
+        calls = " or ".join(str(p) for p in sorted(x or 0 for x in profiled))
         return f"kernel tables from {calls} profiled calls per variant{after}"
     return "no kernel tables"
 
