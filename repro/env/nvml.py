@@ -143,7 +143,7 @@ class Monitor:
             reasons.update(r.get("clocks_event_reasons") or ())
         for r in [self.before, *mine, self.after]:  # polls read no processes: the ends say who was there
             others.update(p for p in (r.get("compute_pids") or ()) if p != self._pid)
-        ecc = [r.get("ecc_volatile_uncorrected") for r in (self.before, self.after)]
+        ecc = [self.before.get("ecc_volatile_uncorrected"), self.after.get("ecc_volatile_uncorrected")]
         out = {
             "before": self.before,
             "after": self.after,
@@ -158,7 +158,7 @@ class Monitor:
             "reasons_seen": sorted(reasons),
             "throttled": sorted(reasons & THROTTLING),
             "other_pids": sorted(others),
-            "ecc_new_errors": (ecc[1] - ecc[0]) if None not in ecc else None,
+            "ecc_new_errors": (ecc[1] - ecc[0]) if ecc[0] is not None and ecc[1] is not None else None,
         }
         if arm is not None:
             out["arm"] = arm  # these numbers are this arm's polls, not the whole group's
