@@ -41,7 +41,7 @@ from repro.api import (
 # clears it is the seed's cliff, not noise.
 THRESHOLD = 1.5
 # The seed's experiment: this many calls of each form in one block (about 2.5 s per form on an
-# H200 at the default shape, from its 1.26 ms per call).
+# H200 at the default shape: 2000 x the 1.26 ms per call of artifacts/reference/h200/evidence3).
 SEED_CALLS = 2000
 
 
@@ -278,6 +278,28 @@ class Linear5090(Repro[LinearParams]):
         lin = torch.nn.Linear({p.features}, {p.features}, device=DEVICE, dtype=torch.float32)
         x = torch.randn({p.batch}, {p.tokens}, {p.features}, device=DEVICE, dtype=torch.float32)
         w, b = lin.weight.detach(), lin.bias.detach()
+
+
+        def seed_block(name, fn, calls={SEED_CALLS}):
+            # The seed's experiment: one block of calls, a host clock around the loop, no warm-up.
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+            took = time.perf_counter() - t0
+            per = took / calls * 1e3
+            print(f"seed's experiment: {{name}}: {{calls}} calls in {{took:.4f}} s ({{per:.4g}} ms/call)")
+            return took
+
+
+        # First, before anything else runs these forms, as the seed did (fp32, TF32 off).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.no_grad():
+            seed = seed_block("nn.Linear", lambda: lin(x)) / seed_block("x @ w.t() + b", lambda: x @ w.t() + b)
+        print(f"seed's experiment: t(nn.Linear)/t(x @ w.t() + b) = {{seed:.4f}} (one block each, no CI)")
 
 
         def with_tf32(on, label):
