@@ -172,6 +172,9 @@ def diff_lines(doc: Artifact) -> list[str]:
     total = (
         f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
     )
+    iters = {base.profiled_iterations, other.profiled_iterations}
+    if len(iters) == 1 and (n := iters.pop()) > 0:
+        total += f", {n} profiled call{'s' if n > 1 else ''} each"
     # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
     # stands in, and the line says so.
     own = {base.name, other.name} == set(doc.verdict.variants)
@@ -182,7 +185,15 @@ def diff_lines(doc: Artifact) -> list[str]:
     head += "):"  # the bullets come largest change in time per call first (kernel_diff)
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
-    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+    out = [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+    rest = changes[DIFF_BULLETS:]
+    if rest:
+        # What the bullets leave out, counted by kind, so a changed kernel mix is never hidden.
+        kinds = [(sum(c.startswith(m) for c in rest), w) for m, w in (("+ ", "appear"), ("- ", "disappear"))]
+        moved = sum(c.startswith("~ ") for c in rest)
+        said = [f"{n} {w}" for n, w in kinds if n] + ([f"{moved} change"] if moved else [])
+        out.append(f"  - not shown: {', '.join(said)}")
+    return out
 
 
 def stack_line(doc: Artifact, declared: Declared) -> str | None:
