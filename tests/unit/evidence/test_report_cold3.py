@@ -40,7 +40,8 @@ def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cove
     said = {rid: " ".join(cls.untested) for rid, cls in catalog.load().items()}
     assert "PyTorch 2.13+" in said["solve-512-cliff"] and "without MAGMA" in said["solve-512-cliff"]
     assert "other drivers" in said["graph-memset"] and "other GPU architectures" in said["graph-memset"]
-    assert "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card" in said["lora-batch-scaling"]
+    flux = "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card"
+    assert flux in said["lora-batch-scaling"]
     assert "other cuBLAS versions" in said["5090-linear"]
     assert said["fused-adam-capturable"] == ""  # its module states nothing beyond the skipped TE variants
 
