@@ -172,9 +172,6 @@ def diff_lines(doc: Artifact) -> list[str]:
     total = (
         f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
     )
-    iters = {base.profiled_iterations, other.profiled_iterations}
-    if len(iters) == 1 and (n := iters.pop()) > 0:
-        total += f", {n} profiled call{'s' if n > 1 else ''} each"
     # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
     # stands in, and the line says so.
     own = {base.name, other.name} == set(doc.verdict.variants)
@@ -240,9 +237,11 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
+    # A suspect run's value is not the GPU's alone: the agreement is never said without that.
+    suspect = ", but this run is suspect" if doc.validity.flag == "suspect" else ""
     return (
         f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
-        f"{_sig4(value)} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"{_sig4(value)} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}{suspect}."
     )
 
 

@@ -79,3 +79,17 @@ def test_an_inconclusive_run_with_a_headline_still_gets_its_band_line() -> None:
     assert line is not None and "2 NVIDIA H200 GPUs read 1.000-1.020" in line and "consistent" in line
     doc["verdict"] = {"status": "skipped", "value": None, "paired": True}
     assert band_line(model.run_of(doc), [b]) is None
+
+
+def test_a_suspect_run_is_never_called_consistent_without_saying_it_is_suspect() -> None:
+    from repro.evidence import model
+    from repro.evidence.lines import band_line
+
+    (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    doc = _doc("z", 1.01)
+    plain = band_line(model.run_of(doc), [b])
+    assert plain is not None and plain.endswith("band: consistent.")
+    doc["validity"] = {"flag": "suspect", "reasons": ["bs2: power cap, SM clock 1335-1980 MHz"]}
+    line = band_line(model.run_of(doc), [b])
+    assert line is not None
+    assert line.endswith("band: consistent, but this run is suspect.")
