@@ -182,7 +182,15 @@ def diff_lines(doc: Artifact) -> list[str]:
     head += "):"  # the bullets come largest change in time per call first (kernel_diff)
     # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
     # would open a list inside the list item.
-    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+    out = [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
+    rest = changes[DIFF_BULLETS:]
+    if rest:
+        # What the bullets leave out, counted by kind, so a changed kernel mix is never hidden.
+        kinds = [(sum(c.startswith(m) for c in rest), w) for m, w in (("+ ", "appear"), ("- ", "disappear"))]
+        moved = sum(c.startswith("~ ") for c in rest)
+        said = [f"{n} {w}" for n, w in kinds if n] + ([f"{moved} change"] if moved else [])
+        out.append(f"  - not shown: {', '.join(said)}")
+    return out
 
 
 def stack_line(doc: Artifact, declared: Declared) -> str | None:
@@ -237,9 +245,11 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         width = f"band (±{fmt_pct(b.half_width * 100)}, widened to this run's CI ±{fmt_pct(ci * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
+    # A suspect run's value is not the GPU's alone: the agreement is never said without that.
+    suspect = ", but this run is suspect" if doc.validity.flag == "suspect" else ""
     return (
         f"Re-run elsewhere ({text(b.headline or 'headline')}{made}): {gpus} "
-        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width}: {agreement}."
+        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width}: {agreement}{suspect}."
     )
 
 

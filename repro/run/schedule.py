@@ -143,7 +143,6 @@ def measure_groups(
         failed += [g for g in sched if g.error is not None]
         sched = [g for g in sched if g.error is None]
     ctx.spent["sampling"] = ctx.spent.get("sampling", 0.0) + ctx.clock() - t0
-    gpu_monitor = monitor.summary() if monitor is not None else None
     every = [a for grp in sched for a in grp.arms]
     profiled = every and not ctx.quick  # a quick run takes no kernel table (QUICK_UNPROFILED)
     kernels = _profile_all(ctx, every, cfg, "+".join(grp.name for grp in sched)) if profiled else {}
@@ -169,7 +168,9 @@ def measure_groups(
             )
             ks, iters, _ = kernels.get(sa.arm.name, ([], 0, 0.0))
             ctx.progress("done", sa.arm.name, st.n, st.rel_ci_halfwidth)
-            out[grp.name].append(ctx._result(sa.arm, timing, ks, iters, gpu_monitor))
+            # Each arm's monitor is the polls taken after its own blocks (Monitor.summary(arm)).
+            mon = monitor.summary(sa.arm.name) if monitor is not None else None
+            out[grp.name].append(ctx._result(sa.arm, timing, ks, iters, mon))
     for bad in failed:
         why = bad.error if bad.error is not None else RuntimeError("group failed")
         if not contain:
@@ -222,13 +223,14 @@ def _rounds(
             try:
                 for i in round_order(len(g.arms), r):
                     _block(ctx, g.arms[i], cfg)
+                    if monitor is not None:
+                        # Read right after this arm's block, so each arm's clocks and power are its own.
+                        monitor.poll(g.arms[i].arm.name)
             except Exception as exc:  # this group's error; the others go on
                 g.error, g.reason = exc, "max_rounds"
         live = [g for g in live if g.error is None]
         if not live:
             break
-        if monitor is not None:
-            monitor.poll()
         r += 1
         ctx.progress("paired rounds", label, r, None)
         if episode is None:

@@ -114,3 +114,17 @@ def test_a_band_narrower_than_the_runs_ci_is_widened_to_it() -> None:
     (b,) = band.compute([_doc("a", 1.0000), _doc("b", 1.0002)])
     assert band.agree(1.0001, 1.003, b) == "differs beyond the band"
     assert band.agree(1.0001, 1.003, b, floor=0.002) == "consistent"  # 0.3% < 2 x 0.2%
+
+
+def test_a_suspect_run_is_never_called_consistent_without_saying_it_is_suspect() -> None:
+    from repro.evidence import model
+    from repro.evidence.lines import band_line
+
+    (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
+    doc = _doc("z", 1.01)
+    plain = band_line(model.run_of(doc), [b])
+    assert plain is not None and plain.endswith("band: consistent.")
+    doc["validity"] = {"flag": "suspect", "reasons": ["bs2: power cap, SM clock 1335-1980 MHz"]}
+    line = band_line(model.run_of(doc), [b])
+    assert line is not None
+    assert line.endswith("band: consistent, but this run is suspect.")

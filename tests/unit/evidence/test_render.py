@@ -83,6 +83,21 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
 
 
+def test_kernel_diff_gives_launches_and_time_per_launch_when_the_launch_count_changes() -> None:
+    def variant(*kernels: tuple[str, int, float]) -> VariantResult:
+        # One profiled call: count launches of mean_us each, per_call = count.
+        rows = tuple(Kernel(name, n, n * us, us, float(n)) for name, n, us in kernels)
+        return VariantResult(name="v", label="v", config={}, status="ok", kernels=rows)
+
+    # bs1 -> bs2 as the H200 lora run recorded it: 42 launches of 129.7 us, then 38 of 267.6 us.
+    a = variant(("gemm_nnn", 42, 129.7), ("sdpa", 4, 1198.1))
+    b = variant(("gemm_nnn", 38, 267.6), ("sdpa", 4, 2226.8))
+    lines = variants.kernel_diff(a, b)
+    assert "~ `gemm_nnn` 5447.4 -> 10168.8 us/call (42 -> 38 launches/call, 129.7 -> 267.6 us each)" in lines
+    # The same launch count: the per-call times say it all, nothing is added.
+    assert "~ `sdpa` 4792.4 -> 8907.2 us/call" in lines
+
+
 def _grid_doc(smoke_doc: dict[str, Any], smoke: bool) -> dict[str, Any]:
     """A 10-variant grid like solve-512-cliff's smoke run (b2/b4 x n30..34), built from a real artifact."""
     doc: dict[str, Any] = json.loads(json.dumps(smoke_doc))
