@@ -94,12 +94,13 @@ class Monitor:
         while not self._stop.wait(self._period or 0.05):
             self._readings.append(snapshot(self._nv, self._h))
 
-    def poll(self) -> None:
-        """One light reading (SM clock and clocks-event reasons), for a monitor without a thread.
+    def poll(self, arm: str | None = None) -> None:
+        """One light reading (SM clock, clocks-event reasons, power), for a monitor without a thread.
 
-        Paired timing calls this between rounds, on the measuring thread, so that nothing
-        runs beside the timed work: a polling thread was one of the harness's own sources
-        of variance on the H200.
+        Paired timing calls this right after each arm's block of a round, on the measuring
+        thread, so that nothing runs beside the timed work (a polling thread was one of the
+        harness's own sources of variance on the H200) and each reading is the state the GPU
+        was in when ``arm``'s block finished: ``summary(arm)`` keeps that arm's readings only.
         """
         mask = _safe(lambda: self._nv.nvmlDeviceGetCurrentClocksEventReasons(self._h))
         if mask is None:
@@ -108,7 +109,9 @@ class Monitor:
             {
                 "sm_clock_mhz": _safe(lambda: self._nv.nvmlDeviceGetClockInfo(self._h, self._nv.NVML_CLOCK_SM)),
                 "clocks_event_reasons": decode_reasons(mask) if mask is not None else None,
+                "power_w": _safe(lambda: self._nv.nvmlDeviceGetPowerUsage(self._h) / 1000.0),
                 "compute_pids": None,
+                "arm": arm,
             }
         )
 
@@ -124,30 +127,42 @@ class Monitor:
             self._thread.join(timeout=2)
         self.after = snapshot(self._nv, self._h)
 
-    def summary(self) -> dict[str, Any]:
-        readings = [self.before, *self._readings, self.after]
-        clocks = [r["sm_clock_mhz"] for r in readings if r["sm_clock_mhz"] is not None]
-        polled = sorted(r["sm_clock_mhz"] for r in self._readings if r["sm_clock_mhz"] is not None)
+    def summary(self, arm: str | None = None) -> dict[str, Any]:
+        """Clocks, power and throttling over the whole monitored span, or, with ``arm``, over the
+        polls taken after that arm's blocks only (``before`` and ``after`` stay the span's ends:
+        they were read before and after every arm, so they belong to none)."""
+        mine = [r for r in self._readings if arm is None or r.get("arm") == arm]
+        # An arm's clock range is its own polls'; without polls it falls back to the span's ends.
+        readings = mine if arm is not None and mine else [self.before, *mine, self.after]
+        clocks = [r["sm_clock_mhz"] for r in readings if r.get("sm_clock_mhz") is not None]
+        polled = sorted(r["sm_clock_mhz"] for r in mine if r.get("sm_clock_mhz") is not None)
+        watts = sorted(r["power_w"] for r in mine if r.get("power_w") is not None)
         reasons: set[str] = set()
         others: set[int] = set()
         for r in readings:
-            reasons.update(r["clocks_event_reasons"] or ())
-            others.update(p for p in (r["compute_pids"] or ()) if p != self._pid)
-        ecc = [r["ecc_volatile_uncorrected"] for r in (self.before, self.after)]
-        return {
+            reasons.update(r.get("clocks_event_reasons") or ())
+        for r in [self.before, *mine, self.after]:  # polls read no processes: the ends say who was there
+            others.update(p for p in (r.get("compute_pids") or ()) if p != self._pid)
+        ecc = [self.before.get("ecc_volatile_uncorrected"), self.after.get("ecc_volatile_uncorrected")]
+        out = {
             "before": self.before,
             "after": self.after,
-            "polls": len(self._readings),
+            "polls": len(mine),
             "sm_clock_min_mhz": min(clocks) if clocks else None,
             "sm_clock_max_mhz": max(clocks) if clocks else None,
             # While the work ran: the median poll, or the reading right after a variant too
             # short for any poll (the GPU is still at its working clock then).
             "sm_clock_during_mhz": polled[len(polled) // 2] if polled else self.after.get("sm_clock_mhz"),
+            "power_during_w": watts[len(watts) // 2] if watts else None,
+            "power_max_w": watts[-1] if watts else None,
             "reasons_seen": sorted(reasons),
             "throttled": sorted(reasons & THROTTLING),
             "other_pids": sorted(others),
-            "ecc_new_errors": (ecc[1] - ecc[0]) if None not in ecc else None,
+            "ecc_new_errors": (ecc[1] - ecc[0]) if ecc[0] is not None and ecc[1] is not None else None,
         }
+        if arm is not None:
+            out["arm"] = arm  # these numbers are this arm's polls, not the whole group's
+        return out
 
 
 def static_info(nv: Any, h: Any) -> dict[str, Any]:
@@ -175,6 +190,8 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "ecc_mode": _safe(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
         "mig_mode": bool(mig[0]) if mig is not None else None,
         "compute_mode": _safe(lambda: nv.nvmlDeviceGetComputeMode(h)),
+        # NVML_GPU_VIRTUALIZATION_MODE_*: 0 none (bare metal), 1 passthrough, 2 vGPU, 3 host vGPU, 4 host vSGA.
+        "virtualization_mode": _safe(lambda: nv.nvmlDeviceGetVirtualizationMode(h)),
         "pcie_gen": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
         "pcie_gen_max": _safe(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
         "pcie_width": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),

@@ -126,7 +126,7 @@ def variants_table(a: Artifact) -> str:
         )
     if not rows:
         return ""
-    headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (of ceiling)"]
+    headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (% of measured ceiling)"]
     if all(r[4] == "-" for r in rows):
         rows, headers = [r[:4] for r in rows], headers[:4]
     if len({r[3] for r in rows}) == 1:  # one timer for all: said in the header
@@ -152,6 +152,8 @@ def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:
     """
     a = {k.name: per_call_us(k) for k in base.kernels}
     b = {k.name: per_call_us(k) for k in other.kernels}
+    launches = {k.name: (float(k.per_call), float(k.mean_us)) for k in base.kernels}
+    launches_b = {k.name: (float(k.per_call), float(k.mean_us)) for k in other.kernels}
     short = short_names([*a, *b], NAME_CHARS)
 
     def c(name: str) -> str:
@@ -165,7 +167,13 @@ def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:
         elif name not in b:
             out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
         else:
-            out.append(f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call")
+            line = f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call"
+            (na, ea), (nb, eb) = launches[name], launches_b[name]
+            if na != nb:
+                # Another launch count means another call mix (cuBLAS picks kernels per shape): the
+                # time per launch says how much slower each launch got.
+                line += f" ({na:g} -> {nb:g} launches/call, {ea:.1f} -> {eb:.1f} us each)"
+            out.append(line)
     return out
 
 

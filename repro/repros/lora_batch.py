@@ -48,16 +48,19 @@ from repro.api import (
     register,
     standalone,
 )
+from repro.repros._lora_finding import (
+    GIB,
+    THRESHOLD,
+    clocks_clause,
+    gib,
+    lora_sentence,
+    memory_sentence,
+    oom,
+    scope_clause,
+)
 
-GIB = 2**30
 # The projections that carry an adapter: name -> (in, out) in units of hidden, MLP ratio 4.
 PROJECTIONS = {"q": (1, 1), "k": (1, 1), "v": (1, 1), "out": (1, 1), "up": (1, 4), "down": (4, 1)}
-# Per-sample ratios under this are better than linear (batch 1 left the GPU under-used);
-# between it and LINEAR_HIGH, step time doubled with the batch: linear scaling.
-LINEAR_LOW, LINEAR_HIGH = 0.9, 1.1
-# Linear scaling gives 1.0 and a cliff of the seed's shape would give ~2; 1.3 leaves room
-# for run-to-run noise and mild allocator effects.
-THRESHOLD = 1.3
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,10 @@ class LoraBatchScaling(Repro[LoraParams]):
     )
     seed_gpus = ("RTX 5090",)
     # The model here is a plain-torch block stack; a cliff would come from memory (spills, allocator thrash).
-    untested = ("the full FLUX model with diffusers/peft on a 32 GB card (memory pressure may change per-sample cost)",)
+    untested = (
+        "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card, where memory pressure "
+        "may change the per-sample cost",
+    )
     # The article saw it on an RTX 5090 (sm_120) only: on another architecture the claim is not tested.
     claim_arch = ("12.0",)
     plots = (
@@ -318,6 +324,7 @@ class LoraBatchScaling(Repro[LoraParams]):
         notes: list[str] = []
         cap_gib = None
         saved_fraction = 1.0
+        parameters: dict[str, int] | None = None
         if p.memory_gb > 0 and not ctx.cuda:
             notes.append(f"memory_gb={p.memory_gb:g} ignored: the allocator cap exists only on CUDA")
         elif p.memory_gb > 0:
@@ -341,6 +348,9 @@ class LoraBatchScaling(Repro[LoraParams]):
                     ctx.errored(f"bs{b}", f"LoRA step, batch {b}", exc, batch=b) for b in sorted(set(p.batches))
                 ]
             else:
+                # Counted from the tensors built, so the finding's scope is the stack that ran.
+                total = sum(t.numel() for blk in blocks for wts in blk.values() for t in wts)
+                parameters = {"total": total, "trainable": sum(a.numel() for a in adapters)}
                 variants = self._batches(p, ctx, blocks, adapters, dtype)
         finally:
             if cap_gib is not None:
@@ -351,6 +361,7 @@ class LoraBatchScaling(Repro[LoraParams]):
                 "memory_cap_gib": cap_gib,
                 "row_qualifiers": {"memory_cap_gib": cap_gib},
                 "flops_per_sample": step_flops(p, 1),
+                "parameters": parameters,
                 "batch_table": [_row(v, next((x for x in variants if x.name == "bs1"), None)) for v in variants],
             },
             notes=tuple(notes),
@@ -446,10 +457,15 @@ class LoraBatchScaling(Repro[LoraParams]):
         if head is None:
             have = {v.name: v for v in result.variants}
             missing = [v for v in (have.get("bs1"), have.get("bs2")) if v is not None and v.timing is None]
-            if cap is not None and any(_oom(v) for v in missing):
+            if cap is not None and any(oom(v) for v in missing):
                 return Finding("", (f"Under the {cap:g} GiB cap, batch 2 or batch 1 ran out of memory.",))
             return Finding("")
-        return Finding(lora_sentence(head.value, head.where), (_memory_sentence(result, cap),))
+        sentence = f"{lora_sentence(head)}; {scope_clause(p.depth, result)}"
+        sag, clocks = clocks_clause(result)
+        if sag:
+            sentence += f"; {sag}"
+        details = tuple(d for d in (memory_sentence(result, cap), clocks) if d)
+        return Finding(sentence, details)
 
 
 def _memory_none() -> dict[str, Any]:
@@ -479,58 +495,18 @@ def _memory(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _oom(v: VariantResult) -> bool:
-    return "out of memory" in (v.reason or "").lower() or "OutOfMemoryError" in (v.reason or "")
-
-
-def _gib(n: Any) -> float | None:
-    return n / GIB if isinstance(n, int | float) else None
-
-
 def _row(v: VariantResult, bs1: VariantResult | None) -> dict[str, Any]:
     batch = v.config.get("batch")
     per = v.extra.get("per_sample_s")
     per1 = bs1.extra.get("per_sample_s") if bs1 is not None else None
     return {
         "batch": batch,
-        "status": v.status if v.status != "error" or not _oom(v) else "out of memory",
+        "status": v.status if v.status != "error" or not oom(v) else "out of memory",
         "step_ms": v.median * 1e3 if v.timing is not None else None,
         "per_sample_ms": per * 1e3 if per is not None else None,
         "per_sample_vs_bs1": per / per1 if per is not None and per1 else None,
         "tflops": v.achieved.tflops if v.achieved is not None else None,
-        "peak_allocated_gib": _gib(v.extra.get("peak_allocated_bytes")),
-        "peak_reserved_gib": _gib(v.extra.get("peak_reserved_bytes")),
+        "peak_allocated_gib": gib(v.extra.get("peak_allocated_bytes")),
+        "peak_reserved_gib": gib(v.extra.get("peak_reserved_bytes")),
         "alloc_retries": v.extra.get("num_alloc_retries"),
     }
-
-
-def lora_sentence(value: float, where: str) -> str:
-    """Which it was, linear scaling or a per-sample slowdown (the harness states the number)."""
-    step = f"a batch-2 step took {2 * value:.2f}x the batch-1 step"
-    if where == "above":
-        return f"{step} where linear scaling gives 2x, a real per-sample slowdown"
-    if where == "straddles":
-        return step
-    if value < LINEAR_LOW:
-        return f"{step}: batching made each sample cheaper, the opposite of a cliff"
-    if value <= LINEAR_HIGH:
-        # What was measured, beside the seed's number: whether the seed's claim was tested here (its
-        # GPU architecture) is the status's to say, not this sentence's.
-        return f"{step} here (the seed: about 2x on an RTX 5090); per sample that is linear scaling, not a cliff"
-    return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
-
-
-def _memory_sentence(result: RunResult, cap: float | None) -> str:
-    """Peak memory per batch (and allocator retries under a cap)."""
-    mem = []
-    for v in result.variants:
-        peak = _gib(v.extra.get("peak_allocated_bytes"))
-        what = (
-            "out of memory" if v.status == "error" and _oom(v) else (f"{peak:.1f} GiB" if peak is not None else "n/a")
-        )
-        retries = v.extra.get("num_alloc_retries")
-        if cap is not None and retries is not None and v.status == "ok":
-            what += f", {retries} allocator retr{'y' if retries == 1 else 'ies'}"
-        mem.append(f"batch {v.config.get('batch')} {what}")
-    where = f"under a {cap:g} GiB cap" if cap is not None else "with no memory cap"
-    return f"Peak memory {where}: {'; '.join(mem)}."

@@ -7,7 +7,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -15,7 +14,7 @@ from typing import Any, Literal, Protocol
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
 from repro.core.results import Comparison, Kernel, StopReason, Timing, VariantResult
-from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, quiet_profiler_stderr
+from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, profiler_session, quiet_profiler_stderr
 from repro.run.progress import Progress
 from repro.run.sampling import paired_stop, round_order
 
@@ -144,7 +143,6 @@ def measure_groups(
         failed += [g for g in sched if g.error is not None]
         sched = [g for g in sched if g.error is None]
     ctx.spent["sampling"] = ctx.spent.get("sampling", 0.0) + ctx.clock() - t0
-    gpu_monitor = monitor.summary() if monitor is not None else None
     every = [a for grp in sched for a in grp.arms]
     profiled = every and not ctx.quick  # a quick run takes no kernel table (QUICK_UNPROFILED)
     kernels = _profile_all(ctx, every, cfg, "+".join(grp.name for grp in sched)) if profiled else {}
@@ -170,7 +168,9 @@ def measure_groups(
             )
             ks, iters, _ = kernels.get(sa.arm.name, ([], 0, 0.0))
             ctx.progress("done", sa.arm.name, st.n, st.rel_ci_halfwidth)
-            out[grp.name].append(ctx._result(sa.arm, timing, ks, iters, gpu_monitor))
+            # Each arm's monitor is the polls taken after its own blocks (Monitor.summary(arm)).
+            mon = monitor.summary(sa.arm.name) if monitor is not None else None
+            out[grp.name].append(ctx._result(sa.arm, timing, ks, iters, mon))
     for bad in failed:
         why = bad.error if bad.error is not None else RuntimeError("group failed")
         if not contain:
@@ -223,13 +223,14 @@ def _rounds(
             try:
                 for i in round_order(len(g.arms), r):
                     _block(ctx, g.arms[i], cfg)
+                    if monitor is not None:
+                        # Read right after this arm's block, so each arm's clocks and power are its own.
+                        monitor.poll(g.arms[i].arm.name)
             except Exception as exc:  # this group's error; the others go on
                 g.error, g.reason = exc, "max_rounds"
         live = [g for g in live if g.error is None]
         if not live:
             break
-        if monitor is not None:
-            monitor.poll()
         r += 1
         ctx.progress("paired rounds", label, r, None)
         if episode is None:
@@ -265,24 +266,21 @@ def _profile_all(
 ) -> dict[str, tuple[list[Kernel], int, float]]:
     """One short profiled pass per arm, all in one profiler session (CUPTI starts once):
     arm name -> (kernel table, profiled iterations, its share of the session's seconds)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     t = ctx.clock()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
     plan = [(a, 1 if a.arm.graph else cfg.profile_iters) for a in arms]
     ctx.progress("profiling", name, 0, None)
     ctx.synchronize()
-    with warnings.catch_warnings(), quiet_profiler_stderr():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-        with profile(activities=acts) as prof:
-            for i, (a, iters) in enumerate(plan):
-                if a.arm.prepare is not None:
-                    a.arm.prepare()
+    with quiet_profiler_stderr(), profiler_session(ctx.cuda) as prof:
+        for i, (a, iters) in enumerate(plan):
+            if a.arm.prepare is not None:
+                a.arm.prepare()
+            ctx.synchronize()
+            with record_function(f"{_PROFILE_RANGE}{i}"):
+                for _ in range(iters):
+                    a.runner()
                 ctx.synchronize()
-                with record_function(f"{_PROFILE_RANGE}{i}"):
-                    for _ in range(iters):
-                        a.runner()
-                    ctx.synchronize()
     raw = chrome_trace(prof)
     ctx._write_trace(name, raw)
     parts = split_trace(json.loads(raw), len(plan))

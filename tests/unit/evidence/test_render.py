@@ -49,7 +49,7 @@ def test_report_has_summary_sections_details_and_environment(full_doc: dict[str,
     assert "<details><summary>5090-linear: tables, warnings, time</summary>\n\n" in text
     assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in text
     run_id = full_doc["run"]["run_id"]
-    assert f"pip install ./{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
+    assert f"pip install './{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
     assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert "_Smoke run:" not in text
 
@@ -59,7 +59,14 @@ def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[
     big["verdict"]["details"] = ["a long sentence of the repro's own " * 700]
     text = report([big])
     assert len(text) <= PASTE_LIMIT
-    assert "To fit one screen this report left out the details of 5090-linear; they are in `" in text
+    # The bulk goes first (here the side measurement); the details block stays, compact.
+    assert "To fit one screen this report left out the side measurements, variants tables, plots and time of " in text
+    assert "<details><summary>5090-linear: tables" in text and "a long sentence" not in text
+    huge = json.loads(json.dumps(big))
+    huge["verdict"]["breakdown"] = [dict(huge["verdict"]["breakdown"][0], comparison=f"c{i}") for i in range(400)]
+    text = report([huge])
+    assert len(text) <= PASTE_LIMIT and "left out the side measurements" in text
+    assert "the details of 5090-linear; they are in `" in text  # a compact block too large goes whole
     assert "| 5090-linear " in text and "<summary>machine A:" in text  # the summary and the environment stay
 
 
@@ -74,6 +81,21 @@ def test_kernel_diff_names_appearing_disappearing_and_changed() -> None:
     assert any(ln.startswith("+ `gemm_epilogue` appears") for ln in lines)
     assert any(ln.startswith("- `bias_add` disappears") for ln in lines)
     assert any(ln.startswith("~ `gemm_a` 10.0 -> 20.0") for ln in lines)
+
+
+def test_kernel_diff_gives_launches_and_time_per_launch_when_the_launch_count_changes() -> None:
+    def variant(*kernels: tuple[str, int, float]) -> VariantResult:
+        # One profiled call: count launches of mean_us each, per_call = count.
+        rows = tuple(Kernel(name, n, n * us, us, float(n)) for name, n, us in kernels)
+        return VariantResult(name="v", label="v", config={}, status="ok", kernels=rows)
+
+    # bs1 -> bs2 as the H200 lora run recorded it: 42 launches of 129.7 us, then 38 of 267.6 us.
+    a = variant(("gemm_nnn", 42, 129.7), ("sdpa", 4, 1198.1))
+    b = variant(("gemm_nnn", 38, 267.6), ("sdpa", 4, 2226.8))
+    lines = variants.kernel_diff(a, b)
+    assert "~ `gemm_nnn` 5447.4 -> 10168.8 us/call (42 -> 38 launches/call, 129.7 -> 267.6 us each)" in lines
+    # The same launch count: the per-call times say it all, nothing is added.
+    assert "~ `sdpa` 4792.4 -> 8907.2 us/call" in lines
 
 
 def _grid_doc(smoke_doc: dict[str, Any], smoke: bool) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from repro.core.errors import UsageError
 from repro.core.spec import RunResult, VariantResult, build_params
 from repro.core.verdict import off_architecture
 from repro.evidence.artifact import validation_errors
+from repro.repros import _lora_finding as lb_words
 from repro.repros import lora_batch as lb
 from repro.repros.lora_batch import LoraBatchScaling, LoraParams, step_flops
 from repro.run.context import RunContext
@@ -185,10 +186,9 @@ def test_linear_scaling_is_not_a_cliff() -> None:
     assert v.status == "not_reproduced" and v.value == pytest.approx(1.0) and v.paired is False
     assert v.finding.startswith("Not reproduced: per-sample t(batch 2)/t(batch 1) was 1.00x (95% CI")
     assert "the whole CI is below the 1.3 threshold" in v.finding
-    assert "a batch-2 step took 2.00x the batch-1 step" in v.finding
-    assert "this is linear scaling, not a cliff" not in v.finding
-    assert "2.00x the batch-1 step here (the seed: about 2x on an RTX 5090); per sample that is linear" in v.finding
-    assert "linear scaling, not a cliff" in v.finding
+    assert 'a batch-2 step took 2.00x (95% CI 1.93-2.07) a batch-1 step (the seed: "about 2x"' in v.finding
+    assert "per sample, linear scaling on this stack, not a cliff" in v.finding
+    assert "the model is a 4-block FLUX-shaped stack, 6.0 GiB peak at batch 2, not FLUX" in v.finding
     assert "reproduced;" not in v.finding  # the measured step ratio, never a claim said to reproduce
     assert "Peak memory with no memory cap: batch 1 3.0 GiB; batch 2 6.0 GiB; batch 4 12.0 GiB." in v.details
     rows = {r["comparison"]: r for r in v.breakdown}
@@ -201,7 +201,7 @@ def test_per_sample_slowdown_is_reproduced_and_names_retries_under_a_cap() -> No
     v = _verdict(_variant(1, 0.025), _variant(2, 0.100, retries=37), cap=32.0)
     assert v.status == "reproduced" and v.value == pytest.approx(2.0)
     assert v.finding.startswith("Reproduced: per-sample t(batch 2)/t(batch 1) was 2.00x")
-    assert "the whole CI is above the 1.3 threshold" in v.finding and "a real per-sample slowdown" in v.finding
+    assert "the whole CI is above the 1.3 threshold" in v.finding and "a per-sample slowdown on this stack" in v.finding
     assert "under a 32 GiB cap" in full_text(v) and "batch 2 6.0 GiB, 37 allocator retries" in full_text(v)
     assert v.breakdown[0]["memory_cap_gib"] == 32.0
     # bs4 was not given: its comparison is simply absent, the headline stands.
@@ -213,7 +213,7 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     paired = (_variant(1, 0.025, drift=DRIFT), _variant(2, 0.070, drift=DRIFT), _variant(4, 0.100, drift=DRIFT))
     v = _verdict(*paired)
     assert v.status == "reproduced" and v.paired is True and v.value == pytest.approx(1.4, rel=1e-2)
-    assert v.ci_low >= 1.3 and f"a batch-2 step took {2 * v.value:.2f}x the batch-1 step" in v.finding
+    assert v.ci_low >= 1.3 and f"a batch-2 step took {2 * v.value:.2f}x (" in v.finding
     rows = {r["comparison"]: r for r in v.breakdown}
     assert rows["bs2/bs1"]["paired"] is True and rows["bs2/bs1"]["n"] == len(DRIFT)
     assert rows["bs4/bs1"]["ratio"] == pytest.approx(1.0, rel=1e-2) and rows["bs4/bs1"]["status"] == "not_reproduced"
@@ -301,6 +301,52 @@ def test_off_the_seeds_architecture_the_finding_states_the_measured_step_ratio_o
         _verdict(_variant(1, 0.025), _variant(2, 0.04625), _variant(4, 0.0925)), ("12.0",), "9.0", "NVIDIA H200"
     )
     assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
-    assert "a batch-2 step took 1.85x the batch-1 step here (the seed: about 2x on an RTX 5090)" in v.finding
+    # The step ratio as measured, with its CI, beside the seed's words: 1.85 is not rounded up to 2.
+    assert 'a batch-2 step took 1.85x (95% CI 1.78-1.92) a batch-1 step (the seed: "about 2x" on an RTX 5090)' in (
+        v.finding
+    )
     # The claim was not tested here: nothing in the finding says the seed's observation reproduced.
     assert " reproduced" not in v.finding.replace("Not reproduced", "")
+
+
+def _monitored(v: VariantResult, mid: int, lo: int, hi: int, watts: float, throttled: Sequence[str]) -> VariantResult:
+    mon = {
+        "arm": v.name,
+        "sm_clock_during_mhz": mid,
+        "sm_clock_min_mhz": lo,
+        "sm_clock_max_mhz": hi,
+        "power_during_w": watts,
+        "throttled": list(throttled),
+    }
+    return dataclasses.replace(v, gpu_monitor=mon)
+
+
+def test_the_finding_names_whose_clocks_sagged_with_each_batch_s_own_numbers() -> None:
+    one = _monitored(_variant(1, 0.025), 1980, 1965, 1980, 520.0, [])
+    two = _monitored(_variant(2, 0.04625), 1695, 1335, 1980, 654.5, ["sw_power_cap"])
+    v = _verdict(one, two)
+    assert "sw_power_cap held the SM clock down during bs2's rounds (median MHz: bs1 1980, bs2 1695)" in v.finding
+    assert "bs1" not in v.finding.split("held the SM clock down during")[1].split("'s rounds")[0]
+    clocks = [d for d in v.details if d.startswith("GPU clocks and power")]
+    assert clocks == [
+        "GPU clocks and power, medians (min-max) of the polls after each batch's blocks: "
+        "bs1 SM 1980 MHz (1965-1980), 520 W; bs2 SM 1695 MHz (1335-1980), 654 W."
+    ]
+    # No clock events: the finding says nothing about clocks; the numbers stay in the details.
+    calm_two = dataclasses.replace(two, gpu_monitor={**(two.gpu_monitor or {}), "throttled": []})
+    calm = _verdict(_monitored(_variant(1, 0.025), 1980, 1980, 1980, 500.0, []), calm_two)
+    assert "held the SM clock" not in calm.finding and any(d.startswith("GPU clocks") for d in calm.details)
+
+
+def test_the_scope_gives_the_parameter_count_the_run_built(fast: SamplingConfig) -> None:
+    p = build_params(RID, LoraParams, {}, smoke=True)
+    res = LoraBatchScaling().run(p, RunContext(device="cpu", smoke=True, sampling=fast))
+    params = res.extra["parameters"]
+    # One block of six adapted projections: 12 hidden^2 frozen weights, 9 hidden of biases, and
+    # adapters of rank r on (in + out) = 18 hidden.
+    h, r = p.hidden, p.rank
+    assert params == {"total": p.depth * (12 * h * h + 9 * h + 18 * h * r), "trainable": p.depth * 18 * h * r}
+    v = LoraBatchScaling().verdict(p, res)
+    assert f"the model is a 1-block FLUX-shaped stack of {params['total']:,} parameters (" in v.finding
+    assert lb_words.count_words(453_000_000) == "453M" and lb_words.count_words(1_234_000) == "1.2M"
+    assert any("the real FLUX pipeline" in u for u in LoraBatchScaling.untested)
