@@ -4,6 +4,7 @@ the lead of the finding, and the breakdown rows. Repros only explain; this modul
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -276,6 +277,9 @@ def judge(
     comps = list(comparisons)
     out = outcome(comps, result.variants, rule)
     head = out.headline
+    if head is None and out.smoke and out.ratios:
+        head = out.ratios[0]  # a smoke run judges nothing: any ratio shows the pipeline ran
+        out = dataclasses.replace(out, headline=head)
     if head is None:
         have = {v.name: v for v in result.variants}
         heads = headline_candidates(comps)
@@ -283,6 +287,8 @@ def judge(
         errored = any(have[n].status == "error" for n in names if n in have)
         explained = explain(out)
         why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
+        if out.ratios and not errored and any(c.tests_claim for c in heads):
+            return _subject_not_run(comps, metric, result, out, explained)
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
         rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
@@ -322,6 +328,37 @@ def judge(
         headline=head.comparison.name,
         paired=head.paired,
         claim=claim,
+        not_run=_not_run(comps, out),
+    )
+
+
+def _subject_not_run(
+    comps: Sequence[Comparison], metric: Metric, result: RunResult, out: Outcome, explained: Finding
+) -> Verdict:
+    """The verdict when the headline (the seed's subject) did not run but side comparisons did:
+    ``inconclusive`` with no headline value, since no number here answers the claim; the finding
+    says why the subject did not run, then the repro's words on what ran instead."""
+    heads = headline_candidates(comps)
+    why = "; ".join(
+        f"{c.label or c.name}: {reason}" for c in heads for name, reason in out.missing if name == c.name
+    ) or out.why_not
+    words = f"Inconclusive, the seed's claim was not tested ({why})"
+    sentence = f"{words}; instead: {explained.sentence.rstrip('.')}." if explained.sentence else f"{words}."
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=None,
+        ci_low=None,
+        ci_high=None,
+        ci_level=CI_LEVEL,
+        threshold=metric.threshold,
+        status="inconclusive",
+        finding=sentence,
+        breakdown=tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios),
+        details=tuple(explained.details),
+        headline=heads[0].name,
+        paired=None,
+        claim={"tested": False, "reason": why},
         not_run=_not_run(comps, out),
     )
 
