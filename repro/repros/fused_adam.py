@@ -228,10 +228,11 @@ class FusedAdamCapturable(Repro[AdamParams]):
         # Headline rule, fixed before looking at any number: the claim is about TE's FusedAdam,
         # so its comparison is the only headline; without TE there is none. torch's fused AdamW
         # launches the same kernels in both forms (a control: its ratio is 1 by construction),
-        # torch's foreach AdamW is a reference whose capturable form launches extra kernels.
+        # torch's foreach AdamW is a reference whose capturable form launches extra kernels. TE's
+        # comparison is declared even when --set backends leaves TE out: it stays the headline, unmeasured.
         out = []
         for b in BACKENDS:
-            if b not in p.backends:
+            if b not in p.backends and b != "te":
                 continue
             role = ROLES[b]
             out.append(
@@ -263,7 +264,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
 
     def script(self, p: AdamParams, only: str | None = None) -> str:
         # TE first (the claim's subject), then torch's backends in declared order, as the harness runs them.
-        kernel_basis = [c for c in self.comparisons(p) if c.basis == "kernel"]
+        kernel_basis = [c for c in self.comparisons(p) if c.basis == "kernel" and c.name in p.backends]
         picked = standalone.comparison_filter(self.comparisons(p), only, self.id) if only else kernel_basis
         chosen = [c.name.removesuffix("_step") for c in picked]
         need = script_gib(p, chosen[0])
