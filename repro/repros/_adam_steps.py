@@ -3,7 +3,6 @@ kernels a profiler table read by name picks out, and the seed's own method (6 pr
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -75,11 +74,6 @@ def seed_entry(comparison: str, label: str, subject: bool, got: Mapping[str, flo
     """One entry of the artifact's ``extra["seed_method"]``: whose steps, whether they are the seed's
     subject, and the seed-method numbers beside the comparison (``comparison``) that measured ours."""
     return {"comparison": comparison, "label": label, "subject": subject, "steps": SEED_STEPS, **got}
-
-
-def median_us(samples: Sequence[float]) -> float:
-    """Median of per-step samples in seconds, in microseconds."""
-    return statistics.median(samples) * 1e6
 
 
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:

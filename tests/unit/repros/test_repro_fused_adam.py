@@ -505,3 +505,73 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
     assert "GiB of GPU memory, 8 GiB free; try --set numel=" in (result.variants[0].reason or "")
+
+
+# --------------------------------------------------------------------------- kernel time on synthetic traces
+
+
+def _trace(*calls: list[tuple[str, float]]) -> dict[str, Any]:
+    """A Chrome trace of profiled calls as RunContext records them: a gpu_repro_call_<i> range each, then
+    its device work (name, us), one after another; 1000 us between calls."""
+    events: list[dict[str, Any]] = []
+    for i, kernels in enumerate(calls):
+        t = 1000.0 * i
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"gpu_repro_call_{i}", "ts": t, "dur": 900.0})
+        for name, dur in kernels:
+            t += 1.0
+            cat = "gpu_memset" if name == "Memset (Device)" else "kernel"
+            events.append({"ph": "X", "cat": cat, "name": name, "ts": t, "dur": dur})
+    return {"traceEvents": events}
+
+
+_FOREACH = "void at::native::multi_tensor_apply_kernel<TensorListMetadata<2>, BinaryOpScalarFunctor<float, 2>>"
+_DIV = "void at::native::elementwise_kernel<128, 2, gpu_kernel_impl_nocast<BinaryFunctor<DivFunctor<float>>>>"
+_TE = "void multi_tensor_apply_kernel<TensorListMetadata<4, false>, AdamCapturableFunctor<float, float>, float*>"
+_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul>>"
+
+
+def test_a_division_kernel_inside_the_step_counts_toward_its_kernel_time() -> None:
+    from repro.run.kernels import per_call_device_time
+
+    regular = [(_FOREACH, 400.0)]
+    capturable = [(_FOREACH, 360.0), (_DIV, 120.0), (_DIV, 120.0)]  # foreach's capturable step divides per tensor
+    trace = _trace(regular, capturable)
+    steps = per_call_device_time(trace, 2, step_kernel)
+    assert steps == pytest.approx([400e-6, 600e-6])
+    assert steps[1] / steps[0] == pytest.approx(1.5)  # the whole step is slower
+    named = per_call_device_time(trace, 2, multi_tensor_kernel)
+    assert named[1] / named[0] == pytest.approx(0.9)  # the name filter alone reads it faster
+    # TE's capturable bookkeeping (a fill and a memset) is device work of the step too
+    te = per_call_device_time(_trace([(_TE, 100.0), (_FILL, 2.0), ("Memset (Device)", 1.0)]), 1, step_kernel)
+    assert te == pytest.approx([103e-6])
+
+
+def test_the_kernel_split_reports_all_kernels_against_the_multi_tensor_ones() -> None:
+    from repro.core.results import Kernel
+    from repro.repros._adam_steps import kernel_split, per_step_us
+
+    kernels = (
+        Kernel(_FOREACH, count=402, total_us=79_410.0, mean_us=79_410.0 / 402, per_call=402.0),
+        Kernel(_DIV, count=402, total_us=25_375.0, mean_us=25_375.0 / 402, per_call=402.0),
+    )
+    v = VariantResult(
+        name="torch_foreach_capturable", label="x", config={}, status="ok", kernels=kernels, kernel_source="cuda"
+    )
+    split = kernel_split(v)
+    assert split["step_kernels_us"] == pytest.approx(104_785.0)
+    assert split["multi_tensor_kernels_us"] == pytest.approx(79_410.0)
+    assert split["other_launches_per_step"] == 402 and split["other_kernels"] == 1
+    cpu = dataclasses.replace(v, kernel_source="cpu")
+    assert per_step_us(cpu) is None  # aten ops on CPU are not a step's device time
+
+
+def test_the_seed_method_profiles_six_steps_of_each_form_and_divides_by_six(fast: SamplingConfig) -> None:
+    from repro.repros._adam_steps import SEED_STEPS, seed_method
+
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    steps = {"capturable": lambda: None, "regular": lambda: None}
+    got = seed_method(ctx, steps)
+    cap, reg = _rounds(0.0019, 0, DRIFT[:SEED_STEPS]), _rounds(0.001, 0, DRIFT[:SEED_STEPS])
+    assert got["capturable_s"] == pytest.approx(sum(cap) / 6) and got["regular_s"] == pytest.approx(sum(reg) / 6)
+    assert got["ratio"] == pytest.approx(sum(cap) / sum(reg))
+    assert [c[1:3] for c in ctx.calls] == [(["capturable"], 6), (["regular"], 6)]
