@@ -47,6 +47,9 @@ class Band:
     repro: str
     gpu: str
     params: str  # canonical JSON of the params the runs used: a band holds for those only
+    # The headline comparison the runs' values come from (verdict.headline; "" where none is named): a
+    # repro whose headline depends on what ran (TE's FusedAdam or torch's) never mixes the two.
+    headline: str
     points: tuple[Point, ...]
 
     @property
@@ -60,8 +63,8 @@ class Band:
         return max(abs(p.value / c - 1) for p in self.points)
 
 
-def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
-    """(repro, GPU model, params) of a measured GPU artifact, else None.
+def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str, str] | None:
+    """(repro, GPU model, params, headline comparison) of a measured GPU artifact, else None.
 
     To join a band (``joining``) a verdict must also come from paired comparisons: runs of the
     unpaired method moved more between processes and say nothing about the spread between GPUs.
@@ -75,16 +78,16 @@ def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[
     if verdict.value is None or not gpu.gpu_uuid or not gpu.gpu_name:
         return None
     params = json.dumps(a.repro.params or {}, sort_keys=True)
-    return a.repro.id, gpu.gpu_name, params
+    return a.repro.id, gpu.gpu_name, params, verdict.headline or ""
 
 
 def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
-    """Bands of every (repro, GPU model, params) seen on at least MIN_GPUS distinct GPUs.
+    """Bands of every (repro, GPU model, params, headline) seen on at least MIN_GPUS distinct GPUs.
 
     ``base`` adds earlier bands' points: a GPU already there keeps its value unless ``docs``
     brings runs on it, which then replace it.
     """
-    runs: dict[tuple[str, str, str], dict[str, list[tuple[float, str]]]] = {}
+    runs: dict[tuple[str, str, str, str], dict[str, list[tuple[float, str]]]] = {}
     for doc in docs:
         a = model.of(doc)
         key = key_of(a) if isinstance(a, Artifact) else None
@@ -92,16 +95,17 @@ def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] =
             continue
         uuid = str(a.machine.gpu_uuid)
         runs.setdefault(key, {}).setdefault(uuid, []).append((float(a.verdict.value or 0.0), a.run.run_id))
-    points: dict[tuple[str, str, str], dict[str, Point]] = {}
+    points: dict[tuple[str, str, str, str], dict[str, Point]] = {}
     for band in base:
-        points.setdefault((band.repro, band.gpu, band.params), {}).update({p.uuid: p for p in band.points})
+        key = (band.repro, band.gpu, band.params, band.headline)
+        points.setdefault(key, {}).update({p.uuid: p for p in band.points})
     for key, by_gpu in runs.items():
         for uuid, vals in by_gpu.items():
             ids = tuple(sorted({r for _, r in vals if r}))
             points.setdefault(key, {})[uuid] = Point(uuid, statistics.median(v for v, _ in vals), ids)
     return [
-        Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)))
-        for (repro, gpu, params), by_gpu in sorted(points.items())
+        Band(repro, gpu, params, headline, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)))
+        for (repro, gpu, params, headline), by_gpu in sorted(points.items())
         if len(by_gpu) >= MIN_GPUS
     ]
 
@@ -116,6 +120,7 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
                 "repro": b.repro,
                 "gpu": b.gpu,
                 "params": json.loads(b.params),
+                "headline": b.headline,
                 "center": b.center,
                 "half_width": b.half_width,
                 "points": [{"uuid": p.uuid, "value": p.value, "runs": list(p.runs)} for p in b.points],
@@ -135,6 +140,7 @@ def load(path: Path = DATA_FILE) -> list[Band]:
                 str(b["repro"]),
                 str(b["gpu"]),
                 json.dumps(b["params"], sort_keys=True),
+                str(b.get("headline") or ""),
                 tuple(Point(str(p["uuid"]), float(p["value"]), tuple(map(str, p["runs"]))) for p in b["points"]),
             )
             for b in doc["bands"]
@@ -144,11 +150,12 @@ def load(path: Path = DATA_FILE) -> list[Band]:
 
 
 def lookup(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
-    """The band for this artifact's repro, GPU model and params, if one was measured."""
+    """The band for this artifact's repro, GPU model, params and headline comparison, if one was measured."""
     key = key_of(doc, joining=False)
     if key is None:
         return None
-    return next((b for b in (load() if bands is None else bands) if (b.repro, b.gpu, b.params) == key), None)
+    known = load() if bands is None else bands
+    return next((b for b in known if (b.repro, b.gpu, b.params, b.headline) == key), None)
 
 
 def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> list[str]:
@@ -198,7 +205,7 @@ def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
         if repros and b.repro not in repros:
             continue
         out.append(f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs")
-        out.append(f"  params {b.params}")
+        out.append(f"  params {b.params}; headline comparison {b.headline or '-'}")
         out += [f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {', '.join(p.runs) or '-'})" for p in b.points]
     return out
 
