@@ -150,12 +150,15 @@ def load(path: Path = DATA_FILE) -> list[Band]:
 
 
 def lookup(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
-    """The band for this artifact's repro, GPU model, params and headline comparison, if one was measured."""
+    """The band for this artifact's repro, GPU model, params and headline comparison, if one was measured.
+
+    An artifact written before verdicts named their headline (schema 1.0) matches on the first three.
+    """
     key = key_of(doc, joining=False)
     if key is None:
         return None
     known = load() if bands is None else bands
-    return next((b for b in known if (b.repro, b.gpu, b.params, b.headline) == key), None)
+    return next((b for b in known if (b.repro, b.gpu, b.params) == key[:3] and key[3] in ("", b.headline)), None)
 
 
 def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> list[str]:

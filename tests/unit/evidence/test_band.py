@@ -79,3 +79,23 @@ def test_an_inconclusive_run_with_a_headline_still_gets_its_band_line() -> None:
     assert line is not None and "2 NVIDIA H200 GPUs read 1.000-1.020" in line and "consistent" in line
     doc["verdict"] = {"status": "skipped", "value": None, "paired": True}
     assert band_line(model.run_of(doc), [b]) is None
+
+
+def _headlined(uuid: str, value: float, headline: str | None) -> dict[str, object]:
+    doc = _doc(uuid, value)
+    doc["verdict"] = {**doc["verdict"], "headline": headline}  # type: ignore[dict-item]
+    return doc
+
+
+def test_headlines_of_different_comparisons_never_share_a_band() -> None:
+    # TE's FusedAdam on two GPUs, torch's fused AdamW on two others: two bands, one per headline
+    docs = [_headlined("a", 1.9, "te"), _headlined("b", 1.92, "te")]
+    docs += [_headlined("c", 1.0, "torch_fused"), _headlined("d", 1.001, "torch_fused")]
+    bands = band.compute(docs)
+    assert sorted((b.headline, len(b.points)) for b in bands) == [("te", 2), ("torch_fused", 2)]
+    found = band.lookup(_headlined("e", 1.95, "te"), bands)
+    assert found is not None and found.headline == "te"
+    assert band.lookup(_headlined("e", 1.95, "other"), bands) is None
+    # An artifact that names no headline (schema 1.0) still finds the band of its params
+    assert band.lookup(_headlined("e", 1.95, None), bands) is not None
+    assert json.loads(band.to_json(bands, ["here"]))["bands"][0]["headline"] == "te"
