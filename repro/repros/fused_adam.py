@@ -268,8 +268,11 @@ class FusedAdamCapturable(Repro[AdamParams]):
         picked = standalone.comparison_filter(self.comparisons(p), only, self.id) if only else kernel_basis
         chosen = [c.name.removesuffix("_step") for c in picked]
         need = script_gib(p, chosen[0])
+        roles = "".join(f"\n            {k!r}: {v!r}," for k, v in ROLES.items() if k in chosen)
         body = f"""
         BACKENDS = {chosen!r}  # tried in this order; the first that builds and steps here is timed
+        ROLES = {{{roles}
+        }}
         KW = dict(lr={p.lr!r}, betas=({p.beta1!r}, {p.beta2!r}), eps={p.eps!r}, weight_decay={p.weight_decay!r})
         N_TENSORS, NUMEL = {p.n_tensors}, {p.numel}
         USABLE = {SCRIPT_USABLE!r}  # of the free GPU memory: the rest for the allocator's rounding and small buffers
@@ -303,7 +306,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
 
         BACKEND = first_backend()
         if BACKEND != "te":
-            print(f"{{BACKEND}} ran, not TE FusedAdam: it does not test the seed's claim (TE FusedAdam's)")
+            print(f"{{BACKEND}} ran instead of TE FusedAdam ({{ROLES[BACKEND]}}): it does not test the seed's claim")
         # fp32 sets of N_TENSORS x NUMEL alive at once: params, grads, exp_avg and exp_avg_sq of both
         # optimizers (their steps alternate); foreach materialises about one more set per step.
         SETS = {SETS_FUSED} + (BACKEND == "torch_foreach")
