@@ -3,8 +3,8 @@ the lead of the finding, and the breakdown rows. Repros only explain; this modul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -339,9 +339,10 @@ def _subject_not_run(
     ``inconclusive`` with no headline value, since no number here answers the claim; the finding
     says why the subject did not run, then the repro's words on what ran instead."""
     heads = headline_candidates(comps)
-    why = "; ".join(
-        f"{c.label or c.name}: {reason}" for c in heads for name, reason in out.missing if name == c.name
-    ) or out.why_not
+    why = (
+        "; ".join(f"{c.label or c.name}: {reason}" for c in heads for name, reason in out.missing if name == c.name)
+        or out.why_not
+    )
     words = f"Inconclusive, the seed's claim was not tested ({why})"
     sentence = f"{words}; instead: {explained.sentence.rstrip('.')}." if explained.sentence else f"{words}."
     return Verdict(

@@ -54,7 +54,8 @@ def finding(outcome: Outcome, have: Mapping[str, VariantResult]) -> tuple[str, t
     details = []
     others = []
     if head is not None:  # without a headline the sentence and the verdict's lead already say all of it
-        others = [f"{r.comparison.label or r.comparison.name} {outcome.fmt(r)}" for r in outcome.ratios if r is not head]
+        others = [f"{r.comparison.label or r.comparison.name} {outcome.fmt(r)}" for r in outcome.ratios]
+        others = [o for o, r in zip(others, outcome.ratios, strict=True) if r is not head]
         for name, _why in outcome.missing:
             if name in BACKENDS and f"{name}_regular" in have:
                 others.append(f"{BACKENDS[name]} not measured ({_short_reason(have, name)})")

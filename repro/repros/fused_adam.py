@@ -43,7 +43,6 @@ from repro.api import (
     Finding,
     Metric,
     Outcome,
-    Ratio,
     Repro,
     Requirements,
     RunResult,

@@ -27,7 +27,7 @@ def _rejudged(extra: dict[str, Any]) -> dict[str, Any]:
     doc = artifact.load(RUN / f"{RID}.json")
     variants = [from_jsonable(VariantResult, v) for v in doc["variants"]]
     variants = [dataclasses.replace(v, extra={**v.extra, **kernel_split(v)}) if v.kernels else v for v in variants]
-    params = {k: tuple(x) if isinstance(x, list) else x for k, x in doc["repro"]["params"].items()}
+    params: dict[str, Any] = {k: tuple(x) if isinstance(x, list) else x for k, x in doc["repro"]["params"].items()}
     full = {**doc["extra"], **extra}
     verdict = FusedAdamCapturable().verdict(AdamParams(**params), RunResult(variants=tuple(variants), extra=full))
     return {
@@ -74,7 +74,8 @@ def test_the_summary_reads_no_headline_and_the_section_says_what_ran(doc: dict[s
         "variant te_capturable was skipped: transformer_engine.pytorch is not importable"
     )
     assert said in sec
-    assert "torch AdamW(foreach=True) (reference: its capturable form launches extra kernels): kernel time per step" in sec
+    said = "torch AdamW(foreach=True) (reference: its capturable form launches extra kernels): kernel time per step"
+    assert said in sec
     assert "torch AdamW(fused=True) (control: the same kernels in both forms)" in sec
     assert "differs beyond the band" not in sec
     # The split the H200's kernel tables give: all kernels against the multi-tensor kernels alone

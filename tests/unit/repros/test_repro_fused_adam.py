@@ -175,7 +175,10 @@ def test_te_is_the_only_headline_and_every_backend_has_a_kernel_and_a_step_compa
     # Left out by --set, TE's comparison is still the headline (unmeasured): torch's never becomes it.
     torch_only = FusedAdamCapturable().comparisons(build_params(RID, AdamParams, {"backends": "torch_fused"}))
     assert [(c.name, c.headline) for c in torch_only] == [
-        ("te", True), ("te_step", False), ("torch_fused", False), ("torch_fused_step", False)
+        ("te", True),
+        ("te_step", False),
+        ("torch_fused", False),
+        ("torch_fused_step", False),
     ]
 
 
@@ -210,7 +213,10 @@ def test_without_te_there_is_no_headline_and_the_finding_says_what_ran_instead()
     assert v.status == "inconclusive" and v.value is None and v.ci_low is None and v.ci_high is None
     assert v.headline == "te" and v.paired is None
     assert v.claim is not None and v.claim["tested"] is False
-    assert v.claim["reason"] == "TE FusedAdam: kernel time per step, capturable/regular: variant te_capturable was skipped: not here"
+    assert (
+        v.claim["reason"]
+        == "TE FusedAdam: kernel time per step, capturable/regular: variant te_capturable was skipped: not here"
+    )
     assert [r["comparison"] for r in v.not_run] == ["te", "te_step"]
     assert v.finding.startswith(f"Inconclusive, the seed's claim was not tested ({v.claim['reason']}); instead: ")
     instead = v.finding.split("; instead: ", 1)[1]
@@ -224,9 +230,13 @@ def test_without_te_there_is_no_headline_and_the_finding_says_what_ran_instead()
         f"{fe_step['ratio']:.2f}x (95% CI {fe_step['ci_low']:.2f}-{fe_step['ci_high']:.2f}); "
         "torch AdamW(fused=True) (control: the same kernels in both forms): kernel time per step 1.00x"
     )
-    assert instead.endswith("none of these is TE's FusedAdam, so they say nothing about the seed's ~1.9x (TE FusedAdam, GB300).")
+    assert instead.endswith(
+        "none of these is TE's FusedAdam, so they say nothing about the seed's ~1.9x (TE FusedAdam, GB300)."
+    )
     assert "does not hold" not in full_text(v) and "Other comparisons" not in full_text(v)
-    assert "torch AdamW(fused=True): graph replay of the capturable step took 0.97x the eager regular step." in v.details
+    assert (
+        "torch AdamW(fused=True): graph replay of the capturable step took 0.97x the eager regular step." in v.details
+    )
 
 
 def test_a_reproducing_torch_ratio_without_te_is_still_no_headline() -> None:
@@ -427,7 +437,15 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     assert ctx.calls == [
         ("paired", "torch_fused", ["torch_fused_regular", "torch_fused_capturable"]),
         # every kernel of the step counts; then the seed's method: 6 steps of one form, then of the other
-        ("kernel_rounds", ["capturable", "regular"], most, episodes, [("capturable", "regular")], fewest, "step_kernel"),
+        (
+            "kernel_rounds",
+            ["capturable", "regular"],
+            most,
+            episodes,
+            [("capturable", "regular")],
+            fewest,
+            "step_kernel",
+        ),
         ("kernel_rounds", ["capturable"], 6, 1, [], 0, "multi_tensor_kernel"),
         ("kernel_rounds", ["regular"], 6, 1, [], 0, "multi_tensor_kernel"),
         ("measure", "torch_fused_capturable_graph", True),
@@ -488,7 +506,10 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     verdict = FusedAdamCapturable().verdict(p, res)
     row = next(r for r in verdict.breakdown if r["comparison"] == "torch_fused")
     assert row["ratio"] == pytest.approx(1.0, rel=1e-2) and row["basis"] == "time"
-    assert "kernel time per step 1.00x (95% CI" in verdict.finding and "(whole steps: no kernel samples)" in verdict.finding
+    assert (
+        "kernel time per step 1.00x (95% CI" in verdict.finding
+        and "(whole steps: no kernel samples)" in verdict.finding
+    )
     assert "seed_method" not in res.extra  # the rounds failed before the seed's method ran
     assert verdict.claim is not None and verdict.claim["tested"] is False
     assert "variant te_capturable was not measured" in verdict.finding
