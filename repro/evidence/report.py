@@ -29,6 +29,7 @@ from repro.evidence.lines import (
     band_line,
     diff_lines,
     install_block,
+    missing_module,
     rerun_block,
     restated,
     scope_lines,
@@ -133,6 +134,15 @@ def _status(doc: Artifact) -> str:
     return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
 
 
+def _headline_cell(doc: Artifact) -> str:
+    """The headline's ratio and CI; for a verdict whose headline comparison did not run, that it did not."""
+    v = doc.verdict
+    if v.value is None and v.headline and any(x.comparison == v.headline for x in v.not_run):
+        module = missing_module(doc)
+        return f"not run ({code(module)} not importable)" if module else "not run (see its section)"
+    return with_whole_steps(doc, verdict_cell(v, None))
+
+
 def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
     """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
     known = band.load() if bands is None else bands
@@ -140,7 +150,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         [
             text(d.repro.id, cell=True),
             _status(d),
-            with_whole_steps(d, verdict_cell(d.verdict, None)),
+            _headline_cell(d),
             f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]

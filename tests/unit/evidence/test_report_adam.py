@@ -68,6 +68,7 @@ def test_the_summary_reads_no_headline_and_the_section_says_what_ran(doc: dict[s
     text = report([doc])
     row = next(ln for ln in text.splitlines() if ln.startswith(f"| {RID} |"))
     assert "**inconclusive**" in row and "1.000x" not in row and row.split("|")[5].strip() == "-"
+    assert row.split("|")[3].strip() == "not run (`transformer_engine` not importable)"
     sec = section(text, RID)
     said = (
         "Inconclusive, the seed's claim was not tested (TE FusedAdam: kernel time per step, capturable/regular: "
