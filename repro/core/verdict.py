@@ -277,18 +277,20 @@ def judge(
     comps = list(comparisons)
     out = outcome(comps, result.variants, rule)
     head = out.headline
-    if head is None and out.smoke and out.ratios:
-        head = out.ratios[0]  # a smoke run judges nothing: any ratio shows the pipeline ran
+    heads = headline_candidates(comps)
+    have = {v.name: v for v in result.variants}
+    names = {n for c in heads for n in (c.num, c.den)}
+    errored = any(have[n].status == "error" for n in names if n in have)
+    # The seed's subject (a headline comparison) did not run, side comparisons did, nothing errored.
+    subject_missing = head is None and bool(out.ratios) and not errored and any(c.tests_claim for c in heads)
+    if subject_missing and out.smoke:
+        head = out.ratios[0]  # a smoke run judges nothing: a side ratio shows the pipeline ran
         out = dataclasses.replace(out, headline=head)
     if head is None:
-        have = {v.name: v for v in result.variants}
-        heads = headline_candidates(comps)
-        names = {n for c in heads for n in (c.num, c.den)}
-        errored = any(have[n].status == "error" for n in names if n in have)
         explained = explain(out)
-        why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
-        if out.ratios and not errored and any(c.tests_claim for c in heads):
+        if subject_missing:
             return _subject_not_run(comps, metric, result, out, explained)
+        why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
         rows = tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios)
