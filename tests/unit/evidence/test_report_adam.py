@@ -15,7 +15,7 @@ from repro.core.results import RunResult, VariantResult, from_jsonable
 from repro.evidence import artifact, band
 from repro.evidence.artifact import to_jsonable, validation_errors
 from repro.evidence.report import report
-from repro.repros._adam_steps import SEED_METHOD, kernel_split, seed_entry, seed_method_note
+from repro.repros._adam_steps import SEED_METHOD, STEP_KERNELS, kernel_split, seed_entry, seed_method_note
 from repro.repros.fused_adam import TE_INSTALL, AdamParams, FusedAdamCapturable
 
 RID = "fused-adam-capturable"
@@ -28,7 +28,8 @@ def _rejudged(extra: dict[str, Any]) -> dict[str, Any]:
     variants = [from_jsonable(VariantResult, v) for v in doc["variants"]]
     variants = [dataclasses.replace(v, extra={**v.extra, **kernel_split(v)}) if v.kernels else v for v in variants]
     params: dict[str, Any] = {k: tuple(x) if isinstance(x, list) else x for k, x in doc["repro"]["params"].items()}
-    full = {**doc["extra"], **extra}
+    full = {k: x for k, x in doc["extra"].items() if k != "kernel_match"}  # this tree records kernel_counted
+    full = {**full, "kernel_counted": STEP_KERNELS, **extra}
     verdict = FusedAdamCapturable().verdict(AdamParams(**params), RunResult(variants=tuple(variants), extra=full))
     return {
         **doc,
@@ -66,15 +67,21 @@ def test_without_te_the_artifact_has_no_headline_value_and_still_validates(doc: 
 
 def test_the_summary_reads_no_headline_and_the_section_says_what_ran(doc: dict[str, Any]) -> None:
     text = report([doc])
-    row = next(ln for ln in text.splitlines() if ln.startswith(f"| {RID} |"))
-    assert "**inconclusive**" in row and "1.000x" not in row and row.split("|")[5].strip() == "-"
-    assert row.split("|")[3].strip() == "not run (`transformer_engine` not importable)"
+    lines = text.splitlines()
+    row = next(ln for ln in lines if ln.startswith(f"| {RID} |"))
+    head = next(ln for ln in lines if ln.startswith("| repro |"))
+    cells = dict(zip([h.strip() for h in head.split("|")], [c.strip() for c in row.split("|")], strict=True))
+    assert cells["status"] == "**inconclusive**" and "1.000x" not in row
+    assert cells["headline ratio (CI)"] == "not run (`transformer_engine` not importable)"
+    assert cells["re-run on another GPU of this model"] == "-"
     sec = section(text, RID)
     said = (
-        "Inconclusive, the seed's claim was not tested (TE FusedAdam: kernel time per step, capturable/regular: "
+        "the seed's claim was not tested (TE FusedAdam: kernel time per step, capturable/regular: "
         "variant te_capturable was skipped: transformer_engine.pytorch is not importable"
     )
-    assert said in sec
+    assert said in sec and doc["verdict"]["finding"].startswith("Inconclusive, " + said)
+    note = "_Ratios on basis kernel: profiler time per step of every kernel, memset and copy launched inside the step"
+    assert note in sec and "leaving out" not in sec
     said = "torch AdamW(foreach=True) (reference: its capturable form launches extra kernels): kernel time per step"
     assert said in sec
     assert "torch AdamW(fused=True) (control: the same kernels in both forms)" in sec
