@@ -3,6 +3,7 @@ the lead of the finding, and the breakdown rows. Repros only explain; this modul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -276,12 +277,19 @@ def judge(
     comps = list(comparisons)
     out = outcome(comps, result.variants, rule)
     head = out.headline
+    heads = headline_candidates(comps)
+    have = {v.name: v for v in result.variants}
+    names = {n for c in heads for n in (c.num, c.den)}
+    errored = any(have[n].status == "error" for n in names if n in have)
+    # The seed's subject (a headline comparison) did not run, side comparisons did, nothing errored.
+    subject_missing = head is None and bool(out.ratios) and not errored and any(c.tests_claim for c in heads)
+    if subject_missing and out.smoke:
+        head = out.ratios[0]  # a smoke run judges nothing: a side ratio shows the pipeline ran
+        out = dataclasses.replace(out, headline=head)
     if head is None:
-        have = {v.name: v for v in result.variants}
-        heads = headline_candidates(comps)
-        names = {n for c in heads for n in (c.num, c.den)}
-        errored = any(have[n].status == "error" for n in names if n in have)
         explained = explain(out)
+        if subject_missing:
+            return _subject_not_run(comps, metric, result, out, explained)
         why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
@@ -322,6 +330,38 @@ def judge(
         headline=head.comparison.name,
         paired=head.paired,
         claim=claim,
+        not_run=_not_run(comps, out),
+    )
+
+
+def _subject_not_run(
+    comps: Sequence[Comparison], metric: Metric, result: RunResult, out: Outcome, explained: Finding
+) -> Verdict:
+    """The verdict when the headline (the seed's subject) did not run but side comparisons did:
+    ``inconclusive`` with no headline value, since no number here answers the claim; the finding
+    says why the subject did not run, then the repro's words on what ran instead."""
+    heads = headline_candidates(comps)
+    why = (
+        "; ".join(f"{c.label or c.name}: {reason}" for c in heads for name, reason in out.missing if name == c.name)
+        or out.why_not
+    )
+    words = f"Inconclusive, the seed's claim was not tested ({why})"
+    sentence = f"{words}; instead: {explained.sentence.rstrip('.')}." if explained.sentence else f"{words}."
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=None,
+        ci_low=None,
+        ci_high=None,
+        ci_level=CI_LEVEL,
+        threshold=metric.threshold,
+        status="inconclusive",
+        finding=sentence,
+        breakdown=tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios),
+        details=tuple(explained.details),
+        headline=heads[0].name,
+        paired=None,
+        claim={"tested": False, "reason": why},
         not_run=_not_run(comps, out),
     )
 
