@@ -281,9 +281,10 @@ def judge(
     have = {v.name: v for v in result.variants}
     names = {n for c in heads for n in (c.num, c.den)}
     errored = any(have[n].status == "error" for n in names if n in have)
-    # The seed's subject (a headline comparison) did not run, side comparisons did, nothing errored.
-    subject_missing = head is None and bool(out.ratios) and not errored and any(c.tests_claim for c in heads)
-    if subject_missing and out.smoke:
+    # The seed's subject (a headline comparison) did not run and nothing errored: whether side
+    # comparisons ran (a full run) or not (a quick run times headlines only), the claim is untested.
+    subject_missing = head is None and not errored and any(c.tests_claim for c in heads)
+    if subject_missing and out.smoke and out.ratios:
         head = out.ratios[0]  # a smoke run judges nothing: a side ratio shows the pipeline ran
         out = dataclasses.replace(out, headline=head)
     if head is None:

@@ -52,9 +52,12 @@ def test_a_stand_in_never_refutes_or_confirms_the_claim() -> None:
         ]
 
 
-def test_nothing_measured_is_skipped_and_a_cpu_run_is_smoke() -> None:
+def test_a_subject_that_did_not_run_is_inconclusive_whatever_else_ran_and_a_cpu_run_is_smoke() -> None:
+    # A quick run times headlines only: with the subject absent nothing is measured, and the
+    # status must still be the full run's (whose stand-in ran): the claim was not tested.
     v = _judge(s_a=None, s_b=None, t_a=None, t_b=None)
-    assert v.status == "skipped" and len(v.not_run) == 2
+    assert v.status == "inconclusive" and v.value is None and len(v.not_run) == 2
+    assert v.claim is not None and v.claim["tested"] is False
     assert _judge("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0).status == "smoke"
 
 

@@ -331,10 +331,11 @@ def test_headline_is_te_whatever_the_other_backends_read() -> None:
     assert "so the seed's ~1.9x (TE FusedAdam, GB300) does not hold here" in better.finding
 
 
-def test_verdict_without_any_pair_is_not_measured() -> None:
+def test_verdict_without_any_pair_is_inconclusive_with_the_reason() -> None:
     v = FusedAdamCapturable().verdict(AdamParams(), _result())
-    assert v.status == "skipped" and v.value is None and v.breakdown == ()
-    assert v.finding.startswith("Not measured: variant te_capturable was skipped: not here")
+    assert v.status == "inconclusive" and v.value is None and v.breakdown == ()
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert "variant te_capturable was skipped: not here" in v.finding
 
 
 def test_an_errored_te_is_an_error_not_an_inconclusive() -> None:
@@ -477,7 +478,7 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     )
 
 
-def test_a_quick_run_times_only_the_headline_so_without_te_it_times_nothing(
+def test_a_quick_run_times_only_the_headline_so_without_te_it_times_nothing_and_is_inconclusive(
     fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
@@ -489,7 +490,9 @@ def test_a_quick_run_times_only_the_headline_so_without_te_it_times_nothing(
     torch_side = [x for x in res.variants if not x.name.startswith("te_")]
     assert {(x.status, x.reason) for x in torch_side} == {("skipped", QUICK_SKIP)}
     v = FusedAdamCapturable().verdict(p, res)
-    assert v.status == "skipped" and v.finding.startswith("Not measured: variant te_capturable was skipped: no TE here")
+    # The full run's status (its torch backends ran as stand-ins): the claim was not tested.
+    assert v.status == "inconclusive" and v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert "variant te_capturable was skipped: no TE here" in v.finding
 
 
 def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(

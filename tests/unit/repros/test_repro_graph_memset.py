@@ -465,7 +465,7 @@ def test_without_the_twin_the_torch_graph_speaks() -> None:
     assert [r["comparison"] for r in v.breakdown] == [gm._TORCH_PLAIN, gm._TORCH_MM]
 
 
-def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
+def test_verdict_without_memset_anywhere_is_inconclusive_with_the_reason() -> None:
     reason = "cuda-bindings is not importable (ModuleNotFoundError: No module named 'cuda')"
     twin_reason = "the pure CUDA twin was not built: nvcc not found on PATH or at /usr/local/cuda/bin/nvcc"
     res = _result(
@@ -473,10 +473,10 @@ def test_verdict_without_memset_anywhere_is_skipped_with_the_reason() -> None:
         {"memset": reason, "memset_mm": reason, "twin_memset": twin_reason, "twin_fill": twin_reason},
     )
     v = GraphMemset().verdict(MemsetParams(), res)
-    assert v.status == "skipped" and v.value is None and v.breakdown == ()
-    assert v.finding == (
-        f"Not measured: variant twin_memset was skipped: {twin_reason}; variant memset was skipped: {reason}"
-    )
+    assert v.status == "inconclusive" and v.value is None and v.breakdown == ()
+    assert v.claim is not None and v.claim["tested"] is False
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert f"variant twin_memset was skipped: {twin_reason}" in v.finding
 
 
 def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
