@@ -260,6 +260,9 @@ class Comparison:
     and reach the breakdown row and the report's summary. ``tests_claim=False`` marks a
     stand-in for the seed's subject (torch's AdamW where the seed is about TE's FusedAdam): a
     verdict resting on it is ``inconclusive``, since the claim itself was not tested.
+    ``judged=False`` marks a context row whose ratio the threshold does not apply to (a ratio of
+    whole calls diluted by other work in each call): its row is written with the status
+    ``"informational"``, it is never a headline, and where it holds is not said.
     """
 
     name: str
@@ -272,6 +275,7 @@ class Comparison:
     basis: Basis = "time"
     qualifiers: Mapping[str, Any] = field(default_factory=dict)
     tests_claim: bool = True
+    judged: bool = True
 
 
 @dataclass(frozen=True)
