@@ -553,7 +553,10 @@ def _episode_spread(have: Mapping[str, VariantResult]) -> str | None:
         f"{span(memset)} and the fill kernel's {span(fill)}"
     )
     if rel(memset) > 2 * rel(fill):
-        said += ": the memset node's time varies between episodes far more than the fill's, so the headline ratio moves with it"
+        said += (
+            ": the memset node's time varies between episodes far more than the fill's, so the headline ratio "
+            "moves with it"
+        )
     return said + "."
 
 
