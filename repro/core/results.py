@@ -31,11 +31,16 @@ Basis = Literal["time", "kernel"]
 
 @dataclass(frozen=True)
 class Metric:
-    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``."""
+    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``.
+
+    ``threshold_why``: one line on why the threshold sits where it does (against what: the seed's
+    number, the control's, run-to-run noise), recorded in the verdict and shown in the report.
+    """
 
     name: str
     description: str
     threshold: float
+    threshold_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,7 @@ class VerdictOf(Generic[RowT, ClaimT, NotRunT]):
     claim: ClaimT | None = None
     # Declared comparisons that got no ratio, each with why (``NotRun``).
     not_run: tuple[NotRunT, ...] = ()
+    threshold_why: str | None = None  # the metric's reason for its threshold (``Metric.threshold_why``)
 
 
 class Verdict(VerdictOf[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]):

@@ -325,6 +325,7 @@ def judge(
         paired=head.paired,
         claim=claim,
         not_run=_not_run(comps, out),
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -495,6 +496,7 @@ def measured(
         breakdown=tuple(breakdown),
         variants=tuple(variants),
         details=tuple(details),
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -510,6 +512,7 @@ def unavailable(metric: Metric, reason: str, status: Literal["skipped", "error"]
         threshold=metric.threshold,
         status=status,
         finding=f"Not measured: {reason}",
+        threshold_why=metric.threshold_why or None,
     )
 
 

@@ -75,9 +75,11 @@ KERNEL_KEYS = ("adam", "multi_tensor", "foreach")
 # Fewer per-step kernel rounds than this cannot bound a median at 95% (the
 # order-statistic interval needs n >= 6); below it, step time is used.
 MIN_KERNEL_SAMPLES = 7
-# Both forms move the same bytes; a memory-bound kernel 30% slower is a real regression
-# well outside run-to-run noise (~1-2%) and still under the seed's 1.9.
 THRESHOLD = 1.3
+THRESHOLD_WHY = (
+    "both forms move the same bytes; a memory-bound kernel 30% slower is a real regression well outside "
+    "run-to-run noise (~1-2%) and still under the seed's 1.9"
+)
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
@@ -224,6 +226,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "capturable=False, eager, same tensors; TE FusedAdam whenever it ran, else torch fused AdamW"
         ),
         threshold=THRESHOLD,
+        threshold_why=THRESHOLD_WHY,
     )
 
     def variants(self, p: AdamParams) -> list[str]:

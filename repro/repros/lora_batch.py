@@ -55,9 +55,11 @@ PROJECTIONS = {"q": (1, 1), "k": (1, 1), "v": (1, 1), "out": (1, 1), "up": (1, 4
 # Per-sample ratios under this are better than linear (batch 1 left the GPU under-used);
 # between it and LINEAR_HIGH, step time doubled with the batch: linear scaling.
 LINEAR_LOW, LINEAR_HIGH = 0.9, 1.1
-# Linear scaling gives 1.0 and a cliff of the seed's shape would give ~2; 1.3 leaves room
-# for run-to-run noise and mild allocator effects.
 THRESHOLD = 1.3
+THRESHOLD_WHY = (
+    "linear scaling gives 1.0 and a cliff of the seed's shape would give ~2; 1.3 leaves room for run-to-run "
+    "noise and mild allocator effects"
+)
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ class LoraBatchScaling(Repro[LoraParams]):
         name="per-sample t(bs2)/t(bs1)",
         description="median step time at batch 2 over batch 1, halved: 1.0 is linear scaling, not a cliff",
         threshold=THRESHOLD,
+        threshold_why=THRESHOLD_WHY,
     )
 
     def variants(self, p: LoraParams) -> list[str]:
