@@ -77,8 +77,8 @@ KERNEL_KEYS = ("adam", "multi_tensor", "foreach")
 MIN_KERNEL_SAMPLES = 7
 THRESHOLD = 1.3
 THRESHOLD_WHY = (
-    "both forms move the same bytes; a memory-bound kernel 30% slower is a real regression well outside "
-    "run-to-run noise (~1-2%) and still under the seed's 1.9"
+    "both forms move the same bytes; 30% slower is a real regression, far outside run-to-run noise (~1-2%), "
+    "and under the seed's 1.9"
 )
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 

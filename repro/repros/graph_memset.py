@@ -70,9 +70,8 @@ TORCH_VARIANTS: tuple[tuple[str, str | None, bool], ...] = (
 THRESHOLD = 1.2
 # Recorded in the verdict and shown in the report's details.
 THRESHOLD_WHY = (
-    "a 20% per-op penalty is far outside the spread of a graph-replay ratio between rounds, so a stack where "
-    "memset nodes cost what kernel nodes cost lands clearly below it; the seed thread gives no number that "
-    "was confirmed here, so it is set against noise, not against the seed"
+    "20% per op is far outside a graph-replay ratio's spread between rounds; no seed number was confirmed to "
+    "set it against"
 )
 OP_LABELS = {"memset": "cudaMemsetAsync (4 B) node", "fill": "fill kernel (zero_ on 1 int32)", None: "nothing"}
 
@@ -449,13 +448,13 @@ class GraphMemset(Repro[MemsetParams]):
             details.append("The pure CUDA twin gave no ratio (its variants say why).")
         work = outcome.get(_TWIN_WORK)
         if work is not None:
-            details.append(_after_work(have, work, outcome))
+            sentence += f"; {_after_work(have, work, outcome)}"
         mm = outcome.get(_TORCH_MM)
         if mm is not None:
             details.append(
                 f"With a {p.mm_m}x{p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul between ops, "
-                f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)}; informational: the matmul "
-                "dilutes a ratio of whole ops, so it is not judged against the threshold."
+                f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)} (informational: the matmul "
+                "dilutes it)."
             )
         spread = _episode_spread(have)
         if spread:
@@ -515,19 +514,15 @@ def _per_op(seconds: float) -> str:
 
 def _after_work(have: Mapping[str, VariantResult], work: Ratio, outcome: Outcome) -> str:
     """The twin with a work kernel in each op: what a memset node and a fill kernel node each add
-    to the work kernel alone, per op, then the diluted ratio and why it is not judged."""
+    to the work kernel alone, per op, then the ratio of whole ops, which that work dilutes."""
     a, b, c = have.get("twin_memset_work"), have.get("twin_fill_work"), have.get("twin_work_only")
-    ratio = (
-        f"(memset+work)/(fill+work) was {outcome.fmt(work)}, a ratio of whole ops that the work kernel "
-        f"dilutes, so it is informational and not judged against the {THRESHOLD:g} threshold"
-    )
+    ratio = f"the ratio of whole ops, {outcome.fmt(work)}, is diluted by the work and informational"
     if not all(v is not None and v.timing is not None for v in (a, b, c)):
-        return f"In the twin with a work kernel in each op, {ratio}."
+        return f"with a work kernel in each op, {ratio}"
     assert a is not None and b is not None and c is not None
     return (
-        f"After a work kernel ({c.median * 1e6:.2f} us per op alone, twin), the memset node cost "
-        f"{_per_op(a.median - c.median)} per op against {_per_op(b.median - c.median)} for a fill kernel node "
-        f"(medians: memset+work {a.median * 1e6:.3f} us, fill+work {b.median * 1e6:.3f} us); {ratio}."
+        f"after a {c.median * 1e6:.2f} us work kernel, a memset node added {_per_op(a.median - c.median)} per op "
+        f"and a fill kernel node {_per_op(b.median - c.median)} (twin; {ratio})"
     )
 
 
@@ -550,17 +545,11 @@ def _episode_spread(have: Mapping[str, VariantResult]) -> str | None:
         return (max(meds) - min(meds)) / min(meds)
 
     def span(meds: list[float]) -> str:
-        return f"{min(meds) * 1e9:.0f}-{max(meds) * 1e9:.0f} ns ({rel(meds):.1%} apart)"
+        return f"{min(meds) * 1e9:.1f}-{max(meds) * 1e9:.1f} ns ({rel(meds):.2%} apart)"
 
-    said = (
-        f"Between the twin's {len(memset)} episodes (idle gaps apart), the memset node's episode medians spanned "
-        f"{span(memset)} and the fill kernel's {span(fill)}"
-    )
+    said = f"Twin episode medians ({len(memset)} episodes): memset {span(memset)}, fill {span(fill)}"
     if rel(memset) > 2 * rel(fill):
-        said += (
-            ": the memset node's time varies between episodes far more than the fill's, so the headline ratio "
-            "moves with it"
-        )
+        said += "; the memset node's time varies between episodes, so the headline moves with it"
     return said + "."
 
 

@@ -36,10 +36,7 @@ from repro.api import (
 )
 
 THRESHOLD = 1.5
-THRESHOLD_WHY = (
-    "halfway between the RTX 4090's ~1.0 and the RTX 5090's ~2.7 that the seed reported: a ratio whose whole CI "
-    "clears it is the seed's cliff, not noise"
-)
+THRESHOLD_WHY = "halfway between the seed's RTX 4090 (~1.0) and RTX 5090 (~2.7): a whole CI over it is no noise"
 
 
 @dataclass(frozen=True)

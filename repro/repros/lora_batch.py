@@ -57,8 +57,7 @@ PROJECTIONS = {"q": (1, 1), "k": (1, 1), "v": (1, 1), "out": (1, 1), "up": (1, 4
 LINEAR_LOW, LINEAR_HIGH = 0.9, 1.1
 THRESHOLD = 1.3
 THRESHOLD_WHY = (
-    "linear scaling gives 1.0 and a cliff of the seed's shape would give ~2; 1.3 leaves room for run-to-run "
-    "noise and mild allocator effects"
+    "linear scaling reads 1.0 and the seed's cliff ~2; 1.3 leaves room for run-to-run noise and mild allocator effects"
 )
 
 

@@ -59,8 +59,8 @@ BACKENDS = ("default", "cusolver", "magma")
 THRESHOLD = 1.5
 # Recorded in the verdict and shown in the report's details.
 THRESHOLD_WHY = (
-    "smooth scaling reads 1.0 and run-to-run noise is a few percent, while a real cliff is several-fold "
-    "(the seed saw ~10x); 1.5 sits far from both, so a backend and batch whose whole CI clears it is a cliff"
+    "smooth scaling reads 1.0 and noise is a few percent, a real cliff several-fold (the seed saw ~10x); 1.5 "
+    "sits far from both"
 )
 # A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
 LONG_SAMPLE_S = 0.004
@@ -489,13 +489,13 @@ class Solve512Cliff(Repro[SolveParams]):
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
         # The path labels are classify_path's reading of the kernel names the profiler saw.
-        named = "as the kernel names the profiler saw read (no API call was traced)"
+        named = "(paths from kernel names, no API trace)"
         if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
             path = f"the LU path was not read: {QUICK_UNPROFILED}"
         elif p_below != p_at:
-            path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}, {named}"
+            path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version} {named}"
         else:
-            path = f"the LU ran {p_at} on both sides on torch {torch_version}, {named}"
+            path = f"the LU ran {p_at} on both sides on torch {torch_version} {named}"
         details: list[str] = []
         if outcome.smoke:
             return Finding(path)
@@ -516,17 +516,10 @@ class Solve512Cliff(Repro[SolveParams]):
         clear = [b for b in rest if b not in unsure]
         if clear:
             details.append(f"Below the threshold at every batch: the {', '.join(clear)} backend(s).")
-        if "default" in p.backends and result.extra.get("has_magma") is not None:
-            picks = "MAGMA" if result.extra["has_magma"] else "cuSOLVER (this torch has no MAGMA)"
-            details.append(f"The default backend here is {picks}: torch.cuda.has_magma is {result.extra['has_magma']}.")
         if unsure:
             details.append(f"Inconclusive (a CI straddles the threshold): the {', '.join(unsure)} backend(s).")
         if not hits:
             details.append("The seed saw ~10x at batch 128 on an RTX 6000 Ada.")
-        details.append(
-            f"The issue that seeded this repro says a batch-aware heuristic replaced the n={at} cutoff in PyTorch "
-            f"2.13; that was not run here (torch {torch_version})."
-        )
         return Finding(sentence, tuple(details))
 
 
@@ -534,24 +527,28 @@ def _backend_words(head: Ratio, outcome: Outcome, has_magma: Any) -> list[str]:
     """Which backend the headline ran under and whether a user gets it without asking, then the
     default backend's own ratios where the headline is another backend's (from the rows)."""
     backend = head.comparison.qualifiers["backend"]
-    default_is = {True: "MAGMA here", False: "cuSOLVER here: this torch has no MAGMA"}.get(has_magma)
+    default_is = {True: "MAGMA here", False: "cuSOLVER here: no MAGMA"}.get(has_magma)
+    opt_in = "torch.backends.cuda.preferred_linalg_library('cusolver')"
     out: list[str] = []
     if head.status == "reproduced" and backend == "cusolver":
         out.append(
-            "the cliff shows with the cuSOLVER backend, which a torch built with MAGMA uses for these batches "
-            "only when asked (torch.backends.cuda.preferred_linalg_library('cusolver')) and one built without "
-            "MAGMA uses by default"
-            + (f" (torch.cuda.has_magma is {has_magma} here)" if isinstance(has_magma, bool) else "")
+            {
+                True: f"the cliff shows under the cuSOLVER backend: opt-in here ({opt_in}; torch.cuda.has_magma is "
+                "True), the default only in builds without MAGMA",
+                False: "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) "
+                "also uses by default",
+            }.get(has_magma, f"the cliff shows under the cuSOLVER backend: opt-in ({opt_in}) where torch has MAGMA")
         )
     elif head.status == "reproduced":
         out.append(
-            f"the cliff shows with the {backend} backend"
+            f"the cliff shows under the {backend} backend"
             + (f" ({default_is})" if backend == "default" and default_is else "")
         )
     rows = [r for r in outcome.ratios if r.comparison.qualifiers["backend"] == "default"]
     if backend != "default" and rows:
-        said = ", ".join(f"{r.value:.2f}x at batch {r.comparison.qualifiers['batch']}" for r in rows)
+        said = ", ".join(f"{r.value:.2f}x" for r in rows)
+        batches = ", ".join(str(r.comparison.qualifiers["batch"]) for r in rows)
         held = [r for r in rows if r.status == "reproduced"]
         verdict = "a cliff too" if held else "no cliff"
-        out.append(f"the default backend ({default_is or 'unrecorded here'}) showed {verdict}: {said}")
+        out.append(f"the default backend ({default_is or 'unrecorded'}) showed {verdict}: {said} at batches {batches}")
     return out

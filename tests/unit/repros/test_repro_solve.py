@@ -383,24 +383,32 @@ def test_the_finding_opens_with_the_cusolver_backend_and_the_default_backends_ra
     v = Solve512Cliff().verdict(p, res)
     assert v.status == "reproduced" and v.headline == "cusolver/b128"
     lead = v.finding.split("; ")
-    assert lead[1].startswith("the cliff shows with the cuSOLVER backend, which a torch built with MAGMA uses")
-    assert "only when asked (torch.backends.cuda.preferred_linalg_library('cusolver'))" in lead[1]
-    assert "and one built without MAGMA uses by default (torch.cuda.has_magma is True here)" in lead[1]
-    assert lead[2] == "the default backend (MAGMA here) showed no cliff: 0.97x at batch 16, 0.97x at batch 128"
-    assert lead[3].startswith(f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512")
-    assert v.finding.endswith("as the kernel names the profiler saw read (no API call was traced).")
-    said = "batch-aware heuristic replaced the n=512 cutoff in PyTorch 2.13; that was not run"
-    assert any(said in d for d in v.details)
+    assert lead[1] == (
+        "the cliff shows under the cuSOLVER backend: opt-in here (torch.backends.cuda.preferred_linalg_library"
+        "('cusolver')"
+    )
+    assert lead[2] == "torch.cuda.has_magma is True), the default only in builds without MAGMA"
+    assert lead[3] == "the default backend (MAGMA here) showed no cliff: 0.97x, 0.97x at batches 16, 128"
+    assert lead[4].startswith(f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512")
+    assert v.finding.endswith("on torch 2.11.0+cu130 (paths from kernel names, no API trace).")
     assert "PyTorch 2.13 or later" in " ".join(Solve512Cliff.untested)
     assert "a torch build without MAGMA" in " ".join(Solve512Cliff.untested)
+    # has_magma not recorded: the opt-in is said as a rule, the default backend as unrecorded.
+    p, res = _magma_run(None)
+    u = Solve512Cliff().verdict(p, res)
+    assert "the cliff shows under the cuSOLVER backend: opt-in (torch.backends" in u.finding
+    assert "the default backend (unrecorded) showed no cliff" in u.finding
 
 
 def test_without_magma_the_default_backend_is_named_cusolver() -> None:
     p, res = _magma_run(False)
     v = Solve512Cliff().verdict(p, res)
-    assert "(torch.cuda.has_magma is False here)" in v.finding
-    no_magma = "the default backend (cuSOLVER here: this torch has no MAGMA) showed no cliff: 0.97x at batch 16"
-    assert no_magma in v.finding
+    assert "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) also uses" in (
+        v.finding
+    )
+    assert "the default backend (cuSOLVER here: no MAGMA) showed no cliff: 0.97x, 0.97x at batches 16, 128" in (
+        v.finding
+    )
     # A default backend that jumps too (a build without MAGMA) is not called "no cliff".
     jumps = {("default", 16): (1.0e-3, 2.0e-3 / SCALE), ("cusolver", 16): (1.0e-3, 2.0e-3 / SCALE)}
     res2 = _grid(jumps, {"default": PATHS["cusolver"], "cusolver": PATHS["cusolver"]}, drift=DRIFT)
@@ -409,14 +417,12 @@ def test_without_magma_the_default_backend_is_named_cusolver() -> None:
     assert v2.status == "reproduced" and "no cliff" not in v2.finding
     # Both rows read 2.00x; the worst rule heads with the first, the default backend, named for what it is here.
     assert v2.headline == "default/b16"
-    assert "; the cliff shows with the default backend (cuSOLVER here: this torch has no MAGMA); " in v2.finding
+    assert "; the cliff shows under the default backend (cuSOLVER here: no MAGMA); " in v2.finding
     jumps[("cusolver", 16)] = (1.0e-3, 3.0e-3 / SCALE)
     res3 = _grid(jumps, {"default": PATHS["cusolver"], "cusolver": PATHS["cusolver"]}, drift=DRIFT)
     v3 = Solve512Cliff().verdict(p2, dataclasses.replace(res3, extra={**res3.extra, "has_magma": False}))
     assert v3.headline == "cusolver/b16"
-    assert "the default backend (cuSOLVER here: this torch has no MAGMA) showed a cliff too: 2.00x at batch 16" in (
-        v3.finding
-    )
+    assert "the default backend (cuSOLVER here: no MAGMA) showed a cliff too: 2.00x at batches 16" in v3.finding
 
 
 def test_worst_rule_heads_with_the_largest_row_that_cleared_the_threshold() -> None:
