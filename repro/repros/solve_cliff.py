@@ -489,13 +489,13 @@ class Solve512Cliff(Repro[SolveParams]):
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
         # The path labels are classify_path's reading of the kernel names the profiler saw.
-        named = "(paths from kernel names, no API trace)"
+        named = " (paths from kernel names, no API trace)" if outcome.device == "cuda" else ""
         if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
             path = f"the LU path was not read: {QUICK_UNPROFILED}"
         elif p_below != p_at:
-            path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version} {named}"
+            path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}{named}"
         else:
-            path = f"the LU ran {p_at} on both sides on torch {torch_version} {named}"
+            path = f"the LU ran {p_at} on both sides on torch {torch_version}{named}"
         details: list[str] = []
         if outcome.smoke:
             return Finding(path)

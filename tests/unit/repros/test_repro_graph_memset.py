@@ -439,14 +439,17 @@ def test_a_work_row_under_the_threshold_is_informational_not_a_miss(run_dir: Pat
 
 
 def test_a_work_row_never_heads_and_a_quick_straddle_there_decides_nothing() -> None:
+    from repro.core.results import Verdict
     from repro.core.verdict import as_quick, headline_candidates
 
     comps = GraphMemset().comparisons(MemsetParams())
     assert gm._TWIN_WORK not in [c.name for c in headline_candidates(comps)]
     times = dict(FULL, twin_work_only=10.0e-6, twin_memset_work=12.0e-6, twin_fill_work=10.0e-6)
     v = GraphMemset().verdict(MemsetParams(), _result(times))
-    rows = [dict(r, where="straddles") if r["status"] == "informational" else r for r in v.breakdown]
-    assert as_quick(dataclasses.replace(v, breakdown=tuple(rows)), "repro run graph-memset").status == v.status
+    rows = tuple(dict(r, where="straddles") if r["status"] == "informational" else r for r in v.breakdown)
+    fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+    straddling = Verdict(**{**fields, "breakdown": rows})
+    assert as_quick(straddling, "repro run graph-memset").status == v.status == "reproduced"
 
 
 def test_the_finding_gives_the_twins_episode_spread() -> None:
@@ -557,11 +560,11 @@ def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
     }
     build = _twin.TwinBuild(Path("/cache/graph_memset-sm_90-0"), True, "sm_90", "V13.0.88", "0" * 64)
     have = {v.name: v for v in twin_variants(parse_twin_output(json.dumps(doc)), build, 0.01, 300.0)}
-    memset = have["twin_memset"].timing
-    assert memset is not None and memset.episode_rounds == 5
+    timing = have["twin_memset"].timing
+    assert timing is not None and timing.episode_rounds == 5
     # The variant's own CI is over its rounds (n = 60 rounds, not replays), widened over the episodes.
-    eps = sorted(statistics.median(memset.rounds[i : i + 5]) for i in range(0, 60, 5)) if memset.rounds else []
-    assert memset.stats.n == 60 and memset.stats.ci_low <= eps[2] and memset.stats.ci_high >= eps[9]
+    eps = sorted(statistics.median(timing.rounds[i : i + 5]) for i in range(0, 60, 5)) if timing.rounds else []
+    assert timing.stats.n == 60 and timing.stats.ci_low <= eps[2] and timing.stats.ci_high >= eps[9]
     value, lo, hi, paired, _, _ = variant_ratio(have["twin_memset"], have["twin_fill"])
     assert paired and lo <= 1.26 and hi >= 1.36, (value, lo, hi)
     # The same rounds without their episodes: the CI of the rounds alone misses the spread.
