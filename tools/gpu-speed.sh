@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The speed acceptance in one device call, in this order: the seeds' raw scripts (seeds_raw.py),
-# `repro all` with defaults (the first of three full runs), `repro all --quick`, five
-# `repro run 5090-linear`, two more `repro all` (three back to back with the first, in one
-# call), `repro all --target-ci 0.02 --budget 2`. A time guard skips a step that would not end
-# before GPU_SPEED_BUDGET_S (default 585 s) from the start, and says so; each step also runs
-# under `timeout` for the seconds left. Then tools/gpu-speed-table.py prints the table last:
-# wall times and ratios against the seeds, statuses against the committed H200 evidence,
-# headline half-widths, the GPU-busy share, the 5-run spread and CI overlaps.
+# three `repro all` with defaults back to back (the first is the bench's), `repro all --target-ci
+# 0.02 --budget 2` right after them, `repro all --quick`, five `repro run 5090-linear` with
+# defaults. A time guard skips a step that would not end before GPU_SPEED_BUDGET_S (default
+# 585 s) from the start, and says so; each step also runs under `timeout` for the seconds left.
+# Then tools/gpu-speed-table.py prints the table last: wall times and ratios against the seeds,
+# statuses against the committed H200 evidence, headline half-widths, the GPU-busy share, the
+# 5-run spread and CI overlaps.
 # Everything lands under OUT; extra arguments (e.g. --smoke for a CPU dry run) go to every
 # `repro` command. PYTHON picks the interpreter (default python3).
 # Usage: tools/gpu-speed.sh OUT [repro arguments...]
@@ -53,12 +53,12 @@ step seeds 60 env OUT="$out" "$py" "$seeds"
 step all1 150 "$py" -m repro all --out "$out/all1" "$@"
 full=$(seconds_of all1)
 full=${full:-150}
-step quick "$("$py" -c "print(int(${full} * 0.5) + 1)")" "$py" -m repro all --quick --out "$out/quick" "$@"
-for i in 1 2 3 4 5; do
-  one=$(seconds_of linear1)
-  step "linear$i" "${one:-25}" "$py" -m repro run 5090-linear --no-collect-env --out "$out/linear$i" "$@"
-done
 step all2 "$full" "$py" -m repro all --out "$out/all2" "$@"
 step all3 "$full" "$py" -m repro all --out "$out/all3" "$@"
-step loose "$("$py" -c "print(int(${full} * 0.8) + 1)")" "$py" -m repro all --target-ci 0.02 --budget 2 --out "$out/loose" "$@"
+step loose "$("$py" -c "print(int(${full} * 0.75) + 1)")" "$py" -m repro all --target-ci 0.02 --budget 2 --out "$out/loose" "$@"
+step quick "$("$py" -c "print(int(${full} * 0.45) + 1)")" "$py" -m repro all --quick --out "$out/quick" "$@"
+for i in 1 2 3 4 5; do
+  one=$(seconds_of linear1)
+  step "linear$i" "${one:-18}" "$py" -m repro run 5090-linear --out "$out/linear$i" "$@"
+done
 "$py" "$here/gpu-speed-table.py" "$out" | tee "$out/table.md"

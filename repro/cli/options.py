@@ -76,8 +76,8 @@ BudgetOpt = Annotated[
         "--budget",
         metavar="SECONDS",
         help="Seconds of sampling per variant (default 5): a repro's paired rounds stop once this times its "
-        "variants is spent, but not before 6 episodes of at least one round and min(0.3 s, a sixth of that) each, "
-        "with a 0.5 s idle gap between episodes.",
+        "variants is spent, but not before their floor (see --target-ci): 6 episodes of min(0.3 s, a sixth of "
+        "that) each, with a 0.5 s idle gap between episodes.",
     ),
 ]
 TargetOpt = Annotated[
@@ -86,8 +86,9 @@ TargetOpt = Annotated[
         "--target-ci",
         metavar="FRACTION",
         help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01; 0.05 with "
-        "--quick). Paired rounds never stop before their floor, whatever the target: 20 rounds in 6 episodes of "
-        "at least 0.3 s (less under a small --budget) with a 0.5 s idle gap between episodes.",
+        "--quick). Paired rounds never stop before their floor: 6 episodes with a 0.5 s idle gap between them, "
+        "each of at least 0.3 s (less under a small --budget) and 4 rounds, fewer under a looser target "
+        "(4 x (0.01 / FRACTION)^2, at least 1).",
     ),
 ]
 QuickOpt = Annotated[

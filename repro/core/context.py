@@ -3,6 +3,7 @@ the sampling rules. The harness's implementation is ``repro.run.context.RunConte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -12,6 +13,8 @@ from repro.core.results import VariantResult, Work
 # A distribution-free 95% CI on the median exists from n = 6; 20 keeps it a few
 # order statistics wide, so one outlier cannot end sampling early.
 MIN_SAMPLES = 20
+# The CI target the sampling floors are set for (SamplingConfig's default).
+FLOOR_TARGET = 0.01
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,15 @@ class SamplingConfig:
     # 1.25x its half-width, so the gap stays 0.5 s.
     episode_gap_s: float = 0.5
     # The floors (min_episodes episodes of at least min_rounds / min_episodes rounds and
-    # episode_s seconds, the idle gap between them) do not scale with the CI target: an episode
-    # much shorter than the gap spends the schedule idle, and a noisier median per episode then
-    # needs more episodes (on a synthetic clock, a 2% target with 0.075 s episodes took twice
-    # as long as 1% with 0.3 s ones); with the same episodes, a looser target never stops later.
+    # episode_s seconds, the idle gap between them) are set for the default 1% target. The
+    # rounds a median's CI needs grow as 1 / target^2, so under a looser target an episode's
+    # floor of rounds shrinks by (0.01 / target)^2 (a 2% target: a quarter), never below one
+    # round. Its floor of seconds stays: an episode much shorter than the gap spends the schedule
+    # idle, and a noisier median per episode then needs more episodes (on a synthetic clock, a 2%
+    # target with 0.075 s episodes took twice as long as 1% with 0.3 s ones). So a looser target
+    # shortens the episodes of slow arms (a 100 ms step: 4 rounds become 1) and never lengthens a
+    # schedule; the episodes and their gaps stay, and every comparison still sees at least
+    # min_episodes power states. A tighter target keeps the default floors.
     # An arm whose sample takes at least this long is timed once per round, with no untimed
     # call before it: at that length what the previous arm left behind (a launch queue, a
     # cache, a clock ramp) is a small share of the sample, and three samples plus a warm-up
@@ -65,10 +73,17 @@ class SamplingConfig:
     def episode_floor(self, budget_s: float) -> tuple[int, float]:
         """(rounds, seconds) the first episode takes at least, which fixes every episode's rounds.
 
-        ``budget_s`` is the whole schedule's budget: an episode never asks for more than its
-        share of it, so the floor of ``min_episodes`` episodes fits the budget but for the gaps.
+        The rounds shrink with a CI target looser than the default by ``floor_scale``. ``budget_s`` is
+        the whole schedule's budget: an episode never asks for more than its share of it, so the
+        floor of ``min_episodes`` episodes fits the budget but for the gaps.
         """
-        return max(1, -(-self.min_rounds // self.min_episodes)), min(self.episode_s, budget_s / self.min_episodes)
+        scale = self.floor_scale()
+        rounds = max(1, math.ceil(self.min_rounds * scale / self.min_episodes - 1e-9))
+        return rounds, min(self.episode_s, budget_s / self.min_episodes)
+
+    def floor_scale(self) -> float:
+        """How much of the default floor of rounds a run's CI target needs: (0.01 / target)^2, at most 1."""
+        return min(1.0, (FLOOR_TARGET / self.target_rel_ci) ** 2)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ import json
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,13 @@ from repro.core import stats
 from repro.core.context import Arm, SamplingConfig, T
 from repro.core.results import Comparison, HeadlineRule, Kernel, Timing, VariantResult, Work, achieved
 from repro.evidence.clocks import clock_words
-from repro.run.kernels import chrome_trace, kernels_from_trace, per_call_device_time, quiet_profiler_stderr
+from repro.run.kernels import (
+    chrome_trace,
+    kernels_from_trace,
+    per_call_device_time,
+    profiler_session,
+    quiet_profiler_stderr,
+)
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
 from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
@@ -273,8 +278,7 @@ class RunContext:
         out: dict[str, list[float]] = {n: [] for n in names}
         self.synchronize()
         t0 = self.clock()
-        with warnings.catch_warnings(), quiet_profiler_stderr():
-            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        with quiet_profiler_stderr():
             for start in range(0, iters, step):
                 if start:
                     self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
@@ -296,7 +300,7 @@ class RunContext:
     ) -> dict[str, list[float]]:
         """One profiler session of ``rounds`` (after one untimed call of every fn when ``warm``):
         the matched kernels' device time of each call, by fn, in round order."""
-        from torch.profiler import ProfilerActivity, profile, record_function
+        from torch.profiler import record_function
 
         names = list(fns)
         calls: list[tuple[str, int]] = []
@@ -308,7 +312,7 @@ class RunContext:
                 fns[name]()
             self.synchronize()
 
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profiler_session(cuda=True) as prof:
             if warm:
                 for i, name in enumerate(names):
                     call(name, f"gpu_repro_warm_{i}")
@@ -467,17 +471,11 @@ class RunContext:
     def _profile(
         self, name: str, runner: Callable[[], Any], iters: int, calls_per_iter: int
     ) -> tuple[list[Kernel], int]:
-        from torch.profiler import ProfilerActivity, profile
-
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.synchronize()
-        with warnings.catch_warnings(), quiet_profiler_stderr():
-            # torch warns that a profiler cycle clears its events; one cycle is all we keep.
-            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-            with profile(activities=acts) as prof:
-                for _ in range(iters):
-                    runner()
-                self.synchronize()
+        with quiet_profiler_stderr(), profiler_session(self.cuda) as prof:
+            for _ in range(iters):
+                runner()
+            self.synchronize()
         raw = chrome_trace(prof)
         self._write_trace(name, raw)
         return kernels_from_trace(json.loads(raw), self.device, iters * calls_per_iter), iters

@@ -199,11 +199,8 @@ class ForkedChild:
 class ForkServer:
     """``repro.run.zygote`` under a guard, talked to over a SOCK_SEQPACKET socketpair (its stdin)."""
 
-    def __init__(
-        self, python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S, profiler: bool = False
-    ) -> None:
+    def __init__(self, python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         self.python = python
-        self.profiler = profiler  # the children will profile: the server imports what that needs once
         self.ready_timeout_s = ready_timeout_s
         self.info: dict[str, Any] = {}
         self.lost: str | None = None  # why the server was given up (died, stopped, spoke nonsense)
@@ -235,7 +232,7 @@ class ForkServer:
             self._conn = ours
             try:
                 self._tree = procs.spawn(
-                    [self.python, "-m", "repro.run.zygote", *(["--profiler"] if self.profiler else [])],
+                    [self.python, "-m", "repro.run.zygote"],
                     stdin=theirs.fileno(),
                     stdout=self._log,
                     stderr=subprocess.STDOUT,

@@ -18,7 +18,14 @@ from repro.core.results import Kernel
 # Kernel categories in a torch.profiler Chrome trace that are device work.
 DEVICE_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
-__all__ = ["DEVICE_CATS", "chrome_trace", "kernels_from_trace", "per_call_device_time", "quiet_profiler_stderr"]
+__all__ = [
+    "DEVICE_CATS",
+    "chrome_trace",
+    "kernels_from_trace",
+    "per_call_device_time",
+    "profiler_session",
+    "quiet_profiler_stderr",
+]
 
 
 def kernels_from_trace(trace: Mapping[str, Any], device: str, calls: int) -> list[Kernel]:
@@ -121,6 +128,20 @@ def quiet_profiler_stderr() -> Iterator[None]:
             kept = [ln for ln in held.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(ln)]
             if kept:
                 os.write(2, b"".join(kept))
+
+
+def profiler_session(cuda: bool) -> Any:
+    """A Kineto profiler session recording host ops and, when ``cuda``, device kernels:
+    ``torch.autograd.profiler.profile``, the session ``torch.profiler.profile`` wraps.
+
+    The harness opens it directly: ``torch.profiler.profile`` imports ``torch._inductor`` when it
+    starts (to read one inductor setting the harness never uses), 4-6 s in a fresh process on
+    the H200 (artifacts/reference/h200/evidence3/profiler-first-session.txt). Use it in a
+    ``with`` block; the block's value has ``export_chrome_trace``.
+    """
+    from torch.autograd.profiler import profile
+
+    return profile(use_device="cuda" if cuda else None, use_kineto=True)
 
 
 def chrome_trace(prof: Any) -> bytes:

@@ -417,9 +417,7 @@ def run_all(
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
-    # The profiler preload (while the first child runs) pays off where children profile on a GPU;
-    # a smoke run's children (CPU, test plugins) mostly never do.
-    server = _fork_server(interrupts, profiler=not smoke) if fork_server and ids else None
+    server = _fork_server(interrupts) if fork_server and ids else None
     try:
         outcomes: list[Outcome] = []
 
@@ -467,14 +465,12 @@ def run_all(
             server.close()
 
 
-def _fork_server(interrupts: Interrupts | None, profiler: bool = False) -> ForkServer | None:
-    """A started fork server, or None (with a line saying why) when it could not start. ``profiler``:
-    it also imports, once its first child runs, what torch.profiler's first session in each child would
-    (see repro.run.zygote)."""
+def _fork_server(interrupts: Interrupts | None) -> ForkServer | None:
+    """A started fork server, or None (with a line saying why) when it could not start."""
     t0 = time.monotonic()
     print("repro all: importing torch once (fork server)", file=sys.stderr, flush=True)
     try:
-        server = ForkServer(profiler=profiler).start(cancel=interrupts.event if interrupts is not None else None)
+        server = ForkServer().start(cancel=interrupts.event if interrupts is not None else None)
     except (ForkServerError, OSError) as exc:
         print(f"repro all: no fork server ({exc}); each repro starts its own process", file=sys.stderr, flush=True)
         return None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -15,7 +14,7 @@ from typing import Any, Literal, Protocol
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
 from repro.core.results import Comparison, Kernel, StopReason, Timing, VariantResult
-from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, quiet_profiler_stderr
+from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, profiler_session, quiet_profiler_stderr
 from repro.run.progress import Progress
 from repro.run.sampling import paired_stop, round_order
 
@@ -265,24 +264,21 @@ def _profile_all(
 ) -> dict[str, tuple[list[Kernel], int, float]]:
     """One short profiled pass per arm, all in one profiler session (CUPTI starts once):
     arm name -> (kernel table, profiled iterations, its share of the session's seconds)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     t = ctx.clock()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
     plan = [(a, 1 if a.arm.graph else cfg.profile_iters) for a in arms]
     ctx.progress("profiling", name, 0, None)
     ctx.synchronize()
-    with warnings.catch_warnings(), quiet_profiler_stderr():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-        with profile(activities=acts) as prof:
-            for i, (a, iters) in enumerate(plan):
-                if a.arm.prepare is not None:
-                    a.arm.prepare()
+    with quiet_profiler_stderr(), profiler_session(ctx.cuda) as prof:
+        for i, (a, iters) in enumerate(plan):
+            if a.arm.prepare is not None:
+                a.arm.prepare()
+            ctx.synchronize()
+            with record_function(f"{_PROFILE_RANGE}{i}"):
+                for _ in range(iters):
+                    a.runner()
                 ctx.synchronize()
-                with record_function(f"{_PROFILE_RANGE}{i}"):
-                    for _ in range(iters):
-                        a.runner()
-                    ctx.synchronize()
     raw = chrome_trace(prof)
     ctx._write_trace(name, raw)
     parts = split_trace(json.loads(raw), len(plan))

@@ -47,14 +47,6 @@ def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
     conn.send(json.dumps(msg).encode())
 
 
-# ``--profiler``: the children will profile. torch.profiler's first session in a process imports
-# torch._inductor (its ``prepare_trace`` asks ``hasattr(torch, "_inductor")``, which imports it and
-# torch._dynamo): 2.1 s on the 2-core CPU machine, 4.5-6.3 s on the H200 machines
-# (tools/profiler-first-session.py), paid by every child that profiles. The server imports it once,
-# right after forking its first child, while that child runs: every later child has it.
-PROFILER_FLAG = "--profiler"
-
-
 def _preload() -> dict[str, Any]:
     """Import what every child needs, once; never initialise CUDA here."""
     t0 = time.perf_counter()
@@ -70,25 +62,6 @@ def _preload() -> dict[str, Any]:
 
     info["import_s"] = time.perf_counter() - t0
     return info
-
-
-def _preload_profiler() -> str | None:
-    """Import what torch.profiler's first session would (see PROFILER_FLAG), with a line in the
-    server's log; why the server must fork no more children if the import initialised CUDA."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    t = time.perf_counter()
-    try:
-        import torch._inductor  # noqa: F401
-
-        print(f"zygote: imported torch._inductor for the profiler in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    except Exception as exc:  # each child imports it itself, as without the preload
-        print(f"zygote: torch._inductor not imported: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-    sys.stderr.flush()
-    if torch.cuda.is_initialized():  # a forked child could not use CUDA: the runner starts fresh workers
-        return "importing torch._inductor initialised CUDA in the fork server"
-    return None
 
 
 def _child(spec: dict[str, Any], out_fd: int, conn: socket.socket) -> None:
@@ -203,10 +176,9 @@ def _stdin_socket() -> socket.socket:
     return conn
 
 
-def serve(conn: socket.socket, profiler: bool = False) -> int:
+def serve(conn: socket.socket) -> int:
     """Serve the runner on ``conn``: fork one child per request until it hangs up."""
     info = _preload()
-    tainted: str | None = None  # why no child may be forked any more
     _send(conn, {"ready": True, "pid": os.getpid(), **info})
     while True:
         fds = array.array("i")
@@ -233,10 +205,6 @@ def serve(conn: socket.socket, profiler: bool = False) -> int:
             _send(conn, {"error": f"expected a worker spec (a JSON object): {exc}"})
             continue
         req = spec.pop("request_id", None)  # echoed, so the runner never takes a stale answer for a new one
-        if tainted is not None:
-            os.close(fds[0])
-            _send(conn, {"error": tainted, "request_id": req})
-            continue
         token = spec.get("tree_token")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -245,9 +213,6 @@ def serve(conn: socket.socket, profiler: bool = False) -> int:
             _child(spec, fds[0], conn)
         os.close(fds[0])
         _send(conn, {"pid": pid, "request_id": req})
-        if profiler:  # once, while the first child runs
-            profiler = False
-            tainted = _preload_profiler()
         # Collected without reaping, reported, and only reaped once the runner says so: until
         # then the pid stays a zombie, so the runner's kill can never hit a process that reused it.
         if not _wait_for_child(conn, pid, token):
@@ -262,18 +227,15 @@ def serve(conn: socket.socket, profiler: bool = False) -> int:
 
 def main(argv: list[str]) -> int:
     """Serve the runner whose socket is this process's stdin."""
-    if argv not in ([], [PROFILER_FLAG]):
-        print(
-            f"usage: python -m repro.run.zygote [{PROFILER_FLAG}] (its stdin: the runner's end of a socketpair)",
-            file=sys.stderr,
-        )
+    if argv:
+        print("usage: python -m repro.run.zygote (its stdin: the runner's end of a socketpair)", file=sys.stderr)
         return 2
     try:
         conn = _stdin_socket()
     except OSError as exc:
         print(f"zygote: stdin is not the runner's socket ({exc})", file=sys.stderr)
         return 2
-    return serve(conn, profiler=argv == [PROFILER_FLAG])
+    return serve(conn)
 
 
 if __name__ == "__main__":

@@ -137,93 +137,11 @@ def test_the_server_leaves_no_folder_behind_once_connected(server: ForkServer) -
     assert getattr(server, "_dir", None) is None and server.alive  # no folder at all since the socketpair
 
 
-PROBE = """
-import sys
-from dataclasses import dataclass
-
-from repro.api import register
-from repro.core.spec import Metric, Repro, Requirements, RunResult, Verdict
-from repro.core.verdict import ratio_verdict
-
-
-@dataclass(frozen=True)
-class ProbeParams:
-    pass
-
-
-@register
-class Probe(Repro[ProbeParams]):
-    id = "test-inductor-probe"
-    title = "whether torch._inductor was imported before the repro ran"
-    upstream = ()
-    seed_claim = "test fixture"
-    requires = Requirements(cuda=False)
-    metric = Metric(name="t(a)/t(b)", description="test ratio", threshold=1.5)
-
-    def run(self, p, ctx):
-        seen = "torch._inductor" in sys.modules
-        a, b = ctx.measure("a", lambda: None), ctx.measure("b", lambda: None)
-        return RunResult(variants=(a, b), extra={"inductor_before_run": seen})
-
-    def verdict(self, p, result):
-        return ratio_verdict(self.metric, result.variant("a"), result.variant("b"), finding=lambda *a: "probe")
-"""
-
-
-@pytest.mark.parametrize("profiler", [True, False])
-def test_the_server_imports_the_profilers_modules_once_its_first_child_runs(
-    tmp_path: Path, run_dir: Path, profiler: bool
-) -> None:
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / "inductor_probe.py").write_text(PROBE)  # module repro_plugin_inductor_probe: a unique name
-    req = RunRequest(
-        repro_id="test-inductor-probe", repro_paths=(plugins,), smoke=True, sampling=FAST, collect_env=False
-    )
-    seen = []
-    with ForkServer(profiler=profiler) as s:
-        for i in range(2):
-            folder = run_dir.parent / f"20261130T17000{i}Z-abcdef"
-            folder.mkdir(exist_ok=True)
-            out = runner.run_one_isolated(req, folder, 120, server=s)
-            assert out.status == "smoke", out.message
-            seen.append(json.loads((folder / "test-inductor-probe.json").read_text())["extra"]["inductor_before_run"])
-    assert seen == [False, profiler]  # the first child is forked before the import, every later one after
-
-
-def test_an_import_that_initialised_cuda_stops_the_server_forking(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-
-    from repro.run import zygote
-
-    assert zygote._preload_profiler() is None
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    assert zygote._preload_profiler() == "importing torch._inductor initialised CUDA in the fork server"
-
-
-def test_the_zygote_takes_only_its_profiler_flag() -> None:
+def test_the_zygote_takes_no_arguments() -> None:
     import subprocess
     import sys
 
     bad = subprocess.run([sys.executable, "-m", "repro.run.zygote", "--other"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "usage: python -m repro.run.zygote [--profiler]" in bad.stderr
+    assert bad.returncode == 2 and "usage: python -m repro.run.zygote (its stdin" in bad.stderr
 
 
-@pytest.mark.parametrize(
-    ("smoke", "quick", "preload"), [(False, False, True), (False, True, True), (True, False, False)]
-)
-def test_a_gpu_run_has_its_server_preload_for_the_profiler_a_smoke_run_not(
-    run_dir: Path, monkeypatch: pytest.MonkeyPatch, smoke: bool, quick: bool, preload: bool
-) -> None:
-    asked: list[bool] = []
-
-    def fake(interrupts: object, profiler: bool = False) -> None:
-        asked.append(profiler)  # no server: the batch runs in fresh workers
-
-    monkeypatch.setattr(runner, "_fork_server", fake)
-    monkeypatch.setattr(runner, "run_one_isolated", lambda *a, **k: runner.Outcome("test-fine", "smoke", None, 0.0, ""))
-    runner.run_all(
-        ["test-fine"], run_dir, smoke=smoke, timeout_s=5, repro_paths=[PLUGINS], sampling=FAST,
-        command=["repro", "all"], progress=False, collect_env=False, quick=quick,
-    )  # fmt: skip
-    assert asked == [preload]

@@ -154,7 +154,7 @@ GRAIN = 2 * SamplingConfig().episode_s + SamplingConfig().episode_gap_s
 
 
 @pytest.mark.parametrize("noise", [0.002, 0.02, 0.05, 0.3])
-@pytest.mark.parametrize("cost", [COST, NEAR], ids=["clear", "near"])
+@pytest.mark.parametrize("cost", [COST, NEAR, {n: 50 * t for n, t in COST.items()}], ids=["clear", "near", "slow"])
 def test_a_looser_target_and_a_smaller_budget_never_take_longer(noise: float, cost: dict[str, float]) -> None:
     for seed in range(2):
         default = _elapsed(0.01, 5.0, noise, seed, cost)
@@ -172,6 +172,9 @@ def test_a_looser_target_and_a_smaller_budget_do_take_less() -> None:
         # Too noisy for either target: the budget is what stops it.
         assert _elapsed(0.01, 2.0, 0.3, seed) < 0.6 * _elapsed(0.01, 5.0, 0.3, seed)
         assert _elapsed(0.02, 2.0, 0.3, seed) < 0.6 * _elapsed(0.01, 5.0, 0.3, seed)
+        # Slow arms (a 100 ms step) on target at the floor: a looser target's floor has fewer rounds.
+        slow = {name: 50 * t for name, t in COST.items()}
+        assert _elapsed(0.02, 2.0, 0.002, seed, slow) < 0.6 * _elapsed(0.01, 5.0, 0.002, seed, slow)
 
 
 def _noisy_run(budget: float) -> tuple[_Synthetic, dict[str, list[Any]]]:
@@ -195,10 +198,14 @@ def test_the_budget_bounds_the_schedule_but_for_the_floor() -> None:
     assert 12.0 <= clock.t <= 12.0 + episode_work + cfg.episode_gap_s
 
 
-def test_the_floors_scale_with_the_budget_only() -> None:
+def test_the_floors_scale_with_the_budget_and_a_looser_target() -> None:
     base = SamplingConfig()
     assert base.episode_floor(10.0) == (4, 0.3)  # 20 rounds in 6 episodes, 0.3 s each
-    assert dataclasses.replace(base, target_rel_ci=0.05).episode_floor(10.0) == (4, 0.3)  # not the target
+    assert dataclasses.replace(base, target_rel_ci=0.005).episode_floor(10.0) == (4, 0.3)  # tighter: the default
+    rounds, seconds = dataclasses.replace(base, target_rel_ci=0.02).episode_floor(10.0)
+    assert (rounds, seconds) == (1, 0.3)  # a quarter of 20 rounds in 6 episodes: one each; the seconds stay
+    assert dataclasses.replace(base, target_rel_ci=0.015).episode_floor(10.0) == (2, 0.3)
+    assert dataclasses.replace(base, target_rel_ci=0.05).episode_floor(10.0)[0] == 1  # never under one round
     assert base.episode_floor(0.6)[1] == pytest.approx(0.1)  # an episode never asks for over its share
     assert sampling_config(None, None, quick=True).target_rel_ci == QUICK_TARGET
     assert sampling_config(None, 0.03, quick=True).target_rel_ci == 0.03
