@@ -63,7 +63,7 @@ install = head.split("```bash\n", 1)[1].split("```", 1)[0]
 section = text.split("## `5090-linear`", 1)[1]
 block = section.split("```bash\n", 1)[1].split("```", 1)[0]
 print("set -e")
-print("\n".join(line for line in install.splitlines() if line.startswith("pip install ./")))
+print("\n".join(line for line in install.splitlines() if line.startswith(("pip install ./", "pip install './"))))
 print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
 (cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 bash "$out/rerun.sh") \

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import json
 import locale
 import os
 import platform
@@ -223,6 +225,33 @@ def _torch_section(probe: Probes) -> dict[str, Any]:
         "debug_build": probe("torch.debug", lambda: bool(torch.version.debug)),
         "arch_list": probe("torch.arch_list", lambda: torch.cuda.get_arch_list() if torch.cuda.is_available() else []),
         "cuda_available": torch.cuda.is_available(),
+        "install": probe("torch.install", lambda: install_record("torch")),
+    }
+
+
+def install_record(dist_name: str) -> dict[str, Any] | None:
+    """How a distribution got here, from its installed metadata: the installer (pip's ``INSTALLER``),
+    ``direct_url.json``'s url when it was installed from a URL or a path, the wheel's tags and builder
+    (``WHEEL``), and the folder it sits in. None when the distribution is not installed."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution(dist_name)
+    except PackageNotFoundError:
+        return None
+    installer = (dist.read_text("INSTALLER") or "").strip() or None
+    direct: Any = None
+    with contextlib.suppress(ValueError):
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    wheel = dist.read_text("WHEEL") or ""
+    tags = [ln.split(":", 1)[1].strip() for ln in wheel.splitlines() if ln.startswith("Tag:")]
+    builder = next((ln.split(":", 1)[1].strip() for ln in wheel.splitlines() if ln.startswith("Generator:")), None)
+    return {
+        "installer": installer,
+        "direct_url": direct.get("url") if isinstance(direct, dict) and isinstance(direct.get("url"), str) else None,
+        "wheel_tags": tags,
+        "wheel_generator": builder,
+        "location": str(dist.locate_file("")),
     }
 
 
@@ -303,9 +332,17 @@ def _host_section(probe: Probes) -> dict[str, Any]:
                 return line.split(":", 1)[1].strip()
         return platform.processor() or None
 
+    def hypervisor() -> bool | None:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split(":", 1)[1].split()
+        return None
+
     return {
         "os": platform.platform(),
         "kernel": platform.release(),
+        # The CPU flag a hypervisor sets for its guests; collect_env's output names the vendor.
+        "hypervisor": probe("host.hypervisor", hypervisor),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         "cpu": probe("host.cpu", cpu_model),
@@ -316,11 +353,26 @@ def _host_section(probe: Probes) -> dict[str, Any]:
     }
 
 
+# Words in /proc/self/cgroup that name a container runtime or orchestrator.
+_CGROUP_HINTS = ("docker", "containerd", "kubepods", "libpod", "podman", "lxc", "crio")
+
+
+def cgroup_hints(text: str) -> list[str]:
+    """The runtimes /proc/self/cgroup names (``docker``, ``kubepods``, ...), each once, in a fixed order."""
+    low = text.lower()
+    return [h for h in _CGROUP_HINTS if h in low]
+
+
 def _container_section() -> dict[str, Any]:
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()[:4096]
+    except OSError:
+        cgroup = ""
     return {
         "dockerenv": os.path.exists("/.dockerenv"),
         "containerenv": os.path.exists("/run/.containerenv"),
         "env": {k: os.environ[k] for k in CONTAINER_ENV if k in os.environ},
+        "cgroup_hints": cgroup_hints(cgroup),
     }
 
 

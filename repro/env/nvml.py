@@ -175,6 +175,8 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "ecc_mode": _safe(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
         "mig_mode": bool(mig[0]) if mig is not None else None,
         "compute_mode": _safe(lambda: nv.nvmlDeviceGetComputeMode(h)),
+        # NVML_GPU_VIRTUALIZATION_MODE_*: 0 none (bare metal), 1 passthrough, 2 vGPU, 3 host vGPU, 4 host vSGA.
+        "virtualization_mode": _safe(lambda: nv.nvmlDeviceGetVirtualizationMode(h)),
         "pcie_gen": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
         "pcie_gen_max": _safe(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
         "pcie_width": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.core import fsio
+from repro.env.fingerprint import essentials
 from repro.evidence import artifact, model
 from repro.evidence.artifact import ARTIFACT_KIND
 from repro.evidence.model import Artifact
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
-BAND_VERSION = 1
+BAND_VERSION = 2
 # Statuses whose headline is a measured ratio.
 MEASURED = ("reproduced", "not_reproduced", "inconclusive", "undecided")
 # Fewer GPUs than this say nothing about a spread between GPUs.
@@ -35,11 +36,15 @@ MIN_GPUS = 2
 
 @dataclass(frozen=True)
 class Point:
-    """One GPU's headline for one repro: the median of its runs, and where they came from."""
+    """One GPU's headline for one repro: the median of its runs, and where they came from (the runs'
+    torch, driver and harness source digest, each distinct value once)."""
 
     uuid: str
     value: float
     runs: tuple[str, ...]
+    torch: tuple[str, ...] = ()
+    driver: tuple[str, ...] = ()
+    harness: tuple[str, ...] = ()  # the first 12 hex digits of each run's harness source sha256
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class Band:
     gpu: str
     params: str  # canonical JSON of the params the runs used: a band holds for those only
     points: tuple[Point, ...]
+    headline: str = ""  # the name of the headline comparison (verdict.headline): bands never pool two
 
     @property
     def center(self) -> float:
@@ -60,8 +66,11 @@ class Band:
         return max(abs(p.value / c - 1) for p in self.points)
 
 
-def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[str, str, str] | None:
-    """(repro, GPU model, params) of a measured GPU artifact, else None.
+Key = tuple[str, str, str, str]
+
+
+def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> Key | None:
+    """(repro, GPU model, params, headline comparison) of a measured GPU artifact, else None.
 
     To join a band (``joining``) a verdict must also come from paired comparisons: runs of the
     unpaired method moved more between processes and say nothing about the spread between GPUs.
@@ -75,7 +84,19 @@ def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> tuple[
     if verdict.value is None or not gpu.gpu_uuid or not gpu.gpu_name:
         return None
     params = json.dumps(a.repro.params or {}, sort_keys=True)
-    return a.repro.id, gpu.gpu_name, params
+    return a.repro.id, gpu.gpu_name, params, verdict.headline or ""
+
+
+def _origin(a: Artifact) -> tuple[str, str, str]:
+    """(torch, driver, harness digest's first 12) of the run, each "" when not recorded."""
+    e = essentials(a.fingerprint)
+    harness = a.fingerprint.get("harness")
+    sha = harness.get("source_sha256") if isinstance(harness, Mapping) else None
+    return str(e["torch"] or ""), str(e["driver"] or ""), str(sha or "")[:12]
+
+
+def _distinct(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({v for v in values if v}))
 
 
 def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
@@ -84,24 +105,34 @@ def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] =
     ``base`` adds earlier bands' points: a GPU already there keeps its value unless ``docs``
     brings runs on it, which then replace it.
     """
-    runs: dict[tuple[str, str, str], dict[str, list[tuple[float, str]]]] = {}
+    runs: dict[Key, dict[str, list[tuple[float, str, tuple[str, str, str]]]]] = {}
     for doc in docs:
         a = model.of(doc)
         key = key_of(a) if isinstance(a, Artifact) else None
         if key is None or not isinstance(a, Artifact):
             continue
         uuid = str(a.machine.gpu_uuid)
-        runs.setdefault(key, {}).setdefault(uuid, []).append((float(a.verdict.value or 0.0), a.run.run_id))
-    points: dict[tuple[str, str, str], dict[str, Point]] = {}
+        runs.setdefault(key, {}).setdefault(uuid, []).append((float(a.verdict.value or 0.0), a.run.run_id, _origin(a)))
+    points: dict[Key, dict[str, Point]] = {}
     for band in base:
-        points.setdefault((band.repro, band.gpu, band.params), {}).update({p.uuid: p for p in band.points})
+        points.setdefault((band.repro, band.gpu, band.params, band.headline), {}).update(
+            {p.uuid: p for p in band.points}
+        )
     for key, by_gpu in runs.items():
         for uuid, vals in by_gpu.items():
-            ids = tuple(sorted({r for _, r in vals if r}))
-            points.setdefault(key, {})[uuid] = Point(uuid, statistics.median(v for v, _ in vals), ids)
+            ids = tuple(sorted({r for _, r, _ in vals if r}))
+            origins = [o for _, _, o in vals]
+            points.setdefault(key, {})[uuid] = Point(
+                uuid,
+                statistics.median(v for v, _, _ in vals),
+                ids,
+                _distinct(o[0] for o in origins),
+                _distinct(o[1] for o in origins),
+                _distinct(o[2] for o in origins),
+            )
     return [
-        Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)))
-        for (repro, gpu, params), by_gpu in sorted(points.items())
+        Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)), headline)
+        for (repro, gpu, params, headline), by_gpu in sorted(points.items())
         if len(by_gpu) >= MIN_GPUS
     ]
 
@@ -116,9 +147,20 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
                 "repro": b.repro,
                 "gpu": b.gpu,
                 "params": json.loads(b.params),
+                "headline": b.headline,
                 "center": b.center,
                 "half_width": b.half_width,
-                "points": [{"uuid": p.uuid, "value": p.value, "runs": list(p.runs)} for p in b.points],
+                "points": [
+                    {
+                        "uuid": p.uuid,
+                        "value": p.value,
+                        "runs": list(p.runs),
+                        "torch": list(p.torch),
+                        "driver": list(p.driver),
+                        "harness": list(p.harness),
+                    }
+                    for p in b.points
+                ],
             }
             for b in bands
         ],
@@ -129,26 +171,54 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
 def load(path: Path = DATA_FILE) -> list[Band]:
     """The bands in a data file; a missing or unreadable file is no band, never an error."""
     try:
-        doc = json.loads(path.read_text())
+        return load_text(path.read_text())
+    except OSError:
+        return []
+
+
+def load_text(data: str) -> list[Band]:
+    """The bands in a data file's text (``to_json``'s); unreadable text is no band, never an error."""
+    try:
+        doc = json.loads(data)
         return [
             Band(
                 str(b["repro"]),
                 str(b["gpu"]),
                 json.dumps(b["params"], sort_keys=True),
-                tuple(Point(str(p["uuid"]), float(p["value"]), tuple(map(str, p["runs"]))) for p in b["points"]),
+                tuple(
+                    Point(
+                        str(p["uuid"]),
+                        float(p["value"]),
+                        tuple(map(str, p["runs"])),
+                        tuple(map(str, p.get("torch", ()))),
+                        tuple(map(str, p.get("driver", ()))),
+                        tuple(map(str, p.get("harness", ()))),
+                    )
+                    for p in b["points"]
+                ),
+                str(b.get("headline") or ""),
             )
             for b in doc["bands"]
         ]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return []
 
 
 def lookup(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> Band | None:
-    """The band for this artifact's repro, GPU model and params, if one was measured."""
+    """The band for this artifact's repro, GPU model, params and headline comparison, if one was measured."""
     key = key_of(doc, joining=False)
     if key is None:
         return None
-    return next((b for b in (load() if bands is None else bands) if (b.repro, b.gpu, b.params) == key), None)
+    return next((b for b in (load() if bands is None else bands) if _key(b) == key), None)
+
+
+def _key(b: Band) -> Key:
+    return b.repro, b.gpu, b.params, b.headline
+
+
+def versions(b: Band) -> tuple[str, ...]:
+    """The harness source digests (first 12 hex digits) of the band's runs, each once."""
+    return _distinct(h for p in b.points for h in p.harness)
 
 
 def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> list[str]:
@@ -160,7 +230,7 @@ def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None
     ours = json.loads(key[2])
     out: set[str] = set()
     for b in load() if bands is None else bands:
-        if (b.repro, b.gpu) == key[:2] and b.params != key[2]:
+        if (b.repro, b.gpu) == key[:2] and b.headline == key[3] and b.params != key[2]:
             theirs = json.loads(b.params)
             out |= {n for n in set(ours) | set(theirs) if theirs.get(n, out) != ours.get(n, out)}
     return sorted(n for n in out if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", n))
@@ -169,11 +239,13 @@ def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None
 Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]
 
 
-def agree(a: float, b: float, band: Band | None) -> Agreement:
-    """Whether two headlines of one repro on one GPU model differ by more than GPUs of that model do."""
+def agree(a: float, b: float, band: Band | None, floor: float = 0.0) -> Agreement:
+    """Whether two headlines of one repro on one GPU model differ by more than GPUs of that model do:
+    by more than 2x the band's half-width, taken as at least ``floor`` (this run's own relative CI
+    half-width: a few GPUs' spread can be narrower than one run's CI)."""
     if band is None:
         return "no cross-GPU data"
-    return "consistent" if abs(b / a - 1) <= 2 * band.half_width else "differs beyond the band"
+    return "consistent" if abs(b / a - 1) <= 2 * max(band.half_width, floor) else "differs beyond the band"
 
 
 def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
@@ -198,8 +270,12 @@ def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
         if repros and b.repro not in repros:
             continue
         out.append(f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs")
-        out.append(f"  params {b.params}")
-        out += [f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {', '.join(p.runs) or '-'})" for p in b.points]
+        out.append(f"  headline comparison {b.headline or '(not recorded)'}; params {b.params}")
+        out += [
+            f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {', '.join(p.runs) or '-'}; torch {', '.join(p.torch) or '-'}; "
+            f"driver {', '.join(p.driver) or '-'}; harness {', '.join(p.harness) or '-'})"
+            for p in b.points
+        ]
     return out
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
-from repro.evidence import model, wheel
+from repro.evidence import band, model, wheel
 
 # GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
 BUNDLE_LIMIT = 24 * 1000 * 1000
@@ -180,7 +180,17 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     _add_harness(name, [root / f"{rid}.json" for rid in ids], out)
+    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
+
+
+def _add_band(name: str, repros: list[str], out: _Plan) -> None:
+    """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
+    torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines)."""
+    lines = band.show(band.load(), sorted(set(repros)))
+    said = lines or ["no re-run band for these repros"]
+    head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
+    out.members.append((f"{name}/band.txt", ("\n".join([head, *said]) + "\n").encode()))
 
 
 def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:

@@ -247,7 +247,9 @@ def _band_notes(rid: str, docs: Sequence[Artifact | None], labels: Sequence[str]
         a, b = float(base.verdict.value or 0.0), float(d.verdict.value or 0.0)  # measured: key_of saw a value
         change = f"{text(lab)} reads {b:.4g} against {a:.4g} in {text(base_label)} ({(b / a - 1) * 100:+.1f}%)"
         if key != base_key:
-            out.append(f"`{rid}`: {change}; other GPU models or params, so no re-run band applies")
+            out.append(
+                f"`{rid}`: {change}; other GPU models, params or headline comparisons, so no re-run band applies"
+            )
             continue
         extent = f" (±{found.half_width * 100:.1f}% over {len(found.points)} GPUs)" if found else ""
         out.append(f"`{rid}`: {change}: {band.agree(a, b, found)}{extent}")

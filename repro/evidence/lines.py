@@ -224,14 +224,22 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         where = "above all"
     else:
         where = "among them"
-    agreement = band.agree(b.center, value, b)
+    # The band's half-width counts as at least this run's own CI half-width (relative): two or three
+    # GPUs can agree more closely than one run's CI can tell.
+    ci = (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
+    agreement = band.agree(b.center, value, b, ci)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
+    width = f"±{fmt_pct(b.half_width * 100)} band"
+    if ci > b.half_width:
+        width = f"band (±{fmt_pct(b.half_width * 100)}, widened to this run's CI ±{fmt_pct(ci * 100)})"
+    harness = band.versions(b)
+    made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     return (
-        f"Re-run elsewhere: {gpus} {text(b.gpu)} {read}, this run "
-        f"{_sig4(value)} ({where}), {within} 2x their ±{fmt_pct(b.half_width * 100)} band: {agreement}."
+        f"Re-run elsewhere ({text(b.headline or 'headline')}{made}): {gpus} "
+        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width}: {agreement}."
     )
 
 
@@ -343,10 +351,12 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
     for doc in docs:
         r = rerun(doc)
         harness = r.install() or (f"# {r.predates()}" if r.predates() else None)
+        if r.run_id and (wheel := r.harness.wheel()):
+            # With its plots extra: `repro report` draws plots only with matplotlib.
+            wheels.setdefault(r.run_id, f"./{r.run_id}/harness/{wheel}")
+            harness = shlex.join(["pip", "install", f"./{r.run_id}/harness/{wheel}[{PLOTS_EXTRA}]"])
         if harness and harness not in lines:
             lines.append(harness)
-        if r.run_id and (wheel := r.harness.wheel()):
-            wheels.setdefault(r.run_id, f"./{r.run_id}/harness/{wheel}")
     if not lines:
         return None
     # The wheel paths start at the unpacked run folder, so the lines run from the folder that holds it.
@@ -355,12 +365,16 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         if wheels
         else "in the folder the bundle unpacks to"
     )
-    plots = f"`repro report RUN_DIR --out FILE` draws plots only with matplotlib (the harness's `{PLOTS_EXTRA}` extra)"
-    if wheels:
-        plots += f": {code(shlex.join(['pip', 'install', f'{next(iter(wheels.values()))}[{PLOTS_EXTRA}]']), limit=240)}"
+    plots = (
+        f"The harness's `{PLOTS_EXTRA}` extra brings matplotlib, without which `repro report RUN_DIR --out FILE` "
+        "draws no plots."
+        if wheels
+        else "`repro report RUN_DIR --out FILE` draws plots only with matplotlib "
+        f"(the harness's `{PLOTS_EXTRA}` extra)."
+    )
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
         + fence("\n".join(lines), "bash")
-        + f"\n{plots}.\n"
+        + f"\n{plots}\n"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,9 +110,10 @@ def _gib(n: Any) -> str:
     return f"{n / 2**30:.0f} GiB" if isinstance(n, int | float) else "-"
 
 
-def machine_summary(m: Machine, every: str | None = None) -> str:
+def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | None = None) -> str:
     """The facts a maintainer asks for first, from the fingerprint's fields, as a short list that is
-    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness."""
+    never cut: GPU SKU, driver, power and clocks; the libraries the process loaded; knobs; harness.
+    ``ceilings_in``: the repro whose process measured the ceilings, when the artifacts say."""
     f, nv = m.facts, m.facts.nvml
     onoff = {True: "on", False: "off", None: "-"}
     parts = [
@@ -127,8 +129,12 @@ def machine_summary(m: Machine, every: str | None = None) -> str:
         f"PCIe gen {nv.pcie_gen or '-'} x{nv.pcie_width or '-'}",
     ]
     if f.ceilings is not None:
-        shown = [f"{c.name} {c.value:.4g} {c.unit}" for c in f.ceilings]
-        parts.append(f"- Measured ceilings: {', '.join(shown) or '-'}")
+        shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
+        when = f", timed once in {ceilings_in}'s process" if ceilings_in else ""
+        parts.append(
+            f"- Measured ceilings (the tables' \"% of\"; this GPU's cuBLAS and copy rates{when}, "
+            f"not datasheet peaks): {', '.join(shown) or '-'}"
+        )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
         f"- Libraries loaded (from /proc/self/maps): "
@@ -145,9 +151,65 @@ def machine_summary(m: Machine, every: str | None = None) -> str:
     parts.append("- Knobs at process start: " + said)
     parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in f.env.items()) or "none"))
     h = f.host
-    parts.append(f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)")
+    parts.append(
+        f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)"
+        + "".join(f"; {x}" for x in host_words(f))
+    )
+    parts += [f"- {x}" for x in [container_words(f), install_words(f)] if x]
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
+
+
+_VIRTUALIZATION = {0: "GPU not virtualized", 1: "GPU passthrough", 2: "vGPU", 3: "host vGPU", 4: "host vSGA"}
+_COMPUTE_MODE = {0: "default", 1: "exclusive thread", 2: "exclusive process", 3: "prohibited"}
+_VENDOR = re.compile(r"^Hypervisor vendor:\s*(\S.*?)\s*$", re.MULTILINE)
+
+
+def host_words(f: MachineFacts) -> list[str]:
+    """Whether the host is a virtual machine (collect_env's hypervisor vendor, else the CPU's
+    hypervisor flag), how NVML says the GPU is virtualized, and its compute mode."""
+    out = []
+    vendor = _VENDOR.search(f.collect_env)
+    if vendor:
+        out.append(f"{vendor.group(1)} guest (collect_env's hypervisor vendor)")
+    elif f.host.hypervisor is not None:
+        out.append("a VM guest (CPU hypervisor flag)" if f.host.hypervisor else "no CPU hypervisor flag (bare metal)")
+    mode = f.nvml.virtualization_mode
+    out.append(
+        _VIRTUALIZATION.get(mode, f"GPU virtualization mode {mode}")
+        if mode is not None
+        else "GPU virtualization: not recorded"
+    )
+    if f.nvml.compute_mode is not None:
+        out.append(f"compute mode {_COMPUTE_MODE.get(f.nvml.compute_mode, str(f.nvml.compute_mode))}")
+    return out
+
+
+def container_words(f: MachineFacts) -> str | None:
+    """A container: its markers, and its image, or that the image cannot be seen from inside it."""
+    if not f.in_container and not f.image:
+        return None
+    seen = ", ".join(f.cgroup_hints)
+    marks = "Container: yes (" + (f"cgroup names {seen}" if seen else "/.dockerenv or /run/.containerenv") + ")"
+    image = (
+        f"image {f.image}" + (f"@{f.image_digest}" if f.image_digest else "")
+        if f.image
+        else ("image: not visible from inside the container")
+    )
+    return f"{marks}; {image}"
+
+
+def install_words(f: MachineFacts) -> str | None:
+    """How torch was installed (fingerprint ``software.torch.install``), when recorded."""
+    got = f.torch_install
+    if not got:
+        return None
+    by = got.get("installer") or "an unknown installer"
+    tags = got.get("wheel_tags") or []
+    wheel = f"a wheel tagged {', '.join(map(str, tags))}" if tags else "no wheel tag"
+    url = got.get("direct_url")
+    src = f"from {url}" if url else "from an index (no direct_url.json)"
+    return f"torch installed by {by}, {wheel}, {src}, in {got.get('location') or '-'}"
 
 
 def _span(values: Sequence[Any], unit: str) -> str:

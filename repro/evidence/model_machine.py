@@ -78,6 +78,8 @@ class Nvml:
     mig_mode: bool | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    compute_mode: int | None = None  # NVML_COMPUTEMODE_*: 0 default, 2 exclusive process, 3 prohibited
+    virtualization_mode: int | None = None  # NVML_GPU_VIRTUALIZATION_MODE_*: 0 none, 1 passthrough, 2 vGPU, ...
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class Ceiling:
     name: str
     value: float
     unit: str
+    method: str | None = None  # how it was measured ("8192^3 fp32 matmul, TF32 off")
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Host:
     python: str | None = None
     cpu: str | None = None
     cpu_count: int | None = None
+    hypervisor: bool | None = None  # /proc/cpuinfo's hypervisor flag (since schema 1.6)
 
 
 @dataclass(frozen=True)
@@ -140,13 +144,20 @@ class MachineFacts:
     knobs: Mapping[str, Any] = field(default_factory=dict)  # torch's knobs at process start, as recorded
     env: Mapping[str, str] = field(default_factory=dict)  # the allowlisted environment variables set
     host: Host = Host()
+    in_container: bool | None = None  # /.dockerenv or /run/.containerenv seen; None: not recorded
+    cgroup_hints: tuple[str, ...] = ()  # container runtimes /proc/self/cgroup names (since 1.6)
+    torch_install: Mapping[str, Any] = field(default_factory=dict)  # software.torch.install (since 1.6)
 
 
 def _ceilings(raw: Any) -> tuple[Ceiling, ...] | None:
     if not raw or not isinstance(raw, Mapping):
         return None
     measured = ((str(k), number(c.get("value")), c) for k, c in raw.items() if isinstance(c, Mapping))
-    return tuple(Ceiling(k, value, str(c.get("unit"))) for k, value, c in measured if value)
+    return tuple(
+        Ceiling(k, value, str(c.get("unit")), c["method"] if isinstance(c.get("method"), str) else None)
+        for k, value, c in measured
+        if value
+    )
 
 
 def _libraries(raw: Mapping[str, Any]) -> tuple[Library, ...]:
@@ -170,6 +181,8 @@ def _nvml(nv: Mapping[str, Any]) -> Nvml:
         mig_mode=_flag(nv.get("mig_mode")),
         pcie_gen=_int(nv.get("pcie_gen")),
         pcie_width=_int(nv.get("pcie_width")),
+        compute_mode=_int(nv.get("compute_mode")),
+        virtualization_mode=_int(nv.get("virtualization_mode")),
     )
 
 
@@ -183,7 +196,8 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
     sw = mapping(fp.get("software"))
     torch = mapping(sw.get("torch"))
     magma = torch.get("has_magma")
-    env = mapping(mapping(fp.get("container")).get("env"))
+    box = mapping(fp.get("container"))
+    env = mapping(box.get("env"))
     host = mapping(fp.get("host"))
     nvml = _nvml(mapping(gpu.get("nvml")))
     te = sw.get("transformer_engine")
@@ -216,5 +230,9 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
             python=string(host.get("python")) if host.get("python") else None,
             cpu=string(host.get("cpu")) if host.get("cpu") else None,
             cpu_count=_int(host.get("cpu_count")),
+            hypervisor=_flag(host.get("hypervisor")),
         ),
+        in_container=bool(box.get("dockerenv") or box.get("containerenv")) if "dockerenv" in box else None,
+        cgroup_hints=tuple(str(x) for x in box.get("cgroup_hints") or () if isinstance(x, str)),
+        torch_install=mapping(torch.get("install")),
     )

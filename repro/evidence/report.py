@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.kernelnames import recut
-from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import script_member
 from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
-    MEASURED,
     band_line,
     diff_lines,
     install_block,
@@ -36,7 +34,7 @@ from repro.evidence.lines import (
     seed_vs_ours,
     stack_line,
 )
-from repro.evidence.machines import machine_summary, machines, state_line
+from repro.evidence.machines import machines
 from repro.evidence.markdown import (
     PASTE_LIMIT,
     PASTE_LINES,
@@ -44,16 +42,23 @@ from repro.evidence.markdown import (
     code,
     current_ratios,
     fence,
-    fmt_pct,
     html_text,
-    md_table,
     text,
-    verdict_cell,
-    verdict_label,
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.standalone import harness_of
+from repro.evidence.report_parts import (
+    bundle_names,
+    environment,
+    identity_lines,
+    kernel_method,
+    legend,
+    method_line,
+    not_tested,
+    run_order,
+    summary_table,
+    traces_words,
+)
 from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
@@ -78,136 +83,9 @@ __all__ = [
 # Warnings listed in a repro's details block.
 WARNINGS_SHOWN = 5
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_LIBRARIES = "Versions of relevant libraries"
-_STACK = re.compile(r"^\[[a-z0-9]+\] (?:(?:torch|triton|numpy)==|cuda-|transformer[-_]engine)")
 # A skip reason longer than this is said in full once, then by its first clause.
 _LONG_REASON = 60
 _CLOCKS_WARNING = ": clocks-event reasons while measuring: "
-_NVIDIA = re.compile(r"^\[[a-z0-9]+\] nvidia-")
-
-
-# --------------------------------------------------------------------------- head
-
-
-def _date(doc: Artifact) -> str | None:
-    created = doc.run.created_utc[:10]
-    return created if _DATE.fullmatch(created) else None
-
-
-def identity_lines(docs: Sequence[Artifact]) -> list[str]:
-    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s)."""
-    seen: dict[str, list[str]] = {}
-    for d in docs:
-        e = essentials(d.fingerprint)
-        cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
-        words = ", ".join(
-            [
-                text(e["gpu"]),
-                f"driver {text(e['driver'])}" if e["driver"] else "no GPU driver read",
-                f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])})" if e["torch"] else "no torch",
-                text(harness_of(d).words()),
-            ]
-        )
-        seen.setdefault(words, []).extend(x for x in [_date(d)] if x)
-    out = []
-    for words, dates in seen.items():
-        span = sorted(set(dates))
-        when = "" if not span else f", {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "")
-        out.append(words + when)
-    return out
-
-
-def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
-    if doc.verdict.status not in MEASURED or doc.verdict.value is None:
-        return "-"
-    b = band.lookup(doc, bands)
-    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
-
-
-def _status(doc: Artifact) -> str:
-    status = f"**{text(doc.verdict.status, cell=True)}**"
-    if setting := scope.only(doc):
-        status += f" ({text(setting, cell=True)} only)"
-    status += " (quick run)" if doc.run.quick else ""
-    return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
-
-
-def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
-    """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
-    known = band.load() if bands is None else bands
-    rows = [
-        [
-            text(d.repro.id, cell=True),
-            _status(d),
-            with_whole_steps(d, verdict_cell(d.verdict, None)),
-            f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
-            _band_cell(d, known),
-        ]
-        for d in docs
-    ]
-    headers = ["repro", "status", "headline ratio (CI)", "threshold", "re-run on another GPU of this model"]
-    return md_table(rows, headers)
-
-
-def legend(docs: Sequence[Artifact]) -> str:
-    """What the summary and the sections' words mean, in one line: the CI and the re-run band, a
-    "worst of k" level (the first such headline's own numbers), n against rounds, us/call."""
-    worst = next((verdict_label(d.verdict) for d in docs if "worst of" in verdict_label(d.verdict)), None)
-    said = ""
-    if worst:
-        pct, k = worst.split(" CI, worst of ")
-        said = (
-            f' "{pct} CI, worst of {k}": {k} comparisons decide together, each CI at 1 - 0.05/{k} '
-            "(Bonferroni); the headline is the largest ratio."
-        )
-    return (
-        "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
-        "(`python -m repro.evidence.band --show REPRO`; repro/evidence/data/rerun_band.json in the wheel)."
-        f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
-        "rounds: paired rounds behind a ratio. us/call: a kernel's time "
-        "summed over its launches in one call._"
-    )
-
-
-def bundle_names(docs: Sequence[Artifact]) -> str:
-    """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
-    return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
-
-
-def traces_words(docs: Sequence[Artifact]) -> str:
-    """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
-    variant), and which measured variants were never profiled, from the variants' kernel tables."""
-    have, none, notes = [], [], []
-    for d in docs:
-        ran = [v for v in d.variants if v.status == "ok" and v.timing is not None]
-        bare = [v for v in ran if not v.kernels and not v.profiled_iterations]
-        rid = text(d.repro.id)
-        if not ran or len(bare) == len(ran):
-            none.append(rid)
-            continue
-        have.append(rid)
-        if not bare:
-            continue
-        if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
-            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled")
-        else:
-            notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
-    if not have:
-        said = "no traces"
-    elif len(have) == len(docs) > 1:
-        said = "traces of every repro"
-    else:
-        said = f"traces of {', '.join(have)}"
-    said += f" ({'; '.join(notes)})" if notes else ""
-    return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
-
-
-def _not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
-    lines = scope.not_tested(docs, declared)
-    if not lines:
-        return ""
-    return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
 
 
 # --------------------------------------------------------------------------- a repro's section
@@ -250,20 +128,28 @@ def _notes(doc: Artifact) -> list[str]:
     return notes
 
 
-def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine: str | None) -> str:
-    """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script."""
+def _details(
+    doc: Artifact, figs: Sequence[Figure], declared: Declared, machine: str | None, compact: bool = False
+) -> str:
+    """The rest of a repro's evidence, collapsed: variants, comparisons, warnings, time, the script.
+
+    ``compact``: without the side measurements, the variants table, the plots and the time, which
+    the bundle holds (the artifact's ``verdict.details``, ``variants`` and ``run``, ``plots/``): the
+    comparisons, the script and the source digest stay."""
     r, v = doc.repro, doc.verdict
     rid = r.id
     smoke = is_smoke(doc)
     body: list[str] = []
     shown = [d for d in v.details if not restated(doc, d)]
-    if shown:
+    if shown and not compact:
         body += [" ".join(text(with_whole_steps(doc, current_ratios(d, v))) for d in shown), ""]
-    if doc.variants:
+    if doc.variants and not compact:
         body += [variants_table(doc), ""]
     table = comparisons_table(doc)
     body += [table, ""] if table else []
-    body += _figure_lines(figs)
+    # Compact: what is left out is named once, in the note at the top of the report.
+    if not compact:
+        body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
     if v.threshold_why and isinstance(v.threshold, int | float):
@@ -273,7 +159,7 @@ def _details(doc: Artifact, figs: Sequence[Figure], declared: Declared, machine:
     phases = list((doc.run.phases_s or {}).items())
     spent = artifact.format_breakdown(phases, min_s=0.5)
     busy = artifact.format_busy(doc.raw)  # artifact.py's reading of the document, shared with `repro all`
-    if spent:
+    if spent and not compact:
         facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
@@ -305,8 +191,11 @@ def repro_section(
     figs: Sequence[Figure] = (),
     declared: Declared | None = None,
     bands: Sequence[band.Band] | None = None,
+    kernels_said: bool = False,
 ) -> tuple[str, str]:
     """The repro's short section and its ``<details>`` block (kept apart: the details go first when space is short).
+
+    ``kernels_said``: the report's head said where every repro's kernel tables come from.
 
     ``declared``: what the caller looked up in the catalog for this artifact (impact for an
     artifact that lacks it, whether a script could be regenerated).
@@ -323,7 +212,9 @@ def repro_section(
         reasons = [restate(x, doc) for x in validity.reasons]
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
-    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: "}.get(v.status, "")
+    lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: ", "inconclusive": "Inconclusive, "}.get(
+        v.status, ""
+    )
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
     if doc.error:
@@ -332,6 +223,7 @@ def repro_section(
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += seed_vs_ours(doc, declared)
+    items += [x for x in [method_line(doc, kernels_said)] if x]
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]
@@ -347,64 +239,14 @@ def repro_section(
     return "\n".join(lines), _details(doc, figs, declared, machine)
 
 
-# --------------------------------------------------------------------------- environment
-
-
-def _library_section(output: str) -> str | None:
-    """collect_env's library section, its entries joined on a few lines (verbatim in the artifact)."""
-    if _LIBRARIES not in output:
-        return None
-    section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
-    entries = [ln.strip() for ln in section.splitlines()[1:] if ln.strip()]
-    # The GPU stack only (torch, triton, numpy, NVIDIA's and CUDA's packages): the rest of the list
-    # is in the artifact and the bundle, and said to be there.
-    kept = [e for e in entries if _STACK.search(e) or not e.startswith("[")]
-    wheels = sum(1 for e in entries if _NVIDIA.search(e))
-    others = len(entries) - len(kept) - wheels
-    left = ", ".join(
-        x for x in [f"{wheels} nvidia-* wheels" if wheels else "", f"{others} other packages" if others else ""] if x
-    )
-    entries = kept
-    by_tool: dict[str, list[str]] = {}
-    for e in entries:
-        tool, _, rest = e.partition("] ")
-        by_tool.setdefault(tool + "]" if rest else "", []).append(rest or e)
-    lines = []
-    for tool, items in by_tool.items():
-        line = tool
-        for item in items:
-            if len(line) + len(item) + 2 > 150 and line != tool:
-                lines.append(line.rstrip(","))
-                line = tool
-            line += (" " if line else "") + item + ","
-        lines.append(line.rstrip(","))
-    return f"{_LIBRARIES}:\n" + "\n".join(lines) + (f"\n(and {left}: in the artifact)" if left else "")
-
-
-def _environment(full: Sequence[Artifact], machine_of: Mapping[int, str]) -> list[str]:
-    """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries."""
-    mach, _ = machines(full)
-    if not mach:
-        return []
-    out = ["## Environment", ""]
-    for m in mach:
-        # One machine ran everything: "every repro here" says it without the list of ids.
-        body = [machine_summary(m, "every repro here" if len(mach) == 1 else None), ""]
-        mine = [d for d in full if machine_of.get(id(d)) == m.label]
-        body += [state_line(mine), ""]
-        outputs = dict.fromkeys(d.machine.collect_env for d in mine)
-        for o in outputs:
-            libs = _library_section(o)
-            if libs:
-                body += [
-                    "collect_env's library section (the whole output is in the artifact):",
-                    "",
-                    fence(libs),
-                    "",
-                ]
-        summary = html_text(f"machine {m.label}: fingerprint, GPU state, libraries")
-        out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
-    return out
+def compact_details(
+    doc: Artifact | Mapping[str, Any],
+    machine: str | None = None,
+    figs: Sequence[Figure] = (),
+    declared: Declared | None = None,
+) -> str:
+    """A repro's ``<details>`` without its variants table and plots (``_details``'s ``compact``)."""
+    return _details(model.run_of(doc), figs, declared or Declared(), machine, compact=True)
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -469,6 +311,7 @@ def report(
     if figures is None:
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
+    kernels_said = False
     ident = identity_lines(runs)
     if len(ident) == 1:
         head += [ident[0], ""]
@@ -478,6 +321,9 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
+        order = run_order([d for d in runs if not is_smoke(d)])
+        head += [order, ""] if order else []
+        kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
             head += [
                 legend(runs)
@@ -499,24 +345,32 @@ def report(
             "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
-    scope_md = _not_tested(runs, declared)
+    scope_md = not_tested(runs, declared)
     full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
-    sections = [
-        repro_section(d, which.get(id(d)), [f for f in figures if f.repro_id == d.repro.id], of(d, declared), known)
-        for d in runs
-    ]
-    env = _environment(full, machine_of)
+    figs_of = {id(d): [f for f in figures if f.repro_id == d.repro.id] for d in runs}
+    sections = [repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known, kernels_said) for d in runs]
+    compact = {
+        d.repro.id: compact_details(d, which.get(id(d)), figs_of[id(d)], of(d, declared)) if more else ""
+        for d, (_, more) in zip(runs, sections, strict=True)
+    }
+    env = environment(full, machine_of)
+    env_compact = environment(full, machine_of, compact=True)
     install = install_block(runs)
     dropped: list[str] = []
+    shortened: list[str] = []
     env_dropped = False
+    env_short = False
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped:
-            gone = [f"the details of {', '.join(dropped)}"] if dropped else []
+        if dropped or env_dropped or shortened or env_short:
+            whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
+            gone = [f"the side measurements, variants tables, plots and time of {whose}"] if shortened else []
+            gone += ["collect_env's library list"] if env_short else []
+            gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
         if scope_md:
@@ -526,9 +380,9 @@ def report(
         for d, (section, more) in zip(runs, sections, strict=True):
             parts.append(section)
             if more and d.repro.id not in dropped:
-                parts.append(more)
+                parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
-            parts += env
+            parts += env_compact if env_short else env
         return said_once(parts, skip_reasons(runs))
 
     def fits(parts: Sequence[str]) -> bool:
@@ -536,7 +390,18 @@ def report(
         return chars <= limit and (max_lines is None or lines <= max_lines)
 
     parts = assemble()
-    # The details blocks go first, largest first: each is one click away in the bundle too.
+    # The details blocks' bulk goes first (variants tables and plots, largest saving first), then
+    # whole details blocks, largest first: each is one click away in the bundle too.
+    saving = {d.repro.id: len(more) - len(compact[d.repro.id]) for d, (_, more) in zip(runs, sections, strict=True)}
+    for rid in sorted(saving, key=lambda r: -saving[r]):
+        if fits(parts):
+            break
+        if saving[rid] > 0:
+            shortened.append(rid)
+            parts = assemble()
+    if not fits(parts) and env_compact != env:
+        env_short = True
+        parts = assemble()
     for d, (_, more) in sorted(zip(runs, sections, strict=True), key=lambda p: -len(p[1][1])):
         if fits(parts) or not more:
             break

@@ -9,6 +9,7 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -209,6 +210,9 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
     return var.name not in used and not named
 
 
+_EXCEPTION = re.compile(r": (?=[A-Z][A-Za-z]*(?:Error|Exception): )")
+
+
 def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
     GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks)."""
@@ -228,7 +232,9 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         by_reason: dict[str, list[str]] = {}
         for var in doc.variants:
             if var.status != "ok" and not _by_design(doc, var):
-                why = f"{var.status}: {var.reason or 'no reason recorded'}"
+                # The exception that says it again ("...: ModuleNotFoundError: No module named 'x'") is in the artifact.
+                reason = _EXCEPTION.split(var.reason or "", maxsplit=1)[0] or "no reason recorded"
+                why = f"{var.status}: {reason}"
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
             # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
@@ -246,17 +252,34 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     facts = [essentials(d.fingerprint) for d in docs]
     run_gpus = sorted({str(e["gpu"]) for e in facts})
     missing: dict[str, list[str]] = {}
+    unnamed: list[str] = []
     for doc in docs:
-        for g in seed_gpus(doc, of(doc, declared)):
+        gpus = seed_gpus(doc, of(doc, declared))
+        seed_said = "seed_gpus" in doc.repro.recorded or getattr(of(doc, declared), "seed_gpus", None) is not None
+        if not gpus and seed_said and not doc.smoke:
+            unnamed.append(doc.repro.id)
+        for g in gpus:
             if not _covered(g, run_gpus):
                 missing.setdefault(g, []).append(doc.repro.id)
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
         lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
-    stacks = sorted({f"torch {e['torch'] or '-'}, CUDA {e['cuda'] or '-'}, {e['lane']}" for e in facts})
+    if unnamed:
+        whose = f"{unnamed[0]}'s seed does" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} do"
+        lines.append(f"{whose} not name its GPU: the seed's own GPU was not run.")
+    stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(
-            f"One software stack only ({stacks[0]}): other torch, CUDA and library versions and the Docker lanes "
-            "(make matrix) were not run here."
+            f"One software stack only ({stacks[0]}): other torch, CUDA and library versions, other NVIDIA drivers "
+            "than this one, and the Docker lanes (make matrix) were not run here."
         )
     return lines
+
+
+def _stack(doc: Artifact, e: Mapping[str, Any]) -> str:
+    """torch, CUDA, the lane, the driver and the GEMM and solver libraries the process loaded."""
+    libs = {lib.name: lib.version for lib in doc.machine.libraries if lib.loaded}
+    said = [f"torch {e['torch'] or '-'}", f"CUDA {e['cuda'] or '-'}", str(e["lane"])]
+    said += [f"driver {e['driver']}"] if e.get("driver") else []
+    said += [f"{name} {libs[key]}" for key, name in (("cublas", "cuBLAS"), ("cusolver", "cuSOLVER")) if libs.get(key)]
+    return ", ".join(said)

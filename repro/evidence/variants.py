@@ -126,7 +126,7 @@ def variants_table(a: Artifact) -> str:
         )
     if not rows:
         return ""
-    headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (of ceiling)"]
+    headers = ["variant", "median (95% CI)", "n", "timed by", "achieved (% of measured ceiling)"]
     if all(r[4] == "-" for r in rows):
         rows, headers = [r[:4] for r in rows], headers[:4]
     if len({r[3] for r in rows}) == 1:  # one timer for all: said in the header

@@ -79,3 +79,38 @@ def test_an_inconclusive_run_with_a_headline_still_gets_its_band_line() -> None:
     assert line is not None and "2 NVIDIA H200 GPUs read 1.000-1.020" in line and "consistent" in line
     doc["verdict"] = {"status": "skipped", "value": None, "paired": True}
     assert band_line(model.run_of(doc), [b]) is None
+
+
+def test_different_headline_comparisons_never_pool() -> None:
+    te = [_doc("a", 1.9), _doc("b", 1.95)]
+    torch = [_doc("c", 1.0), _doc("d", 1.01)]
+    for d in te:
+        d["verdict"]["headline"] = "te"  # type: ignore[index]
+    for d in torch:
+        d["verdict"]["headline"] = "torch_fused"  # type: ignore[index]
+    bands = band.compute(te + torch)
+    assert sorted((b.headline, len(b.points)) for b in bands) == [("te", 2), ("torch_fused", 2)]
+    assert band.lookup(torch[0], bands) is next(b for b in bands if b.headline == "torch_fused")
+
+
+def test_each_point_says_which_torch_driver_and_harness_ran_it() -> None:
+    a, b = _doc("a", 1.0), _doc("b", 1.02)
+    for d, uuid, sha in ((a, "a", "1" * 64), (b, "b", "2" * 64)):
+        d["fingerprint"] = {
+            "gpu": {"name": "NVIDIA H200", "uuid": uuid, "nvml": {"driver_version": "580.1"}},
+            "software": {"torch": {"version": "2.11.0+cu130"}},
+            "harness": {"source_sha256": sha},
+        }
+    (got,) = band.compute([a, b])
+    assert [p.harness for p in got.points] == [("1" * 12,), ("2" * 12,)]
+    assert band.versions(got) == ("1" * 12, "2" * 12)
+    again = band.load_text(band.to_json([got], ["x"]))
+    assert again == [got]
+    shown = "\n".join(band.show([got]))
+    assert f"harness {'1' * 12}" in shown and "headline comparison" in shown
+
+
+def test_a_band_narrower_than_the_runs_ci_is_widened_to_it() -> None:
+    (b,) = band.compute([_doc("a", 1.0000), _doc("b", 1.0002)])
+    assert band.agree(1.0001, 1.003, b) == "differs beyond the band"
+    assert band.agree(1.0001, 1.003, b, floor=0.002) == "consistent"  # 0.3% < 2 x 0.2%

@@ -49,7 +49,7 @@ def test_report_has_summary_sections_details_and_environment(full_doc: dict[str,
     assert "<details><summary>5090-linear: tables, warnings, time</summary>\n\n" in text
     assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in text
     run_id = full_doc["run"]["run_id"]
-    assert f"pip install ./{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
+    assert f"pip install './{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
     assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert "_Smoke run:" not in text
 
@@ -59,7 +59,14 @@ def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[
     big["verdict"]["details"] = ["a long sentence of the repro's own " * 700]
     text = report([big])
     assert len(text) <= PASTE_LIMIT
-    assert "To fit one screen this report left out the details of 5090-linear; they are in `" in text
+    # The bulk goes first (here the side measurement); the details block stays, compact.
+    assert "To fit one screen this report left out the side measurements, variants tables, plots and time of " in text
+    assert "<details><summary>5090-linear: tables" in text and "a long sentence" not in text
+    huge = json.loads(json.dumps(big))
+    huge["verdict"]["breakdown"] = [dict(huge["verdict"]["breakdown"][0], comparison=f"c{i}") for i in range(400)]
+    text = report([huge])
+    assert len(text) <= PASTE_LIMIT and "left out the side measurements" in text
+    assert "the details of 5090-linear; they are in `" in text  # a compact block too large goes whole
     assert "| 5090-linear " in text and "<summary>machine A:" in text  # the summary and the environment stay
 
 

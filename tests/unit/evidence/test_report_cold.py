@@ -81,18 +81,18 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert re.search(
         r"\d+ other NVIDIA H200 GPUs read 9\.349-9\.586, this run 9\.335 \(below all\), within 2x their", line
     )
-    assert (
-        "`python -m repro.evidence.band --show REPRO`" in rendered and "repro/evidence/data/rerun_band.json" in rendered
-    )
+    assert "(their runs, torch, drivers, harness: the bundle's `band.txt`)" in rendered
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None
-    far = [band.Band(*key, points=(band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",))))]
+    points = (band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",)))
+    far = [band.Band(*key[:3], points=points, headline=key[3])]
     assert "this run 9.335 (below all), outside 2x their ±2.4% band: differs beyond" in report([doc], bands=far)
     assert band.main(["--show", "solve-512-cliff"]) == 0
     out = capsys.readouterr().out
     uuid = doc["fingerprint"]["gpu"]["uuid"]
-    assert f"GPU {uuid[:8]}: 9.335 (runs 20261201T111151Z-438281)" in out and "rerun_band.json" in out
+    assert f"GPU {uuid[:8]}: 9.335 (runs 20261201T111151Z-438281; torch 2.11.0+cu130" in out
+    assert "rerun_band.json" in out
     assert band.main(["--show", "nope"]) == 2
     assert "no re-run band for nope; bands exist for: " in capsys.readouterr().err
 
@@ -145,7 +145,7 @@ def test_an_off_architecture_artifact_validates_and_reports_inconclusive(docs: l
     assert artifact.validation_errors(doc) == []
     text = report([doc])
     row = next(ln for ln in text.splitlines() if ln.startswith("| 5090-linear"))
-    assert "| **inconclusive** | 0.92x (95% CI 0.91-0.92) |" in row
+    assert "| **inconclusive** | not tested: not on this architecture | 0.92x (95% CI 0.91-0.92) |" in row
     assert "instead, on this GPU: t(nn.Linear)/t(x @ w.t() + b), fp32 was 0.92x" in visible(text, "5090-linear")
     doc["repro"]["claim_arch"] = ["sm_120"]
     assert artifact.validation_errors(doc)  # a compute capability, as the fingerprint writes it

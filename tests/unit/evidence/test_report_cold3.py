@@ -39,7 +39,7 @@ def scope(text: str) -> str:
 def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cover() -> None:
     said = {rid: " ".join(cls.untested) for rid, cls in catalog.load().items()}
     assert "PyTorch 2.13 or later" in said["solve-512-cliff"] and "without MAGMA" in said["solve-512-cliff"]
-    assert "other drivers" in said["graph-memset"] and "other GPU architectures" in said["graph-memset"]
+    assert "other drivers" in said["graph-memset"] and "other architectures (Ada, Blackwell)" in said["graph-memset"]
     assert "full FLUX model with diffusers/peft on a 32 GB card" in said["lora-batch-scaling"]
     assert "other cuBLAS versions" in said["5090-linear"]
     assert said["fused-adam-capturable"] == ""  # its module states nothing beyond the skipped TE variants
@@ -59,7 +59,8 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     rendered = report(docs, declared=scripts.declared(docs))
     lines = scope(rendered)
     assert "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed issue, a batch-aware heuristic" in lines
-    assert "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other GPU" in lines
+    memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other architectures"
+    assert f"{memset} (Ada, Blackwell)" in lines
     assert "- lora-batch-scaling, not covered: the full FLUX model" in lines
     assert "fused-adam-capturable, not covered" not in lines
     assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
@@ -107,9 +108,8 @@ def test_the_install_block_pins_the_cuda_bindings_that_ran(docs: list[dict[str, 
 def test_the_install_block_says_where_to_run_it_and_how_to_draw_the_plots(docs: list[dict[str, Any]]) -> None:
     block = str(install_block([run_of(d) for d in docs]))
     assert block.startswith("**Re-run**, from the folder holding the unpacked `20261201T162744Z-bc9a25/`: ")
-    assert "in the folder the bundle unpacks to" not in block and f"\npip install {WHEEL}\n" in block
-    plots = f"draws plots only with matplotlib (the harness's `plots` extra): `pip install '{WHEEL}[plots]'`."
-    assert plots in block
+    assert "in the folder the bundle unpacks to" not in block and f"\npip install '{WHEEL}[plots]'\n" in block
+    assert "The harness's `plots` extra brings matplotlib, without which `repro report RUN_DIR --out FILE`" in block
     assert f'\n{PLOTS_EXTRA} = ["matplotlib' in (ROOT / "pyproject.toml").read_text()  # the wheel's extra
 
 

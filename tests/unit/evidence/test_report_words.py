@@ -47,13 +47,13 @@ def test_one_install_block_says_what_to_install_besides_the_wheel(rendered: str,
     assert said + "PATH (graph-memset's pure CUDA twin; this run's: cuda_13.0.r13.0)" in head
     wheel = "./20261201T111151Z-438281/harness/gpu_repro-0.1.0+src.28ba2d578778-py3-none-any.whl"
     block = "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130\n"
-    assert f"```bash\n{block}pip install 'cuda-bindings==13.*'\npip install {wheel}\n```" in head
-    # Once for the report, not once per repro; the fourth is the plots extra, after the block.
-    assert rendered.count("pip install") == 4 and f"`pip install '{wheel}[plots]'`" in head
+    assert f"```bash\n{block}pip install 'cuda-bindings==13.*'\npip install '{wheel}[plots]'\n```" in head
+    # Once for the report, not once per repro; the wheel with its plots extra (matplotlib).
+    assert rendered.count("pip install") == 3
     assert "```bash\nrepro run solve-512-cliff --set n_min=510" in section(rendered, "solve-512-cliff")
     # Without graph-memset there is nothing but torch and the wheel to install.
     alone = report([by_id(docs, "5090-linear")]).split("\n## `", 1)[0]
-    assert "cuda-bindings" not in alone and "nvcc" not in alone and f"pip install {wheel}" in alone
+    assert "cuda-bindings" not in alone and "nvcc" not in alone and f"pip install '{wheel}[plots]'" in alone
 
 
 def test_the_gpu_tool_extracts_the_wheel_and_the_5090_linear_line(rendered: str, tmp_path: Any) -> None:
@@ -65,7 +65,7 @@ def test_the_gpu_tool_extracts_the_wheel_and_the_5090_linear_line(rendered: str,
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "report.md")], capture_output=True, text=True)
     lines = out.stdout.splitlines()
     assert out.returncode == 0, out.stderr
-    assert lines[0] == "set -e" and lines[1].startswith("pip install ./20261201T111151Z-438281/harness/gpu_repro-")
+    assert lines[0] == "set -e" and lines[1].startswith("pip install './20261201T111151Z-438281/harness/gpu_repro-")
     assert lines[2].startswith("repro run 5090-linear --set batch=256") and len(lines) == 3
 
 

@@ -1,0 +1,361 @@
+"""The report's head (the identity line, the summary table and its legend, what the bundle holds,
+what was not tested) and its environment part (one ``<details>`` per machine).
+
+Everything here reads the artifacts only; ``repro.evidence.report`` puts the parts together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from repro.env.fingerprint import essentials
+from repro.evidence import band, scope
+from repro.evidence.declared import Declarations
+from repro.evidence.lines import MEASURED
+from repro.evidence.machines import machine_summary, machines, state_line
+from repro.evidence.markdown import fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
+from repro.evidence.model import Artifact
+from repro.evidence.standalone import harness_of
+from repro.evidence.variants import with_whole_steps
+
+__all__ = [
+    "bundle_names",
+    "claim_cell",
+    "method_line",
+    "run_order",
+    "environment",
+    "identity_lines",
+    "kernel_method",
+    "legend",
+    "not_tested",
+    "summary_table",
+    "traces_words",
+]
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_LIBRARIES = "Versions of relevant libraries"
+_STACK = re.compile(r"^\[[a-z0-9]+\] (?:(?:torch|triton|numpy)==|cuda-|transformer[-_]engine)")
+_NVIDIA = re.compile(r"^\[[a-z0-9]+\] nvidia-")
+
+
+# --------------------------------------------------------------------------- head
+
+
+def _date(doc: Artifact) -> str | None:
+    created = doc.run.created_utc[:10]
+    return created if _DATE.fullmatch(created) else None
+
+
+def identity_lines(docs: Sequence[Artifact]) -> list[str]:
+    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s)."""
+    seen: dict[str, list[str]] = {}
+    for d in docs:
+        e = essentials(d.fingerprint)
+        cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
+        words = ", ".join(
+            [
+                text(e["gpu"]),
+                f"driver {text(e['driver'])}" if e["driver"] else "no GPU driver read",
+                f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])})" if e["torch"] else "no torch",
+                text(harness_of(d).words()),
+            ]
+        )
+        seen.setdefault(words, []).extend(x for x in [_date(d)] if x)
+    out = []
+    for words, dates in seen.items():
+        span = sorted(set(dates))
+        when = "" if not span else f", {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "")
+        out.append(words + when)
+    return out
+
+
+def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
+    if doc.verdict.status not in MEASURED or doc.verdict.value is None:
+        return "-"
+    b = band.lookup(doc, bands)
+    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
+
+
+def _status(doc: Artifact) -> str:
+    status = f"**{text(doc.verdict.status, cell=True)}**"
+    if setting := scope.only(doc):
+        status += f" ({text(setting, cell=True)} only)"
+    status += " (quick run)" if doc.run.quick else ""
+    return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
+
+
+def _short_reason(reason: str) -> str:
+    """A claim's not-tested reason by its telling clause: the first that says what was not there."""
+    parts = [p.strip() for p in reason.split(": ") if p.strip()]
+    told = next((p for p in parts if " not " in f" {p} "), None) or next((p for p in parts if "skipped" in p), None)
+    return told or (parts[0] if parts else "no reason recorded")
+
+
+def claim_cell(doc: Artifact) -> str:
+    """Whether the headline measured the seed's claim on the seed's setup (the verdict's ``claim``),
+    and, when a comparison ran the seed's own program beside another headline, that program's ratio."""
+    claim = doc.verdict.claim
+    if doc.verdict.status not in MEASURED or claim is None:
+        return "-"
+    if not claim.tested:
+        return text(f"not tested: {_short_reason(claim.reason or '')}", cell=True)
+    seed = [
+        r
+        for r in doc.verdict.breakdown
+        if not r.headline and r.ratio is not None and any("seed" in str(q) for q in r.qualifiers.values())
+    ]
+    said = "tested"
+    if seed:
+        head = next((r for r in doc.verdict.breakdown if r.headline), None)
+        source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
+        said += f" (headline: {source}" if source else " (headline: the harness's"
+        said += f"; the seed's program: {seed[0].ratio:.3g}x)"
+    return text(said, cell=True)
+
+
+def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
+    """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
+    known = band.load() if bands is None else bands
+    rows = [
+        [
+            text(d.repro.id, cell=True),
+            _status(d),
+            claim_cell(d),
+            with_whole_steps(d, verdict_cell(d.verdict, None)),
+            f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
+            _band_cell(d, known),
+        ]
+        for d in docs
+    ]
+    headers = [
+        "repro",
+        "status",
+        "seed's claim",
+        "headline ratio (CI)",
+        "threshold",
+        "re-run on another GPU of this model",
+    ]
+    if all(d.verdict.claim is None for d in docs):  # artifacts before schema 1.3 record no claim
+        rows, headers = [r[:2] + r[3:] for r in rows], headers[:2] + headers[3:]
+    return md_table(rows, headers)
+
+
+def legend(docs: Sequence[Artifact]) -> str:
+    """What the summary and the sections' words mean, in one line: the CI and the re-run band, a
+    "worst of k" level (the first such headline's own numbers), n against rounds, us/call."""
+    worst = next((verdict_label(d.verdict) for d in docs if "worst of" in verdict_label(d.verdict)), None)
+    said = ""
+    if worst:
+        pct, k = worst.split(" CI, worst of ")
+        said = (
+            f' "{pct} CI, worst of {k}": {k} comparisons decide together, each CI at 1 - 0.05/{k} '
+            "(Bonferroni); the headline is the largest ratio."
+        )
+    return (
+        "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
+        "(their runs, torch, drivers, harness: the bundle's `band.txt`)."
+        f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
+        "rounds: paired rounds behind a ratio. us/call: a kernel's time "
+        "summed over its launches in one call._"
+    )
+
+
+def bundle_names(docs: Sequence[Artifact]) -> str:
+    """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
+    return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
+
+
+def traces_words(docs: Sequence[Artifact]) -> str:
+    """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
+    variant), and which measured variants were never profiled, from the variants' kernel tables."""
+    have, none, notes = [], [], []
+    for d in docs:
+        ran = [v for v in d.variants if v.status == "ok" and v.timing is not None]
+        bare = [v for v in ran if not v.kernels and not v.profiled_iterations]
+        rid = text(d.repro.id)
+        if not ran or len(bare) == len(ran):
+            none.append(rid)
+            continue
+        have.append(rid)
+        if not bare:
+            continue
+        if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
+            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled")
+        else:
+            notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
+    if not have:
+        said = "no traces"
+    elif len(have) == len(docs) > 1:
+        said = "traces of every repro"
+    else:
+        said = f"traces of {', '.join(have)}"
+    said += f" ({'; '.join(notes)})" if notes else ""
+    return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
+
+
+def not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
+    lines = scope.not_tested(docs, declared)
+    if not lines:
+        return ""
+    return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _library_section(output: str) -> str | None:
+    """collect_env's library section, its entries joined on a few lines (verbatim in the artifact)."""
+    if _LIBRARIES not in output:
+        return None
+    section = output.split(_LIBRARIES, 1)[1].split("\n\n", 1)[0]
+    # "[conda] Could not collect" and the like are a tool's answer, not a package: a package is name==version.
+    entries = [e for ln in section.splitlines()[1:] if (e := ln.strip()) and ("==" in e or not e.startswith("["))]
+    # The GPU stack only (torch, triton, numpy, NVIDIA's and CUDA's packages): the rest of the list
+    # is in the artifact and the bundle, and said to be there.
+    kept = [e for e in entries if _STACK.search(e) or not e.startswith("[")]
+    wheels = sum(1 for e in entries if _NVIDIA.search(e))
+    others = len(entries) - len(kept) - wheels
+    left = ", ".join(
+        x for x in [f"{wheels} nvidia-* wheels" if wheels else "", f"{others} other packages" if others else ""] if x
+    )
+    entries = kept
+    by_tool: dict[str, list[str]] = {}
+    for e in entries:
+        tool, _, rest = e.partition("] ")
+        by_tool.setdefault(tool + "]" if rest else "", []).append(rest or e)
+    lines = []
+    for tool, items in by_tool.items():
+        line = tool
+        for item in items:
+            if len(line) + len(item) + 2 > 150 and line != tool:
+                lines.append(line.rstrip(","))
+                line = tool
+            line += (" " if line else "") + item + ","
+        lines.append(line.rstrip(","))
+    return f"{_LIBRARIES}:\n" + "\n".join(lines) + (f"\n(and {left}: in the artifact)" if left else "")
+
+
+_CUDNN_SYSTEM = re.compile(r"libcudnn\.so\.([0-9]+\.[0-9]+\.[0-9]+)")
+
+
+def cudnn_note(output: str, loaded: Mapping[str, object] | None) -> str | None:
+    """When collect_env's cuDNN (the first libcudnn it finds on the system) is not the one torch
+    loaded (the fingerprint's ``software.libraries.cudnn``, read from /proc/self/maps), both."""
+    found = _CUDNN_SYSTEM.search(output.split("cuDNN version:", 1)[1][:400]) if "cuDNN version:" in output else None
+    raw = loaded.get("version") if loaded else None
+    version = int(raw) if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()) else None
+    if not found or version is None:
+        return None
+    major, minor, patch = version // 10000, version // 100 % 100, version % 100
+    if found.group(1).split(".")[:2] == [str(major), str(minor)]:
+        return None
+    path = loaded.get("path") if loaded else None
+    where = f" (…/{'/'.join(path.split('/')[-4:])})" if isinstance(path, str) else ""
+    return (
+        f'cuDNN: torch loaded {major}.{minor}.{patch}{where}; collect_env\'s "cuDNN version" line '
+        f"({found.group(1)}) is the system's copy, which this process did not load."
+    )
+
+
+def environment(full: Sequence[Artifact], machine_of: Mapping[int, str], compact: bool = False) -> list[str]:
+    """One ``<details>`` per machine: the fingerprint summary, the GPU's state, collect_env's libraries
+    (``compact``: without collect_env's library list, which the artifact holds)."""
+    mach, _ = machines(full)
+    if not mach:
+        return []
+    out = ["## Environment", ""]
+    for m in mach:
+        # One machine ran everything: "every repro here" says it without the list of ids.
+        mine = [d for d in full if machine_of.get(id(d)) == m.label]
+        # A run's first repro measures the ceilings and the rest read them (repro.env.ceilings.for_run).
+        first = min(mine, key=lambda d: d.run.created_utc) if len({d.run.run_id for d in mine}) == 1 else None
+        every = "every repro here" if len(mach) == 1 else None
+        body = [machine_summary(m, every, first.repro.id if first else None), ""]
+        body += [state_line(mine), ""]
+        outputs = dict.fromkeys(d.machine.collect_env for d in mine)
+        libraries = (mine[0].fingerprint.get("software") or {}).get("libraries") if mine else None
+        cudnn = libraries.get("cudnn") if isinstance(libraries, Mapping) else None
+        for o in outputs:
+            note = cudnn_note(o, cudnn if isinstance(cudnn, Mapping) else None)
+            body += [note, ""] if note else []
+            libs = None if compact else _library_section(o)
+            if libs:
+                body += [
+                    "collect_env's library section (the whole output is in the artifact):",
+                    "",
+                    fence(libs),
+                    "",
+                ]
+        summary = html_text(f"machine {m.label}: fingerprint, GPU state, libraries")
+        out.append(f"<details><summary>{summary}</summary>\n\n" + "\n".join(body).rstrip("\n") + "\n\n</details>\n")
+    return out
+
+
+# --------------------------------------------------------------------------- how the run ran
+
+# Gaps between one repro's end and the next one's start below this many seconds are no cool-down.
+_COOL_DOWN_S = 5.0
+
+
+def _span_of(doc: Artifact) -> tuple[datetime, datetime] | None:
+    """(start, end) of a repro's process run: ``created_utc`` is written at the end, to the second."""
+    try:
+        end = datetime.strptime(doc.run.created_utc, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return end - timedelta(seconds=doc.run.duration_s), end
+
+
+def run_order(docs: Sequence[Artifact]) -> str | None:
+    """How the repros of one run followed each other, from their artifacts' end times and durations:
+    the order, and the gaps between one's end and the next one's start."""
+    if len(docs) < 2 or len({d.run.run_id for d in docs}) != 1:
+        return None
+    spans = [(sp, d) for d in docs if (sp := _span_of(d)) is not None]
+    if len(spans) != len(docs):
+        return None
+    spans.sort(key=lambda x: x[0][0])
+    gaps = [max((b[0][0] - a[0][1]).total_seconds(), 0.0) for a, b in zip(spans, spans[1:], strict=False)]
+    order = ", ".join(text(d.repro.id) for _, d in spans)
+    lo, hi = min(gaps), max(gaps)
+    said = f"{lo:.0f} s" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f} s"
+    rest = ": no cool-down" if hi < _COOL_DOWN_S else ""
+    kernels = {kernel_method(d) for d in docs}
+    shared = f" Every repro: {kernels.pop()}." if len(kernels) == 1 else ""
+    return (
+        f"_Run order, one process per repro: {order}; gaps between them {said} (end times to the second){rest}."
+        f"{shared}_"
+    )
+
+
+def kernel_method(doc: Artifact) -> str:
+    """Where a repro's kernel tables come from: how many profiled calls per variant, and when."""
+    profiled = {v.profiled_iterations for v in doc.variants if v.kernels}
+    order = list(doc.run.measure_s or {})
+    after = ", after sampling" if "profiling" in order and "sampling" in order[: order.index("profiling")] else ""
+    if profiled == {1}:
+        return f"kernel tables from one profiled call per variant{after}"
+    if profiled:
+        calls = " or ".join(str(p) for p in sorted(x or 0 for x in profiled))
+        return f"kernel tables from {calls} profiled calls per variant{after}"
+    return "no kernel tables"
+
+
+def method_line(doc: Artifact, kernels_said: bool = False) -> str | None:
+    """How the headline pair was timed and (unless the report said it once for every repro,
+    ``kernels_said``) where the kernel tables come from, from the artifact's variants."""
+    named = [v for v in doc.variants if v.name in doc.verdict.variants and v.timing is not None]
+    if not named:
+        return None
+    t = named[0].timing
+    assert t is not None
+    if t.rounds:
+        per = t.episode_rounds or 0
+        episodes = f" in {len(t.rounds) // per} episodes" if per and len(t.rounds) % per == 0 else ""
+        timed = f"{len(t.rounds)} paired rounds{episodes}"
+    else:
+        timed = f"{t.stats.n} samples ({t.method.replace('_', ' ')})"
+    kernels = "" if kernels_said else f"{kernel_method(doc)}; "
+    return f"Method: {kernels}headline pair timed in {timed}."

@@ -1,0 +1,112 @@
+"""Where the software and the machine came from: torch's install record, the container's markers,
+NVML's virtualization and compute modes, the CPU's hypervisor flag, and how the report says them."""
+
+from __future__ import annotations
+
+import time
+from importlib.metadata import distribution
+from pathlib import Path
+from typing import Any
+
+from repro.env import fingerprint, nvml
+from repro.evidence.machines import container_words, host_words, install_words
+from repro.evidence.model_machine import facts
+
+
+def test_the_install_record_reads_a_distributions_metadata() -> None:
+    got = fingerprint.install_record("pytest")
+    assert got is not None
+    assert got["installer"] == (distribution("pytest").read_text("INSTALLER") or "").strip()
+    assert Path(got["location"]).is_dir() and isinstance(got["wheel_tags"], list)
+    assert fingerprint.install_record("no-such-distribution-here") is None
+
+
+def test_cgroup_hints_name_the_runtimes_once() -> None:
+    text = "0::/system.slice/docker-abc.scope\n1:cpu:/kubepods/besteffort/pod1/docker-abc\n"
+    assert fingerprint.cgroup_hints(text) == ["docker", "kubepods"]
+    assert fingerprint.cgroup_hints("0::/\n") == []
+
+
+class FakeNvml:
+    """The NVML calls static_info makes, answering as a passthrough H200 in the default compute mode."""
+
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+
+    def __getattr__(self, name: str) -> Any:
+        def missing(*_: Any) -> Any:
+            raise RuntimeError(f"{name}: not supported")
+
+        return missing
+
+    def nvmlDeviceGetVirtualizationMode(self, h: Any) -> int:  # noqa: N802 (NVML's name)
+        return 1
+
+    def nvmlDeviceGetComputeMode(self, h: Any) -> int:  # noqa: N802
+        return 0
+
+    def nvmlDeviceGetMigMode(self, h: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, 0)
+
+
+def test_static_info_records_virtualization_and_compute_mode_cheaply() -> None:
+    start = time.perf_counter()
+    info = nvml.static_info(FakeNvml(), object())
+    assert time.perf_counter() - start < 0.1
+    assert info["virtualization_mode"] == 1 and info["compute_mode"] == 0 and info["mig_mode"] is False
+    assert info["name"] is None  # an unsupported call is null, never an error
+
+
+def _fp(**over: Any) -> dict[str, Any]:
+    fp: dict[str, Any] = {
+        "gpu": {"name": "NVIDIA H200", "nvml": {"virtualization_mode": 1, "compute_mode": 0}},
+        "software": {
+            "torch": {
+                "version": "2.11.0+cu130",
+                "install": {
+                    "installer": "pip",
+                    "direct_url": None,
+                    "wheel_tags": ["cp312-cp312-manylinux_2_28_x86_64"],
+                    "location": "/opt/torch/.venv/lib/python3.12/site-packages",
+                },
+            }
+        },
+        "container": {"dockerenv": True, "containerenv": False, "env": {}, "cgroup_hints": ["docker"]},
+        "host": {"os": "Linux", "python": "3.12.3", "hypervisor": True},
+        "collect_env": {"output": "Hypervisor vendor:                    KVM\n", "error": None},
+    }
+    fp.update(over)
+    return fp
+
+
+def test_the_report_says_the_host_the_gpu_virtualization_and_the_compute_mode() -> None:
+    assert host_words(facts(_fp())) == [
+        "KVM guest (collect_env's hypervisor vendor)",
+        "GPU passthrough",
+        "compute mode default",
+    ]
+    bare = _fp(collect_env={"output": "", "error": None}, host={"os": "Linux", "python": "3", "hypervisor": False})
+    bare["gpu"]["nvml"] = {}
+    assert host_words(facts(bare)) == ["no CPU hypervisor flag (bare metal)", "GPU virtualization: not recorded"]
+
+
+def test_the_container_line_says_the_image_is_not_visible_unless_recorded() -> None:
+    assert container_words(facts(_fp())) == (
+        "Container: yes (cgroup names docker); image: not visible from inside the container"
+    )
+    lane = _fp(
+        container={"dockerenv": True, "env": {"GPU_REPRO_IMAGE": "gpu-repro:t", "GPU_REPRO_IMAGE_DIGEST": "sha256:ab"}}
+    )
+    assert str(container_words(facts(lane))).endswith("image gpu-repro:t@sha256:ab")
+    assert container_words(facts(_fp(container={"dockerenv": False, "env": {}}))) is None
+
+
+def test_the_install_line_says_how_torch_got_there() -> None:
+    said = str(install_words(facts(_fp())))
+    assert said == (
+        "torch installed by pip, a wheel tagged cp312-cp312-manylinux_2_28_x86_64, from an index "
+        "(no direct_url.json), in /opt/torch/.venv/lib/python3.12/site-packages"
+    )
+    old = _fp()
+    del old["software"]["torch"]["install"]
+    assert install_words(facts(old)) is None
