@@ -21,7 +21,7 @@ from repro.core.context import SamplingConfig
 from repro.core.spec import RunResult, VariantResult, build_params
 from repro.core.stats import summarize
 from repro.core.verdict import variant_ratio
-from repro.evidence import artifact, scope
+from repro.evidence import artifact, report, scope
 from repro.evidence.model import run_of
 from repro.repros import _memset_twin as twin_mod
 from repro.repros import _twin
@@ -29,6 +29,7 @@ from repro.repros import graph_memset as gm
 from repro.repros._memset_twin import parse_twin_output, twin_variants
 from repro.repros._twin import build_twin
 from repro.repros.graph_memset import GraphMemset, MemsetParams
+from repro.run import scripts
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
 from repro.run.schedule import QUICK_SKIP
@@ -436,6 +437,10 @@ def test_a_work_row_under_the_threshold_is_informational_not_a_miss(run_dir: Pat
     found = scope.conditions(run_of(doc))
     assert found is not None and found[0] == "pure CUDA twin"
     assert found[1] == ["torch graph: 1.45x"] and found[2] == [], found
+    # The threshold's reason is recorded in the verdict and shown in the report's details.
+    assert doc["verdict"]["threshold_why"] == gm.THRESHOLD_WHY
+    rendered = report.report([doc], declared=scripts.declared([doc]))
+    assert f"Threshold 1.2 (the repro's): {gm.THRESHOLD_WHY}." in rendered
 
 
 def test_a_work_row_never_heads_and_a_quick_straddle_there_decides_nothing() -> None:
