@@ -374,7 +374,6 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
     )
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
-        f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line.\n"
-        + fence("\n".join(lines), "bash")
-        + f"\n{plots}\n"
+        f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
+        "(this run's params, from its artifact).\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
     )

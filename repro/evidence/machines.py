@@ -237,7 +237,9 @@ def state_line(docs: Sequence[Artifact]) -> str:
         if isinstance(st.get("compute_pids"), list) and len(st["compute_pids"]) > 1
     ]
     parts.append(
-        f"more than one compute process at the start of {', '.join(crowded)}" if crowded else "one compute process"
+        f"more than one compute process at the start of {', '.join(crowded)}"
+        if crowded
+        else "no compute process but the repro's own"
     )
     events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
     parts.append(f"clock events at start: {'; '.join(events)}" if events else "no clock events at start")

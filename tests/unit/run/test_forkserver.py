@@ -143,5 +143,3 @@ def test_the_zygote_takes_no_arguments() -> None:
 
     bad = subprocess.run([sys.executable, "-m", "repro.run.zygote", "--other"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage: python -m repro.run.zygote (its stdin" in bad.stderr
-
-
