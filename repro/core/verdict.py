@@ -27,6 +27,8 @@ from repro.core.results import (
 Decided = Literal["reproduced", "not_reproduced"]
 
 CI_LEVEL = 0.95
+# The status of a breakdown row the threshold does not apply to (``Comparison.judged`` False).
+INFORMATIONAL = "informational"
 # A per-kernel ratio from fewer paired rounds than this cannot bound a median at 95%
 # (the order-statistic interval needs n >= 6); below it the whole-call time is used.
 MIN_KERNEL_ROUNDS = 7
@@ -168,8 +170,8 @@ class Outcome:
 
 
 def headline_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
-    """The comparisons a verdict may rest on, in declared order: those marked headline, else all."""
-    return [c for c in comparisons if c.headline] or list(comparisons)
+    """The comparisons a verdict may rest on, in declared order: those marked headline, else all judged ones."""
+    return [c for c in comparisons if c.headline and c.judged] or [c for c in comparisons if c.judged]
 
 
 def outcome(
@@ -252,7 +254,7 @@ def breakdown_row(
         "ci_high": r.ci_high,
         "threshold": c.threshold,
         "ci_level": r.level,
-        "status": "smoke" if smoke else r.status,
+        "status": "smoke" if smoke else (r.status if c.judged else INFORMATIONAL),
         "where": r.where,
         "paired": r.paired,
         "n": r.n,
@@ -332,6 +334,7 @@ def judge(
         paired=head.paired,
         claim=claim,
         not_run=_not_run(comps, out),
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -457,7 +460,7 @@ def as_quick(v: Verdict, full_command: str) -> Verdict:
     finding names the full command. Every other verdict stands as it is."""
     straddles = v.status == "not_reproduced" and (
         (v.ci_low is not None and v.ci_high is not None and v.ci_low < v.threshold <= v.ci_high)
-        or any(r.get("where") == "straddles" for r in v.breakdown)
+        or any(r.get("where") == "straddles" and r.get("status") != INFORMATIONAL for r in v.breakdown)
     )
     if not straddles:
         return v
@@ -465,7 +468,10 @@ def as_quick(v: Verdict, full_command: str) -> Verdict:
         f"Undecided in a quick run: {v.metric} was {fmt_ratio(v.value, v.ci_low, v.ci_high)}, a CI that "
         f"straddles the threshold {v.threshold:g}; the full run decides: `{full_command}`."
     )
-    rows = tuple({**r, "status": "undecided"} if r.get("where") == "straddles" else r for r in v.breakdown)
+    rows = tuple(
+        {**r, "status": "undecided"} if r.get("where") == "straddles" and r.get("status") != INFORMATIONAL else r
+        for r in v.breakdown
+    )
     return Verdict(
         **{
             **_fields(v),
@@ -531,6 +537,7 @@ def measured(
         breakdown=tuple(breakdown),
         variants=tuple(variants),
         details=tuple(details),
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -546,6 +553,7 @@ def unavailable(metric: Metric, reason: str, status: Literal["skipped", "error"]
         threshold=metric.threshold,
         status=status,
         finding=f"Not measured: {reason}",
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -564,6 +572,7 @@ def short_kernel(name: str, limit: int = 80) -> str:
 
 __all__ = [
     "CI_LEVEL",
+    "INFORMATIONAL",
     "Finding",
     "Outcome",
     "Ratio",
