@@ -31,11 +31,16 @@ Basis = Literal["time", "kernel"]
 
 @dataclass(frozen=True)
 class Metric:
-    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``."""
+    """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``.
+
+    ``threshold_why``: one line on why the threshold sits where it does (against what: the seed's
+    number, the control's, run-to-run noise), recorded in the verdict and shown in the report.
+    """
 
     name: str
     description: str
     threshold: float
+    threshold_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,7 @@ class VerdictOf(Generic[RowT, ClaimT, NotRunT]):
     claim: ClaimT | None = None
     # Declared comparisons that got no ratio, each with why (``NotRun``).
     not_run: tuple[NotRunT, ...] = ()
+    threshold_why: str | None = None  # the metric's reason for its threshold (``Metric.threshold_why``)
 
 
 class Verdict(VerdictOf[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]):
@@ -260,6 +266,9 @@ class Comparison:
     and reach the breakdown row and the report's summary. ``tests_claim=False`` marks a
     stand-in for the seed's subject (torch's AdamW where the seed is about TE's FusedAdam): a
     verdict resting on it is ``inconclusive``, since the claim itself was not tested.
+    ``judged=False`` marks a context row whose ratio the threshold does not apply to (a ratio of
+    whole calls diluted by other work in each call): its row is written with the status
+    ``"informational"``, it is never a headline, and where it holds is not said.
     """
 
     name: str
@@ -272,6 +281,7 @@ class Comparison:
     basis: Basis = "time"
     qualifiers: Mapping[str, Any] = field(default_factory=dict)
     tests_claim: bool = True
+    judged: bool = True
 
 
 @dataclass(frozen=True)

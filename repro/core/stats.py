@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal
 
 from repro.core.results import Stats
@@ -86,6 +87,26 @@ def summarize(samples: Sequence[float], level: float = 0.95) -> Stats:
         ci_level=level,
         rel_ci_halfwidth=rel,
     )
+
+
+def summarize_rounds(rounds: Sequence[float], episode: int | None = None, level: float = 0.95) -> Stats:
+    """``summarize`` over a variant's per-round values, its CI widened over the episodes' medians.
+
+    A round (the median of its samples) is the unit that varies, not a sample: replays within
+    a round share the GPU's state. Where the rounds came in episodes of ``episode`` rounds, the
+    CI is widened to the order-statistic CI of the episodes' medians, as ``paired_ratio_ci``
+    widens a ratio's, so a variant's CI and a ratio's cover the same spread.
+    """
+    st = summarize(rounds, level)
+    if not episode or len(rounds) < 2 * episode:
+        return st
+    meds = [quantile(sorted(rounds[i : i + episode]), 0.5) for i in range(0, len(rounds), episode)]
+    if len(meds) < MIN_EPISODES:
+        return st
+    ep = summarize(meds, level)
+    lo, hi = min(st.ci_low, ep.ci_low), max(st.ci_high, ep.ci_high)
+    rel = (hi - lo) / 2 / st.median if st.median > 0 else math.inf
+    return replace(st, ci_low=lo, ci_high=hi, rel_ci_halfwidth=max(rel, st.rel_ci_halfwidth))
 
 
 def ratio_ci(

@@ -3,6 +3,7 @@ the lead of the finding, and the breakdown rows. Repros only explain; this modul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,8 @@ from repro.core.results import (
 Decided = Literal["reproduced", "not_reproduced"]
 
 CI_LEVEL = 0.95
+# The status of a breakdown row the threshold does not apply to (``Comparison.judged`` False).
+INFORMATIONAL = "informational"
 # A per-kernel ratio from fewer paired rounds than this cannot bound a median at 95%
 # (the order-statistic interval needs n >= 6); below it the whole-call time is used.
 MIN_KERNEL_ROUNDS = 7
@@ -167,8 +170,8 @@ class Outcome:
 
 
 def headline_candidates(comparisons: Sequence[Comparison]) -> list[Comparison]:
-    """The comparisons a verdict may rest on, in declared order: those marked headline, else all."""
-    return [c for c in comparisons if c.headline] or list(comparisons)
+    """The comparisons a verdict may rest on, in declared order: those marked headline, else all judged ones."""
+    return [c for c in comparisons if c.headline and c.judged] or [c for c in comparisons if c.judged]
 
 
 def outcome(
@@ -251,7 +254,7 @@ def breakdown_row(
         "ci_high": r.ci_high,
         "threshold": c.threshold,
         "ci_level": r.level,
-        "status": "smoke" if smoke else r.status,
+        "status": "smoke" if smoke else (r.status if c.judged else INFORMATIONAL),
         "where": r.where,
         "paired": r.paired,
         "n": r.n,
@@ -276,12 +279,20 @@ def judge(
     comps = list(comparisons)
     out = outcome(comps, result.variants, rule)
     head = out.headline
+    heads = headline_candidates(comps)
+    have = {v.name: v for v in result.variants}
+    names = {n for c in heads for n in (c.num, c.den)}
+    errored = any(have[n].status == "error" for n in names if n in have)
+    # The seed's subject (a headline comparison) did not run and nothing errored: whether side
+    # comparisons ran (a full run) or not (a quick run times headlines only), the claim is untested.
+    subject_missing = head is None and not errored and any(c.tests_claim for c in heads)
+    if subject_missing and out.smoke and out.ratios:
+        head = out.ratios[0]  # a smoke run judges nothing: a side ratio shows the pipeline ran
+        out = dataclasses.replace(out, headline=head)
     if head is None:
-        have = {v.name: v for v in result.variants}
-        heads = headline_candidates(comps)
-        names = {n for c in heads for n in (c.num, c.den)}
-        errored = any(have[n].status == "error" for n in names if n in have)
         explained = explain(out)
+        if subject_missing:
+            return _subject_not_run(comps, metric, result, out, explained)
         why = "; ".join(w for name, w in out.missing if name in {c.name for c in heads}) or out.why_not
         v = unavailable(metric, why, status="error" if errored else "skipped")
         # Ratios that were computed (side comparisons) stay in the breakdown.
@@ -322,6 +333,39 @@ def judge(
         headline=head.comparison.name,
         paired=head.paired,
         claim=claim,
+        not_run=_not_run(comps, out),
+        threshold_why=metric.threshold_why or None,
+    )
+
+
+def _subject_not_run(
+    comps: Sequence[Comparison], metric: Metric, result: RunResult, out: Outcome, explained: Finding
+) -> Verdict:
+    """The verdict when the headline (the seed's subject) did not run but side comparisons did:
+    ``inconclusive`` with no headline value, since no number here answers the claim; the finding
+    says why the subject did not run, then the repro's words on what ran instead."""
+    heads = headline_candidates(comps)
+    why = (
+        "; ".join(f"{c.label or c.name}: {reason}" for c in heads for name, reason in out.missing if name == c.name)
+        or out.why_not
+    )
+    words = f"Inconclusive, the seed's claim was not tested ({why})"
+    sentence = f"{words}; instead: {explained.sentence.rstrip('.')}." if explained.sentence else f"{words}."
+    return Verdict(
+        metric=metric.name,
+        description=metric.description,
+        value=None,
+        ci_low=None,
+        ci_high=None,
+        ci_level=CI_LEVEL,
+        threshold=metric.threshold,
+        status="inconclusive",
+        finding=sentence,
+        breakdown=tuple(breakdown_row(r, out.smoke, None, result.extra.get("row_qualifiers")) for r in out.ratios),
+        details=tuple(explained.details),
+        headline=heads[0].name,
+        paired=None,
+        claim={"tested": False, "reason": why},
         not_run=_not_run(comps, out),
     )
 
@@ -416,7 +460,7 @@ def as_quick(v: Verdict, full_command: str) -> Verdict:
     finding names the full command. Every other verdict stands as it is."""
     straddles = v.status == "not_reproduced" and (
         (v.ci_low is not None and v.ci_high is not None and v.ci_low < v.threshold <= v.ci_high)
-        or any(r.get("where") == "straddles" for r in v.breakdown)
+        or any(r.get("where") == "straddles" and r.get("status") != INFORMATIONAL for r in v.breakdown)
     )
     if not straddles:
         return v
@@ -424,7 +468,10 @@ def as_quick(v: Verdict, full_command: str) -> Verdict:
         f"Undecided in a quick run: {v.metric} was {fmt_ratio(v.value, v.ci_low, v.ci_high)}, a CI that "
         f"straddles the threshold {v.threshold:g}; the full run decides: `{full_command}`."
     )
-    rows = tuple({**r, "status": "undecided"} if r.get("where") == "straddles" else r for r in v.breakdown)
+    rows = tuple(
+        {**r, "status": "undecided"} if r.get("where") == "straddles" and r.get("status") != INFORMATIONAL else r
+        for r in v.breakdown
+    )
     return Verdict(
         **{
             **_fields(v),
@@ -490,6 +537,7 @@ def measured(
         breakdown=tuple(breakdown),
         variants=tuple(variants),
         details=tuple(details),
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -505,6 +553,7 @@ def unavailable(metric: Metric, reason: str, status: Literal["skipped", "error"]
         threshold=metric.threshold,
         status=status,
         finding=f"Not measured: {reason}",
+        threshold_why=metric.threshold_why or None,
     )
 
 
@@ -523,6 +572,7 @@ def short_kernel(name: str, limit: int = 80) -> str:
 
 __all__ = [
     "CI_LEVEL",
+    "INFORMATIONAL",
     "Finding",
     "Outcome",
     "Ratio",

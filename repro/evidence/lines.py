@@ -103,7 +103,46 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
             f"The seed's program, re-run here: {seed} ({text(str(row.status or '-').replace('_', ' '))}); "
             f"against the headline, {text(_agreement(row, v))}."
         )
-    return out
+    return out + seed_method_lines(doc)
+
+
+def _num(x: object) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and x == x else None
+
+
+def seed_method_lines(doc: Artifact) -> list[str]:
+    """The seed's own timing method, re-run here on each backend that ran, as the repro recorded it in
+    ``extra["seed_method"]`` (entries: comparison, label, subject, ratio, or error) beside our ratio of
+    the same comparison, then the repro's sentence on why the two differ (``seed_method_note``)."""
+    entries = doc.extra.get("seed_method")
+    if not isinstance(entries, list) or not entries:
+        return []
+    rows = {str(r.comparison): r for r in doc.verdict.breakdown}
+    said: dict[bool, list[str]] = {True: [], False: []}
+    for e in entries:
+        if not isinstance(e, Mapping):
+            continue
+        label = text(str(e.get("label") or e.get("comparison") or "?"))
+        ratio = _num(e.get("ratio"))
+        if ratio is None:
+            why = e.get("error")
+            said[e.get("subject") is True].append(f"{label} not measured ({text(str(why or 'no ratio'))})")
+            continue
+        row = rows.get(str(e.get("comparison")))
+        ours = _num(row.ratio) if row is not None else None
+        words = f"{label} {ratio:.3f}x" + (f" (ours {ours:.3f}x)" if ours is not None else "")
+        said[e.get("subject") is True].append(words)
+    how = doc.extra.get("seed_method_how")
+    head = "The seed's method, re-run here" + (f" ({text(str(how))})" if isinstance(how, str) and how else "")
+    parts = []
+    if said[True]:
+        parts.append(f"on the seed's subject: {'; '.join(said[True])}")
+    if said[False]:
+        parts.append(f"applied to what is not the seed's subject: {'; '.join(said[False])}")
+    if not parts:
+        return []
+    note = doc.extra.get("seed_method_note")
+    return [f"{head}: {'. '.join(parts)}." + (f" {text(str(note))}" if isinstance(note, str) and note else "")]
 
 
 def scope_lines(doc: Artifact) -> list[str]:
@@ -284,12 +323,31 @@ def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
     in the report's one install block (``install_block``)."""
     r = rerun(doc)
     needs = missing_module(doc)
-    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed."]
+    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed{_how_to_install(doc, needs)}."]
     items = items if needs else []
     if r.args is None:
         return [*items, f"Re-run: not rebuilt here ({text(r.why_not)})."], None
     command = r.command()
     return items, fence(command, "bash") if command else None
+
+
+# A pip requirement as a repro may name it for its claim: a name, extras, an exact version.
+_PIP_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}(?:\[[a-z0-9_,-]{1,40}\])?(?:==[0-9][0-9a-z.+]{0,30})?")
+
+
+def _how_to_install(doc: Artifact, module: str | None) -> str:
+    """``: `pip install ...` (words)`` from the repro's ``extra["claim_needs"]`` when it names the missing
+    module and a well-formed pip requirement; else nothing."""
+    said = doc.extra.get("claim_needs")
+    if not isinstance(said, Mapping) or not module or said.get("module") != module:
+        return ""
+    spec = said.get("pip")
+    if not isinstance(spec, str) or not _PIP_SPEC.fullmatch(spec):
+        return ""
+    note = said.get("note")
+    return f": {code(shlex.join(['pip', 'install', spec]))}" + (
+        f" ({text(note)})" if isinstance(note, str) and note else ""
+    )
 
 
 _TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")

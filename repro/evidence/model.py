@@ -262,6 +262,7 @@ def _verdict(raw: Mapping[str, Any]) -> Verdict:
             for x in _list(raw.get("not_run"))
             if isinstance(x, Mapping)
         ),
+        threshold_why=_str(raw.get("threshold_why")),
     )
 
 

@@ -152,6 +152,9 @@ def _details(
         body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
+    if v.threshold_why and isinstance(v.threshold, int | float):
+        # Why the pass line sits where it does, as the repro's source gives it (schema 1.6).
+        facts.append(f"Threshold {v.threshold:g} (the repro's): {text(v.threshold_why.rstrip('.'))}.")
     # The run's phases; their inner split (warm-up, sampling, profiling) is in the artifact.
     phases = list((doc.run.phases_s or {}).items())
     spent = artifact.format_breakdown(phases, min_s=0.5)

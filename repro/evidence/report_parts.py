@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope
 from repro.evidence.declared import Declarations
-from repro.evidence.lines import MEASURED
+from repro.evidence.lines import MEASURED, missing_module
 from repro.evidence.machines import machine_summary, machines, state_line
-from repro.evidence.markdown import fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
+from repro.evidence.markdown import code, fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import harness_of
 from repro.evidence.variants import with_whole_steps
@@ -115,6 +115,15 @@ def claim_cell(doc: Artifact) -> str:
     return text(said, cell=True)
 
 
+def _headline_cell(doc: Artifact) -> str:
+    """The headline's ratio and CI; for a verdict whose headline comparison did not run, that it did not."""
+    v = doc.verdict
+    if v.value is None and v.headline and any(x.comparison == v.headline for x in v.not_run):
+        module = missing_module(doc)
+        return f"not run ({code(module)} not importable)" if module else "not run (see its section)"
+    return with_whole_steps(doc, verdict_cell(v, None))
+
+
 def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = None) -> str:
     """One row per repro: status, the headline ratio with its own CI level, threshold, the re-run band."""
     known = band.load() if bands is None else bands
@@ -123,7 +132,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
             text(d.repro.id, cell=True),
             _status(d),
             claim_cell(d),
-            with_whole_steps(d, verdict_cell(d.verdict, None)),
+            _headline_cell(d),
             f"{d.verdict.threshold:g}" if d.verdict.threshold is not None else "-",
             _band_cell(d, known),
         ]

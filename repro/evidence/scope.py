@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.core.results import VariantResult
+from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.markdown import fmt_time
@@ -62,8 +63,8 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     out = qualifier_text(quals) or str(head.label or "-")
     groups: dict[tuple[str, bool], list[Row]] = {}
     for row in doc.verdict.breakdown:
-        if row is head or row.ratio is None:
-            continue
+        if row is head or row.ratio is None or row.status == INFORMATIONAL:
+            continue  # an informational row is not judged, so it neither holds nor fails
         name = _row_name(quals, row)
         if name is None:
             continue
@@ -103,7 +104,7 @@ def only(doc: Artifact) -> str | None:
     key = next(iter(quals))
     rows = doc.verdict.breakdown
     held = [r for r in rows if r.status == "reproduced"]
-    others = [r for r in rows if r.qualifiers.get(key) != quals[key]]
+    others = [r for r in rows if r.qualifiers.get(key) != quals[key] and r.status != INFORMATIONAL]
     shared = all(r.qualifiers.get(key) == quals[key] for r in held)
     if shared and others and all(r.status != "reproduced" for r in others):
         return _one(key, quals[key])
@@ -167,7 +168,7 @@ def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
     for r in doc.verdict.breakdown:
         a, b = have.get(str(r.num)), have.get(str(r.den))
-        if r.status == "reproduced" or r.basis not in (None, "time") or a is None or b is None:
+        if r.status in ("reproduced", INFORMATIONAL) or r.basis not in (None, "time") or a is None or b is None:
             continue
         if a.timing is None or b.timing is None:
             continue

@@ -324,6 +324,9 @@ def _basis_note(doc: Artifact, rows: Sequence[Row]) -> str:
     keys = [str(m).lower() for m in match] if isinstance(match, list) and match else []
     which = f"kernels whose names contain {text(', '.join(keys))} (kernel_match)" if keys else "the profiled kernels"
     left = _left_out(doc, rows, keys) if keys else ""
+    counted = doc.extra.get("kernel_counted")  # or the repro's words for what counts, with no name filter
+    if not keys and isinstance(counted, str) and counted.strip():
+        which = f"{text(counted)} (kernel_counted)"
     return (
         f"\n\n_Ratios on basis kernel: profiler time per step of {which}{left}; the medians above and "
         '"whole steps" (their ratio, not paired) time whole steps._'

@@ -126,12 +126,16 @@ def twin_variants(
             if per_round > 0
             else None
         )
-        st = stats.summarize(samples)
+        episode = (int(doc.get("episode_rounds") or 0) or None) if rounds else None
+        # A variant's median and CI are over its rounds, the CI widened over the episodes' medians,
+        # as the paired ratio's is: replays within a round share the GPU's state, so they are not
+        # independent samples, and the spread that matters is between rounds and episodes.
+        st = stats.summarize_rounds(rounds, episode) if rounds else stats.summarize(samples)
         warnings = []
         if st.rel_ci_halfwidth > target_rel_ci:
+            over = f"{st.n} rounds of {len(samples)} twin replays" if rounds else f"{len(samples)} twin replays"
             warnings.append(
-                f"median CI half-width {st.rel_ci_halfwidth:.2%} is above the {target_rel_ci:.2%} target "
-                f"after {len(samples)} twin replays"
+                f"median CI half-width {st.rel_ci_halfwidth:.2%} is above the {target_rel_ci:.2%} target over {over}"
             )
         work = twin_work(name, int(doc.get("work_n") or 0), int(doc.get("work_iters") or 0))
         timing = Timing(
@@ -147,7 +151,7 @@ def twin_variants(
             samples=tuple(samples),
             group="twin" if rounds else None,
             rounds=rounds,
-            episode_rounds=(int(doc.get("episode_rounds") or 0) or None) if rounds else None,
+            episode_rounds=episode,
         )
         out.append(
             VariantResult(
@@ -212,7 +216,8 @@ _TWIN_NAMES = {
 # a variant's samples are cut into rounds of per_round replays, a round's value is their median,
 # and the ratio is the median over rounds of round i's numerator over round i's denominator;
 # without rounds the verdict falls back to the ratio of the medians (stats.ratio_ci), and so
-# does this. A variant's own median is over all its replays (stats.summarize(samples)).
+# does this. A variant's own median is over its rounds (stats.summarize_rounds), over all its
+# replays where the output has no rounds.
 TWIN_RATIO_PY = """\
 \"\"\"graph-memset's pure CUDA twin: the GPU it ran on and its ratios, from the JSON it printed (stdlib only).\"\"\"
 
@@ -247,10 +252,12 @@ for label, num, den, name_a, name_b in PAIRS:
     if not a or not b:
         print(f"[{label}] not run: the twin printed no samples for {num if not a else den}")
         continue
-    med_a, med_b = statistics.median(a), statistics.median(b)
-    print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {len(a)} replays of the per-op time)")
-    print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {len(b)} replays of the per-op time)")
     ra, rb = (rounds(num, a), rounds(den, b)) if per_round else ([], [])
+    med_a, med_b = statistics.median(ra or a), statistics.median(rb or b)
+    over_a = f"{len(ra)} rounds of {len(a)} replays" if ra else f"{len(a)} replays"
+    over_b = f"{len(rb)} rounds of {len(b)} replays" if rb else f"{len(b)} replays"
+    print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {over_a}, per op)")
+    print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {over_b}, per op)")
     if ra and len(ra) == len(rb):
         ratio = statistics.median(x / y for x, y in zip(ra, rb, strict=True))
         how = f"paired: median of the {len(ra)} per-round ratios"

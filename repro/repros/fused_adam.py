@@ -20,8 +20,11 @@ Backends, each on the same parameter and gradient tensors:
   bias corrections with extra foreach kernels on device scalars).
 
 Each backend's regular step is timed eagerly, its capturable step eagerly and by
-CUDA graph replay. The metric is per kernel, as in the seed: the per-step device
-time of the optimizer kernels, read from the profiler one step at a time.
+CUDA graph replay. The metric is the step's kernel time: the device time of every kernel
+the step launches (see ``repro.repros._adam_steps``), read from the profiler one step at a
+time. TE's comparison is the headline; torch's are not: fused AdamW is a same-kernels
+control, foreach a reference. Beside them runs the seed's own method (6 profiled steps per
+form, the multi-tensor Adam kernels only), recorded in ``extra["seed_method"]``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from repro.api import (
     Finding,
     Metric,
     Outcome,
-    Ratio,
     Repro,
     Requirements,
     RunResult,
@@ -51,33 +53,32 @@ from repro.api import (
     register,
     standalone,
 )
+from repro.repros._adam_steps import (
+    MULTI_TENSOR_KEYS,
+    SEED_METHOD,
+    STEP_KERNELS,
+    kernel_split,
+    seed_entry,
+    seed_method,
+    seed_method_note,
+    step_kernel,
+)
+from repro.repros._adam_words import BACKENDS, MODES, ROLES, finding
 
-BACKENDS: dict[str, str] = {
-    "te": "TE FusedAdam",
-    "torch_fused": "torch AdamW(fused=True)",
-    "torch_foreach": "torch AdamW(foreach=True)",
+# What the claim needs that a run may lack: the seed names no TE version.
+TE_INSTALL = {
+    "module": "transformer_engine",
+    "pip": "transformer_engine[pytorch]",
+    "note": "a TE build for your CUDA; the seed names no TE version",
 }
-MODES: dict[str, str] = {
-    "regular": "capturable=False, eager",
-    "capturable": "capturable=True, eager",
-    "capturable_graph": "capturable=True, CUDA graph replay",
-}
-# The seed's number, quoted in every finding.
-SEED_RATIO = 1.9
-# Kernel names that belong to an optimizer step: torch's fused AdamW runs
-# multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata<4>, FusedAdamMathFunctor<...>>,
-# its foreach path multi_tensor_apply_kernel<..., *Functor> for every _foreach_* op,
-# TE multi_tensor_apply_kernel<..., AdamFunctor / AdamCapturableFunctor>. Left out on
-# purpose: the small fill / compare / copy kernels TE's capturable step launches for
-# its overflow buffer and step counter (vectorized_elementwise_kernel), which are
-# bookkeeping, not the per-kernel cost the seed measured (they stay in step time).
-KERNEL_KEYS = ("adam", "multi_tensor", "foreach")
 # Fewer per-step kernel rounds than this cannot bound a median at 95% (the
 # order-statistic interval needs n >= 6); below it, step time is used.
 MIN_KERNEL_SAMPLES = 7
-# Both forms move the same bytes; a memory-bound kernel 30% slower is a real regression
-# well outside run-to-run noise (~1-2%) and still under the seed's 1.9.
 THRESHOLD = 1.3
+THRESHOLD_WHY = (
+    "both forms move the same bytes; 30% slower is a real regression, far outside run-to-run noise (~1-2%), "
+    "and under the seed's 1.9"
+)
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
@@ -94,12 +95,6 @@ def script_gib(p: AdamParams, backend: str) -> float:
     Adam states (fp32, alive at once), one set more for foreach's temporaries."""
     sets = SETS_FUSED + (backend == "torch_foreach")
     return sets * 4 * p.n_tensors * p.numel / 2**30
-
-
-def optimizer_kernel(name: str) -> bool:
-    """Whether a device kernel is one of the optimizer's own (see KERNEL_KEYS)."""
-    low = name.lower()
-    return any(key in low for key in KERNEL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -203,8 +198,9 @@ class FusedAdamCapturable(Repro[AdamParams]):
     upstream = ("https://github.com/NVIDIA/TransformerEngine/issues/3777",)
     seed_experiment = (
         "Seed: Adam kernel time from the profiler over 6 steps, capturable=True against False. Ours: the same sizes "
-        "and hyperparameters, kernel time per step in paired rounds; TE's FusedAdam when it imports, "
-        "else torch's fused AdamW, which cannot answer the claim."
+        "and hyperparameters, the device time of every kernel a step launches, in paired interleaved rounds; "
+        "TE's FusedAdam answers the claim, torch's AdamW (fused: a same-kernels control; foreach: a reference) "
+        "cannot. On CUDA the seed's method also runs, on every backend that runs, and is shown beside ours."
     )
     seed_claim = (
         "On a GB300, Transformer Engine's FusedAdam with capturable=True took ~1.9x the time per "
@@ -218,45 +214,67 @@ class FusedAdamCapturable(Repro[AdamParams]):
     )
     seed_gpus = ("GB300",)
     metric = Metric(
-        name="t(capturable)/t(regular), optimizer kernels per step",
+        name="t(capturable)/t(regular), kernel time per step",
         description=(
-            "median per-step device time of the optimizer kernels with capturable=True over "
-            "capturable=False, eager, same tensors; TE FusedAdam whenever it ran, else torch fused AdamW"
+            "median per-step device time of every kernel a TE FusedAdam step launches, capturable=True over "
+            "capturable=False, eager, same tensors; without TE there is no headline"
         ),
         threshold=THRESHOLD,
+        threshold_why=THRESHOLD_WHY,
     )
 
     def variants(self, p: AdamParams) -> list[str]:
         return [f"{b}_{m}" for b in BACKENDS if b in p.backends for m in MODES]
 
     def comparisons(self, p: AdamParams) -> list[Comparison]:
-        # Headline rule, fixed before looking at any number: TE FusedAdam is the seed's own
-        # optimizer, so whenever it ran it answers the seed; otherwise torch's fused AdamW
-        # speaks (every container has it); the foreach path is a reference and speaks only
-        # when neither fused one ran. BACKENDS lists them in that order.
-        return [
-            Comparison(
-                b,
-                f"{b}_capturable",
-                f"{b}_regular",
-                THRESHOLD,
-                label=f"{BACKENDS[b]}: optimizer-kernel time per step, capturable/regular",
-                headline=True,
-                basis="kernel",
-                qualifiers={"backend": BACKENDS[b]},
-                # The seed is about TE's FusedAdam; torch's optimizers only stand in for it.
-                tests_claim=b == "te",
+        # Headline rule, fixed before looking at any number: the claim is about TE's FusedAdam,
+        # so its comparison is the only headline; without TE there is none. torch's fused AdamW
+        # launches the same kernels in both forms (a control: its ratio is 1 by construction),
+        # torch's foreach AdamW is a reference whose capturable form launches extra kernels. TE's
+        # comparison is declared even when --set backends leaves TE out: it stays the headline, unmeasured.
+        out = []
+        for b in BACKENDS:
+            if b not in p.backends and b != "te":
+                continue
+            role = ROLES[b]
+            out.append(
+                Comparison(
+                    b,
+                    f"{b}_capturable",
+                    f"{b}_regular",
+                    THRESHOLD,
+                    label=f"{BACKENDS[b]}: kernel time per step, capturable/regular",
+                    headline=b == "te",
+                    basis="kernel",
+                    qualifiers={"backend": BACKENDS[b], "role": role},
+                    tests_claim=b == "te",
+                )
             )
-            for b in BACKENDS
-            if b in p.backends
-        ]
+            out.append(
+                Comparison(
+                    f"{b}_step",
+                    f"{b}_capturable",
+                    f"{b}_regular",
+                    THRESHOLD,
+                    label=f"{BACKENDS[b]}: whole step (CUDA events), capturable/regular",
+                    basis="time",
+                    qualifiers={"backend": BACKENDS[b], "role": role, "measure": "whole step"},
+                    tests_claim=b == "te",
+                )
+            )
+        return out
 
     def script(self, p: AdamParams, only: str | None = None) -> str:
-        # The harness's headline rule: the first declared backend that runs here answers.
-        chosen = [c.name for c in standalone.comparison_filter(self.comparisons(p), only, self.id)]
+        # TE first (the claim's subject), then torch's backends in declared order, as the harness runs them.
+        kernel_basis = [c for c in self.comparisons(p) if c.basis == "kernel" and c.name in p.backends]
+        picked = standalone.comparison_filter(self.comparisons(p), only, self.id) if only else kernel_basis
+        chosen = [c.name.removesuffix("_step") for c in picked]
         need = script_gib(p, chosen[0])
+        roles = "".join(f"\n            {k!r}: {v!r}," for k, v in ROLES.items() if k in chosen)
         body = f"""
         BACKENDS = {chosen!r}  # tried in this order; the first that builds and steps here is timed
+        ROLES = {{{roles}
+        }}
         KW = dict(lr={p.lr!r}, betas=({p.beta1!r}, {p.beta2!r}), eps={p.eps!r}, weight_decay={p.weight_decay!r})
         N_TENSORS, NUMEL = {p.n_tensors}, {p.numel}
         USABLE = {SCRIPT_USABLE!r}  # of the free GPU memory: the rest for the allocator's rounding and small buffers
@@ -289,6 +307,8 @@ class FusedAdamCapturable(Repro[AdamParams]):
 
 
         BACKEND = first_backend()
+        if BACKEND != "te":
+            print(f"{{BACKEND}} ran instead of TE FusedAdam ({{ROLES[BACKEND]}}): it does not test the seed's claim")
         # fp32 sets of N_TENSORS x NUMEL alive at once: params, grads, exp_avg and exp_avg_sq of both
         # optimizers (their steps alternate); foreach materialises about one more set per step.
         SETS = {SETS_FUSED} + (BACKEND == "torch_foreach")
@@ -321,8 +341,14 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "2 Adam states x 2 optimizers alive at once; 7 for foreach). With less free (torch.cuda.mem_get_info(), "
             f"{SCRIPT_USABLE:.0%} of it used) it runs fewer tensors and says so: the ratio is then for that size.",
         )
-        ratio_note = "The harness's GPU headline times a step's optimizer kernels (profiler), this whole steps"
-        needs = "torch (Transformer Engine's FusedAdam is tried first where it imports, as the harness does)"
+        ratio_note = (
+            "The harness's GPU headline is TE FusedAdam's kernel time per step: the device time of every kernel "
+            "a step launches (torch.profiler, paired rounds); this script times whole steps with CUDA events"
+        )
+        needs = (
+            "torch; for the seed's claim also Transformer Engine (pip install 'transformer_engine[pytorch]', "
+            "a TE build for your CUDA), tried first where it imports, as the harness does"
+        )
         return standalone.build(
             self.id, self.title, p, body, needs=needs, imports=("warnings",), notes=notes, ratio_note=ratio_note
         )
@@ -389,15 +415,17 @@ class FusedAdamCapturable(Repro[AdamParams]):
         notes = []
         if not ctx.cuda:
             notes.append("CPU smoke run: no kernel timing and no graph replay; ratios use whole-step time")
-        return RunResult(
-            variants=tuple(variants),
-            extra={
-                "bytes_per_step": work.bytes,
-                "elements": elements,
-                "kernel_match": list(KERNEL_KEYS),
-            },
-            notes=tuple(notes),
-        )
+        seeds = [x for v in variants for x in [v.extra.get("seed_method")] if isinstance(x, dict)]
+        extra: dict[str, Any] = {
+            "bytes_per_step": work.bytes,
+            "elements": elements,
+            "kernel_counted": STEP_KERNELS,
+            "multi_tensor_match": list(MULTI_TENSOR_KEYS),
+            "claim_needs": dict(TE_INSTALL),
+        }
+        if seeds:
+            extra.update(seed_method=seeds, seed_method_how=SEED_METHOD, seed_method_note=seed_method_note(seeds))
+        return RunResult(variants=tuple(variants), extra=extra, notes=tuple(notes))
 
     def _backend(
         self, backend: str, p: AdamParams, ctx: Context, tensors: list[Any], work: Work, te_cls: Any
@@ -470,35 +498,38 @@ class FusedAdamCapturable(Repro[AdamParams]):
     def _kernel_rounds(
         self, backend: str, p: AdamParams, ctx: Context, opts: Mapping[str, Any], eager: list[VariantResult]
     ) -> list[VariantResult]:
-        """Per-step optimizer-kernel device time of both forms in interleaved rounds, one profiler session
-        per episode; the rounds stop once the paired kernel-time CI is within the target (see kernel_plan)."""
+        """Per-step kernel time (every kernel the step launches) of both forms in interleaved rounds, one
+        profiler session per episode; the rounds stop once the paired kernel-time CI is within the target
+        (see kernel_plan). Then the seed's method on the same optimizers, kept on the capturable variant."""
+        steps = {m: opts[m].step for m in ("regular", "capturable")}
         try:
             most, episodes, fewest = kernel_plan(p)
             rounds = ctx.kernel_rounds(
-                {m: opts[m].step for m in ("regular", "capturable")},
-                most,
-                optimizer_kernel,
-                episodes=episodes,
-                pairs=[("capturable", "regular")],
-                min_iters=fewest,
+                steps, most, step_kernel, episodes=episodes, pairs=[("capturable", "regular")], min_iters=fewest
             )
         except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
             note = f"per-kernel rounds failed ({type(exc).__name__}: {exc})".splitlines()[0]
             return [dataclasses.replace(v, warnings=(*v.warnings, note)) for v in eager]
+        seed: dict[str, Any] | None = None
+        try:
+            got = seed_method(ctx, steps)
+            seed = seed_entry(backend, BACKENDS[backend], backend == "te", got)
+        except Exception as exc:  # the seed's method is a side measurement: its failure costs only itself
+            seed = {"comparison": backend, "label": BACKENDS[backend], "error": f"{type(exc).__name__}: {exc}"}
+            seed["error"] = str(seed["error"]).splitlines()[0]
         out = []
         for v in eager:
             mode = "capturable" if v.name.endswith("_capturable") else "regular"
-            out.append(
-                _with_extra(
-                    v,
-                    {
-                        "kernel_rounds_s": rounds[mode],
-                        "kernel_group": f"{backend}_kernels",
-                        "kernel_episode_rounds": kernel_episode(most, episodes),
-                        "kernel_match": list(KERNEL_KEYS),
-                    },
-                )
-            )
+            more: dict[str, Any] = {
+                "kernel_rounds_s": rounds[mode],
+                "kernel_group": f"{backend}_kernels",
+                "kernel_episode_rounds": kernel_episode(most, episodes),
+                "kernel_counted": STEP_KERNELS,
+                **kernel_split(v),
+            }
+            if mode == "capturable":
+                more["seed_method"] = {**seed, "other_launches": more["other_launches_per_step"]}
+            out.append(_with_extra(v, more))
         return out
 
     def _graph(
@@ -525,9 +556,9 @@ class FusedAdamCapturable(Repro[AdamParams]):
     def explain(self, p: AdamParams, result: RunResult, outcome: Outcome) -> Finding:
         head = outcome.headline
         have = {v.name: v for v in result.variants}
-        if head is None:
+        if head is None and not outcome.ratios:
             return Finding("no backend has both a regular and a capturable step measured")
-        return Finding(*finding(head, outcome, have))
+        return Finding(*finding(outcome, have))
 
 
 def _free_gpu_bytes() -> int | None:
@@ -546,52 +577,3 @@ def _label(backend: str, mode: str) -> str:
 
 def _with_extra(v: VariantResult, extra: Mapping[str, Any]) -> VariantResult:
     return dataclasses.replace(v, extra={**v.extra, **extra})
-
-
-def _ok(v: VariantResult | None) -> bool:
-    return v is not None and v.status == "ok" and v.timing is not None
-
-
-def finding(head: Ratio, outcome: Outcome, have: Mapping[str, VariantResult]) -> tuple[str, tuple[str, ...]]:
-    """The sentence on the headline backend (what it says of the seed), then the details."""
-    backend = head.comparison.name
-    kernel = head.basis == "kernel"
-    seed_s = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
-    if outcome.smoke:
-        sentence = "whole-step times were compared (no per-kernel timing on CPU)"
-    elif backend != "te":
-        # Only TE's own FusedAdam can answer a claim about TE's FusedAdam.
-        sentence = f"that says nothing about {seed_s}: TE FusedAdam was not measured here"
-    elif head.status == "reproduced":
-        sentence = f"TE FusedAdam's capturable kernels are slower, as the seed saw (~{SEED_RATIO}x on a GB300)"
-    elif head.where == "below":
-        sentence = f"so {seed_s} does not hold here"
-    else:
-        sentence = f"so this run can neither confirm nor rule out {seed_s}"
-    if not kernel and not outcome.smoke:
-        sentence += "; per-kernel samples were missing, so whole-step times were compared"
-    details = []
-    others = []
-    for r in outcome.ratios:
-        if r is not head:
-            others.append(f"{BACKENDS[r.comparison.name]} {outcome.fmt(r)}")
-    for name, _why in outcome.missing:
-        if f"{name}_regular" in have:
-            others.append(f"{BACKENDS[name]} not measured ({_short_reason(have, name)})")
-    if others:
-        details.append(f"Other backends, capturable/regular: {'; '.join(others)}.")
-    graph, reg = have.get(f"{backend}_capturable_graph"), have.get(f"{backend}_regular")
-    if graph is not None and _ok(graph) and reg is not None and _ok(reg):
-        details.append(
-            f"Graph replay of the capturable step took {graph.median / reg.median:.2f}x the eager regular step."
-        )
-    return sentence, tuple(details)
-
-
-def _short_reason(have: Mapping[str, VariantResult], backend: str) -> str:
-    for m in MODES:
-        v = have.get(f"{backend}_{m}")
-        if v is not None and v.status != "ok":
-            reason = v.reason or v.status
-            return reason if len(reason) <= 120 else reason[:117] + "..."
-    return "incomplete"

@@ -51,6 +51,7 @@ from repro.api import (
 from repro.repros._lora_finding import (
     GIB,
     THRESHOLD,
+    THRESHOLD_WHY,
     clocks_clause,
     gib,
     lora_sentence,
@@ -223,6 +224,7 @@ class LoraBatchScaling(Repro[LoraParams]):
         name="per-sample t(bs2)/t(bs1)",
         description="median step time at batch 2 over batch 1, halved: 1.0 is linear scaling, not a cliff",
         threshold=THRESHOLD,
+        threshold_why=THRESHOLD_WHY,
     )
 
     def variants(self, p: LoraParams) -> list[str]:

@@ -23,9 +23,8 @@ Which LU path ran at each point is read off the kernel names the profiler saw.
 from __future__ import annotations
 
 import dataclasses
-import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +34,10 @@ from repro.api import (
     Comparison,
     Context,
     Finding,
-    Kernel,
     Metric,
     Outcome,
     Plot,
+    Ratio,
     Repro,
     Requirements,
     RunResult,
@@ -50,65 +49,21 @@ from repro.api import (
     register,
     standalone,
 )
-
-BACKENDS = ("default", "cusolver", "magma")
-# Smooth scaling reads 1.0 and run-to-run noise is a few percent; a real cliff is
-# several-fold (the seed saw ~10x). 1.5 sits far from both, so one backend/batch
-# whose whole CI clears it is a cliff, not noise.
-THRESHOLD = 1.5
-# A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
-LONG_SAMPLE_S = 0.004
-
-# LU paths, as read from kernel names (see classify_path).
-PATH_NATIVE = "batched LU (PyTorch native kernels)"
-PATH_MAGMA = "batched getrf (MAGMA)"
-PATH_CUBLAS = "batched getrf (cuBLAS getrfBatched)"
-PATH_CUSOLVER = "looped getrf (cuSOLVER getrf)"
-PATH_CPU = "CPU LAPACK getrf"
-PATH_UNKNOWN = "unclassified"
-
-# cuBLAS and cuSOLVER are closed source: their two rules below match the names the
-# H200 reference run recorded, then a loose fallback (an LU kernel carries getrf or
-# getf2). The MAGMA names were recorded there too; the at::native names are read from
-# PyTorch's source and have not been seen in a run.
-# MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
-# functions whose names start with a LAPACK routine and its precision letter
-# (slaswp_rowparallel_kernel, sgetf2_*) or end in _kernel_batched
-# (setup_pivinfo_kernel_batched, isamax_kernel_batched). PyTorch's own batched LU
-# (LURecBlas3Kernel.cu) lives in at::native. Order matters: the first match wins.
-_PATH_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (PATH_NATIVE, re.compile(r"at::native\b.*(batched_panel|laswp_rowparallel|setup_pivinfo|build_trsm_ptr)")),
-    (
-        PATH_MAGMA,
-        re.compile(
-            r"magma|^(void\s+)?[sdcz](getf2|getrf|laswp|trtri|lacpy)|^(void\s+)?i[sdcz]amax\w*batched|\w+_kernel_batched\b",
-            re.I,
-        ),
-    ),
-    # Seen on the H200 (cuSOLVER 12.0.4): the looped path launches getrf_pivot,
-    # ipiv_lower_small and create_pivot_v2 once per matrix; cuBLAS getrfBatched
-    # launches one getrf_panel over an array of matrix pointers (float* const*).
-    (PATH_CUSOLVER, re.compile(r"getrf_pivot|ipiv_lower|create_pivot", re.I)),
-    (PATH_CUBLAS, re.compile(r"getrf_panel|(getrf|getf2)\w*batch|batch\w*(getrf|getf2)", re.I)),
-    (PATH_CUSOLVER, re.compile(r"getrf|getf2", re.I)),
+from repro.repros._lu_paths import (
+    PATH_UNKNOWN,
+    classify_path,
+    lu_kernels,
 )
 
-
-def classify_path(kernel_names: Iterable[str], device: str = "cuda") -> str:
-    """Which LU implementation ran, from the names of the kernels one call launched."""
-    if device != "cuda":
-        return PATH_CPU
-    names = list(kernel_names)
-    for path, rule in _PATH_RULES:
-        if any(rule.search(n) for n in names):
-            return path
-    return PATH_UNKNOWN
-
-
-def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
-    """The heaviest kernels that decided the path (for the finding and the report)."""
-    hits = [k for k in kernels if any(rule.search(k.name) for _, rule in _PATH_RULES)]
-    return [k.name for k in (hits or list(kernels))[:limit]]
+BACKENDS = ("default", "cusolver", "magma")
+THRESHOLD = 1.5
+# Recorded in the verdict and shown in the report's details.
+THRESHOLD_WHY = (
+    "smooth scaling reads 1.0 and noise is a few percent, a real cliff several-fold (the seed saw ~10x); 1.5 "
+    "sits far from both"
+)
+# A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
+LONG_SAMPLE_S = 0.004
 
 
 @dataclass(frozen=True)
@@ -200,6 +155,7 @@ class Solve512Cliff(Repro[SolveParams]):
             "scaling is 1.0; the largest over linalg backends and batch sizes"
         ),
         threshold=THRESHOLD,
+        threshold_why=THRESHOLD_WHY,
     )
     # Any backend and batch whose whole CI clears the threshold is the cliff; the headline
     # is the largest such ratio (else the largest overall).
@@ -209,16 +165,20 @@ class Solve512Cliff(Repro[SolveParams]):
         "hit n=512 when a size is a power of two; from 511 to 512 unknowns every solve_ex call under the "
         "affected backend costs more."
     )
+    # Read in two stored versions of pytorch/pytorch's BatchLinearAlgebra.cpp (commits 7cf55ed6b736 and
+    # 006b3e67c188), with the same rule in both; the 2.11.0 build that ran (git 70d99e998b49) was not
+    # among the versions that could be read.
     stack = (
-        "the LU routine changed, so the cutoff is in the caller: in the sources read, PyTorch's "
-        "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends square batches below n=512 "
-        "to cuBLAS batched getrf, else to looped cuSOLVER getrf. Not shown: whether a library is slow at 512 "
-        "by itself; other PyTorch versions' rule."
+        "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
+        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188, "
+        "not at the build's own revision) sends a square batch with n < 512 to cuBLAS getrfBatched and larger n "
+        "to looped cuSOLVER getrf under the cusolver preference. Not shown: whether a library is slow at 512 by "
+        "itself; other PyTorch versions' rule."
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
-        "PyTorch 2.13+ (per the seed issue, a batch-aware heuristic replaced the n=512 cutoff)",
-        "torch without MAGMA (the default backend then takes cuSOLVER)",
+        "PyTorch 2.13 or later (per the seed issue, a batch-aware heuristic replaced the n=512 cutoff)",
+        "a torch build without MAGMA (the default backend then takes cuSOLVER)",
     )
     plots = (
         Plot(
@@ -528,15 +488,18 @@ class Solve512Cliff(Repro[SolveParams]):
         p_below = have[head.comparison.den].extra.get("path", PATH_UNKNOWN)
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
+        # The path labels are classify_path's reading of the kernel names the profiler saw.
+        named = " (paths from kernel names, no API trace)" if outcome.device == "cuda" else ""
         if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
-            sentence = f"the LU path was not read: {QUICK_UNPROFILED}"
+            path = f"the LU path was not read: {QUICK_UNPROFILED}"
         elif p_below != p_at:
-            sentence = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}"
+            path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}{named}"
         else:
-            sentence = f"the LU ran {p_at} on both sides on torch {torch_version}"
+            path = f"the LU ran {p_at} on both sides on torch {torch_version}{named}"
         details: list[str] = []
         if outcome.smoke:
-            return Finding(sentence)
+            return Finding(path)
+        sentence = "; ".join([*_backend_words(head, outcome, result.extra.get("has_magma")), path])
         hits = [r for r in outcome.ratios if r.status == "reproduced"]
         others = [f"{r.comparison.name} {r.value:.2f}x" for r in hits if r is not head]
         if others:
@@ -553,11 +516,39 @@ class Solve512Cliff(Repro[SolveParams]):
         clear = [b for b in rest if b not in unsure]
         if clear:
             details.append(f"Below the threshold at every batch: the {', '.join(clear)} backend(s).")
-        if "default" in p.backends and result.extra.get("has_magma") is not None:
-            picks = "MAGMA" if result.extra["has_magma"] else "cuSOLVER (this torch has no MAGMA)"
-            details.append(f"The default backend here is {picks}: torch.cuda.has_magma is {result.extra['has_magma']}.")
         if unsure:
             details.append(f"Inconclusive (a CI straddles the threshold): the {', '.join(unsure)} backend(s).")
         if not hits:
             details.append("The seed saw ~10x at batch 128 on an RTX 6000 Ada.")
         return Finding(sentence, tuple(details))
+
+
+def _backend_words(head: Ratio, outcome: Outcome, has_magma: Any) -> list[str]:
+    """Which backend the headline ran under and whether a user gets it without asking, then the
+    default backend's own ratios where the headline is another backend's (from the rows)."""
+    backend = head.comparison.qualifiers["backend"]
+    default_is = {True: "MAGMA here", False: "cuSOLVER here: no MAGMA"}.get(has_magma)
+    opt_in = "torch.backends.cuda.preferred_linalg_library('cusolver')"
+    out: list[str] = []
+    if head.status == "reproduced" and backend == "cusolver":
+        out.append(
+            {
+                True: f"the cliff shows under the cuSOLVER backend: opt-in here ({opt_in}; torch.cuda.has_magma is "
+                "True), the default only in builds without MAGMA",
+                False: "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) "
+                "also uses by default",
+            }.get(has_magma, f"the cliff shows under the cuSOLVER backend: opt-in ({opt_in}) where torch has MAGMA")
+        )
+    elif head.status == "reproduced":
+        out.append(
+            f"the cliff shows under the {backend} backend"
+            + (f" ({default_is})" if backend == "default" and default_is else "")
+        )
+    rows = [r for r in outcome.ratios if r.comparison.qualifiers["backend"] == "default"]
+    if backend != "default" and rows:
+        said = ", ".join(f"{r.value:.2f}x" for r in rows)
+        batches = ", ".join(str(r.comparison.qualifiers["batch"]) for r in rows)
+        held = [r for r in rows if r.status == "reproduced"]
+        verdict = "a cliff too" if held else "no cliff"
+        out.append(f"the default backend ({default_is or 'unrecorded'}) showed {verdict}: {said} at batches {batches}")
+    return out

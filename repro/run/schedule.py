@@ -148,7 +148,7 @@ def measure_groups(
     kernels = _profile_all(ctx, every, cfg, "+".join(grp.name for grp in sched)) if profiled else {}
     for grp in sched:
         for sa in grp.arms:
-            st = stats.summarize(sa.rounds)
+            st = stats.summarize_rounds(sa.rounds, episode)
             timing = Timing(
                 method=ctx._method(sa.arm.graph),
                 unit="s",

@@ -52,9 +52,12 @@ def test_a_stand_in_never_refutes_or_confirms_the_claim() -> None:
         ]
 
 
-def test_nothing_measured_is_skipped_and_a_cpu_run_is_smoke() -> None:
+def test_a_subject_that_did_not_run_is_inconclusive_whatever_else_ran_and_a_cpu_run_is_smoke() -> None:
+    # A quick run times headlines only: with the subject absent nothing is measured, and the
+    # status must still be the full run's (whose stand-in ran): the claim was not tested.
     v = _judge(s_a=None, s_b=None, t_a=None, t_b=None)
-    assert v.status == "skipped" and len(v.not_run) == 2
+    assert v.status == "inconclusive" and v.value is None and len(v.not_run) == 2
+    assert v.claim is not None and v.claim["tested"] is False
     assert _judge("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0).status == "smoke"
 
 
@@ -86,3 +89,42 @@ def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measur
     from repro.repros.lora_batch import LoraBatchScaling
 
     assert LoraBatchScaling.claim_arch == ("12.0",)  # the article's RTX 5090 only, as 5090-linear
+
+
+SIDE = [
+    Comparison("subject", "s_a", "s_b", 1.5, label="the seed's library", headline=True),
+    Comparison("control", "t_a", "t_b", 1.5, label="a same-kernels control", tests_claim=False),
+]
+
+
+def _judge_side(device: str = "cuda", errored: bool = False, **medians: float | None) -> Verdict:
+    def explain(out: Outcome) -> Finding:
+        return Finding("the control read " + ", ".join(f"{r.value:.1f}" for r in out.ratios))
+
+    variants = [_v(n, m, device) for n, m in medians.items()]
+    if errored:
+        variants = [
+            VariantResult(name=v.name, label=v.name, config={}, status="error", reason="boom")
+            if v.name.startswith("s_")
+            else v
+            for v in variants
+        ]
+    return judge(SIDE, "first", METRIC, RunResult(variants=tuple(variants)), explain)
+
+
+def test_a_headline_whose_subject_did_not_run_has_no_value_and_says_what_ran() -> None:
+    v = _judge_side(s_a=None, s_b=None, t_a=2.0, t_b=1.0)
+    assert v.status == "inconclusive" and v.value is None and v.ci_low is None and v.paired is None
+    assert v.headline == "subject" and not any(r["headline"] for r in v.breakdown)
+    assert v.claim == {"tested": False, "reason": "the seed's library: variant s_a was skipped: the library is absent"}
+    assert v.finding == (
+        "Inconclusive, the seed's claim was not tested (the seed's library: variant s_a was skipped: the library "
+        "is absent); instead: the control read 2.0."
+    )
+    # A side ratio is never promoted to the headline, however it reads
+    assert [r["comparison"] for r in v.breakdown] == ["control"] and v.breakdown[0]["status"] == "reproduced"
+    # On CPU nothing is judged: the side ratio shows the pipeline ran
+    smoke = _judge_side("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0)
+    assert smoke.status == "smoke" and smoke.value is not None
+    # A subject that errored is an error, not an untested claim
+    assert _judge_side(errored=True, s_a=1.0, s_b=1.0, t_a=2.0, t_b=1.0).status == "error"

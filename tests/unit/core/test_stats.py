@@ -89,3 +89,20 @@ def test_sampling_stops_at_max_samples() -> None:
     cfg = SamplingConfig(target_rel_ci=0.0001, budget_s=1e9, max_samples=50)
     samples, reason, _ = sample_adaptively(lambda: rng.uniform(1, 3), cfg, FakeClock(0.01))
     assert reason == "max_samples" and len(samples) == 50
+
+
+def test_summarize_rounds_widens_the_ci_over_the_episodes_medians() -> None:
+    """60 rounds in 12 episodes of 5: each episode holds its own level (819-925 style swings), the
+    rounds within it barely move. The rounds' own CI misses the episodes' spread; the widened one
+    covers the episodes' order-statistic CI, as a paired ratio's does."""
+    levels = [1.0 + 0.03 * (e % 5) for e in range(12)]
+    rounds = [levels[i // 5] * (1 + 0.0005 * (i % 3)) for i in range(60)]
+    flat = stats.summarize(rounds)
+    wide = stats.summarize_rounds(rounds, 5)
+    meds = stats.summarize([stats.quantile(sorted(rounds[i : i + 5]), 0.5) for i in range(0, 60, 5)])
+    assert wide.n == 60 and wide.median == flat.median
+    assert wide.ci_low == min(flat.ci_low, meds.ci_low) and wide.ci_high == max(flat.ci_high, meds.ci_high)
+    assert wide.ci_high - wide.ci_low > 2 * (flat.ci_high - flat.ci_low)
+    assert wide.rel_ci_halfwidth > flat.rel_ci_halfwidth
+    # Without episodes, or with fewer than MIN_EPISODES of them, it is summarize over the rounds.
+    assert stats.summarize_rounds(rounds) == flat and stats.summarize_rounds(rounds, 12) == flat

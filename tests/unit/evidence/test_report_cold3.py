@@ -38,7 +38,7 @@ def scope(text: str) -> str:
 
 def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cover() -> None:
     said = {rid: " ".join(cls.untested) for rid, cls in catalog.load().items()}
-    assert "PyTorch 2.13+" in said["solve-512-cliff"] and "without MAGMA" in said["solve-512-cliff"]
+    assert "PyTorch 2.13 or later" in said["solve-512-cliff"] and "without MAGMA" in said["solve-512-cliff"]
     assert "other drivers" in said["graph-memset"] and "other architectures (Ada, Blackwell)" in said["graph-memset"]
     flux = "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card"
     assert flux in said["lora-batch-scaling"]
@@ -59,7 +59,7 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     # The committed run predates repro.untested: the catalog's declarations fill in.
     rendered = report(docs, declared=scripts.declared(docs))
     lines = scope(rendered)
-    assert "- solve-512-cliff, not covered: PyTorch 2.13+ (per the seed issue, a batch-aware heuristic" in lines
+    assert "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed issue, a batch-aware heuristic" in lines
     memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other architectures"
     assert f"{memset} (Ada, Blackwell)" in lines
     assert "- lora-batch-scaling, not covered: the real FLUX pipeline" in lines

@@ -258,8 +258,17 @@ def test_scripts_run_on_cpu_with_cpu_and_print_the_definition_both_medians_and_t
     cls = catalog.get(rid)
     params = build_params(rid, cls.Params, {}, smoke=True)
     heads = standalone.comparison_filter(cls().comparisons(params), None, rid)
-    # fused-adam times the first backend that runs here (TE is not installed in the test env).
-    assert set(rows) <= {c.name for c in heads} and rows
+    names = {c.name for c in heads}
+    if rid == "fused-adam-capturable":
+        # TE FusedAdam is the headline; where it does not import (the test env) the script times the first
+        # torch backend that runs, and says it does not test the claim.
+        names = {c.name for c in cls().comparisons(params) if c.basis == "kernel"}
+        said = "torch_fused ran instead of TE FusedAdam (control: the same kernels in both forms): it does not test"
+        assert said in proc.stdout
+        assert "TE FusedAdam's kernel time per step: the device time of every kernel a step launches" in " ".join(
+            proc.stdout.split()
+        )
+    assert set(rows) <= names and rows
     for label, row in rows.items():
         times = [v for k, v in row.items() if k.startswith("t(")]
         assert len(times) == 2 and all(t > 0 for t in times), (label, row)

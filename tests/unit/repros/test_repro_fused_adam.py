@@ -16,10 +16,11 @@ from repro.core.errors import UsageError
 from repro.core.spec import RunResult, VariantResult, Verdict, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
-from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan, optimizer_kernel
+from repro.repros._adam_steps import multi_tensor_kernel, step_kernel
+from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
-from repro.run.schedule import QUICK_ANSWERED
+from repro.run.schedule import QUICK_SKIP
 
 RID = "fused-adam-capturable"
 
@@ -50,12 +51,15 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert verdict["status"] == "smoke"  # a CPU run never judges the cliff
     assert verdict["ci_low"] <= verdict["value"] <= verdict["ci_high"]
     assert verdict["finding"].startswith(
-        "Smoke run on cpu, not evidence about any GPU: torch AdamW(fused=True): optimizer-kernel time per step"
+        "Smoke run on cpu, not evidence about any GPU: torch AdamW(fused=True): kernel time per step"
     )
     assert "whole-step times were compared (no per-kernel timing on CPU)" in verdict["finding"]
     assert verdict["headline"] == "torch_fused" and verdict["paired"] is True
-    (row,) = verdict["breakdown"]  # TE and foreach have no capturable step here: no ratio
-    assert row["backend"] == "torch AdamW(fused=True)" and row["status"] == "smoke" and row["paired"] is True
+    # TE and foreach have no capturable step here: no ratio; torch fused's kernel and whole-step rows
+    rows = verdict["breakdown"]
+    assert [r["comparison"] for r in rows] == ["torch_fused", "torch_fused_step"]
+    assert all(r["backend"] == "torch AdamW(fused=True)" and r["status"] == "smoke" and r["paired"] for r in rows)
+    assert rows[0]["role"] == "control: the same kernels in both forms"
     (details,) = verdict["details"]
     assert "TE FusedAdam not measured (TE FusedAdam runs only on CUDA)" in details
     assert "torch AdamW(foreach=True) not measured (torch's capturable foreach AdamW needs params" in details
@@ -77,7 +81,7 @@ def test_params_parse_and_reject() -> None:
         build_params(RID, AdamParams, {"kernel_iters": "3"})
 
 
-def test_kernel_matcher_keeps_optimizer_kernels_only() -> None:
+def test_a_step_counts_every_kernel_and_the_multi_tensor_names_are_kept_apart() -> None:
     torch_fused = (
         "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
         "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, "
@@ -85,9 +89,13 @@ def test_kernel_matcher_keeps_optimizer_kernels_only() -> None:
     )
     te = "void multi_tensor_apply_kernel<TensorListMetadata<4, false>, AdamCapturableFunctor<float, float>, float*>"
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul>>"
-    assert optimizer_kernel(torch_fused) and optimizer_kernel(te)
-    assert not optimizer_kernel(fill)
-    assert not optimizer_kernel("void at::native::elementwise_kernel<128, 2, ne_kernel_cuda>")
+    div = (
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor"
+        "<float, float, float, at::native::binary_internal::DivFunctor<float> > >(at::TensorIteratorBase&)>"
+    )
+    assert all(step_kernel(k) for k in (torch_fused, te, fill, div))
+    assert multi_tensor_kernel(torch_fused) and multi_tensor_kernel(te)
+    assert not multi_tensor_kernel(fill) and not multi_tensor_kernel(div)
 
 
 # --------------------------------------------------------------------------- verdict on synthetic results
@@ -152,14 +160,26 @@ def _result(paired: bool = True, **ratios: Any) -> RunResult:
     return RunResult(variants=tuple(out))
 
 
-def test_comparisons_per_backend_on_kernel_time_in_headline_order() -> None:
+def test_te_is_the_only_headline_and_every_backend_has_a_kernel_and_a_step_comparison() -> None:
     comps = FusedAdamCapturable().comparisons(build_params(RID, AdamParams, {"backends": "torch_foreach,te"}))
-    assert [(c.name, c.num, c.den) for c in comps] == [
-        ("te", "te_capturable", "te_regular"),
-        ("torch_foreach", "torch_foreach_capturable", "torch_foreach_regular"),
+    assert [(c.name, c.num, c.den, c.basis) for c in comps] == [
+        ("te", "te_capturable", "te_regular", "kernel"),
+        ("te_step", "te_capturable", "te_regular", "time"),
+        ("torch_foreach", "torch_foreach_capturable", "torch_foreach_regular", "kernel"),
+        ("torch_foreach_step", "torch_foreach_capturable", "torch_foreach_regular", "time"),
     ]  # BACKENDS order, whatever order --set gave
-    assert all(c.basis == "kernel" and c.headline and c.threshold == 1.3 for c in comps)
+    assert [c.name for c in comps if c.headline] == ["te"]
+    assert [c.name for c in comps if c.tests_claim] == ["te", "te_step"]
+    assert all(c.threshold == 1.3 for c in comps)
     assert FusedAdamCapturable.headline_rule == "first"
+    # Left out by --set, TE's comparison is still the headline (unmeasured): torch's never becomes it.
+    torch_only = FusedAdamCapturable().comparisons(build_params(RID, AdamParams, {"backends": "torch_fused"}))
+    assert [(c.name, c.headline) for c in torch_only] == [
+        ("te", True),
+        ("te_step", False),
+        ("torch_fused", False),
+        ("torch_fused_step", False),
+    ]
 
 
 def _head_row_status(v: Verdict) -> str:
@@ -167,58 +187,78 @@ def _head_row_status(v: Verdict) -> str:
     return str(next(r for r in v.breakdown if r["headline"])["status"])
 
 
-def test_verdict_reproduced_when_the_whole_ci_clears_the_threshold() -> None:
-    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.9, torch_foreach=1.0))
-    # torch's fused AdamW reproduces, but it only stands in for TE's FusedAdam: the claim is untested.
-    assert v.status == "inconclusive" and _head_row_status(v) == "reproduced"
-    assert v.headline == "torch_fused" and v.paired is True
-    assert v.claim is not None and v.claim["tested"] is False and "TE FusedAdam" in v.claim["reason"]
+def test_verdict_reproduced_when_te_clears_the_threshold() -> None:
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(te=1.9, torch_fused=1.0, torch_foreach=1.2))
+    assert v.status == "reproduced" and v.headline == "te" and v.paired is True
+    assert v.claim == {"tested": True, "reason": None}
     assert v.value == pytest.approx(1.9, rel=1e-2) and v.ci_low is not None and v.ci_low >= 1.3
     assert v.finding.startswith(
-        "Inconclusive, the seed's claim was not tested (TE FusedAdam: optimizer-kernel time per step, "
-        "capturable/regular: variant te_capturable was skipped: not here); instead: "
-        "torch AdamW(fused=True): optimizer-kernel time per step, capturable/regular was "
+        "Reproduced: TE FusedAdam: kernel time per step, capturable/regular was "
         f"{v.value:.2f}x (95% CI {v.ci_low:.2f}-{v.ci_high:.2f}), the whole CI is above the 1.3 threshold; "
+        "TE FusedAdam's capturable kernels are slower, as the seed saw (~1.9x on a GB300)."
     )
-    # A torch optimizer's number says nothing about TE's: the seed is named, not judged.
-    assert "says nothing about the seed's ~1.9x (TE FusedAdam, GB300): TE FusedAdam was not measured here" in v.finding
-    assert "torch AdamW(foreach=True) 1.00x" in full_text(v) and "TE FusedAdam not measured (not here)" in full_text(v)
-    rows = {r["backend"]: r for r in v.breakdown}
-    assert list(rows) == ["torch AdamW(fused=True)", "torch AdamW(foreach=True)"]  # TE had no ratio
-    assert [r["headline"] for r in rows.values()] == [True, False]
-    assert all(r["basis"] == "kernel" and r["paired"] is True and r["n"] == len(DRIFT) for r in rows.values())
+    # torch's comparisons are side rows, each with its role; the headline is TE's alone
+    others = next(d for d in v.details if d.startswith("Other comparisons: "))
+    assert "torch AdamW(fused=True): kernel time per step, capturable/regular 1.00x" in others
+    assert "torch AdamW(foreach=True): whole step (CUDA events), capturable/regular 1.2" in others
+    rows = {r["comparison"]: r for r in v.breakdown}
+    assert [n for n, r in rows.items() if r["headline"]] == ["te"]
+    assert rows["torch_fused"]["role"] == "control: the same kernels in both forms"
+    assert all(rows[n]["basis"] == "kernel" and rows[n]["n"] == len(DRIFT) for n in ("te", "torch_fused"))
 
 
-def test_verdict_not_reproduced_without_te_says_te_was_not_measured() -> None:
-    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0, torch_foreach=1.05))
-    assert v.status == "inconclusive" and _head_row_status(v) == "not_reproduced"
-    assert v.value == pytest.approx(1.0, rel=1e-2)
-    assert v.ci_high is not None and v.ci_high < 1.3
-    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (TE FusedAdam")
-    assert "instead: torch AdamW(fused=True): optimizer-kernel time per step" in v.finding
-    assert [r["comparison"] for r in v.not_run] == ["te"]
-    assert "the whole CI is below the 1.3 threshold" in v.finding
-    assert "TE FusedAdam was not measured here" in v.finding
-    assert "Graph replay of the capturable step took 0.97x the eager regular step." in v.details
-    rows = {r["backend"]: r for r in v.breakdown}
-    assert "TE FusedAdam" not in rows
-    assert rows["torch AdamW(foreach=True)"]["ratio"] == pytest.approx(1.05, rel=1e-2)
-    assert rows["torch AdamW(foreach=True)"]["status"] == "not_reproduced"
+def test_without_te_there_is_no_headline_and_the_finding_says_what_ran_instead() -> None:
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0, torch_foreach=(1.16, 1.18)))
+    # No number answers the claim: inconclusive, no value, the headline named as TE's comparison
+    assert v.status == "inconclusive" and v.value is None and v.ci_low is None and v.ci_high is None
+    assert v.headline == "te" and v.paired is None
+    assert v.claim is not None and v.claim["tested"] is False
+    assert (
+        v.claim["reason"]
+        == "TE FusedAdam: kernel time per step, capturable/regular: variant te_capturable was skipped: not here"
+    )
+    assert [r["comparison"] for r in v.not_run] == ["te", "te_step"]
+    assert v.finding.startswith(f"Inconclusive, the seed's claim was not tested ({v.claim['reason']}); instead: ")
+    instead = v.finding.split("; instead: ", 1)[1]
+    rows = {r["comparison"]: r for r in v.breakdown}
+    assert not any(r["headline"] for r in rows.values())
+    fe, fe_step = rows["torch_foreach"], rows["torch_foreach_step"]
+    assert fe["ratio"] == pytest.approx(1.18, rel=1e-2) and fe_step["ratio"] == pytest.approx(1.16, rel=1e-2)
+    assert instead.startswith(
+        "torch AdamW(foreach=True) (reference: its capturable form launches extra kernels): kernel time per step "
+        f"{fe['ratio']:.2f}x (95% CI {fe['ci_low']:.2f}-{fe['ci_high']:.2f}), whole step "
+        f"{fe_step['ratio']:.2f}x (95% CI {fe_step['ci_low']:.2f}-{fe_step['ci_high']:.2f}); "
+        "torch AdamW(fused=True) (control: the same kernels in both forms): kernel time per step 1.00x"
+    )
+    assert instead.endswith(
+        "none of these is TE's FusedAdam, so they say nothing about the seed's ~1.9x (TE FusedAdam, GB300)."
+    )
+    assert "does not hold" not in full_text(v) and "Other comparisons" not in full_text(v)
+    assert (
+        "torch AdamW(fused=True): graph replay of the capturable step took 0.97x the eager regular step." in v.details
+    )
+
+
+def test_a_reproducing_torch_ratio_without_te_is_still_no_headline() -> None:
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.9))
+    assert v.status == "inconclusive" and v.value is None
+    assert "kernel time per step 1.9" in v.finding and "Reproduced" not in v.finding
 
 
 def test_verdict_uses_kernel_rounds_not_step_times() -> None:
-    # Whole steps equal, optimizer kernels 1.9x: the per-kernel number is the metric.
-    res = _result(torch_fused=(1.0, 1.9))
+    # Whole steps equal, kernels 1.9x: the kernel time is the metric; the whole step is its own row.
+    res = _result(te=(1.0, 1.9))
     v = FusedAdamCapturable().verdict(AdamParams(), res)
-    assert v.value == pytest.approx(1.9, rel=1e-2) and _head_row_status(v) == "reproduced" and v.paired is True
-    assert res.variant("torch_fused_capturable").median == pytest.approx(res.variant("torch_fused_regular").median)
+    assert v.value == pytest.approx(1.9, rel=1e-2) and v.status == "reproduced" and v.paired is True
+    step = next(r for r in v.breakdown if r["comparison"] == "te_step")
+    assert step["ratio"] == pytest.approx(1.0, rel=1e-2) and step["basis"] == "time"
     assert "per-kernel samples were missing" not in full_text(v)
 
 
 def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
-    paired = _result(torch_fused=(1.0, 1.45))
+    paired = _result(te=(1.0, 1.45))
     v = FusedAdamCapturable().verdict(AdamParams(), paired)
-    assert _head_row_status(v) == "reproduced" and v.ci_low is not None and v.ci_low >= 1.3
+    assert v.status == "reproduced" and v.ci_low is not None and v.ci_low >= 1.3
     # The same kernel times as unpaired samples: the drift widens the two-sample CI past the threshold.
     loose = RunResult(
         variants=tuple(
@@ -230,15 +270,14 @@ def test_paired_kernel_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> 
     )
     u = FusedAdamCapturable().verdict(AdamParams(), loose)
     assert u.paired is False and u.ci_low is not None and u.ci_high is not None
-    assert u.ci_low < 1.3 <= u.ci_high and _head_row_status(u) == "not_reproduced" and u.status == "inconclusive"
-    assert "instead: torch AdamW(fused=True)" in u.finding
-    assert "so this run can neither confirm nor rule out" not in u.finding  # that wording is TE's alone
+    assert u.ci_low < 1.3 <= u.ci_high and u.status == "not_reproduced"
+    assert "so this run can neither confirm nor rule out the seed's ~1.9x" in u.finding
 
 
 def test_unpaired_samples_still_give_a_verdict() -> None:
     # Older artifacts and older-API timing: plain samples and kernel_samples_s, no rounds.
-    v = FusedAdamCapturable().verdict(AdamParams(), _result(paired=False, torch_fused=(1.0, 1.9)))
-    assert _head_row_status(v) == "reproduced" and v.paired is False and v.value == pytest.approx(1.9)
+    v = FusedAdamCapturable().verdict(AdamParams(), _result(paired=False, te=(1.0, 1.9)))
+    assert v.status == "reproduced" and v.paired is False and v.value == pytest.approx(1.9)
     assert v.breakdown[0]["paired"] is False and v.breakdown[0]["n"] == 30
 
 
@@ -249,16 +288,16 @@ def _regroup_kernels(res: RunResult, name: str, group: str) -> RunResult:
 
 
 def test_kernel_rounds_of_another_group_are_not_paired() -> None:
-    res = _regroup_kernels(_result(torch_fused=(1.0, 1.9)), "torch_fused_capturable", "elsewhere")
+    res = _regroup_kernels(_result(te=(1.0, 1.9)), "te_capturable", "elsewhere")
     v = FusedAdamCapturable().verdict(AdamParams(), res)
     # No kernel pairing and no kernel samples: the paired step times (equal) are what is left.
-    assert v.value == pytest.approx(1.0, rel=1e-2) and v.paired is True and _head_row_status(v) == "not_reproduced"
+    assert v.value == pytest.approx(1.0, rel=1e-2) and v.paired is True and v.status == "not_reproduced"
 
 
 def test_a_step_time_fallback_is_reported_as_such() -> None:
-    # kernel_rounds gives 0.0 for a call where no kernel matched KERNEL_KEYS (e.g. a TE build whose
-    # kernels are named otherwise): no usable pair is left, and the ratio is of whole-step times.
-    res = _result(torch_fused=(1.0, 1.9))
+    # kernel_rounds gives 0.0 for a call with no device work in its range: no usable pair is
+    # left, and the ratio is of whole-step times.
+    res = _result(te=(1.0, 1.9))
     zeroed = [
         dataclasses.replace(x, extra={**x.extra, "kernel_rounds_s": [0.0] * len(DRIFT)})
         if "kernel_rounds_s" in x.extra
@@ -272,19 +311,19 @@ def test_a_step_time_fallback_is_reported_as_such() -> None:
 
 
 def test_missing_kernel_rounds_fall_back_to_step_time_and_say_so() -> None:
-    res = _result(torch_fused=(1.0, 1.9))
+    res = _result(te=(1.0, 1.9))
     bare = RunResult(variants=tuple(dataclasses.replace(x, extra={}) for x in res.variants))
     v = FusedAdamCapturable().verdict(AdamParams(), bare)
-    assert v.value == pytest.approx(1.0, rel=1e-2) and _head_row_status(v) == "not_reproduced"
+    assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "not_reproduced"
     assert "per-kernel samples were missing, so whole-step times were compared" in v.finding
+    # without TE a torch ratio that fell back to whole steps says so in the words on what ran instead
+    torch_only = _result(torch_fused=(1.0, 1.9))
+    bare = RunResult(variants=tuple(dataclasses.replace(x, extra={}) for x in torch_only.variants))
+    w = FusedAdamCapturable().verdict(AdamParams(), bare)
+    assert "kernel time per step 1.00x (95% CI" in w.finding and "(whole steps: no kernel samples)" in w.finding
 
 
-def test_headline_is_te_whenever_te_ran() -> None:
-    worse = FusedAdamCapturable().verdict(AdamParams(), _result(te=1.9, torch_fused=1.0))
-    assert worse.value == pytest.approx(1.9, rel=1e-2) and worse.headline == "te"
-    assert worse.finding.startswith("Reproduced: TE FusedAdam: optimizer-kernel time per step")
-    assert "TE FusedAdam's capturable kernels are slower, as the seed saw (~1.9x on a GB300)" in worse.finding
-    assert "torch AdamW(fused=True) 1.00x" in full_text(worse)
+def test_headline_is_te_whatever_the_other_backends_read() -> None:
     better = FusedAdamCapturable().verdict(AdamParams(), _result(te=0.8, torch_fused=1.5))
     # TE speaks even when another backend looks worse: the rule is fixed before any number.
     assert better.value == pytest.approx(0.8, rel=1e-2) and better.headline == "te"
@@ -292,19 +331,19 @@ def test_headline_is_te_whenever_te_ran() -> None:
     assert "so the seed's ~1.9x (TE FusedAdam, GB300) does not hold here" in better.finding
 
 
-def test_without_te_the_finding_does_not_judge_the_seed() -> None:
-    v = FusedAdamCapturable().verdict(AdamParams(), _result(torch_fused=1.0))
-    # Never "not_reproduced": what ran is not what the seed is about.
-    assert v.value == pytest.approx(1.0, rel=1e-2) and v.status == "inconclusive"
-    assert "TE FusedAdam was not measured here" in full_text(v)
-    assert "does not hold" not in full_text(v)
-
-
-def test_verdict_without_any_pair_is_not_measured() -> None:
+def test_verdict_without_any_pair_is_inconclusive_with_the_reason() -> None:
     v = FusedAdamCapturable().verdict(AdamParams(), _result())
-    assert v.status == "skipped" and v.value is None and v.breakdown == ()
-    assert v.finding.startswith("Not measured: variant te_capturable was skipped: not here")
-    assert "torch_fused_capturable was skipped" in v.finding
+    assert v.status == "inconclusive" and v.value is None and v.breakdown == ()
+    assert v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert "variant te_capturable was skipped: not here" in v.finding
+
+
+def test_an_errored_te_is_an_error_not_an_inconclusive() -> None:
+    res = _result(torch_fused=1.0)
+    te = [_variant(f"te_{m}", 0, status="error") for m in ("regular", "capturable", "capturable_graph")]
+    mixed = RunResult(variants=(*te, *(x for x in res.variants if not x.name.startswith("te_"))))
+    v = FusedAdamCapturable().verdict(AdamParams(), mixed)
+    assert v.status == "error" and v.value is None
 
 
 def test_cpu_smoke_verdict_falls_back_to_step_time_and_says_so() -> None:
@@ -368,7 +407,7 @@ class _FakeCudaContext(RunContext):
         pairs: Any = (),
         min_iters: int = 0,
     ) -> dict[str, list[float]]:
-        self.calls.append(("kernel_rounds", sorted(fns), iters, episodes, list(pairs), min_iters))
+        self.calls.append(("kernel_rounds", sorted(fns), iters, episodes, list(pairs), min_iters, match.__name__))
         if self.kernel_rounds_error is not None:
             raise self.kernel_rounds_error
         for fn in fns.values():
@@ -398,40 +437,62 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     most, episodes, fewest = kernel_plan(p)
     assert ctx.calls == [
         ("paired", "torch_fused", ["torch_fused_regular", "torch_fused_capturable"]),
-        ("kernel_rounds", ["capturable", "regular"], most, episodes, [("capturable", "regular")], fewest),
+        # every kernel of the step counts; then the seed's method: 6 steps of one form, then of the other
+        (
+            "kernel_rounds",
+            ["capturable", "regular"],
+            most,
+            episodes,
+            [("capturable", "regular")],
+            fewest,
+            "step_kernel",
+        ),
+        ("kernel_rounds", ["capturable"], 6, 1, [], 0, "multi_tensor_kernel"),
+        ("kernel_rounds", ["regular"], 6, 1, [], 0, "multi_tensor_kernel"),
         ("measure", "torch_fused_capturable_graph", True),
     ]
     for name in ("torch_fused_regular", "torch_fused_capturable"):
         assert len(v[name].extra["kernel_rounds_s"]) == p.kernel_iters
         assert v[name].extra["kernel_episode_rounds"] == 2  # episodes of kernel_episode_rounds
         assert v[name].extra["kernel_group"] == "torch_fused_kernels"
+        assert v[name].extra["kernel_counted"] == res.extra["kernel_counted"]
     assert "kernel_rounds_s" not in v["torch_fused_capturable_graph"].extra
+    # The seed's method, recorded for the report beside our comparison of the same backend
+    (seed,) = res.extra["seed_method"]
+    expect = sum(_rounds(0.0019, 0, DRIFT[:6])) / sum(_rounds(0.001, 0, DRIFT[:6]))
+    assert seed["comparison"] == "torch_fused" and seed["subject"] is False and seed["steps"] == 6
+    assert seed["ratio"] == pytest.approx(expect) and seed["ratio"] == pytest.approx(1.9, rel=1e-2)
+    assert res.extra["seed_method_how"].startswith("6 consecutive steps of one form profiled")
+    assert res.extra["seed_method_note"].startswith("The seed's method sums only the multi-tensor (Adam) kernels")
+    assert res.extra["claim_needs"]["pip"] == "transformer_engine[pytorch]"
     # The foreach capturable optimizer fails on CPU tensors when it first steps: that backend's
     # variants are errors (regular and capturable live at once), and the run goes on.
     assert {v[f"torch_foreach_{m}"].status for m in ("regular", "capturable", "capturable_graph")} == {"error"}
     verdict = FusedAdamCapturable().verdict(p, res)
-    assert _head_row_status(verdict) == "reproduced" and verdict.value == pytest.approx(1.9, rel=1e-2)
-    assert verdict.paired is True and verdict.headline == "torch_fused"
-    assert "per-kernel samples were missing" not in verdict.finding
-    assert "Graph replay of the capturable step took 0.95x the eager regular step." in verdict.details
+    assert verdict.status == "inconclusive" and verdict.value is None and verdict.headline == "te"
+    row = next(r for r in verdict.breakdown if r["comparison"] == "torch_fused")
+    assert row["ratio"] == pytest.approx(1.9, rel=1e-2) and row["basis"] == "kernel" and row["paired"] is True
+    assert "whole steps: no kernel samples" not in verdict.finding
+    assert "torch AdamW(fused=True): graph replay of the capturable step took 0.95x the eager regular step." in (
+        verdict.details
+    )
 
 
-def test_a_quick_run_times_no_backend_after_the_one_that_answers_the_headline(
+def test_a_quick_run_times_only_the_headline_so_without_te_it_times_nothing_and_is_inconclusive(
     fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
     p = build_params(RID, AdamParams, {}, smoke=True)
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast, quick=True)
-    ctx.comparisons = tuple(FusedAdamCapturable().comparisons(p))  # all three are headline comparisons
+    ctx.comparisons = tuple(c for c in FusedAdamCapturable().comparisons(p) if c.headline)  # as execute sets it
     res = FusedAdamCapturable().run(p, ctx)
-    assert [c[:2] for c in ctx.calls] == [
-        ("paired", "torch_fused"),
-        ("kernel_rounds", ["capturable", "regular"]),
-        ("measure", "torch_fused_capturable_graph"),
-    ]
-    foreach = [res.variant(f"torch_foreach_{m}") for m in ("regular", "capturable", "capturable_graph")]
-    assert {(x.status, x.reason) for x in foreach} == {("skipped", QUICK_ANSWERED.format(comparison="torch_fused"))}
-    assert FusedAdamCapturable().verdict(p, res).headline == "torch_fused"  # the headline a full run takes too
+    assert ctx.calls == []
+    torch_side = [x for x in res.variants if not x.name.startswith("te_")]
+    assert {(x.status, x.reason) for x in torch_side} == {("skipped", QUICK_SKIP)}
+    v = FusedAdamCapturable().verdict(p, res)
+    # The full run's status (its torch backends ran as stand-ins): the claim was not tested.
+    assert v.status == "inconclusive" and v.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert "variant te_capturable was skipped: no TE here" in v.finding
 
 
 def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
@@ -446,8 +507,15 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     assert all(x.status == "ok" and "kernel_rounds_s" not in x.extra for x in eager)
     assert all(x.warnings == ("per-kernel rounds failed (RuntimeError: CUPTI_ERROR_NOT_INITIALIZED)",) for x in eager)
     verdict = FusedAdamCapturable().verdict(p, res)
-    assert verdict.value == pytest.approx(1.0, rel=1e-2) and _head_row_status(verdict) == "not_reproduced"
-    assert "per-kernel samples were missing, so whole-step times were compared" in verdict.finding
+    row = next(r for r in verdict.breakdown if r["comparison"] == "torch_fused")
+    assert row["ratio"] == pytest.approx(1.0, rel=1e-2) and row["basis"] == "time"
+    assert (
+        "kernel time per step 1.00x (95% CI" in verdict.finding
+        and "(whole steps: no kernel samples)" in verdict.finding
+    )
+    assert "seed_method" not in res.extra  # the rounds failed before the seed's method ran
+    assert verdict.claim is not None and verdict.claim["tested"] is False
+    assert "variant te_capturable was not measured" in verdict.finding
 
 
 def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
@@ -461,3 +529,73 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
     assert "GiB of GPU memory, 8 GiB free; try --set numel=" in (result.variants[0].reason or "")
+
+
+# --------------------------------------------------------------------------- kernel time on synthetic traces
+
+
+def _trace(*calls: list[tuple[str, float]]) -> dict[str, Any]:
+    """A Chrome trace of profiled calls as RunContext records them: a gpu_repro_call_<i> range each, then
+    its device work (name, us), one after another; 1000 us between calls."""
+    events: list[dict[str, Any]] = []
+    for i, kernels in enumerate(calls):
+        t = 1000.0 * i
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"gpu_repro_call_{i}", "ts": t, "dur": 900.0})
+        for name, dur in kernels:
+            t += 1.0
+            cat = "gpu_memset" if name == "Memset (Device)" else "kernel"
+            events.append({"ph": "X", "cat": cat, "name": name, "ts": t, "dur": dur})
+    return {"traceEvents": events}
+
+
+_FOREACH = "void at::native::multi_tensor_apply_kernel<TensorListMetadata<2>, BinaryOpScalarFunctor<float, 2>>"
+_DIV = "void at::native::elementwise_kernel<128, 2, gpu_kernel_impl_nocast<BinaryFunctor<DivFunctor<float>>>>"
+_TE = "void multi_tensor_apply_kernel<TensorListMetadata<4, false>, AdamCapturableFunctor<float, float>, float*>"
+_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul>>"
+
+
+def test_a_division_kernel_inside_the_step_counts_toward_its_kernel_time() -> None:
+    from repro.run.kernels import per_call_device_time
+
+    regular = [(_FOREACH, 400.0)]
+    capturable = [(_FOREACH, 360.0), (_DIV, 120.0), (_DIV, 120.0)]  # foreach's capturable step divides per tensor
+    trace = _trace(regular, capturable)
+    steps = per_call_device_time(trace, 2, step_kernel)
+    assert steps == pytest.approx([400e-6, 600e-6])
+    assert steps[1] / steps[0] == pytest.approx(1.5)  # the whole step is slower
+    named = per_call_device_time(trace, 2, multi_tensor_kernel)
+    assert named[1] / named[0] == pytest.approx(0.9)  # the name filter alone reads it faster
+    # TE's capturable bookkeeping (a fill and a memset) is device work of the step too
+    te = per_call_device_time(_trace([(_TE, 100.0), (_FILL, 2.0), ("Memset (Device)", 1.0)]), 1, step_kernel)
+    assert te == pytest.approx([103e-6])
+
+
+def test_the_kernel_split_reports_all_kernels_against_the_multi_tensor_ones() -> None:
+    from repro.core.results import Kernel
+    from repro.repros._adam_steps import kernel_split, per_step_us
+
+    kernels = (
+        Kernel(_FOREACH, count=402, total_us=79_410.0, mean_us=79_410.0 / 402, per_call=402.0),
+        Kernel(_DIV, count=402, total_us=25_375.0, mean_us=25_375.0 / 402, per_call=402.0),
+    )
+    v = VariantResult(
+        name="torch_foreach_capturable", label="x", config={}, status="ok", kernels=kernels, kernel_source="cuda"
+    )
+    split = kernel_split(v)
+    assert split["step_kernels_us"] == pytest.approx(104_785.0)
+    assert split["multi_tensor_kernels_us"] == pytest.approx(79_410.0)
+    assert split["other_launches_per_step"] == 402 and split["other_kernels"] == 1
+    cpu = dataclasses.replace(v, kernel_source="cpu")
+    assert per_step_us(cpu) is None  # aten ops on CPU are not a step's device time
+
+
+def test_the_seed_method_profiles_six_steps_of_each_form_and_divides_by_six(fast: SamplingConfig) -> None:
+    from repro.repros._adam_steps import SEED_STEPS, seed_method
+
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    steps = {"capturable": lambda: None, "regular": lambda: None}
+    got = seed_method(ctx, steps)
+    cap, reg = _rounds(0.0019, 0, DRIFT[:SEED_STEPS]), _rounds(0.001, 0, DRIFT[:SEED_STEPS])
+    assert got["capturable_s"] == pytest.approx(sum(cap) / 6) and got["regular_s"] == pytest.approx(sum(reg) / 6)
+    assert got["ratio"] == pytest.approx(sum(cap) / sum(reg))
+    assert [c[1:3] for c in ctx.calls] == [(["capturable"], 6), (["regular"], 6)]

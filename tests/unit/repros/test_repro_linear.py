@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from helpers import timing_for
 
+from repro.core.context import SamplingConfig
 from repro.core.results import Comparison, Ratio, VariantResult
 from repro.repros.linear_5090 import SEED_CALLS, seed_blocks, seed_clause
 
@@ -83,3 +84,18 @@ def test_the_finding_puts_the_seed_number_beside_ours_and_says_where_they_part()
     # Without the seed's numbers (an older artifact, or an error) nothing is said.
     assert seed_clause({}, lin, man, _head(0.9, 1.0)) == ""
     assert seed_clause(seed, dataclasses.replace(man, timing=None), man, None) == ""
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_seed_experiment_runs_in_a_full_run_and_not_in_a_quick_one(fast: SamplingConfig, quick: bool) -> None:
+    from repro.core.spec import build_params
+    from repro.repros.linear_5090 import Linear5090, LinearParams
+    from repro.run.context import RunContext
+
+    p = build_params("5090-linear", LinearParams, {}, smoke=True)
+    ctx = RunContext(device="cpu", smoke=True, sampling=fast, quick=quick)
+    ctx.comparisons = tuple(c for c in Linear5090().comparisons(p) if c.headline or not quick)
+    res = Linear5090().run(p, ctx)
+    assert ("seed_method" in res.extra) is not quick
+    if not quick:
+        assert res.extra["seed_method"]["timer"] == "time.perf_counter"

@@ -15,8 +15,10 @@ from repro.core.context import Arm, SamplingConfig
 from repro.core.errors import UsageError
 from repro.core.spec import Kernel, RunResult, Timing, VariantResult, build_params
 from repro.evidence.artifact import validation_errors
+from repro.repros import _lu_paths as lp
 from repro.repros import solve_cliff as sc
-from repro.repros.solve_cliff import BACKENDS, Solve512Cliff, SolveParams, classify_path, lu_kernels
+from repro.repros._lu_paths import classify_path, lu_kernels
+from repro.repros.solve_cliff import BACKENDS, Solve512Cliff, SolveParams
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
 from repro.run.schedule import QUICK_UNPROFILED
@@ -34,7 +36,7 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     for v in doc["variants"]:
         assert v["status"] == "ok", v["reason"]
         assert v["kernel_source"] == "cpu" and v["kernels"]
-        assert v["extra"]["path"] == sc.PATH_CPU
+        assert v["extra"]["path"] == lp.PATH_CPU
         assert any("lu_factor" in k for k in v["extra"]["lu_kernels"])
         n, b = v["config"]["n"], v["config"]["batch"]
         assert v["work"]["flops"] == pytest.approx(b * (2 / 3 * n**3 + 2 * n * n))
@@ -61,12 +63,12 @@ def test_smoke_run_on_cpu_writes_a_valid_artifact(run_dir: Path, fast: SamplingC
     assert verdict["finding"].startswith(
         f"Smoke run on cpu, not evidence about any GPU: work-scaled t(32)/t(31), default backend, batch {head['batch']}"
     )
-    assert f"the LU ran {sc.PATH_CPU} on both sides" in verdict["finding"]
+    assert f"the LU ran {lp.PATH_CPU} on both sides" in verdict["finding"]
     assert "Reproduced" not in full_text(verdict_obj(verdict))
     grid = doc["extra"]["time_grid"]
     assert set(grid) == {"default"} and set(grid["default"]) == {"2", "4"}
     assert set(grid["default"]["4"]) == {str(n) for n in range(30, 34)}
-    assert grid["default"]["4"]["32"]["median_s"] > 0 and grid["default"]["4"]["32"]["path"] == sc.PATH_CPU
+    assert grid["default"]["4"]["32"]["median_s"] > 0 and grid["default"]["4"]["32"]["path"] == lp.PATH_CPU
     assert doc["extra"]["has_magma"] is None and doc["extra"]["sizes"] == list(range(30, 34))
 
 
@@ -219,20 +221,20 @@ CUSOLVER_POINT = [
 @pytest.mark.parametrize(
     ("names", "path"),
     [
-        (MAGMA_POINT, sc.PATH_MAGMA),
-        (["strtri_diag_lower_kernel(magma_diag_t, int, float const *, int, float*)"], sc.PATH_MAGMA),
-        (NATIVE_POINT, sc.PATH_NATIVE),
-        (CUBLAS_BATCHED_POINT, sc.PATH_CUBLAS),
-        (CUSOLVER_POINT, sc.PATH_CUSOLVER),
+        (MAGMA_POINT, lp.PATH_MAGMA),
+        (["strtri_diag_lower_kernel(magma_diag_t, int, float const *, int, float*)"], lp.PATH_MAGMA),
+        (NATIVE_POINT, lp.PATH_NATIVE),
+        (CUBLAS_BATCHED_POINT, lp.PATH_CUBLAS),
+        (CUSOLVER_POINT, lp.PATH_CUSOLVER),
         # Generic BLAS kernels alone say nothing about the LU path.
-        (CUBLAS_BATCHED_POINT[2:], sc.PATH_UNKNOWN),
-        (["void isamax_kernel_batched(int, float**, int, int, int, int**)"], sc.PATH_MAGMA),
+        (CUBLAS_BATCHED_POINT[2:], lp.PATH_UNKNOWN),
+        (["void isamax_kernel_batched(int, float**, int, int, int, int**)"], lp.PATH_MAGMA),
         # A batched triangular solve (getrs) is not an LU factorization.
         (
             ["void getrs_batched_kernel<float, 32>(int, int, float const* const*, int, int const*, float**, int)"],
-            sc.PATH_UNKNOWN,
+            lp.PATH_UNKNOWN,
         ),
-        ([], sc.PATH_UNKNOWN),
+        ([], lp.PATH_UNKNOWN),
     ],
 )
 def test_path_is_read_off_kernel_names(names: list[str], path: str) -> None:
@@ -240,8 +242,8 @@ def test_path_is_read_off_kernel_names(names: list[str], path: str) -> None:
 
 
 def test_path_on_cpu_is_lapack_whatever_the_names() -> None:
-    assert classify_path(["aten::linalg_lu_factor_ex", "aten::linalg_lu_solve"], "cpu") == sc.PATH_CPU
-    assert classify_path(CUSOLVER_POINT, "cpu") == sc.PATH_CPU
+    assert classify_path(["aten::linalg_lu_factor_ex", "aten::linalg_lu_solve"], "cpu") == lp.PATH_CPU
+    assert classify_path(CUSOLVER_POINT, "cpu") == lp.PATH_CPU
 
 
 def test_lu_kernels_lists_the_deciding_kernels_first() -> None:
@@ -311,8 +313,8 @@ def _grid(
 
 
 PATHS = {
-    "default": (sc.PATH_MAGMA, sc.PATH_MAGMA),
-    "cusolver": (sc.PATH_CUBLAS, sc.PATH_CUSOLVER),
+    "default": (lp.PATH_MAGMA, lp.PATH_MAGMA),
+    "cusolver": (lp.PATH_CUBLAS, lp.PATH_CUSOLVER),
 }
 ROW_KEYS = {
     "comparison", "label", "num", "den", "ratio", "ci_low", "ci_high", "threshold", "ci_level", "status", "where",
@@ -354,10 +356,73 @@ def test_verdict_reproduced_when_one_row_clears_the_threshold() -> None:
     # Worst of 4 (2 backends x 2 batches): each CI is held at 1 - 0.05/4 (Bonferroni).
     assert v.ci_level == pytest.approx(0.9875) and "98.8% CI" in v.finding
     assert "the whole CI is above the 1.5 threshold" in v.finding
-    assert f"the LU switched from {sc.PATH_CUBLAS} at n=511 to {sc.PATH_CUSOLVER} at n=512" in v.finding
+    assert f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512" in v.finding
     assert "on torch 2.11.0+cu130" in v.finding
     assert "Below the threshold at every batch: the default backend(s)." in v.details
     assert "Smoke run" not in full_text(v) and "The seed saw" not in full_text(v)
+
+
+def _magma_run(has_magma: bool | None) -> tuple[SolveParams, RunResult]:
+    """The H200 shape: the default backend (MAGMA where torch has it) scales smoothly, cuSOLVER jumps."""
+    p = SolveParams(batches=(16, 128), backends=("default", "cusolver"))
+    res = _grid(
+        {
+            ("default", 16): (1.0e-3, 0.97e-3 / SCALE),
+            ("default", 128): (4.0e-3, 3.88e-3 / SCALE),
+            ("cusolver", 16): (1.0e-3, 2.0e-3 / SCALE),
+            ("cusolver", 128): (2.0e-3, 19.0e-3 / SCALE),
+        },
+        PATHS,
+        drift=DRIFT,
+    )
+    return p, dataclasses.replace(res, extra={**res.extra, "has_magma": has_magma})
+
+
+def test_the_finding_opens_with_the_cusolver_backend_and_the_default_backends_ratios() -> None:
+    p, res = _magma_run(True)
+    v = Solve512Cliff().verdict(p, res)
+    assert v.status == "reproduced" and v.headline == "cusolver/b128"
+    lead = v.finding.split("; ")
+    assert lead[1] == (
+        "the cliff shows under the cuSOLVER backend: opt-in here (torch.backends.cuda.preferred_linalg_library"
+        "('cusolver')"
+    )
+    assert lead[2] == "torch.cuda.has_magma is True), the default only in builds without MAGMA"
+    assert lead[3] == "the default backend (MAGMA here) showed no cliff: 0.97x, 0.97x at batches 16, 128"
+    assert lead[4].startswith(f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512")
+    assert v.finding.endswith("on torch 2.11.0+cu130 (paths from kernel names, no API trace).")
+    assert "PyTorch 2.13 or later" in " ".join(Solve512Cliff.untested)
+    assert "a torch build without MAGMA" in " ".join(Solve512Cliff.untested)
+    # has_magma not recorded: the opt-in is said as a rule, the default backend as unrecorded.
+    p, res = _magma_run(None)
+    u = Solve512Cliff().verdict(p, res)
+    assert "the cliff shows under the cuSOLVER backend: opt-in (torch.backends" in u.finding
+    assert "the default backend (unrecorded) showed no cliff" in u.finding
+
+
+def test_without_magma_the_default_backend_is_named_cusolver() -> None:
+    p, res = _magma_run(False)
+    v = Solve512Cliff().verdict(p, res)
+    assert "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) also uses" in (
+        v.finding
+    )
+    assert "the default backend (cuSOLVER here: no MAGMA) showed no cliff: 0.97x, 0.97x at batches 16, 128" in (
+        v.finding
+    )
+    # A default backend that jumps too (a build without MAGMA) is not called "no cliff".
+    jumps = {("default", 16): (1.0e-3, 2.0e-3 / SCALE), ("cusolver", 16): (1.0e-3, 2.0e-3 / SCALE)}
+    res2 = _grid(jumps, {"default": PATHS["cusolver"], "cusolver": PATHS["cusolver"]}, drift=DRIFT)
+    p2 = SolveParams(batches=(16,), backends=("default", "cusolver"))
+    v2 = Solve512Cliff().verdict(p2, dataclasses.replace(res2, extra={**res2.extra, "has_magma": False}))
+    assert v2.status == "reproduced" and "no cliff" not in v2.finding
+    # Both rows read 2.00x; the worst rule heads with the first, the default backend, named for what it is here.
+    assert v2.headline == "default/b16"
+    assert "; the cliff shows under the default backend (cuSOLVER here: no MAGMA); " in v2.finding
+    jumps[("cusolver", 16)] = (1.0e-3, 3.0e-3 / SCALE)
+    res3 = _grid(jumps, {"default": PATHS["cusolver"], "cusolver": PATHS["cusolver"]}, drift=DRIFT)
+    v3 = Solve512Cliff().verdict(p2, dataclasses.replace(res3, extra={**res3.extra, "has_magma": False}))
+    assert v3.headline == "cusolver/b16"
+    assert "the default backend (cuSOLVER here: no MAGMA) showed a cliff too: 2.00x at batches 16" in v3.finding
 
 
 def test_worst_rule_heads_with_the_largest_row_that_cleared_the_threshold() -> None:
@@ -365,12 +430,12 @@ def test_worst_rule_heads_with_the_largest_row_that_cleared_the_threshold() -> N
     res = RunResult(
         variants=(
             # default/b64: a large point estimate, but its CI straddles 1.5 (unpaired, wide spread).
-            _point("default", 64, 511, 1.0e-3, spread=0.6, path=sc.PATH_MAGMA),
-            _point("default", 64, 512, 2.2e-3, spread=0.6, path=sc.PATH_MAGMA),
-            _point("cusolver", 64, 511, 1.0e-3, path=sc.PATH_CUBLAS, drift=DRIFT),
-            _point("cusolver", 64, 512, 1.7e-3 / SCALE, path=sc.PATH_CUSOLVER, drift=DRIFT),
-            _point("cusolver", 128, 511, 1.0e-3, path=sc.PATH_CUBLAS, drift=DRIFT),
-            _point("cusolver", 128, 512, 1.9e-3 / SCALE, path=sc.PATH_CUSOLVER, drift=DRIFT),
+            _point("default", 64, 511, 1.0e-3, spread=0.6, path=lp.PATH_MAGMA),
+            _point("default", 64, 512, 2.2e-3, spread=0.6, path=lp.PATH_MAGMA),
+            _point("cusolver", 64, 511, 1.0e-3, path=lp.PATH_CUBLAS, drift=DRIFT),
+            _point("cusolver", 64, 512, 1.7e-3 / SCALE, path=lp.PATH_CUSOLVER, drift=DRIFT),
+            _point("cusolver", 128, 511, 1.0e-3, path=lp.PATH_CUBLAS, drift=DRIFT),
+            _point("cusolver", 128, 512, 1.9e-3 / SCALE, path=lp.PATH_CUSOLVER, drift=DRIFT),
         ),
         extra={"torch": "2.11.0+cu130"},
     )
@@ -389,8 +454,8 @@ def test_paired_rounds_cancel_drift_that_would_sink_a_two_sample_ci() -> None:
     p = SolveParams(batches=(64,), backends=("cusolver",))
     paired = RunResult(
         variants=(
-            _point("cusolver", 64, 511, 1.0e-3, path=sc.PATH_CUBLAS, drift=DRIFT),
-            _point("cusolver", 64, 512, 1.7e-3 / SCALE, path=sc.PATH_CUSOLVER, drift=DRIFT),
+            _point("cusolver", 64, 511, 1.0e-3, path=lp.PATH_CUBLAS, drift=DRIFT),
+            _point("cusolver", 64, 512, 1.7e-3 / SCALE, path=lp.PATH_CUSOLVER, drift=DRIFT),
         ),
         extra={"torch": "2.11.0+cu130"},
     )
@@ -427,7 +492,7 @@ def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
             ("cusolver", 16): (1.0e-3, 1.1e-3),
             ("cusolver", 128): (2.0e-3, 2.4e-3),
         },
-        {"default": (sc.PATH_MAGMA, sc.PATH_MAGMA), "cusolver": (sc.PATH_CUBLAS, sc.PATH_CUBLAS)},
+        {"default": (lp.PATH_MAGMA, lp.PATH_MAGMA), "cusolver": (lp.PATH_CUBLAS, lp.PATH_CUBLAS)},
     )
     v = Solve512Cliff().verdict(p, res)
     assert v.status == "not_reproduced" and v.paired is False
@@ -435,7 +500,7 @@ def test_verdict_not_reproduced_when_every_row_scales_smoothly() -> None:
     assert all(r["paired"] is False and r["n"] == 40 for r in v.breakdown)
     assert v.finding.startswith("Not reproduced: work-scaled t(512)/t(511), cusolver backend, batch 128 was 1.19x")
     assert "the whole CI is below the 1.5 threshold" in v.finding
-    assert f"the LU ran {sc.PATH_CUBLAS} on both sides on torch 2.11.0+cu130" in v.finding
+    assert f"the LU ran {lp.PATH_CUBLAS} on both sides on torch 2.11.0+cu130" in v.finding
     assert "Below the threshold at every batch: the cusolver, default backend(s)." in v.details
     assert "The seed saw ~10x at batch 128 on an RTX 6000 Ada." in v.details
 
@@ -444,8 +509,8 @@ def test_a_point_estimate_over_the_threshold_with_a_straddling_ci_is_not_a_cliff
     p = SolveParams(batches=(64,), backends=("cusolver",))
     res = RunResult(
         variants=(
-            _point("cusolver", 64, 511, 1.0e-3, spread=0.6, path=sc.PATH_CUBLAS),
-            _point("cusolver", 64, 512, 1.7e-3, spread=0.6, path=sc.PATH_CUSOLVER),
+            _point("cusolver", 64, 511, 1.0e-3, spread=0.6, path=lp.PATH_CUBLAS),
+            _point("cusolver", 64, 512, 1.7e-3, spread=0.6, path=lp.PATH_CUSOLVER),
         ),
         extra={"torch": "2.11.0+cu130"},
     )

@@ -1,0 +1,63 @@
+"""solve-512-cliff's LU paths: which LU implementation ran, read off the names of the kernels one call launched.
+
+The labels are a reading of kernel names, not an API trace: cuBLAS and cuSOLVER are closed
+source, so their rules match the names a run recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from repro.api import Kernel
+
+# LU paths, as read from kernel names (see classify_path).
+PATH_NATIVE = "batched LU (PyTorch native kernels)"
+PATH_MAGMA = "batched getrf (MAGMA)"
+PATH_CUBLAS = "batched getrf (cuBLAS getrfBatched)"
+PATH_CUSOLVER = "looped getrf (cuSOLVER getrf)"
+PATH_CPU = "CPU LAPACK getrf"
+PATH_UNKNOWN = "unclassified"
+
+# cuBLAS and cuSOLVER are closed source: their two rules below match the names the
+# H200 reference run recorded, then a loose fallback (an LU kernel carries getrf or
+# getf2). The MAGMA names were recorded there too; the at::native names are read from
+# PyTorch's source and have not been seen in a run.
+# MAGMA's kernels are open (magmablas/, src/*getrf_batched.cpp): plain global
+# functions whose names start with a LAPACK routine and its precision letter
+# (slaswp_rowparallel_kernel, sgetf2_*) or end in _kernel_batched
+# (setup_pivinfo_kernel_batched, isamax_kernel_batched). PyTorch's own batched LU
+# (LURecBlas3Kernel.cu) lives in at::native. Order matters: the first match wins.
+_PATH_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (PATH_NATIVE, re.compile(r"at::native\b.*(batched_panel|laswp_rowparallel|setup_pivinfo|build_trsm_ptr)")),
+    (
+        PATH_MAGMA,
+        re.compile(
+            r"magma|^(void\s+)?[sdcz](getf2|getrf|laswp|trtri|lacpy)|^(void\s+)?i[sdcz]amax\w*batched|\w+_kernel_batched\b",
+            re.I,
+        ),
+    ),
+    # Seen on the H200 (cuSOLVER 12.0.4): the looped path launches getrf_pivot,
+    # ipiv_lower_small and create_pivot_v2 once per matrix; cuBLAS getrfBatched
+    # launches one getrf_panel over an array of matrix pointers (float* const*).
+    (PATH_CUSOLVER, re.compile(r"getrf_pivot|ipiv_lower|create_pivot", re.I)),
+    (PATH_CUBLAS, re.compile(r"getrf_panel|(getrf|getf2)\w*batch|batch\w*(getrf|getf2)", re.I)),
+    (PATH_CUSOLVER, re.compile(r"getrf|getf2", re.I)),
+)
+
+
+def classify_path(kernel_names: Iterable[str], device: str = "cuda") -> str:
+    """Which LU implementation ran, from the names of the kernels one call launched."""
+    if device != "cuda":
+        return PATH_CPU
+    names = list(kernel_names)
+    for path, rule in _PATH_RULES:
+        if any(rule.search(n) for n in names):
+            return path
+    return PATH_UNKNOWN
+
+
+def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
+    """The heaviest kernels that decided the path (for the finding and the report)."""
+    hits = [k for k in kernels if any(rule.search(k.name) for _, rule in _PATH_RULES)]
+    return [k.name for k in (hits or list(kernels))[:limit]]
