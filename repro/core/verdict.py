@@ -283,9 +283,11 @@ def judge(
     have = {v.name: v for v in result.variants}
     names = {n for c in heads for n in (c.num, c.den)}
     errored = any(have[n].status == "error" for n in names if n in have)
-    # The seed's subject (a headline comparison) did not run and nothing errored: whether side
-    # comparisons ran (a full run) or not (a quick run times headlines only), the claim is untested.
-    subject_missing = head is None and not errored and any(c.tests_claim for c in heads)
+    # The seed's subject (a headline comparison) did not run and nothing errored, while side
+    # comparisons ran or the subject's variants were skipped with a reason (a quick run times
+    # headlines only, so it has no side ratios): the claim is untested, whatever else ran.
+    said_why = any(have[n].status == "skipped" for n in names if n in have)
+    subject_missing = head is None and not errored and any(c.tests_claim for c in heads) and (out.ratios or said_why)
     if subject_missing and out.smoke and out.ratios:
         head = out.ratios[0]  # a smoke run judges nothing: a side ratio shows the pipeline ran
         out = dataclasses.replace(out, headline=head)

@@ -265,10 +265,13 @@ def comparisons_table(doc: Artifact) -> str:
 
 def whole_steps(doc: Artifact, row: Row) -> float | None:
     """For a ratio of filtered kernel time (basis "kernel"): the same two variants' whole-call medians,
-    numerator over denominator (a ratio of medians, not paired); None for any other row."""
+    numerator over denominator (a ratio of medians, not paired); None for any other row, and when the
+    breakdown already pairs those two variants' whole calls (a row of theirs on another basis)."""
     have = {v.name: v for v in doc.variants}
     a, b = have.get(str(row.num)), have.get(str(row.den))
     if row.basis != "kernel" or a is None or b is None or a.timing is None or b.timing is None:
+        return None
+    if any(r.num == row.num and r.den == row.den and r.basis != "kernel" for r in doc.verdict.breakdown):
         return None
     return a.median / b.median if b.median else None
 

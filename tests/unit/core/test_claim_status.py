@@ -58,6 +58,9 @@ def test_a_subject_that_did_not_run_is_inconclusive_whatever_else_ran_and_a_cpu_
     v = _judge(s_a=None, s_b=None, t_a=None, t_b=None)
     assert v.status == "inconclusive" and v.value is None and len(v.not_run) == 2
     assert v.claim is not None and v.claim["tested"] is False
+    # No variant at all (nothing ran, no reason given): the repro was skipped, not judged.
+    empty = judge(COMPS, "first", METRIC, RunResult(variants=()), lambda out: Finding(""))
+    assert empty.status == "skipped"
     assert _judge("cpu", s_a=None, s_b=None, t_a=2.0, t_b=1.0).status == "smoke"
 
 

@@ -110,7 +110,10 @@ def test_measure_paired_interleaves_and_records_rounds(fast: SamplingConfig) -> 
 
         return Arm(name, fn, label=name.upper(), config={"n": n}, prepare=lambda: prepared.append(name))
 
-    cfg = dataclasses.replace(fast, min_rounds=12, min_episodes=3, episode_s=0.0, samples_per_round=2)
+    # At the 1% target the floor of rounds is min_rounds (a looser one would shrink it).
+    cfg = dataclasses.replace(
+        fast, target_rel_ci=0.01, min_rounds=12, min_episodes=3, episode_s=0.0, samples_per_round=2
+    )
     comp = Comparison("ab", "a", "b", 1.5)
     ctx = RunContext(device="cpu", smoke=True, sampling=cfg, comparisons=(comp,))
     a, b = ctx.measure_paired([arm("a", 4000), arm("b", 1000)], group="ab")
