@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -114,13 +115,15 @@ def bundle_cmd(
 ) -> None:
     """Pack a run (artifacts, report, logs, Chrome traces, standalone scripts, the harness) into one .tar.gz
     under GitHub's 25 MB limit."""
-    from repro.evidence import artifact, bundle
-    from repro.run.scripts import regenerate
+    from repro.evidence import artifact, bundle, plots
+    from repro.evidence.report import report
+    from repro.run.scripts import declared, regenerate
 
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
     scripts: dict[str, str] = {}
     notes: dict[str, str] = {}
     left_out: dict[str, str] = {}
+    docs: list[dict[str, Any]] = []
     for path in sorted(p for p in run_dir.glob("*.json") if not p.name.startswith(".")) if run_dir.is_dir() else []:
         try:
             doc = artifact.load(path)
@@ -128,6 +131,7 @@ def bundle_cmd(
             continue  # not an artifact, or a damaged one: bundle.build packs or refuses it by itself
         if artifact.is_cliff(doc):
             continue
+        docs.append(doc)
         text, note = regenerate(doc)
         member = bundle.script_member(str(doc["repro"]["id"]), text) if text else None
         if member and text:
@@ -136,7 +140,14 @@ def bundle_cmd(
                 notes[member] = note
         else:
             left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
-    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes)
+    # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
+    # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
+    whole = None
+    if docs:
+        known = declared(docs)
+        figures = plots.figures(docs, run_dir, draw=False, declared=known)
+        whole = report(docs, figures=figures, declared=known, limit=sys.maxsize, max_lines=None)
+    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 
 

@@ -46,6 +46,10 @@ _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 
+# The run's report with nothing left out for length, beside the pasted report.md.
+FULL_REPORT = "report-full.md"
+
+
 @dataclass
 class _Plan:
     members: list[tuple[str, bytes]] = field(default_factory=list)
@@ -242,6 +246,7 @@ def build(
     scripts: Mapping[str, str] | None = None,
     scripts_left_out: Mapping[str, str] | None = None,
     script_notes: Mapping[str, str] | None = None,
+    full_report: str | None = None,
 ) -> Path:
     """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json.
 
@@ -249,7 +254,9 @@ def build(
     the catalog for the run's artifacts (``repro.run.scripts.regenerate``; names from
     ``script_member``); packed redacted, and listed in MANIFEST.json's ``scripts``. ``script_notes``:
     ``{member: what to know about it}`` (its source differs from the one that ran); ``scripts_left_out``:
-    ``{repro id: why no script}``; both listed there too.
+    ``{repro id: why no script}``; both listed there too. ``full_report``: the run's report with
+    nothing left out for length, packed redacted as ``report-full.md`` (the pasted ``report.md``
+    fits a screen by leaving bulk out and pointing there).
     """
     root = Path(run_dir).resolve()
     name, p = plan(root)
@@ -260,6 +267,8 @@ def build(
             raise UsageError(f"script member {rel!r}: expected scripts/<repro id>.py or .sh")
         p.members.append((f"{name}/{rel}", fix(body).encode()))
         packed.append(f"{name}/{rel}")
+    if full_report is not None:
+        p.members.append((f"{name}/{FULL_REPORT}", fix(full_report).encode()))
     dest = Path(dest) if dest is not None else root.parent / f"{name}.bundle.tar.gz"
     target = dest.parent.resolve() / dest.name
     if _inside(target, root):

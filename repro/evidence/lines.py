@@ -218,18 +218,17 @@ def diff_lines(doc: Artifact) -> list[str]:
     head = f"{whose} {text(base.label or base.name)} -> {text(other.label or other.name)} ({total}"
     if not changes:
         return [f"{head}): the same kernels, times within 10%"]
-    head += "):"  # the bullets come largest change in time per call first (kernel_diff)
-    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
-    # would open a list inside the list item.
-    out = [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
     rest = changes[DIFF_BULLETS:]
     if rest:
         # What the bullets leave out, counted by kind, so a changed kernel mix is never hidden.
         kinds = [(sum(c.startswith(m) for c in rest), w) for m, w in (("+ ", "appear"), ("- ", "disappear"))]
         moved = sum(c.startswith("~ ") for c in rest)
         said = [f"{n} {w}" for n, w in kinds if n] + ([f"{moved} change"] if moved else [])
-        out.append(f"  - not shown: {', '.join(said)}")
-    return out
+        head += f"; not shown: {', '.join(said)}"
+    head += "):"  # the bullets come largest change in time per call first (kernel_diff)
+    # kernel_diff's lines start "+ ", "- " or "~ "; the words after say the same, and a leading "- "
+    # would open a list inside the list item.
+    return [head] + [f"  - {c[2:]}" for c in changes[:DIFF_BULLETS]]
 
 
 def stack_line(doc: Artifact, declared: Declared) -> str | None:

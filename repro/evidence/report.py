@@ -20,7 +20,7 @@ from typing import Any
 
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
-from repro.evidence.bundle import script_member
+from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
@@ -372,7 +372,11 @@ def report(
             gone += ["collect_env's library list"] if env_short else []
             gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
-            parts += [f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle}._", ""]
+            parts += [
+                f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle} "
+                f"(its `{FULL_REPORT}` is this report whole)._",
+                "",
+            ]
         if scope_md:
             parts.append(scope_md)
         if install:

@@ -12,6 +12,7 @@ import html
 import json
 import re
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -111,5 +112,9 @@ def test_no_mention_or_reference_from_any_artifact_string_is_live(tmp_path: Path
         assert _live(res.output) == [], (what, _live(res.output)[:5])
     # The links the harness writes stay links: the plots beside the report, the seed's upstream issue.
     own = runner.invoke(app, ["report", str(EVIDENCE)]).output
-    assert "](plots/lora-batch-scaling.batch.png)" in own
+    bundled = tmp_path / "evidence.tar.gz"
+    assert runner.invoke(app, ["bundle", str(EVIDENCE), "--out", str(bundled)]).exit_code == 0
+    with tarfile.open(bundled) as tf:  # the report whole: the pasted one may leave the plots to the bundle
+        whole = tf.extractfile(f"{EVIDENCE.name}/report-full.md").read().decode()  # type: ignore[union-attr]
+    assert "](plots/lora-batch-scaling.batch.png)" in whole
     assert "(https://github.com/pytorch/pytorch/issues/150725)" in own

@@ -347,7 +347,7 @@ def test_committed_reports_render_with_tables_details_and_images_intact(path: Pa
 def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path: Path) -> None:
     figs = plots.describe(docs, declared=scripts.declared(docs))
     figs = [plots.Figure(f.repro_id, f.sweep, f.file, f.alt, True) for f in figs]  # as if drawn
-    text = _report(_worst_case(docs), figures=figs)
+    text = _report(_worst_case(docs), figures=figs, limit=10**9, max_lines=None)  # whole, as the bundle has it
     got, want = _gfm_counts(text), _expected(text)
     # A plot lives in its repro's details block: one left to the bundle (the note names it) takes its plot along.
     left = re.search(r"left out the details of ([^;]+); they are in", text)

@@ -294,6 +294,10 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         names = tf.getnames()
         manifest = json.loads(tf.extractfile(f"{run.name}/MANIFEST.json").read())  # type: ignore[union-attr]
         script = tf.extractfile(f"{run.name}/scripts/5090-linear.py").read().decode()  # type: ignore[union-attr]
+        whole = tf.extractfile(f"{run.name}/report-full.md").read().decode()  # type: ignore[union-attr]
+    # The report whole: every repro's details, variants tables and time, nothing left out for length.
+    assert "To fit one screen" not in whole and "GPU busy" in whole
+    assert whole.count("<details><summary>") >= 6 and whole.count("| variant") >= 5
     ids = sorted(p.stem for p in BENCH.glob("*.json") if not p.name.startswith("."))
     # graph-memset's script is its pure CUDA twin in bash: a .sh member; the others are Python.
     expected = [f"{run.name}/scripts/{i}.{'sh' if i == 'graph-memset' else 'py'}" for i in ids]
