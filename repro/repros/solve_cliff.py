@@ -54,6 +54,7 @@ from repro.repros._lu_paths import (
     classify_path,
     lu_kernels,
 )
+from repro.repros._solve_seed import seed_clause, seed_snippet
 
 BACKENDS = ("default", "cusolver", "magma")
 THRESHOLD = 1.5
@@ -138,8 +139,9 @@ class Solve512Cliff(Repro[SolveParams]):
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
     seed_experiment = (
-        "Seed: torch.linalg.solve_ex on float32 batches at n=511 against n=512; its timing code is not "
-        "reproduced here. Ours: n from 510 to 513 at batches "
+        "Seed: torch.linalg.solve_ex on a float32 batch of 64 at n=511 against n=512, default and cuSOLVER, "
+        "one warm-up call then one call timed by CUDA events (re-run here: the finding gives it). Ours: n from "
+        "510 to 513 at batches "
         "16, 64 and 128 under the default backend and cuSOLVER, CUDA events in paired rounds, each ratio "
         "scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
     )
@@ -362,6 +364,14 @@ class Solve512Cliff(Repro[SolveParams]):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     torch.backends.cuda.preferred_linalg_library(saved)
+        # The seed's own snippet, after the rounds (its first call would otherwise warm ours).
+        seed = None
+        if ctx.cuda and ctx.untimed("seed_method") is None and backends:
+            try:
+                pair = [p.cliff_n - 1, p.cliff_n]
+                seed = seed_snippet(torch, [b for b in ("default", "cusolver") if b in backends], pair)
+            except Exception as exc:  # the rounds stand; the seed's number is missing and says why
+                seed = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         extra = {
             "torch": torch.__version__,
             "has_magma": bool(torch.cuda.has_magma) if ctx.cuda else None,
@@ -370,6 +380,7 @@ class Solve512Cliff(Repro[SolveParams]):
             "sizes": sizes,
             "cliff_n": p.cliff_n,
             "time_grid": grid,
+            **({"seed_method": seed} if seed is not None else {}),
         }
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(dict.fromkeys(notes)))
 
@@ -500,6 +511,9 @@ class Solve512Cliff(Repro[SolveParams]):
         if outcome.smoke:
             return Finding(path)
         sentence = "; ".join([*_backend_words(head, outcome, result.extra.get("has_magma")), path])
+        seed = result.extra.get("seed_method")
+        if isinstance(seed, Mapping) and (said := seed_clause(seed)):
+            sentence += f"; {said}"
         hits = [r for r in outcome.ratios if r.status == "reproduced"]
         others = [f"{r.comparison.name} {r.value:.2f}x" for r in hits if r is not head]
         if others:
