@@ -30,6 +30,8 @@ DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 BAND_VERSION = 2
 # Statuses whose headline is a measured ratio.
 MEASURED = ("reproduced", "not_reproduced", "inconclusive", "undecided")
+# The CI target of a default run (SamplingConfig's); a run sampled to a looser one joins no band.
+DEFAULT_TARGET = 0.01
 # Fewer GPUs than this say nothing about a spread between GPUs.
 MIN_GPUS = 2
 
@@ -74,12 +76,16 @@ def key_of(doc: Artifact | Mapping[str, Any], *, joining: bool = True) -> Key | 
 
     To join a band (``joining``) a verdict must also come from paired comparisons: runs of the
     unpaired method moved more between processes and say nothing about the spread between GPUs.
+    It must also be a run with the default evidence: not a quick run, and no variant sampled to a
+    CI target looser than the default's (a band says where a default re-run lands).
     """
     a = model.of(doc)
     if not isinstance(a, Artifact) or a.kind != ARTIFACT_KIND or a.smoke:
         return None
     verdict, gpu = a.verdict, a.machine
     if verdict.status not in MEASURED or (joining and verdict.paired is not True):
+        return None
+    if joining and (a.run.quick or any(v.timing and v.timing.target_rel_ci > DEFAULT_TARGET for v in a.variants)):
         return None
     if verdict.value is None or not gpu.gpu_uuid or not gpu.gpu_name:
         return None
