@@ -220,27 +220,51 @@ def _span(values: Sequence[Any], unit: str) -> str:
     return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
 
 
-def state_line(docs: Sequence[Artifact]) -> str:
-    """The GPU's state when each repro started, as one line: ranges over the repros, and by name any
-    repro that started beside other compute processes or with the clocks held down."""
-    states = [(d.repro.id, d.machine.gpu_state) for d in docs]
-    if not any(st for _, st in states):
-        return "GPU state when each repro started: not recorded."
+def _first_before(d: Artifact) -> Mapping[str, Any] | None:
+    """The monitor's reading just before a repro's first timed rounds (its first variant that has one)."""
+    for v in d.variants:
+        mon = v.gpu_monitor
+        if isinstance(mon, Mapping) and isinstance(mon.get("before"), Mapping):
+            return mon["before"]
+    return None
+
+
+def _state_words(states: Sequence[tuple[str, Mapping[str, Any]]], where: str) -> list[str]:
+    """Ranges of power, temperature and SM clock over the repros, and which repros had clock events."""
     parts = [
         f"power {_span([st.get('power_w') for _, st in states], 'W')}",
         f"temperature {_span([st.get('temperature_c') for _, st in states], 'C')}",
         f"SM clock {_span([st.get('sm_clock_mhz') for _, st in states], 'MHz')}",
     ]
-    crowded = [
-        f"{rid} ({len(st['compute_pids'])})"
-        for rid, st in states
-        if isinstance(st.get("compute_pids"), list) and len(st["compute_pids"]) > 1
-    ]
-    parts.append(
-        f"more than one compute process at the start of {', '.join(crowded)}"
-        if crowded
-        else "no compute process but the repro's own"
-    )
     events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
-    parts.append(f"clock events at start: {'; '.join(events)}" if events else "no clock events at start")
-    return text("GPU state when each repro started: " + ", ".join(parts) + ". " + during_measurement(docs))
+    parts.append(f"clock events {where}: {'; '.join(events)}" if events else f"no clock events {where}")
+    return parts
+
+
+def state_line(docs: Sequence[Artifact]) -> str:
+    """The GPU's state as one line: just before each repro's first timed rounds (its monitor's first
+    reading), then when its fingerprint was taken, after the measurement; ranges over the repros, and
+    by name any repro with other compute processes or with the clocks held down."""
+    before = [(d.repro.id, b) for d in docs if (b := _first_before(d)) is not None]
+    states = [(d.repro.id, d.machine.gpu_state) for d in docs if d.machine.gpu_state]
+    said: list[str] = []
+    if before:
+        said.append("GPU state just before each repro's first timed rounds: " + ", ".join(_state_words(before, "then")))
+    if states:
+        crowded = [
+            f"{rid} ({len(st['compute_pids'])})"
+            for rid, st in states
+            if isinstance(st.get("compute_pids"), list) and len(st["compute_pids"]) > 1
+        ]
+        procs = (
+            f"more than one compute process in {', '.join(crowded)}"
+            if crowded
+            else "no compute process but the repro's own"
+        )
+        said.append(
+            "when each repro's fingerprint was taken, after its measurement: "
+            + ", ".join([*_state_words(states, "then"), procs])
+        )
+    if not said:
+        return "GPU state: not recorded."
+    return text("; ".join(said) + ". " + during_measurement(docs))

@@ -168,8 +168,10 @@ def test_clock_wording_comes_from_the_monitor_numbers(rendered: str, docs: list[
 
 
 def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(rendered: str) -> None:
-    state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state when each repro started"))
-    assert "no clock events at start." in state
+    state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state just before each repro's first"))
+    # The monitor's reading before the first timed rounds, then the fingerprint's, taken after the measurement.
+    assert "; when each repro's fingerprint was taken, after its measurement: power " in state
+    assert "clock events then" in state
     assert (
         "While measuring, clock events: 5090-linear (linear_tf32, manual_tf32: sw_power_cap, SM clock 1620-1980"
         in state
