@@ -418,7 +418,25 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
         "git_commit": commit,
         "git_state": state,
         "source_sha256": probe("harness.source", harness.source_sha256),
+        "libraries": probe("harness.libraries", _harness_libraries),
     }
+
+
+# The distributions the harness itself runs on (NVML readings, the CLI, validation, tables, plots).
+HARNESS_LIBRARIES = ("nvidia-ml-py", "typer", "jsonschema", "tabulate", "matplotlib", "cuda-bindings", "psutil")
+
+
+def _harness_libraries() -> dict[str, str | None]:
+    """Each of HARNESS_LIBRARIES' installed version, None where it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for dist in HARNESS_LIBRARIES:
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
 
 
 def _te_version() -> str | None:

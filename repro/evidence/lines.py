@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from repro.evidence import band, scope
 from repro.evidence.declared import Declared
@@ -389,13 +390,24 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     twin = extra.get("twin")
     said = twin.get("nvcc") if isinstance(twin, Mapping) else None
     if isinstance(said, str):
-        nvcc = text(said.split("/")[0].removeprefix("Build "))
+        nvcc = text(said.removeprefix("Build "))
         words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc})")
     return lines, words
 
 
 # The wheel's optional dependencies that ``repro report`` draws plots with (pyproject.toml's extra).
 PLOTS_EXTRA = "plots"
+
+
+# A recorded command the report repeats: `repro all` or `repro run` with plain words (options, ids,
+# paths, numbers); anything else an artifact says it ran is not shown as a command to copy.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=,:+@-]+")
+
+
+def _plain_command(argv: Sequence[str]) -> bool:
+    if len(argv) < 2 or Path(argv[0]).name != "repro" or argv[1] not in ("all", "run"):
+        return False
+    return all(_PLAIN_WORD.fullmatch(w) and "://" not in w for w in argv)
 
 
 def install_block(docs: Sequence[Artifact]) -> str | None:
@@ -439,8 +451,11 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         else "`repro report RUN_DIR --out FILE` draws plots only with matplotlib "
         f"(the harness's `{PLOTS_EXTRA}` extra)."
     )
+    # The command that made the run, as recorded (the whole batch at once, when it was `repro all`).
+    ran = sorted({shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)})
+    whole = f" This run was made by {code(ran[0])}." if len(ran) == 1 else ""
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
-        "(this run's params, from its artifact).\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
+        f"(this run's params, from its artifact).{whole}\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
     )

@@ -155,7 +155,7 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)"
         + "".join(f"; {x}" for x in host_words(f))
     )
-    parts += [f"- {x}" for x in [container_words(f), install_words(f)] if x]
+    parts += [f"- {x}" for x in [container_words(f), install_words(f), harness_words(f)] if x]
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
 
@@ -199,6 +199,15 @@ def container_words(f: MachineFacts) -> str | None:
     return f"{marks}; {image}"
 
 
+def harness_words(f: MachineFacts) -> str | None:
+    """The versions of the libraries the harness itself ran on (fingerprint ``harness.libraries``)."""
+    got = f.harness.libraries
+    if not got:
+        return None
+    said = [f"{k} {v}" if isinstance(v, str) else f"{k} not installed" for k, v in sorted(got.items())]
+    return text("The harness's own libraries: " + ", ".join(said))
+
+
 def install_words(f: MachineFacts) -> str | None:
     """How torch was installed (fingerprint ``software.torch.install``), when recorded."""
     got = f.torch_install
@@ -208,7 +217,7 @@ def install_words(f: MachineFacts) -> str | None:
     tags = got.get("wheel_tags") or []
     wheel = f"a wheel tagged {', '.join(map(str, tags))}" if tags else "no wheel tag"
     url = got.get("direct_url")
-    src = f"from {url}" if url else "from an index (no direct_url.json)"
+    src = f"from {url}" if url else "from a package index the installer did not record (no direct_url.json)"
     return f"torch installed by {by}, {wheel}, {src}, in {got.get('location') or '-'}"
 
 
@@ -224,8 +233,9 @@ def _first_before(d: Artifact) -> Mapping[str, Any] | None:
     """The monitor's reading just before a repro's first timed rounds (its first variant that has one)."""
     for v in d.variants:
         mon = v.gpu_monitor
-        if isinstance(mon, Mapping) and isinstance(mon.get("before"), Mapping):
-            return mon["before"]
+        got = mon.get("before") if isinstance(mon, Mapping) else None
+        if isinstance(got, Mapping):
+            return got
     return None
 
 

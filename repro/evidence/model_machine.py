@@ -48,6 +48,7 @@ class Harness:
     source_sha256: Any = None
     git_commit: Any = None
     git_state: Any = None
+    libraries: Mapping[str, Any] = field(default_factory=dict)  # its own dependencies' versions (since 1.6)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,13 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
     return MachineFacts(
         gpu_name=string(gpu.get("name")) if gpu.get("name") else None,
         gpu_uuid=string(gpu.get("uuid")) if gpu.get("uuid") else None,
-        harness=Harness(h.get("version"), h.get("source_sha256"), h.get("git_commit"), h.get("git_state")),
+        harness=Harness(
+            h.get("version"),
+            h.get("source_sha256"),
+            h.get("git_commit"),
+            h.get("git_state"),
+            mapping(h.get("libraries")),
+        ),
         gpu_state=mapping(gpu.get("state")),
         sm_clock_max_mhz=nvml.sm_clock_max_mhz,
         torch_has_magma=magma if isinstance(magma, bool) else None,

@@ -326,9 +326,9 @@ def report(
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
             head += [
-                legend(runs)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, collect_env, "
-                "the harness wheel, each repro's script._",
+                legend(runs) + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
+                "(collect_env's output is inside the artifact of the repro that ran it), the harness wheel, each "
+                "repro's script._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from repro.core.validity import RULE_WORDS
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope
 from repro.evidence.declared import Declarations
@@ -162,6 +163,8 @@ def legend(docs: Sequence[Artifact]) -> str:
             f' "{pct} CI, worst of {k}": {k} comparisons decide together, each CI at 1 - 0.05/{k} '
             "(Bonferroni); the headline is the largest ratio."
         )
+    if any(d.validity.flag == "suspect" for d in docs):
+        said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
         "(their runs, torch, drivers, harness: the bundle's `band.txt`)."

@@ -193,8 +193,8 @@ class GraphMemset(Repro[MemsetParams]):
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
     impact = (
         "Frameworks that capture whole steps in CUDA graphs (torch.compile's cudagraphs mode, Megatron, "
-        "TensorRT-LLM) zero small buffers (counters, flags) as graph nodes; each memset node costs more "
-        "than a kernel node would, once per replay."
+        "TensorRT-LLM; none was run here) zero small buffers as graph nodes; where a memset node costs more "
+        "than a kernel node (the rows it held for), they pay it once per replay."
     )
     metric = Metric(
         name="t(memset node)/t(fill kernel) per op, graph replay",

@@ -26,6 +26,7 @@ from repro.core.spec import (
     check_comparisons,
     params_to_dict,
 )
+from repro.core.validity import CLOCK_FLOOR, HARD_THROTTLE, POWER_CAP_FLOOR
 from repro.core.verdict import as_quick, as_smoke, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
@@ -34,19 +35,10 @@ from repro.run import catalog
 from repro.run.context import RunContext
 from repro.run.progress import Progress, no_progress
 
-# A variant whose SM clock, while it ran, sat below this share of the card's
-# maximum was not measured at full speed.
-CLOCK_FLOOR = 0.75
-# The power-management cap ("sw_power_cap") is raised whenever the GPU runs at its
-# power limit, which heavy kernels on an H200 do at ~98% of its top clock. Only
-# when the clock actually sagged under this share does it make a measurement suspect.
-POWER_CAP_FLOOR = 0.90
-# These reasons always mean the chip was slowed for heat or by the board.
 # CPU timing (smoke runs) uses this many threads, whatever the machine has: a thread pool
 # sized by the machine, and shared with anything else running, made CPU ratios swing by
 # orders of magnitude between runs.
 CPU_THREADS = 1
-_HARD_THROTTLE = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
 @dataclass(frozen=True)
@@ -127,7 +119,7 @@ def validity(variants: Sequence[VariantResult], gpu: Mapping[str, Any] | None) -
         mon = v.gpu_monitor or {}
         seen = set(mon.get("throttled") or ())
         clock = mon.get("sm_clock_during_mhz")
-        hard = sorted(seen & set(_HARD_THROTTLE))
+        hard = sorted(seen & set(HARD_THROTTLE))
         if hard:
             reasons.append(f"{v.name}: clocks-event reasons {', '.join(hard)} while measuring")
         if "sw_power_cap" in seen and max_clock and clock and clock < POWER_CAP_FLOOR * max_clock:
@@ -253,7 +245,7 @@ def execute(
         if ctx.cuda:
             # After the measurement, never before it: the ceilings' 8192^3 matmuls leave the
             # GPU hot and power-capped for seconds, which moved the first variants' times.
-            log("measuring this GPU's ceilings (once per run, after the measurement)")
+            log("this GPU's ceilings: measured once per run, after the first repro's measurement, then reused")
             with _timed(phases, "ceilings"):
                 ceilings = _ceilings(run_dir)
             if result is not None:

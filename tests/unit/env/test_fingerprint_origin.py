@@ -104,9 +104,21 @@ def test_the_container_line_says_the_image_is_not_visible_unless_recorded() -> N
 def test_the_install_line_says_how_torch_got_there() -> None:
     said = str(install_words(facts(_fp())))
     assert said == (
-        "torch installed by pip, a wheel tagged cp312-cp312-manylinux_2_28_x86_64, from an index "
-        "(no direct_url.json), in /opt/torch/.venv/lib/python3.12/site-packages"
+        "torch installed by pip, a wheel tagged cp312-cp312-manylinux_2_28_x86_64, from a package index the "
+        "installer did not record (no direct_url.json), in /opt/torch/.venv/lib/python3.12/site-packages"
     )
     old = _fp()
     del old["software"]["torch"]["install"]
     assert install_words(facts(old)) is None
+
+
+def test_the_harness_records_its_own_libraries_and_the_report_names_them() -> None:
+    from repro.env.fingerprint import HARNESS_LIBRARIES, _harness_libraries
+    from repro.evidence.machines import harness_words
+    from repro.evidence.model_machine import Harness, MachineFacts
+
+    got = _harness_libraries()
+    assert set(got) == set(HARNESS_LIBRARIES) and got["typer"] and got["jsonschema"]  # the test env has both
+    facts = MachineFacts(harness=Harness(libraries={"typer": "0.29.2", "psutil": None}))
+    assert harness_words(facts) == "The harness's own libraries: psutil not installed, typer 0.29.2"
+    assert harness_words(MachineFacts()) is None
