@@ -260,11 +260,16 @@ def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
             if any("attempt" in part for part in path.parts) or path.name.startswith("."):
                 continue  # the superseded paired-CI method of artifacts/reference/h200/paired/attempt*
             try:
-                doc = json.loads(path.read_text())
+                raw = path.read_bytes()
+                doc = json.loads(raw)
             except (OSError, ValueError):
                 continue
             # Only valid artifacts: anything else beside them (a doctor report, a plan) is no run.
-            if isinstance(doc, dict) and doc.get("kind") == ARTIFACT_KIND and not artifact.validation_errors(doc):
+            if (
+                isinstance(doc, dict)
+                and doc.get("kind") == ARTIFACT_KIND
+                and not artifact.file_validation_errors(raw, doc)
+            ):
                 yield path, doc
 
 

@@ -337,3 +337,19 @@ def test_the_read_verdict_and_its_rows_have_the_written_fields() -> None:
     (row,) = model.run_of({"verdict": {"breakdown": [json.loads(json.dumps(written))]}}).verdict.breakdown
     assert {**{k: getattr(row, k) for k in ROW_KEYS}, **row.qualifiers} == written
     assert row.qualifiers == {"batch": 4} and row.n == 40 and row.headline is False
+
+
+def test_the_raw_timings_shortcut_reports_what_the_draft_reports() -> None:
+    # An array of raw timings is checked in one pass when every item is a non-negative number;
+    # otherwise item by item, so a bad item still gets the draft's own error at its path.
+    from jsonschema import Draft202012Validator
+
+    from repro.evidence.artifact import _TIMES, _draft
+
+    schema = {"type": "object", "properties": {"samples": {"type": "array", "items": _TIMES}}}
+    plain = Draft202012Validator(schema)
+    quick = _draft()(schema)
+    for doc in ({"samples": [0.1, 2, 0]}, {"samples": [0.1, -1.0, 3]}, {"samples": [1, True]}, {"samples": ["x"]}):
+        want = sorted((list(e.absolute_path), e.message) for e in plain.iter_errors(doc))
+        got = sorted((list(e.absolute_path), e.message) for e in quick.iter_errors(doc))
+        assert got == want, doc
