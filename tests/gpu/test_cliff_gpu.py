@@ -8,7 +8,7 @@ import pytest
 
 from repro.cliff.run import CliffRequest, run
 from repro.evidence import artifact
-from repro.repros import solve_cliff as sc
+from repro.repros import _lu_paths as sc
 
 pytestmark = pytest.mark.gpu
 

@@ -9,7 +9,7 @@ import pytest
 
 from repro.core.context import SamplingConfig
 from repro.evidence import artifact
-from repro.repros import solve_cliff as sc
+from repro.repros import _lu_paths as sc
 from repro.run.execute import RunRequest, execute
 
 pytestmark = pytest.mark.gpu
