@@ -369,6 +369,7 @@ def _subject_not_run(
         paired=None,
         claim={"tested": False, "reason": why},
         not_run=_not_run(comps, out),
+        threshold_why=metric.threshold_why or None,
     )
 
 

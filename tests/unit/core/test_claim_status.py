@@ -131,3 +131,10 @@ def test_a_headline_whose_subject_did_not_run_has_no_value_and_says_what_ran() -
     assert smoke.status == "smoke" and smoke.value is not None
     # A subject that errored is an error, not an untested claim
     assert _judge_side(errored=True, s_a=1.0, s_b=1.0, t_a=2.0, t_b=1.0).status == "error"
+
+
+def test_a_subject_that_did_not_run_keeps_the_thresholds_reason() -> None:
+    metric = Metric("t(a)/t(b)", "a over b", 1.5, threshold_why="halfway between the seeds' two GPUs")
+    variants = tuple(_v(n, m, "cuda") for n, m in {"s_a": None, "s_b": None, "t_a": 1.0, "t_b": 1.0}.items())
+    v = judge(COMPS, "first", metric, RunResult(variants=variants), lambda out: Finding(""))
+    assert v.status == "inconclusive" and v.threshold_why == "halfway between the seeds' two GPUs"
