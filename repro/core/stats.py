@@ -98,15 +98,25 @@ def summarize_rounds(rounds: Sequence[float], episode: int | None = None, level:
     widens a ratio's, so a variant's CI and a ratio's cover the same spread.
     """
     st = summarize(rounds, level)
-    if not episode or len(rounds) < 2 * episode:
+    lo, hi = episode_widened(rounds, st.ci_low, st.ci_high, episode, level)
+    if (lo, hi) == (st.ci_low, st.ci_high):
         return st
-    meds = [quantile(sorted(rounds[i : i + episode]), 0.5) for i in range(0, len(rounds), episode)]
-    if len(meds) < MIN_EPISODES:
-        return st
-    ep = summarize(meds, level)
-    lo, hi = min(st.ci_low, ep.ci_low), max(st.ci_high, ep.ci_high)
     rel = (hi - lo) / 2 / st.median if st.median > 0 else math.inf
     return replace(st, ci_low=lo, ci_high=hi, rel_ci_halfwidth=max(rel, st.rel_ci_halfwidth))
+
+
+def episode_widened(
+    values: Sequence[float], lo: float, hi: float, episode: int | None, level: float = 0.95
+) -> tuple[float, float]:
+    """(lo, hi) widened to the order-statistic CI of the medians of ``values``' episodes of
+    ``episode`` values each, where there are at least MIN_EPISODES of them (see paired_ratio_ci)."""
+    if not episode or len(values) < 2 * episode:
+        return lo, hi
+    meds = [quantile(sorted(values[i : i + episode]), 0.5) for i in range(0, len(values), episode)]
+    if len(meds) < MIN_EPISODES:
+        return lo, hi
+    ep = summarize(meds, level)
+    return min(lo, ep.ci_low), max(hi, ep.ci_high)
 
 
 def ratio_ci(
@@ -151,12 +161,7 @@ def paired_ratio_ci(
     if not ratios:
         raise ValueError("no paired round with a positive denominator")
     st = summarize(ratios, level)
-    lo, hi = st.ci_low, st.ci_high
-    if episode and len(ratios) >= 2 * episode:
-        meds = [quantile(sorted(ratios[i : i + episode]), 0.5) for i in range(0, len(ratios), episode)]
-        if len(meds) >= MIN_EPISODES:
-            ep = summarize(meds, level)
-            lo, hi = min(lo, ep.ci_low), max(hi, ep.ci_high)
+    lo, hi = episode_widened(ratios, st.ci_low, st.ci_high, episode, level)
     return st.median, lo, hi
 
 
