@@ -70,9 +70,8 @@ def report_cmd(
     drawn beside FILE (plots/<id>.<plot>.png) where matplotlib is installed; existing plot files are
     kept, never overwritten.
     """
-    from repro.evidence import artifact, cliff_report, plots
-    from repro.evidence.report import newest_run, report
-    from repro.run.scripts import declared
+    from repro.evidence import artifact, cliff_report
+    from repro.evidence.report import newest_run
 
     chosen = []
     for f in files:
@@ -86,11 +85,8 @@ def report_cmd(
         check_new_file(out, "reports")  # before any plot is drawn beside it
     runs = [f for f in files if f.is_dir()]
     folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
-    # The report reads no registry: what the catalog declares, the scripts regenerated from its code among it.
-    known = declared(docs)
-    figures = plots.figures(docs, folder, draw=out is not None, declared=known)
     if out is None:
-        echo_text(report(docs, figures=figures, declared=known))
+        echo_text(_rendered(docs, folder))
         return
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
     links: dict[str, str] = {}
@@ -100,7 +96,7 @@ def report_cmd(
             png = out.with_name(name) if name else None
             if png and not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
                 links[cliff_report.key(d)] = png.name
-    write_new_file(out, report(docs, plots=links, figures=figures, declared=known), "reports")
+    write_new_file(out, _rendered(docs, folder, draw=True, plots=links), "reports")
     typer.echo(f"report: {out}", err=True)
 
 
@@ -115,9 +111,8 @@ def bundle_cmd(
 ) -> None:
     """Pack a run (artifacts, report, logs, Chrome traces, standalone scripts, the harness) into one .tar.gz
     under GitHub's 25 MB limit."""
-    from repro.evidence import artifact, bundle, plots
-    from repro.evidence.report import report
-    from repro.run.scripts import declared, regenerate
+    from repro.evidence import artifact, bundle
+    from repro.run.scripts import regenerate
 
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
     scripts: dict[str, str] = {}
@@ -142,13 +137,22 @@ def bundle_cmd(
             left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
     # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
     # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
-    whole = None
-    if docs:
-        known = declared(docs)
-        figures = plots.figures(docs, run_dir, draw=False, declared=known)
-        whole = report(docs, figures=figures, declared=known, limit=sys.maxsize, max_lines=None)
+    whole = _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None) if docs else None
     path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
+
+
+def _rendered(docs: list[dict[str, Any]], folder: Path | None, draw: bool = False, **kw: Any) -> str:
+    """The report of ``docs`` as the CLI renders it: it reads no registry, only what the catalog
+    declares (the scripts regenerated from its code among it), and the declared plots in ``folder``
+    (drawn there first when ``draw``)."""
+    from repro.evidence import plots
+    from repro.evidence.report import report
+    from repro.run.scripts import declared
+
+    known = declared(docs)
+    figures = plots.figures(docs, folder, draw=draw, declared=known)
+    return report(docs, figures=figures, declared=known, **kw)
 
 
 @handles_errors
