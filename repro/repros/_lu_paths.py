@@ -57,7 +57,12 @@ def classify_path(kernel_names: Iterable[str], device: str = "cuda") -> str:
     return PATH_UNKNOWN
 
 
+# On CPU the LU is an aten op (aten::linalg_lu_factor_ex), not a library kernel the rules above name.
+_LU_OP = re.compile(r"lu_factor", re.I)
+
+
 def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
-    """The heaviest kernels that decided the path (for the finding and the report)."""
-    hits = [k for k in kernels if any(rule.search(k.name) for _, rule in _PATH_RULES)]
+    """The heaviest kernels that decided the path (for the finding and the report): those a path
+    rule names, or the LU ops themselves; the heaviest of all where neither is there."""
+    hits = [k for k in kernels if _LU_OP.search(k.name) or any(rule.search(k.name) for _, rule in _PATH_RULES)]
     return [k.name for k in (hits or list(kernels))[:limit]]
