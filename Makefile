@@ -86,6 +86,8 @@ test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the test
 #     two `make setup` runs, each a real .venv built with pip
 #   tests/unit/env/test_harness_identity.py::test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_digest:
 #     a fresh venv (ensurepip) and a pip install of the bundle's wheel into it
+#   tests/unit/repros/test_repro_graph_memset.py::test_twin_compiles_with_nvcc_and_the_cache_reuses_it:
+#     a real nvcc build of graph-memset's twin
 test-slow: $(TEST_VENV)/.installed ## The slow tests: random-signal trials, the matrix resume, venv + pip builds (minutes)
 	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -m slow $(ARGS)
 

@@ -43,7 +43,7 @@ def test_validate_and_report_without_torch(blocked_env: dict[str, str], tmp_path
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     code = "import sys; from repro.cli.main import main; sys.argv = ['repro', *sys.argv[1:]]; main()"
     made = subprocess.run(
-        [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path)],
+        [sys.executable, "-c", code, "run", "5090-linear", "--out", str(tmp_path), "--no-collect-env"],
         env=env,
         capture_output=True,
         text=True,

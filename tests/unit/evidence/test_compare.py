@@ -20,7 +20,7 @@ from repro.cli.evidence import compare_cmd
 from repro.core.errors import UsageError
 from repro.evidence import band, compare
 
-RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05"]
+RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05", "--no-collect-env"]
 
 
 @pytest.fixture(scope="module")

@@ -280,18 +280,42 @@ def test_scripts_run_on_cpu_with_cpu_and_print_the_definition_both_medians_and_t
     assert all(ln.endswith(" ms (median of per-call times, 21 rounds)") for ln in lines if "] t(" in ln)
 
 
+REFUSAL = "no CUDA GPU: a CPU run is not evidence about a GPU; pass --cpu (or GPU_REPRO_SCRIPT_CPU=1) to run anyway"
+
+
+def _stub_torch(root: Path) -> Path:
+    """A torch package with no GPU and nothing else: a script that refuses the CPU has to stop before it
+    needs any more of torch, so it runs against this stub in a fraction of a real torch import."""
+    pkg = root / "stub" / "torch"
+    (pkg / "nn").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "__version__ = '0.0.0+stub'\n"
+        "class version:\n    cuda = None\n"
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+    )
+    (pkg / "nn" / "__init__.py").write_text("")
+    (pkg / "nn" / "functional.py").write_text("")
+    return root / "stub"
+
+
+def _refused(path: Path, env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [REFUSAL]
+    assert proc.stdout.splitlines()[0].startswith("torch ") and len(proc.stdout.splitlines()) == 1
+
+
 @pytest.mark.parametrize("rid", PY_IDS)
 def test_without_cpu_a_python_script_on_cpu_is_one_line_and_exit_2(rid: str, tmp_path: Path) -> None:
     path = tmp_path / f"{rid}.py"
     path.write_text(scripts.script_for(rid, {}, smoke=True))
-    proc = subprocess.run(
-        [sys.executable, str(path)], env=_on_cpu(), capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        "no CUDA GPU: a CPU run is not evidence about a GPU; pass --cpu (or GPU_REPRO_SCRIPT_CPU=1) to run anyway"
-    ]
-    assert proc.stdout.splitlines()[0].startswith("torch ") and len(proc.stdout.splitlines()) == 1
+    _refused(path, {**_on_cpu(), "PYTHONPATH": str(_stub_torch(tmp_path))})
+
+
+def test_without_cpu_a_script_refuses_with_the_real_torch_too(tmp_path: Path) -> None:
+    path = tmp_path / "5090-linear.py"
+    path.write_text(scripts.script_for("5090-linear", {}, smoke=True))
+    _refused(path, _on_cpu())
 
 
 def test_fused_adam_states_the_memory_its_params_need_and_how_it_sizes_down() -> None:

@@ -67,6 +67,8 @@ def test_params_defaults_and_smoke() -> None:
 # --------------------------------------------------------------------------- building the twin
 
 
+# slow: a real nvcc build of the twin (about 12 s of CPU on 2 cores).
+@pytest.mark.slow
 @pytest.mark.skipif(_twin.find_nvcc() is None, reason="nvcc is not installed here")
 def test_twin_compiles_with_nvcc_and_the_cache_reuses_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
