@@ -88,6 +88,8 @@ test: $(TEST_VENV)/.installed ## Set up the pinned CPU test env and run the test
 #     a fresh venv (ensurepip) and a pip install of the bundle's wheel into it
 #   tests/unit/repros/test_repro_graph_memset.py::test_twin_compiles_with_nvcc_and_the_cache_reuses_it:
 #     a real nvcc build of graph-memset's twin
+#   tests/system/test_faults_bundle_secrets.py::test_secrets_on_the_command_line_and_in_output_reach_no_file:
+#     secrets through two CLI runs and their bundles, end to end
 test-slow: $(TEST_VENV)/.installed ## The slow tests: random-signal trials, the matrix resume, venv + pip builds (minutes)
 	PYTHONDONTWRITEBYTECODE= $(TEST_VENV)/bin/pytest -m slow $(ARGS)
 

@@ -57,9 +57,9 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     if links:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
+        return f"{text(m.group('src').strip())}; no URL, author or date given", text(m.group("rest"))
     if _SOURCE_PHRASE.search(claim):
-        return "the seed gives no URL", text(claim)  # the claim's own words name its source
+        return "no URL, author or date given", text(claim)  # the claim's own words name its source
     return "the seed names no source and gives no URL", text(claim)
 
 

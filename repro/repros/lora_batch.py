@@ -186,7 +186,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     title = "LoRA fine-tuning step at batch 2 '2x slower' than batch 1 (FLUX, RTX 5090)"
     # The seed is an article, not an issue thread; no upstream tracker has it yet.
     upstream = ()
-    seed_source = "an article on FLUX LoRA fine-tuning on an RTX 5090 (no tracker issue)"
+    seed_source = "an article on FLUX LoRA fine-tuning on an RTX 5090; the seed gives no URL, title, author or date"
     seed_experiment = (
         "The seed gives no program. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
         "blocks, bf16), one training step at batch 1, 2 and 4 in paired rounds; the metric is per-sample "

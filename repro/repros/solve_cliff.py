@@ -173,8 +173,8 @@ class Solve512Cliff(Repro[SolveParams]):
     # among the versions that could be read.
     stack = (
         "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
-        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188, "
-        "not at the build's own revision, whose source was not at hand) sends a square batch with n < 512 to cuBLAS getrfBatched and larger n "
+        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188; "
+        "the build's own was not at hand) sends a square batch with n < 512 to cuBLAS getrfBatched and larger n "
         "to looped cuSOLVER getrf under the cusolver preference. Not shown: whether a library is slow at 512 by "
         "itself; other PyTorch versions' rule."
     )

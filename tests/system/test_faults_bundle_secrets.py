@@ -72,6 +72,9 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, str]:
     return proc.returncode, err.decode()
 
 
+# slow: two CLI runs and a bundle of each, end to end (about 11 s of CPU); the redaction itself is
+# checked by the unit tests above in make test.
+@pytest.mark.slow
 def test_secrets_on_the_command_line_and_in_output_reach_no_file(tmp_path: Path) -> None:
     out = tmp_path / f"out-{GH}"
     # A token in a param, a password in a URL param, a token in the --out path, and a repro printing

@@ -161,10 +161,10 @@ def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str,
     assert claims["solve-512-cliff"].startswith("- Seed claim (https://github.com/pytorch/pytorch/issues/181999): ")
     assert claims["graph-memset"].startswith(
         "- Seed claim (NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
-        "kernel)'; the seed gives no URL): in a CUDA graph,"
+        "kernel)'; no URL, author or date given): in a CUDA graph,"
     )
     assert claims["lora-batch-scaling"].startswith(
-        "- Seed claim (the seed gives no URL): An article on FLUX LoRA fine-tuning on an RTX 5090 found"
+        "- Seed claim (no URL, author or date given): An article on FLUX LoRA fine-tuning on an RTX 5090 found"
     )
     doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
     doc["repro"]["seed_claim"] = "Batch 2 was slower."

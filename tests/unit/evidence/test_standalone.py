@@ -299,7 +299,9 @@ def _stub_torch(root: Path) -> Path:
 
 
 def _refused(path: Path, env: dict[str, str]) -> None:
-    proc = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [REFUSAL]
     assert proc.stdout.splitlines()[0].startswith("torch ") and len(proc.stdout.splitlines()) == 1

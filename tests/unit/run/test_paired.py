@@ -331,7 +331,9 @@ def test_the_first_plugin_api_warns_and_resolves_to_the_current_names() -> None:
     assert legacy.register is register and legacy.ratio_verdict is ratio_verdict
 
 
-@pytest.mark.parametrize(("device", "per_call_s", "calls"), [("cuda", 1.2e-3, 9), ("cuda", 0.02, 1), ("cpu", 1.2e-3, 1)])
+@pytest.mark.parametrize(
+    ("device", "per_call_s", "calls"), [("cuda", 1.2e-3, 9), ("cuda", 0.02, 1), ("cpu", 1.2e-3, 1)]
+)
 def test_calibration_batches_calls_until_a_sample_reaches_its_floor(
     device: str, per_call_s: float, calls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
