@@ -36,13 +36,14 @@ if TYPE_CHECKING:
 __all__ = ["RunContext"]
 
 # A timer resolves ~0.5 us (CUDA events) and a call costs a few us of Python, so a sample shorter
-# than this would measure the harness. Calls are batched until a sample reaches it.
+# than this would measure the harness. Calls are batched until a sample reaches it. On CUDA a sample
+# starts from an idle queue, so its median also holds the time from the start event to the first
+# kernel (about 0.08 ms for 5090-linear's one-call samples of a 1.2 ms GEMM on an H200, 6-7% of it).
+# Longer samples do not remove that for free: at 10 ms (8 fp32 calls, 41 tf32 calls per sample) the
+# tf32 arms' sustained load held an H200 at its power cap (SM clock median 1725 MHz, the run
+# suspect, two processes 3% apart), where 1 ms samples held 1965 MHz
+# (artifacts/reference/h200/evidence5/README.md).
 MIN_SAMPLE_S = 1e-3
-# On CUDA a sample starts from an idle queue: its start event fires at once and the first kernel
-# follows only once the host has launched it (tens of us for an nn.Linear call). Batching calls
-# until a sample takes 10 ms keeps that lead under about 1% of the sample, where 1 ms samples of a
-# 1.2 ms GEMM timed 6-7% above its kernel time on an H200.
-MIN_CUDA_SAMPLE_S = 1e-2
 MAX_CALLS_PER_SAMPLE = 10_000
 
 
@@ -414,8 +415,7 @@ class RunContext:
         fn()
         self.synchronize()
         one = max(time.perf_counter() - t0, 1e-7)
-        floor = MIN_CUDA_SAMPLE_S if self.cuda else MIN_SAMPLE_S
-        return int(min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(floor / one))))
+        return int(min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(MIN_SAMPLE_S / one))))
 
     def _capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], Any]:
         import torch

@@ -329,18 +329,3 @@ def test_the_first_plugin_api_warns_and_resolves_to_the_current_names() -> None:
 
     legacy = importlib.import_module("repro.catalog")
     assert legacy.register is register and legacy.ratio_verdict is ratio_verdict
-
-
-@pytest.mark.parametrize(
-    ("device", "per_call_s", "calls"), [("cuda", 1.2e-3, 9), ("cuda", 0.02, 1), ("cpu", 1.2e-3, 1)]
-)
-def test_calibration_batches_calls_until_a_sample_reaches_its_floor(
-    device: str, per_call_s: float, calls: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # On CUDA a sample starts from an idle queue, so its floor is 10 ms, where a 1.2 ms GEMM timed
-    # alone per sample read 6-7% above its kernel time; on CPU the floor is 1 ms.
-    ctx = RunContext(device=device, smoke=True)
-    monkeypatch.setattr(RunContext, "synchronize", lambda self: None)
-    clock = iter([0.0, per_call_s])
-    monkeypatch.setattr("repro.run.context.time.perf_counter", lambda: next(clock))
-    assert ctx._calibrate(lambda: None) == calls
