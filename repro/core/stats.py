@@ -105,6 +105,21 @@ def summarize_rounds(rounds: Sequence[float], episode: int | None = None, level:
     return replace(st, ci_low=lo, ci_high=hi, rel_ci_halfwidth=max(rel, st.rel_ci_halfwidth))
 
 
+def family_level(k: int, level: float = 0.95) -> float:
+    """The level each of ``k`` CIs needs when any one of them clearing a threshold decides: 1 - (1 - level) / k
+    (Bonferroni), so the family's decision keeps ``level``."""
+    return 1 - (1 - level) / k if k > 1 else level
+
+
+def episodes_for(level: float) -> int:
+    """The fewest episodes (at least MIN_EPISODES) whose medians' min-max range covers a median at ``level``:
+    1 - 2 / 2**n >= level (6 for 95%, 8 for the 99.2% of one of six comparisons)."""
+    n = MIN_EPISODES
+    while 1 - 2 * 0.5**n < level:
+        n += 1
+    return n
+
+
 def episode_widened(
     values: Sequence[float], lo: float, hi: float, episode: int | None, level: float = 0.95
 ) -> tuple[float, float]:

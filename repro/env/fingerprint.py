@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import json
 import locale
 import os
@@ -232,7 +233,8 @@ def _torch_section(probe: Probes) -> dict[str, Any]:
 def install_record(dist_name: str) -> dict[str, Any] | None:
     """How a distribution got here, from its installed metadata: the installer (pip's ``INSTALLER``),
     ``direct_url.json``'s url when it was installed from a URL or a path, the wheel's tags and builder
-    (``WHEEL``), and the folder it sits in. None when the distribution is not installed."""
+    (``WHEEL``), the folder it sits in, the metadata's version and the sha256 of its ``RECORD``. None
+    when the distribution is not installed."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
@@ -243,6 +245,7 @@ def install_record(dist_name: str) -> dict[str, Any] | None:
     direct: Any = None
     with contextlib.suppress(ValueError):
         direct = json.loads(dist.read_text("direct_url.json") or "null")
+    record = dist.read_text("RECORD")
     wheel = dist.read_text("WHEEL") or ""
     tags = [ln.split(":", 1)[1].strip() for ln in wheel.splitlines() if ln.startswith("Tag:")]
     builder = next((ln.split(":", 1)[1].strip() for ln in wheel.splitlines() if ln.startswith("Generator:")), None)
@@ -252,6 +255,11 @@ def install_record(dist_name: str) -> dict[str, Any] | None:
         "wheel_tags": tags,
         "wheel_generator": builder,
         "location": str(dist.locate_file("")),
+        # The metadata's version: PyPI takes no local tag (+cu130), so a CUDA wheel without one came
+        # from PyPI, where torch.__version__ still reads 2.11.0+cu130.
+        "version": dist.version,
+        # RECORD lists every installed file with its sha256: its own digest names this exact build.
+        "record_sha256": hashlib.sha256(record.encode()).hexdigest() if record else None,
     }
 
 

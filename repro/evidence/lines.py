@@ -101,8 +101,8 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
         seed = ratio_with_ci(row.ratio, row.ci_low, row.ci_high, level)
         # The headline's own ratio and CI are in the finding just above: only the comparison is said here.
         out.append(
-            f"The seed's program, re-run here: {seed} ({text(str(row.status or '-').replace('_', ' '))}); "
-            f"against the headline, {text(_agreement(row, v))}."
+            f"The seed's program, re-implemented here: {seed} "
+            f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, {text(_agreement(row, v))}."
         )
     return out + seed_method_lines(doc)
 
@@ -350,6 +350,8 @@ def _how_to_install(doc: Artifact, module: str | None) -> str:
     )
 
 
+# nvcc flags as the twin records them (-O3 -arch=sm_90): shown only in this shape.
+_FLAGS = re.compile(r"(?:-[A-Za-z0-9]+(?:=[a-z0-9_]+)?)(?: -[A-Za-z0-9]+(?:=[a-z0-9_]+)?){0,5}")
 _TORCH = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:[a-z0-9.]*)?(?:\+[a-z0-9.]+)?")
 _CUDA = re.compile(r"([0-9]+)\.([0-9]+)")
 # A release version as pip pins it (13.0.3, 12.9.0.post1): the artifact's ``extra`` is open, so only this
@@ -358,11 +360,16 @@ _VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]+)
 
 
 def _torch_line(doc: Artifact) -> tuple[str, str] | None:
-    """(pip line, words) for the torch the run recorded, from PyTorch's index for its CUDA build."""
+    """(pip line, words) for the torch the run recorded: from PyPI when its installed metadata's version
+    has no local tag while ``torch.__version__`` has one (PyPI takes no local tags, so that wheel is
+    PyPI's), else from PyTorch's index for its CUDA build."""
     version, cuda = doc.machine.torch_version, doc.machine.torch_cuda_built
     if not isinstance(version, str) or not _TORCH.fullmatch(version):
         return None
     m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
+    said = doc.machine.torch_install.get("version")
+    if isinstance(said, str) and "+" in version and "+" not in said and _TORCH.fullmatch(said):
+        return shlex.join(["pip", "install", f"torch=={said}"]), f"torch {said} from PyPI (it reads {version})"
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(
         ["pip", "install", f"torch=={version}", "--index-url", f"https://download.pytorch.org/whl/{index}"]
@@ -391,7 +398,9 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     said = twin.get("nvcc") if isinstance(twin, Mapping) else None
     if isinstance(said, str):
         nvcc = text(said.removeprefix("Build "))
-        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc})")
+        flags = twin.get("nvcc_flags") if isinstance(twin, Mapping) else None
+        built = f", {code(flags)}" if isinstance(flags, str) and _FLAGS.fullmatch(flags) else ""
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc}{built})")
     return lines, words
 
 

@@ -132,8 +132,8 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
         when = f", timed once in {ceilings_in}'s process" if ceilings_in else ""
         parts.append(
-            f"- Measured ceilings (the tables' \"% of\"; this GPU's cuBLAS and copy rates{when}, "
-            f"not datasheet peaks): {', '.join(shown) or '-'}"
+            f"- Measured ceilings (the tables' \"% of\": this GPU's rates{when}, not datasheet peaks): "
+            f"{', '.join(shown) or '-'}"
         )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
@@ -190,7 +190,7 @@ def container_words(f: MachineFacts) -> str | None:
     if not f.in_container and not f.image:
         return None
     seen = ", ".join(f.cgroup_hints)
-    marks = "Container: yes (" + (f"cgroup names {seen}" if seen else "/.dockerenv or /run/.containerenv") + ")"
+    marks = "Container: yes (" + (f"cgroup names {seen}" if seen else "a container's marker file") + ")"
     image = (
         f"image {f.image}" + (f"@{f.image_digest}" if f.image_digest else "")
         if f.image
@@ -218,7 +218,16 @@ def install_words(f: MachineFacts) -> str | None:
     wheel = f"a wheel tagged {', '.join(map(str, tags))}" if tags else "no wheel tag"
     url = got.get("direct_url")
     src = f"from {url}" if url else "from a package index the installer did not record (no direct_url.json)"
-    return f"torch installed by {by}, {wheel}, {src}, in {got.get('location') or '-'}"
+    said = f"torch installed by {by}, {wheel}, {src}, in {got.get('location') or '-'}"
+    version = got.get("version")
+    if isinstance(version, str):
+        said += f"; its metadata version {version}"
+        if "+" not in version and "+" in str(f.torch_version or ""):
+            said += " has no local tag, as PyPI's wheels have (PyPI takes none)"
+    digest = got.get("record_sha256")
+    if isinstance(digest, str):
+        said += f"; sha256 of its RECORD (every file's hash) {digest[:16]}…"
+    return said
 
 
 def _span(values: Sequence[Any], unit: str) -> str:
@@ -269,7 +278,7 @@ def state_line(docs: Sequence[Artifact]) -> str:
         procs = (
             f"more than one compute process in {', '.join(crowded)}"
             if crowded
-            else "no compute process but the repro's own"
+            else "no compute process but the repro's own (NVML's view from this container)"
         )
         said.append(
             "when each repro's fingerprint was taken, after its measurement: "

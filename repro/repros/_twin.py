@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 # Where nvcc usually lives when it is not on PATH (CUDA images put it there).
@@ -22,6 +23,8 @@ NVCC_FALLBACK = Path("/usr/local/cuda/bin/nvcc")
 # default arch instead; such a binary is not what "native" promises, so the next arch in
 # the list is used (sm_90: Hopper SASS plus compute_90 PTX, which newer GPUs JIT-compile).
 _NO_NATIVE_GPU = "Cannot find valid GPU for '-arch=native'"
+# nvcc's flags besides -arch (part of the cache key, and recorded with the twin's results).
+NVCC_FLAGS = ("-O3",)
 COMPILE_TIMEOUT_S = 300.0
 
 
@@ -42,6 +45,17 @@ class TwinBuild:
     arch: str
     nvcc_version: str
     source_sha256: str
+
+    @property
+    def flags(self) -> str:
+        """The nvcc flags it was built with."""
+        return " ".join([*NVCC_FLAGS, f"-arch={self.arch}"])
+
+    @property
+    def built_utc(self) -> str:
+        """When the binary was written (the first run that built it, where the cache had it)."""
+        stamp = datetime.fromtimestamp(self.binary.stat().st_mtime, timezone.utc)
+        return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -123,14 +137,15 @@ def _build(source: Path, cache: Path | None, nvcc: str | None, archs: Sequence[s
     version = nvcc_version(nvcc)
     failures: list[str] = []
     for arch in archs:
-        key = hashlib.sha256(b"\0".join([src, version.encode(), arch.encode()])).hexdigest()[:16]
+        parts = [src, version.encode(), arch.encode(), *map(str.encode, NVCC_FLAGS)]
+        key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
         binary = cache / f"{source.stem}-{arch}-{key}"
         if binary.is_file() and os.access(binary, os.X_OK):
             return TwinBuild(binary, True, arch, version, src_sha)
         cache.mkdir(parents=True, exist_ok=True)
         tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
         try:
-            proc = _compile([nvcc, "-O3", f"-arch={arch}", "-o", str(tmp), str(source)])
+            proc = _compile([nvcc, *NVCC_FLAGS, f"-arch={arch}", "-o", str(tmp), str(source)])
         except subprocess.TimeoutExpired:
             failures.append(f"-arch={arch}: nvcc ran past {COMPILE_TIMEOUT_S:g} s")
             tmp.unlink(missing_ok=True)

@@ -400,7 +400,13 @@ class GraphMemset(Repro[MemsetParams]):
             build = build_twin(TWIN_SOURCE, archs=twin_archs(device_index))
         except TwinBuildError as exc:
             return all_as("skipped", f"the pure CUDA twin was not built: {exc}")
-        info.update(arch=build.arch, nvcc=build.nvcc_version.splitlines()[-1], binary_cached=build.cached)
+        info.update(
+            arch=build.arch,
+            nvcc=build.nvcc_version.splitlines()[-1],
+            nvcc_flags=build.flags,
+            binary_cached=build.cached,
+            binary_built_utc=build.built_utc,
+        )
         untimed = {n: ctx.untimed(f"twin_{n}") for n, _ in TWIN_VARIANTS}
         wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]
         gap_ms = round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0

@@ -38,7 +38,7 @@ from repro.api import (
 )
 
 THRESHOLD = 1.5
-THRESHOLD_WHY = "between the seed's RTX 4090 (~1.0) and RTX 5090 (~2.7), nearer the 4090: a whole CI over it is no noise"
+THRESHOLD_WHY = "between the seed's RTX 4090 (~1.0) and 5090 (~2.7), nearer the 4090: a whole CI over it is not noise"
 # The seed's experiment: this many calls of each form in one block (about 2.5 s per form on an
 # H200 at the default shape: 2000 x the 1.26 ms per call of artifacts/reference/h200/evidence3).
 SEED_CALLS = 2000

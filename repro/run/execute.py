@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.core import redact
+from repro.core import redact, stats
 from repro.core.context import SamplingConfig
 from repro.core.results import HeadlineRule, achieved
 from repro.core.spec import (
@@ -27,7 +27,7 @@ from repro.core.spec import (
     params_to_dict,
 )
 from repro.core.validity import CLOCK_FLOOR, HARD_THROTTLE, POWER_CAP_FLOOR
-from repro.core.verdict import as_quick, as_smoke, off_architecture, unavailable
+from repro.core.verdict import CI_LEVEL, as_quick, as_smoke, headline_candidates, off_architecture, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.evidence.clocks import clock_words
@@ -229,6 +229,7 @@ def execute(
         ctx = _context(req, device, run_dir, log, progress, cls.headline_rule)
         try:
             ctx.comparisons = tuple(c for c in repro.comparisons(params) if c.headline or not req.quick)
+            ctx.sampling = enough_episodes(ctx.sampling, ctx.comparisons, cls.headline_rule)
             legacy = not ctx.comparisons and type(repro).verdict is not Repro.verdict
             ctx.record_arms = legacy
             log(f"{cls.id}: running on {device}")
@@ -479,6 +480,15 @@ def _merge_paired(blocked: VariantResult, paired: VariantResult) -> VariantResul
         extra={**blocked.extra, "blocked_timing_median_s": blocked.timing.stats.median},
         warnings=paired.warnings,  # the blocked timing's warnings describe samples no longer in it
     )
+
+
+def enough_episodes(sampling: SamplingConfig, comparisons: Sequence[Comparison], rule: HeadlineRule) -> SamplingConfig:
+    """``sampling`` with at least the episodes whose medians cover the headline CIs' level: a ratio's CI
+    is widened to its episodes' medians (``stats.episode_widened``), and under the ``"worst"`` rule each
+    of k headlines is judged at 1 - 0.05/k, which six episodes cannot cover (eight can, for six)."""
+    level = stats.family_level(len(headline_candidates(comparisons)), CI_LEVEL) if rule == "worst" else CI_LEVEL
+    need = stats.episodes_for(level)
+    return dataclasses.replace(sampling, min_episodes=need) if need > sampling.min_episodes else sampling
 
 
 def _context(

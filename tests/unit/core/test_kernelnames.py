@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 from helpers import ROOT
 
@@ -29,7 +32,7 @@ def _lines_run(names: list[str]) -> int:
     """The Python lines short_names executes over ``names``: a count, not a clock, so the same on any load."""
     count = 0
 
-    def tracer(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
+    def tracer(frame: FrameType, event: str, arg: Any) -> TraceFunction:
         nonlocal count
         if event == "line":
             count += 1

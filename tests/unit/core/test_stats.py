@@ -106,3 +106,28 @@ def test_summarize_rounds_widens_the_ci_over_the_episodes_medians() -> None:
     assert wide.rel_ci_halfwidth > flat.rel_ci_halfwidth
     # Without episodes, or with fewer than MIN_EPISODES of them, it is summarize over the rounds.
     assert stats.summarize_rounds(rounds) == flat and stats.summarize_rounds(rounds, 12) == flat
+
+
+def test_the_episodes_a_level_needs_cover_it_with_their_min_max_range() -> None:
+    assert stats.episodes_for(0.95) == stats.MIN_EPISODES == 6
+    one_of_six = stats.family_level(6)
+    assert one_of_six == pytest.approx(1 - 0.05 / 6) and stats.family_level(1) == 0.95
+    assert stats.episodes_for(one_of_six) == 8
+    for level in (0.9, 0.95, 0.99, one_of_six, 0.999):
+        n = stats.episodes_for(level)
+        # The min-max of n episode medians covers the median with probability 1 - 2 / 2**n; one fewer
+        # episode would not (or n is the floor of six).
+        assert 1 - 2 * 0.5**n >= level and (n == 6 or 1 - 2 * 0.5 ** (n - 1) < level)
+        assert stats.median_ci_ranks(n, level) == (0, n - 1)
+
+
+def test_a_worst_of_six_repro_is_scheduled_for_eight_episodes_and_a_first_rule_one_for_six() -> None:
+    from repro.core.context import SamplingConfig
+    from repro.core.spec import Comparison
+    from repro.run.execute import enough_episodes
+
+    six = [Comparison(f"c{i}", f"a{i}", f"b{i}", 1.5) for i in range(6)]
+    assert enough_episodes(SamplingConfig(), six, "worst").min_episodes == 8
+    assert enough_episodes(SamplingConfig(), six, "first").min_episodes == 6
+    assert enough_episodes(SamplingConfig(), six[:1], "worst").min_episodes == 6
+    assert enough_episodes(SamplingConfig(min_episodes=10), six, "worst").min_episodes == 10

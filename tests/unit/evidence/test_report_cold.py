@@ -118,12 +118,12 @@ def test_the_gpu_tool_writes_the_bundle_name_the_report_tells_users_to_attach(re
 
 
 def test_the_seed_vs_ours_line_is_computed_from_the_numbers(rendered: str, docs: list[dict[str, Any]]) -> None:
-    line = next(ln for ln in visible(rendered, "graph-memset").splitlines() if "re-run here" in ln)
+    line = next(ln for ln in visible(rendered, "graph-memset").splitlines() if "re-implemented here" in ln)
     assert "the two agree: their CIs overlap (1.351 against 1.35)" in line
     doc = by_id(docs, "graph-memset")
     row = next(r for r in doc["verdict"]["breakdown"] if r.get("source") == "the seed's program")
     row.update(ratio=1.5, ci_low=1.48, ci_high=1.52)
-    moved = next(ln for ln in visible(report([doc]), "graph-memset").splitlines() if "re-run here" in ln)
+    moved = next(ln for ln in visible(report([doc]), "graph-memset").splitlines() if "re-implemented here" in ln)
     assert "the two differ by +11%, beyond both CIs" in moved and "agree" not in moved
 
 

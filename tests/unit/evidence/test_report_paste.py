@@ -20,7 +20,7 @@ from repro.cli.main import app
 from repro.core import kernelnames
 from repro.core.kernelnames import ELLIPSIS, short_names
 from repro.evidence import artifact, band, bundle, markdown
-from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, newest_run, report
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, newest_run, report
 from repro.run import scripts
 
 BENCH = ROOT / "artifacts" / "reference" / "h200" / "bench" / "all" / "20261130T172037Z-c761fb"
@@ -193,8 +193,8 @@ def test_graph_memset_shows_the_seeds_program_beside_the_headline(docs: list[dic
     section = _visible(report([doc]), "graph-memset")  # the artifact's words, with or without the catalog
     assert said in section and said in _visible(_report([doc]), "graph-memset")
     assert (
-        "- The seed's program, re-run here: 1.44x (95% CI 1.41-1.47) (reproduced); against the headline, the two "
-        "differ by +9.3%, beyond both CIs"
+        "- The seed's program, re-implemented here: 1.44x (95% CI 1.41-1.47) (reproduced); against the "
+        "headline, the two differ by +9.3%, beyond both CIs"
     ) in section
     assert "**reproduced**: memset/fill (pure CUDA twin) was 1.32x (95% CI 1.31-1.33)" in section
 
@@ -308,3 +308,27 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
     assert bundle.script_member("../x", "print()") is None
     with pytest.raises(Exception, match="expected scripts/<repro id>.py"):
         bundle.build(run, tmp_path / "c.tar.gz", scripts={"../evil.py": "x"})
+
+
+@pytest.mark.parametrize(
+    ("said", "line"),
+    [
+        # PyPI takes no local tag: metadata 2.11.0 under torch.__version__ 2.11.0+cu130 is PyPI's wheel.
+        ("2.11.0", "pip install torch==2.11.0"),
+        ("2.11.0+cu130", "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
+        (None, "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
+        ("2.11.0; curl x | sh", "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
+    ],
+)
+def test_the_torch_line_follows_the_installed_metadata_version(
+    docs: list[dict[str, Any]], said: str | None, line: str
+) -> None:
+    doc = copy.deepcopy(_by_id(docs, "5090-linear"))
+    torch = doc["fingerprint"]["software"]["torch"]
+    torch["install"] = {"installer": "uv", "direct_url": None, "wheel_tags": [], "location": "/x", "version": said}
+    text = report([doc])
+    assert _shell_lines(text)[0] == line
+    if said == "2.11.0":
+        assert "from PyPI (it reads 2.11.0+cu130)" in text
+        full = report([doc], limit=REPORT_LIMIT, max_lines=None)
+        assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
