@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.fsio import once_per_run
+from repro.env import nvml
 
 # In a hidden folder of the run: not an artifact, and no `*.json` glob of the run folder meets it.
 CEILINGS_FILE = ".cache/ceilings.json"
@@ -61,17 +62,36 @@ def measure() -> dict[str, Any]:
         "tf32": (lambda: matmul(torch.float32, True), "TFLOP/s", f"{n}^3 fp32 matmul, TF32 on"),
         "bf16": (lambda: matmul(torch.bfloat16, False), "TFLOP/s", f"{n}^3 bf16 matmul"),
     }
+    gpu = _nvml()
     try:
         for key, (fn, unit, how) in probes.items():
             try:
                 out[key] = {"value": fn(), "unit": unit, "method": how, "error": None}
             except Exception as exc:  # one failed probe leaves the others standing
                 out[key] = {"value": None, "unit": unit, "method": how, "error": f"{type(exc).__name__}: {exc}"}
+            if gpu is not None:  # the clock the probe ended at: a rate timed under a power cap reads low
+                state = nvml.snapshot(*gpu)
+                out[key].update(
+                    sm_clock_after_mhz=state["sm_clock_mhz"], clock_events_after=state["clocks_event_reasons"]
+                )
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved[0]
         torch.set_float32_matmul_precision(saved[1])
     return out
+
+
+def _nvml() -> tuple[Any, Any] | None:
+    """(pynvml, handle) of the GPU torch uses, or None where NVML cannot be had."""
+    import torch
+
+    from repro.env.fingerprint import pci_bus_id
+
+    try:
+        index = torch.cuda.current_device()
+        return nvml.handle_for(pci_bus_id(torch.cuda.get_device_properties(index)), index)
+    except Exception:  # no NVML (or no driver library): the ceilings go without the clock readings
+        return None
 
 
 def for_run(run_dir: Path) -> dict[str, Any]:

@@ -186,6 +186,9 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "power_default_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0),
         "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
         "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+        # Application clocks differing from their default mean someone set them (nvidia-smi -ac).
+        "sm_clock_app_mhz": _safe(lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM)),
+        "sm_clock_app_default_mhz": _safe(lambda: nv.nvmlDeviceGetDefaultApplicationsClock(h, nv.NVML_CLOCK_SM)),
         "persistence_mode": _safe(lambda: bool(nv.nvmlDeviceGetPersistenceMode(h))),
         "ecc_mode": _safe(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
         "mig_mode": bool(mig[0]) if mig is not None else None,

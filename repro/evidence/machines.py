@@ -11,7 +11,7 @@ from typing import Any
 from repro.env.fingerprint import essentials
 from repro.evidence.clocks import during_measurement
 from repro.evidence.markdown import text
-from repro.evidence.model import Artifact, MachineFacts
+from repro.evidence.model import Artifact, MachineFacts, Nvml
 
 # torch's own defaults for the knobs the fingerprint reads, as it records them: the environment
 # names only the knobs that differ; every value is in the artifact's fingerprint.knobs.
@@ -124,16 +124,20 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         f"{_gib(f.memory_total_bytes)}; "
         f"driver {nv.driver_version or '-'}; power limit {nv.power_limit_w or '-'} W "
         f"(default {nv.power_default_limit_w or '-'} W); max clocks SM {nv.sm_clock_max_mhz or '-'} MHz, "
-        f"memory {nv.mem_clock_max_mhz or '-'} MHz; persistence {onoff[nv.persistence_mode]}, "
+        f"memory {nv.mem_clock_max_mhz or '-'} MHz{_app_clock(nv)}; persistence {onoff[nv.persistence_mode]}, "
         f"ECC {onoff[nv.ecc_mode]}, MIG {onoff[nv.mig_mode]}, "
         f"PCIe gen {nv.pcie_gen or '-'} x{nv.pcie_width or '-'}",
     ]
     if f.ceilings is not None:
         shown = [f"{c.name} {c.value:.4g} {c.unit}" + (f" ({c.method})" if c.method else "") for c in f.ceilings]
         when = f", timed once in {ceilings_in}'s process" if ceilings_in else ""
+        clocks = [f"{c.name} {c.sm_clock_after_mhz:g}" for c in f.ceilings if c.sm_clock_after_mhz]
+        events = [f"{c.name} {', '.join(c.clock_events_after)}" for c in f.ceilings if c.clock_events_after]
+        after = f"; SM clock right after each: {', '.join(clocks)} MHz" if clocks else ""
+        after += f" (clock events: {'; '.join(events)})" if events else (" (no clock events)" if clocks else "")
         parts.append(
             f"- Measured ceilings (the tables' \"% of\": this GPU's rates{when}, not datasheet peaks): "
-            f"{', '.join(shown) or '-'}"
+            f"{', '.join(shown) or '-'}{text(after)}"
         )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
@@ -206,6 +210,16 @@ def harness_words(f: MachineFacts) -> str | None:
         return None
     said = [f"{k} {v}" if isinstance(v, str) else f"{k} not installed" for k, v in sorted(got.items())]
     return text("The harness's own libraries: " + ", ".join(said))
+
+
+def _app_clock(nv: Nvml) -> str:
+    """``; SM application clock X MHz (its default)``, or where it differs from its default (set by someone)."""
+    app, default = nv.sm_clock_app_mhz, nv.sm_clock_app_default_mhz
+    if not app:
+        return ""
+    if app == default:
+        return f"; SM application clock {app:g} MHz (its default)"
+    return f"; SM application clock {app:g} MHz, set away from its default {default or '-'} MHz"
 
 
 def install_words(f: MachineFacts) -> str | None:

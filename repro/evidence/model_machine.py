@@ -74,6 +74,8 @@ class Nvml:
     power_default_limit_w: float | None = None
     sm_clock_max_mhz: float | None = None
     mem_clock_max_mhz: float | None = None
+    sm_clock_app_mhz: float | None = None  # the application clock (nvidia-smi -ac), and its default below
+    sm_clock_app_default_mhz: float | None = None
     persistence_mode: bool | None = None
     ecc_mode: bool | None = None
     mig_mode: bool | None = None
@@ -91,6 +93,8 @@ class Ceiling:
     value: float
     unit: str
     method: str | None = None  # how it was measured ("8192^3 fp32 matmul, TF32 off")
+    sm_clock_after_mhz: float | None = None  # NVML's SM clock right after the probe
+    clock_events_after: tuple[str, ...] = ()  # NVML's clock-event reasons then
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,14 @@ def _ceilings(raw: Any) -> tuple[Ceiling, ...] | None:
         return None
     measured = ((str(k), number(c.get("value")), c) for k, c in raw.items() if isinstance(c, Mapping))
     return tuple(
-        Ceiling(k, value, str(c.get("unit")), c["method"] if isinstance(c.get("method"), str) else None)
+        Ceiling(
+            k,
+            value,
+            str(c.get("unit")),
+            c["method"] if isinstance(c.get("method"), str) else None,
+            number(c.get("sm_clock_after_mhz")),
+            tuple(str(x) for x in c.get("clock_events_after") or () if isinstance(x, str)),
+        )
         for k, value, c in measured
         if value
     )
@@ -177,6 +188,8 @@ def _nvml(nv: Mapping[str, Any]) -> Nvml:
         power_default_limit_w=number(nv.get("power_default_limit_w")),
         sm_clock_max_mhz=number(nv.get("sm_clock_max_mhz")),
         mem_clock_max_mhz=number(nv.get("mem_clock_max_mhz")),
+        sm_clock_app_mhz=number(nv.get("sm_clock_app_mhz")),
+        sm_clock_app_default_mhz=number(nv.get("sm_clock_app_default_mhz")),
         persistence_mode=_flag(nv.get("persistence_mode")),
         ecc_mode=_flag(nv.get("ecc_mode")),
         mig_mode=_flag(nv.get("mig_mode")),

@@ -122,3 +122,59 @@ def test_the_harness_records_its_own_libraries_and_the_report_names_them() -> No
     facts = MachineFacts(harness=Harness(libraries={"typer": "0.29.2", "psutil": None}))
     assert harness_words(facts) == "The harness's own libraries: psutil not installed, typer 0.29.2"
     assert harness_words(MachineFacts()) is None
+
+
+def test_the_install_line_says_a_wheel_without_a_local_tag_is_pypis_and_names_its_record() -> None:
+    fp = _fp()
+    fp["software"]["torch"]["install"].update(version="2.11.0", record_sha256="ab" * 32)
+    said = str(install_words(facts(fp)))
+    assert said.endswith(
+        "; its metadata version 2.11.0 has no local tag, as PyPI's wheels have (PyPI takes none); "
+        "sha256 of its RECORD (every file's hash) abababababababab…"
+    )
+    fp["software"]["torch"]["install"]["version"] = "2.11.0+cu130"
+    assert "; its metadata version 2.11.0+cu130; sha256" in str(install_words(facts(fp)))
+
+
+def test_static_info_records_the_application_clock_and_the_report_says_whether_it_was_set() -> None:
+    class Clocks(FakeNvml):
+        def nvmlDeviceGetApplicationsClock(self, h: Any, which: int) -> int:  # noqa: N802 (NVML's name)
+            return 1755 if which == self.NVML_CLOCK_SM else 0
+
+        def nvmlDeviceGetDefaultApplicationsClock(self, h: Any, which: int) -> int:  # noqa: N802
+            return 1980 if which == self.NVML_CLOCK_SM else 0
+
+    info = nvml.static_info(Clocks(), object())
+    assert info["sm_clock_app_mhz"] == 1755 and info["sm_clock_app_default_mhz"] == 1980
+    assert nvml.static_info(FakeNvml(), object())["sm_clock_app_mhz"] is None  # unsupported: null
+    from repro.evidence.machines import _app_clock
+    from repro.evidence.model_machine import Nvml
+
+    assert _app_clock(Nvml(sm_clock_app_mhz=1755, sm_clock_app_default_mhz=1980)) == (
+        "; SM application clock 1755 MHz, set away from its default 1980 MHz"
+    )
+    assert _app_clock(Nvml(sm_clock_app_mhz=1980, sm_clock_app_default_mhz=1980)) == (
+        "; SM application clock 1980 MHz (its default)"
+    )
+    assert _app_clock(Nvml()) == ""
+
+
+def test_the_ceilings_line_gives_the_clock_each_probe_ended_at() -> None:
+    import json
+
+    from repro.evidence.machines import machine_summary, machines
+    from repro.evidence.model import run_of
+
+    path = next((Path(__file__).parents[3] / "artifacts/reference/h200/evidence5/all").glob("*/5090-linear.json"))
+    raw = json.loads(path.read_text())
+    ceilings = raw["fingerprint"]["ceilings"]
+    for name, mhz in (("copy", 1980), ("fp32", 1980), ("tf32", 1845), ("bf16", 1755)):
+        ceilings[name].update(sm_clock_after_mhz=mhz, clock_events_after=["sw_power_cap"] if name == "bf16" else [])
+    (machine, *_), _ = machines([run_of(raw)])
+    said = machine_summary(machine)
+    assert "; SM clock right after each: copy 1980, fp32 1980, tf32 1845, bf16 1755 MHz (clock events: bf16 " in said
+    assert "sw_power_cap)" in said
+    for c in ceilings.values():
+        c.update(sm_clock_after_mhz=1980, clock_events_after=[])
+    (machine, *_), _ = machines([run_of(raw)])
+    assert "bf16 1980 MHz (no clock events)" in machine_summary(machine)
