@@ -194,7 +194,12 @@ def _add_band(name: str, repros: list[str], out: _Plan) -> None:
     lines = band.show(band.load(), sorted(set(repros)))
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
-    out.members.append((f"{name}/band.txt", ("\n".join([head, *said]) + "\n").encode()))
+    how = (
+        "A GPU's value is the median of its runs' headline ratios. The runs are default `repro all` and `repro run` "
+        "runs committed under artifacts/reference/ in the gpu-repro repository, not in this bundle; "
+        "their harness digests differ ('-': a run from before harness digests), and so may their methods."
+    )
+    out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
 
 
 def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:

@@ -168,3 +168,7 @@ def test_the_install_lines_work_from_the_folder_they_name(run_dir: Path, fast: S
     path = shlex.split(pip)[-1].removesuffix("[plots]")
     assert (where / path).is_file(), pip  # run from `where`, the folder that holds the unpacked run
     assert "band.txt" in names
+    said = next(where.rglob("band.txt")).read_text().splitlines()
+    # Where the band's runs are, and how one GPU's value comes from them.
+    assert said[1].startswith("A GPU's value is the median of its runs' headline ratios. The runs are default")
+    assert "committed under artifacts/reference/ in the gpu-repro repository, not in this bundle" in said[1]
