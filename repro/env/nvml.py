@@ -184,6 +184,8 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "memory_total_bytes": mem.total if mem is not None else None,
         "power_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementLimit(h) / 1000.0),
         "power_default_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0),
+        # The limit the board enforces: the lower of its own and any set from outside (a host, a hypervisor).
+        "power_enforced_limit_w": _safe(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
         "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
         "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
         # Application clocks differing from their default mean someone set them (nvidia-smi -ac).

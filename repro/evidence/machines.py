@@ -123,7 +123,8 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         f"{f.compute_capability or '-'}, {f.sm_count or '-'} SMs, "
         f"{_gib(f.memory_total_bytes)}; "
         f"driver {nv.driver_version or '-'}; power limit {nv.power_limit_w or '-'} W "
-        f"(default {nv.power_default_limit_w or '-'} W); max clocks SM {nv.sm_clock_max_mhz or '-'} MHz, "
+        f"(default {nv.power_default_limit_w or '-'} W{_enforced(nv)}); "
+        f"max clocks SM {nv.sm_clock_max_mhz or '-'} MHz, "
         f"memory {nv.mem_clock_max_mhz or '-'} MHz{_app_clock(nv)}; persistence {onoff[nv.persistence_mode]}, "
         f"ECC {onoff[nv.ecc_mode]}, MIG {onoff[nv.mig_mode]}, "
         f"PCIe gen {nv.pcie_gen or '-'} x{nv.pcie_width or '-'}",
@@ -210,6 +211,11 @@ def harness_words(f: MachineFacts) -> str | None:
         return None
     said = [f"{k} {v}" if isinstance(v, str) else f"{k} not installed" for k, v in sorted(got.items())]
     return text("The harness's own libraries: " + ", ".join(said))
+
+
+def _enforced(nv: Nvml) -> str:
+    """``, enforced X W`` where NVML recorded the limit the board enforces."""
+    return f", enforced {nv.power_enforced_limit_w:g} W" if nv.power_enforced_limit_w else ""
 
 
 def _app_clock(nv: Nvml) -> str:

@@ -72,6 +72,7 @@ class Nvml:
     driver_version: str | None = None
     power_limit_w: float | None = None
     power_default_limit_w: float | None = None
+    power_enforced_limit_w: float | None = None
     sm_clock_max_mhz: float | None = None
     mem_clock_max_mhz: float | None = None
     sm_clock_app_mhz: float | None = None  # the application clock (nvidia-smi -ac), and its default below
@@ -186,6 +187,7 @@ def _nvml(nv: Mapping[str, Any]) -> Nvml:
         driver_version=string(nv.get("driver_version")),
         power_limit_w=number(nv.get("power_limit_w")),
         power_default_limit_w=number(nv.get("power_default_limit_w")),
+        power_enforced_limit_w=number(nv.get("power_enforced_limit_w")),
         sm_clock_max_mhz=number(nv.get("sm_clock_max_mhz")),
         mem_clock_max_mhz=number(nv.get("mem_clock_max_mhz")),
         sm_clock_app_mhz=number(nv.get("sm_clock_app_mhz")),

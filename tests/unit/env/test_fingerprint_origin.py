@@ -136,7 +136,9 @@ def test_the_install_line_says_a_wheel_without_a_local_tag_is_pypis_and_names_it
     assert "; its metadata version 2.11.0+cu130; sha256" in str(install_words(facts(fp)))
 
 
-def test_static_info_records_the_application_clock_and_the_report_says_whether_it_was_set() -> None:
+def test_static_info_records_the_application_clock_and_enforced_power_limit_and_the_report_says_them() -> None:
+    from repro.evidence.model_machine import Nvml
+
     class Clocks(FakeNvml):
         def nvmlDeviceGetApplicationsClock(self, h: Any, which: int) -> int:  # noqa: N802 (NVML's name)
             return 1755 if which == self.NVML_CLOCK_SM else 0
@@ -144,11 +146,17 @@ def test_static_info_records_the_application_clock_and_the_report_says_whether_i
         def nvmlDeviceGetDefaultApplicationsClock(self, h: Any, which: int) -> int:  # noqa: N802
             return 1980 if which == self.NVML_CLOCK_SM else 0
 
+        def nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:  # noqa: N802
+            return 650_000  # mW
+
     info = nvml.static_info(Clocks(), object())
+    assert info["power_enforced_limit_w"] == 650.0
+    from repro.evidence.machines import _enforced
+
+    assert _enforced(Nvml(power_enforced_limit_w=650.0)) == ", enforced 650 W" and _enforced(Nvml()) == ""
     assert info["sm_clock_app_mhz"] == 1755 and info["sm_clock_app_default_mhz"] == 1980
     assert nvml.static_info(FakeNvml(), object())["sm_clock_app_mhz"] is None  # unsupported: null
     from repro.evidence.machines import _app_clock
-    from repro.evidence.model_machine import Nvml
 
     assert _app_clock(Nvml(sm_clock_app_mhz=1755, sm_clock_app_default_mhz=1980)) == (
         "; SM application clock 1755 MHz, set away from its default 1980 MHz"
