@@ -86,7 +86,8 @@ TargetOpt = Annotated[
         "--target-ci",
         metavar="FRACTION",
         help="Stop sampling when the median's 95% CI half-width is under this fraction (default 0.01; 0.05 with "
-        "--quick). Paired rounds never stop before their floor: 6 episodes with a 0.5 s idle gap between them, "
+        "--quick). Paired rounds never stop before their floor: 6 episodes (8 for a verdict on the worst of six "
+        "comparisons, at 99.2%) with a 0.5 s idle gap between them, "
         "each of at least 0.3 s (less under a small --budget) and 4 rounds, fewer under a looser target "
         "(4 x (0.01 / FRACTION)^2, at least 1).",
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,12 @@ def measure() -> dict[str, Any]:
                 out[key] = {"value": fn(), "unit": unit, "method": how, "error": None}
             except Exception as exc:  # one failed probe leaves the others standing
                 out[key] = {"value": None, "unit": unit, "method": how, "error": f"{type(exc).__name__}: {exc}"}
-            if gpu is not None:  # the clock the probe ended at: a rate timed under a power cap reads low
-                state = nvml.snapshot(*gpu)
-                out[key].update(
-                    sm_clock_after_mhz=state["sm_clock_mhz"], clock_events_after=state["clocks_event_reasons"]
-                )
+            if gpu is not None:  # the clock after the probe's last repeat, and why it was held there
+                with contextlib.suppress(Exception):  # a bad reading costs the reading, not the ceilings
+                    state = nvml.snapshot(*gpu)
+                    out[key].update(
+                        sm_clock_after_mhz=state["sm_clock_mhz"], clock_events_after=state["clocks_event_reasons"]
+                    )
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved[0]

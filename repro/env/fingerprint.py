@@ -258,7 +258,8 @@ def install_record(dist_name: str) -> dict[str, Any] | None:
         # The metadata's version: PyPI takes no local tag (+cu130), so a CUDA wheel without one came
         # from PyPI, where torch.__version__ still reads 2.11.0+cu130.
         "version": dist.version,
-        # RECORD lists every installed file with its sha256: its own digest names this exact build.
+        # RECORD lists every installed file with its sha256; its digest names this install (the same wheel
+        # installed by another installer, or with bytecode compiled, lists other files).
         "record_sha256": hashlib.sha256(record.encode()).hexdigest() if record else None,
     }
 

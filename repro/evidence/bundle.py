@@ -197,7 +197,7 @@ def _add_band(name: str, repros: list[str], out: _Plan) -> None:
     how = (
         "A GPU's value is the median of its runs' headline ratios. The runs are default `repro all` and `repro run` "
         "runs committed under artifacts/reference/ in the gpu-repro repository, not in this bundle; "
-        "their harness digests differ ('-': a run from before harness digests), and so may their methods."
+        "their harness digests may differ ('-': a run from before harness digests), and so may their methods."
     )
     out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
 

@@ -57,9 +57,9 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     if links:
         return ", ".join(text(u) for u in links), text(claim)
     if m := _SOURCE_PREFIX.match(claim):
-        return f"{text(m.group('src').strip())}; no URL, author or date given", text(m.group("rest"))
+        return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
     if _SOURCE_PHRASE.search(claim):
-        return "no URL, author or date given", text(claim)  # the claim's own words name its source
+        return "the seed gives no URL", text(claim)  # the claim's own words name its source
     return "the seed names no source and gives no URL", text(claim)
 
 
@@ -368,7 +368,7 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
         return None
     m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
     said = doc.machine.torch_install.get("version")
-    if isinstance(said, str) and "+" in version and "+" not in said and _TORCH.fullmatch(said):
+    if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         return shlex.join(["pip", "install", f"torch=={said}"]), f"torch {said} from PyPI (it reads {version})"
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(

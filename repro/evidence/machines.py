@@ -134,11 +134,13 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
         when = f", timed once in {ceilings_in}'s process" if ceilings_in else ""
         clocks = [f"{c.name} {c.sm_clock_after_mhz:g}" for c in f.ceilings if c.sm_clock_after_mhz]
         events = [f"{c.name} {', '.join(c.clock_events_after)}" for c in f.ceilings if c.clock_events_after]
-        after = f"; SM clock right after each: {', '.join(clocks)} MHz" if clocks else ""
-        after += f" (clock events: {'; '.join(events)})" if events else (" (no clock events)" if clocks else "")
+        read = any(c.clock_events_after is not None for c in f.ceilings)
+        after = f"; SM clock after each probe's last repeat: {', '.join(clocks)} MHz" if clocks else ""
+        none = " (no clock events)" if clocks and read else ""
+        after += f" (clock events: {'; '.join(events)})" if events else none
         parts.append(
             f"- Measured ceilings (the tables' \"% of\": this GPU's rates{when}, not datasheet peaks): "
-            f"{', '.join(shown) or '-'}{text(after)}"
+            f"{', '.join(shown) or '-'}{after}"
         )
     loaded = [f"{lib.name} {lib.version}" for lib in f.libraries if lib.loaded]
     parts.append(
@@ -225,7 +227,9 @@ def _app_clock(nv: Nvml) -> str:
         return ""
     if app == default:
         return f"; SM application clock {app:g} MHz (its default)"
-    return f"; SM application clock {app:g} MHz, set away from its default {default or '-'} MHz"
+    if not default:
+        return f"; SM application clock {app:g} MHz (its default not read)"
+    return f"; SM application clock {app:g} MHz, set away from its default {default:g} MHz"
 
 
 def install_words(f: MachineFacts) -> str | None:
@@ -242,11 +246,11 @@ def install_words(f: MachineFacts) -> str | None:
     version = got.get("version")
     if isinstance(version, str):
         said += f"; its metadata version {version}"
-        if "+" not in version and "+" in str(f.torch_version or ""):
+        if "+" not in version and str(f.torch_version or "").split("+", 1)[0] == version:
             said += " has no local tag, as PyPI's wheels have (PyPI takes none)"
     digest = got.get("record_sha256")
     if isinstance(digest, str):
-        said += f"; sha256 of its RECORD (every file's hash) {digest[:16]}…"
+        said += f"; sha256 of this install's RECORD (its files' hashes) {digest[:16]}…"
     return said
 
 

@@ -95,7 +95,7 @@ class Ceiling:
     unit: str
     method: str | None = None  # how it was measured ("8192^3 fp32 matmul, TF32 off")
     sm_clock_after_mhz: float | None = None  # NVML's SM clock right after the probe
-    clock_events_after: tuple[str, ...] = ()  # NVML's clock-event reasons then
+    clock_events_after: tuple[str, ...] | None = None  # NVML's clock-event reasons then; None: not read
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,10 @@ class MachineFacts:
     torch_install: Mapping[str, Any] = field(default_factory=dict)  # software.torch.install (since 1.6)
 
 
+def _events(raw: Any) -> tuple[str, ...] | None:
+    return tuple(str(x) for x in raw if isinstance(x, str)) if isinstance(raw, list) else None
+
+
 def _ceilings(raw: Any) -> tuple[Ceiling, ...] | None:
     if not raw or not isinstance(raw, Mapping):
         return None
@@ -166,7 +170,7 @@ def _ceilings(raw: Any) -> tuple[Ceiling, ...] | None:
             str(c.get("unit")),
             c["method"] if isinstance(c.get("method"), str) else None,
             number(c.get("sm_clock_after_mhz")),
-            tuple(str(x) for x in c.get("clock_events_after") or () if isinstance(x, str)),
+            _events(c.get("clock_events_after")),
         )
         for k, value, c in measured
         if value

@@ -52,9 +52,13 @@ class TwinBuild:
         return " ".join([*NVCC_FLAGS, f"-arch={self.arch}"])
 
     @property
-    def built_utc(self) -> str:
-        """When the binary was written (the first run that built it, where the cache had it)."""
-        stamp = datetime.fromtimestamp(self.binary.stat().st_mtime, timezone.utc)
+    def mtime_utc(self) -> str | None:
+        """The binary's modification time (when a run built it, unless the cache was copied or touched);
+        None where it cannot be read."""
+        try:
+            stamp = datetime.fromtimestamp(self.binary.stat().st_mtime, timezone.utc)
+        except OSError:
+            return None
         return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -405,7 +405,7 @@ class GraphMemset(Repro[MemsetParams]):
             nvcc=build.nvcc_version.splitlines()[-1],
             nvcc_flags=build.flags,
             binary_cached=build.cached,
-            binary_built_utc=build.built_utc,
+            binary_mtime_utc=build.mtime_utc,
         )
         untimed = {n: ctx.untimed(f"twin_{n}") for n, _ in TWIN_VARIANTS}
         wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]

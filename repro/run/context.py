@@ -36,13 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["RunContext"]
 
 # A timer resolves ~0.5 us (CUDA events) and a call costs a few us of Python, so a sample shorter
-# than this would measure the harness. Calls are batched until a sample reaches it. On CUDA a sample
+# than this would measure the harness. Calls are batched until a sample reaches it. A CUDA sample
 # starts from an idle queue, so its median also holds the time from the start event to the first
-# kernel (about 0.08 ms for 5090-linear's one-call samples of a 1.2 ms GEMM on an H200, 6-7% of it).
-# Longer samples do not remove that for free: at 10 ms (8 fp32 calls, 41 tf32 calls per sample) the
-# tf32 arms' sustained load held an H200 at its power cap (SM clock median 1725 MHz, the run
-# suspect, two processes 3% apart), where 1 ms samples held 1965 MHz
-# (artifacts/reference/h200/evidence5/README.md).
+# kernel (about 0.08 ms of a 1.2 ms GEMM on an H200). A 10 ms floor held an H200 at its power cap
+# instead (artifacts/reference/h200/evidence5/README.md).
 MIN_SAMPLE_S = 1e-3
 MAX_CALLS_PER_SAMPLE = 10_000
 

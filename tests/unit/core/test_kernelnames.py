@@ -38,11 +38,12 @@ def _lines_run(names: list[str]) -> int:
             count += 1
         return tracer
 
+    before = sys.gettrace()  # a coverage tool's, say: put back afterwards
     sys.settrace(tracer)
     try:
         short_names(names, LIMIT)
     finally:
-        sys.settrace(None)
+        sys.settrace(before)
     return count
 
 

@@ -130,7 +130,7 @@ def test_the_install_line_says_a_wheel_without_a_local_tag_is_pypis_and_names_it
     said = str(install_words(facts(fp)))
     assert said.endswith(
         "; its metadata version 2.11.0 has no local tag, as PyPI's wheels have (PyPI takes none); "
-        "sha256 of its RECORD (every file's hash) abababababababab…"
+        "sha256 of this install's RECORD (its files' hashes) abababababababab…"
     )
     fp["software"]["torch"]["install"]["version"] = "2.11.0+cu130"
     assert "; its metadata version 2.11.0+cu130; sha256" in str(install_words(facts(fp)))
@@ -180,9 +180,17 @@ def test_the_ceilings_line_gives_the_clock_each_probe_ended_at() -> None:
         ceilings[name].update(sm_clock_after_mhz=mhz, clock_events_after=["sw_power_cap"] if name == "bf16" else [])
     (machine, *_), _ = machines([run_of(raw)])
     said = machine_summary(machine)
-    assert "; SM clock right after each: copy 1980, fp32 1980, tf32 1845, bf16 1755 MHz (clock events: bf16 " in said
+    assert (
+        "; SM clock after each probe's last repeat: copy 1980, fp32 1980, tf32 1845, bf16 1755 MHz (clock events: bf16 "
+        in said
+    )
     assert "sw_power_cap)" in said
     for c in ceilings.values():
         c.update(sm_clock_after_mhz=1980, clock_events_after=[])
     (machine, *_), _ = machines([run_of(raw)])
     assert "bf16 1980 MHz (no clock events)" in machine_summary(machine)
+    for c in ceilings.values():  # NVML could not read the reasons: nothing is said of them
+        c.update(clock_events_after=None)
+    (machine, *_), _ = machines([run_of(raw)])
+    assert "bf16 1980 MHz;" in machine_summary(machine) or machine_summary(machine).count("bf16 1980 MHz") == 1
+    assert "no clock events" not in machine_summary(machine).split("Measured ceilings", 1)[1].split("\n", 1)[0]

@@ -131,8 +131,8 @@ def test_5090_linear_asserts_nothing_unmeasured_and_diffs_denominator_to_numerat
 def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> None:
     assert "no link recorded" not in rendered
     thread = "NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill kernel)'"
-    assert f"- Seed claim ({thread}; no URL, author or date given): in a CUDA graph" in rendered
-    assert "- Seed claim (no URL, author or date given): An article on FLUX LoRA fine-tuning on an RTX 5090" in rendered
+    assert f"- Seed claim ({thread}; the seed gives no URL): in a CUDA graph" in rendered
+    assert "- Seed claim (the seed gives no URL): An article on FLUX LoRA fine-tuning on an RTX 5090" in rendered
 
 
 def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:

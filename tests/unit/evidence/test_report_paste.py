@@ -161,10 +161,10 @@ def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str,
     assert claims["solve-512-cliff"].startswith("- Seed claim (https://github.com/pytorch/pytorch/issues/181999): ")
     assert claims["graph-memset"].startswith(
         "- Seed claim (NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
-        "kernel)'; no URL, author or date given): in a CUDA graph,"
+        "kernel)'; the seed gives no URL): in a CUDA graph,"
     )
     assert claims["lora-batch-scaling"].startswith(
-        "- Seed claim (no URL, author or date given): An article on FLUX LoRA fine-tuning on an RTX 5090 found"
+        "- Seed claim (the seed gives no URL): An article on FLUX LoRA fine-tuning on an RTX 5090 found"
     )
     doc = copy.deepcopy(_by_id(docs, "lora-batch-scaling"))
     doc["repro"]["seed_claim"] = "Batch 2 was slower."
@@ -318,6 +318,8 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         ("2.11.0+cu130", "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
         (None, "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
         ("2.11.0; curl x | sh", "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
+        # Metadata of another release than torch.__version__ (another install shadowing it): not trusted.
+        ("2.10.0", "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130"),
     ],
 )
 def test_the_torch_line_follows_the_installed_metadata_version(
