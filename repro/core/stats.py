@@ -111,6 +111,12 @@ def family_level(k: int, level: float = 0.95) -> float:
     return 1 - (1 - level) / k if k > 1 else level
 
 
+def headline_level(k: int, rule: str, level: float = 0.95) -> float:
+    """The level each of ``k`` headline CIs is judged at: ``family_level`` under the ``"worst"`` rule (any
+    one of them decides), else ``level``. The verdict judges at it and the schedule samples for it."""
+    return family_level(k, level) if rule == "worst" else level
+
+
 def episodes_for(level: float) -> int:
     """The fewest episodes (at least MIN_EPISODES) whose medians' min-max range covers a median at ``level``:
     1 - 2 / 2**n >= level (6 for 95%, 8 for the 99.2% of one of six comparisons)."""

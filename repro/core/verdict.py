@@ -187,7 +187,7 @@ def outcome(
     # "worst" reproduces when any headline does: with k of them each at 95%, a false
     # "reproduced" would come k times as often, so each gets 1 - 0.05/k (Bonferroni) and the
     # verdict keeps its 95% as a whole.
-    head_level = stats.family_level(len(heads), CI_LEVEL) if rule == "worst" else CI_LEVEL
+    head_level = stats.headline_level(len(heads), rule, CI_LEVEL)
     for c in comparisons:
         r = compute(c, have, head_level if c in heads else CI_LEVEL)
         if isinstance(r, str):

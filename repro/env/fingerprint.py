@@ -435,28 +435,24 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
 HARNESS_LIBRARIES = ("nvidia-ml-py", "typer", "jsonschema", "tabulate", "matplotlib", "cuda-bindings", "psutil")
 
 
-def _harness_libraries() -> dict[str, str | None]:
-    """Each of HARNESS_LIBRARIES' installed version, None where it is not installed."""
+def _installed_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, None where it is not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out: dict[str, str | None] = {}
-    for dist in HARNESS_LIBRARIES:
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    return out
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _harness_libraries() -> dict[str, str | None]:
+    """Each of HARNESS_LIBRARIES' installed version, None where it is not installed."""
+    return {dist: _installed_version(dist) for dist in HARNESS_LIBRARIES}
 
 
 def _te_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("transformer_engine", "transformer-engine", "transformer_engine_torch"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
+    names = ("transformer_engine", "transformer-engine", "transformer_engine_torch")
+    return next((v for dist in names if (v := _installed_version(dist)) is not None), None)
 
 
 def collect(

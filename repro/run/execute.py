@@ -486,8 +486,7 @@ def enough_episodes(sampling: SamplingConfig, comparisons: Sequence[Comparison],
     """``sampling`` with at least the episodes whose medians cover the headline CIs' level: a ratio's CI
     is widened to its episodes' medians (``stats.episode_widened``), and under the ``"worst"`` rule each
     of k headlines is judged at 1 - 0.05/k, which six episodes cannot cover (eight can, for six)."""
-    level = stats.family_level(len(headline_candidates(comparisons)), CI_LEVEL) if rule == "worst" else CI_LEVEL
-    need = stats.episodes_for(level)
+    need = stats.episodes_for(stats.headline_level(len(headline_candidates(comparisons)), rule, CI_LEVEL))
     return dataclasses.replace(sampling, min_episodes=need) if need > sampling.min_episodes else sampling
 
 
