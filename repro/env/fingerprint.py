@@ -136,6 +136,61 @@ def collect_env_for_run(run_dir: Path) -> dict[str, Any]:
     )
 
 
+RUN_START_FILE = ".cache/gpu-at-run-start.json"  # every GPU's state before the run's first repro
+
+
+def record_run_start(run_dir: Path) -> None:
+    """Every GPU's state before the run's first repro, once per run folder (the first caller's); a
+    reading that failed is not kept. Never raises: a run goes on without it."""
+    from repro.core.fsio import once_per_run
+    from repro.env import nvml
+
+    with contextlib.suppress(Exception):
+        once_per_run(run_dir / RUN_START_FILE, nvml.run_start, keep=lambda got: bool(got.get("gpus")))
+    record_packages(run_dir)
+
+
+PACKAGES_FILE = "packages.txt"  # the run folder's list of installed distributions, bundled with it
+
+
+def packages_text() -> str:
+    """Every distribution this interpreter can import, as ``name==version`` lines, sorted (a freeze)."""
+    from importlib.metadata import distributions
+
+    seen = {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}
+    head = f"# installed distributions seen by {sys.executable} (importlib.metadata) when the run started\n"
+    return head + "".join(f"{line}\n" for line in sorted(seen, key=str.lower))
+
+
+def record_packages(run_dir: Path) -> None:
+    """``packages.txt`` in the run folder, once (the first caller's); never raises."""
+    from repro.core.fsio import write_new
+
+    path = run_dir / PACKAGES_FILE
+    if path.exists():
+        return
+    with contextlib.suppress(Exception):
+        write_new(path, packages_text().encode())
+
+
+def packages_digest(run_dir: Path) -> str | None:
+    """sha256 of the run folder's ``packages.txt``; None without one."""
+    try:
+        return hashlib.sha256((run_dir / PACKAGES_FILE).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def run_start_state(run_dir: Path, uuid: str | None) -> dict[str, Any] | None:
+    """The state ``record_run_start`` read for the GPU ``uuid``, with when it was read; None without one."""
+    try:
+        got = json.loads((run_dir / RUN_START_FILE).read_text())
+        state = got["gpus"][str(uuid).removeprefix("GPU-")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"taken_utc": got.get("taken_utc"), **state} if isinstance(state, dict) else None
+
+
 def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:
     """collect_env's ``run(command)`` (return code, stdout, stderr), each command under a guard."""
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)

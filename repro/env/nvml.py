@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +74,28 @@ def snapshot(nv: Any, h: Any) -> dict[str, Any]:
             lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
         ),
     }
+
+
+def run_start() -> dict[str, Any]:
+    """Every GPU's state before a run touches any (its uuid without NVML's ``GPU-``), with its
+    utilization over NVML's last sample period; ``{"error": ...}`` where NVML cannot be read."""
+    import datetime
+
+    try:
+        nv = _pynvml()
+        count = nv.nvmlDeviceGetCount()
+    except Exception as exc:  # no driver, no nvidia-ml-py: nothing to read
+        return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    gpus: dict[str, Any] = {}
+    for i in range(count):
+        h = _safe(functools.partial(nv.nvmlDeviceGetHandleByIndex, i))
+        uuid = _safe(functools.partial(nv.nvmlDeviceGetUUID, h)) if h is not None else None
+        if uuid is None:
+            continue
+        uuid = (uuid.decode() if isinstance(uuid, bytes) else str(uuid)).removeprefix("GPU-")
+        util = _safe(functools.partial(nv.nvmlDeviceGetUtilizationRates, h))
+        gpus[uuid] = {**snapshot(nv, h), "utilization_gpu_pct": util.gpu if util is not None else None}
+    return {"taken_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpus}
 
 
 class Monitor:
@@ -186,6 +209,8 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "power_default_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0),
         # The limit the board enforces: the lower of its own and any set from outside (a host, a hypervisor).
         "power_enforced_limit_w": _safe(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+        # The highest limit the board accepts (the form factor's: 700 W on an H200 SXM, 600 W on an NVL).
+        "power_max_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementLimitConstraints(h)[1] / 1000.0),
         "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
         "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
         # Application clocks differing from their default mean someone set them (nvidia-smi -ac).

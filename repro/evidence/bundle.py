@@ -29,7 +29,7 @@ from pathlib import Path
 from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
-from repro.evidence import band, model, wheel
+from repro.evidence import band, model, seeds, wheel
 
 # GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
 BUNDLE_LIMIT = 24 * 1000 * 1000
@@ -158,6 +158,8 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
             if data is not None:
                 out.members.append((f"{name}/{png.name}", data))
     text(root / "report.md", "report.md")
+    if (root / "packages.txt").is_file():
+        text(root / "packages.txt", "packages.txt")
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)
@@ -185,7 +187,19 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     _add_harness(name, [root / f"{rid}.json" for rid in ids], out)
     _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
+    _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
+
+
+def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
+    """``seeds/<id>/``: the seed's own program of each repro that has one, as this package holds it."""
+    have = seeds.programs()
+    ran = [rid for rid in sorted(set(repros)) if rid in have]
+    if not ran:
+        return
+    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}\n".encode()))
+    for rid in ran:
+        out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
 
 def _add_band(name: str, repros: list[str], out: _Plan) -> None:

@@ -369,7 +369,10 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     m = _CUDA.fullmatch(cuda) if isinstance(cuda, str) else None
     said = doc.machine.torch_install.get("version")
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
-        return shlex.join(["pip", "install", f"torch=={said}"]), f"torch {said} from PyPI (it reads {version})"
+        # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
+        return shlex.join(["pip", "install", f"torch=={said}"]), (
+            f"torch {said} from PyPI (it reads {version}; no local tag in its metadata, as on PyPI)"
+        )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(
         ["pip", "install", f"torch=={version}", "--index-url", f"https://download.pytorch.org/whl/{index}"]
@@ -454,17 +457,25 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
         else "in the folder the bundle unpacks to"
     )
     plots = (
-        f"The harness's `{PLOTS_EXTRA}` extra brings matplotlib, without which `repro report RUN_DIR --out FILE` "
-        "draws no plots."
+        f"The `{PLOTS_EXTRA}` extra: matplotlib, for `repro report`'s plots."
         if wheels
         else "`repro report RUN_DIR --out FILE` draws plots only with matplotlib "
         f"(the harness's `{PLOTS_EXTRA}` extra)."
     )
     # The command that made the run, as recorded (the whole batch at once, when it was `repro all`).
     ran = sorted({shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)})
-    whole = f" This run was made by {code(ran[0])}." if len(ran) == 1 else ""
+    whole = f" This run was made by {code(ran[0])}" if len(ran) == 1 else ""
+    if whole and any(d.run.command[1:2] == ("all",) for d in docs):
+        # What a reader re-running one repro should expect of it against this run.
+        whole += (
+            " (back to back, ceilings timed once); a lone `repro run` should land in the re-run band, "
+            "maybe not in this CI"
+        )
+    whole += "." if whole else ""
+    if any(d.machine.packages_sha256 for d in docs):
+        whole += " Every package installed where this run ran: the bundle's `packages.txt`."
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
-        f"(this run's params, from its artifact).{whole}\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
+        f"(this run's params).{whole}\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
     )

@@ -203,7 +203,14 @@ def container_words(f: MachineFacts) -> str | None:
         if f.image
         else ("image: not visible from inside the container")
     )
+    # An image's own variables (as nvidia/cuda images set them) hint at its base where its name is unseen.
+    hints = [f"{k} {f.container_env[k]}" for k in _IMAGE_HINTS if f.container_env.get(k)]
+    if hints and not f.image:
+        image += f"; its variables: {', '.join(hints)}"
     return f"{marks}; {image}"
+
+
+_IMAGE_HINTS = ("CUDA_VERSION", "NV_CUDNN_VERSION", "NVIDIA_PYTORCH_VERSION")
 
 
 def harness_words(f: MachineFacts) -> str | None:
@@ -216,8 +223,9 @@ def harness_words(f: MachineFacts) -> str | None:
 
 
 def _enforced(nv: Nvml) -> str:
-    """``, enforced X W`` where NVML recorded the limit the board enforces."""
-    return f", enforced {nv.power_enforced_limit_w:g} W" if nv.power_enforced_limit_w else ""
+    """``, enforced X W`` where NVML recorded the limit the board enforces, and the highest it accepts."""
+    said = f", enforced {nv.power_enforced_limit_w:g} W" if nv.power_enforced_limit_w else ""
+    return said + (f", at most {nv.power_max_limit_w:g} W" if nv.power_max_limit_w else "")
 
 
 def _app_clock(nv: Nvml) -> str:
@@ -262,14 +270,42 @@ def _span(values: Sequence[Any], unit: str) -> str:
     return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
 
 
-def _first_before(d: Artifact) -> Mapping[str, Any] | None:
-    """The monitor's reading just before a repro's first timed rounds (its first variant that has one)."""
+def _befores(d: Artifact) -> list[Mapping[str, Any]]:
+    """The monitor's readings just before each block of a repro's timed rounds (each distinct one once)."""
+    out: list[Mapping[str, Any]] = []
     for v in d.variants:
         mon = v.gpu_monitor
         got = mon.get("before") if isinstance(mon, Mapping) else None
-        if isinstance(got, Mapping):
-            return got
-    return None
+        if isinstance(got, Mapping) and got not in out:
+            out.append(got)
+    return out
+
+
+def run_start_words(docs: Sequence[Artifact]) -> str | None:
+    """The GPU before the run's first repro (fingerprint ``gpu.state_at_run_start``), as NVML read it."""
+    st = next((d.machine.gpu_at_run_start for d in docs if d.machine.gpu_at_run_start), None)
+    if not st:
+        return None
+    pids = st.get("compute_pids")
+    procs = (
+        "no compute process"
+        if pids == []
+        else f"{len(pids)} compute process(es)"
+        if isinstance(pids, list)
+        else "compute processes not read"
+    )
+    util = st.get("utilization_gpu_pct")
+    said = [
+        f"power {_span([st.get('power_w')], 'W')}",
+        f"temperature {_span([st.get('temperature_c')], 'C')}",
+        f"SM clock {_span([st.get('sm_clock_mhz')], 'MHz')}",
+        f"utilization {util}%" if isinstance(util, int | float) else "utilization not read",
+        procs,
+    ]
+    events = st.get("clocks_event_reasons")
+    if isinstance(events, list):
+        said.append(f"clock events: {', '.join(map(str, events))}" if events else "no clock events")
+    return f"GPU before the run's first repro ({st.get('taken_utc') or 'time not recorded'}): {', '.join(said)}"
 
 
 def _state_words(states: Sequence[tuple[str, Mapping[str, Any]]], where: str) -> list[str]:
@@ -279,20 +315,24 @@ def _state_words(states: Sequence[tuple[str, Mapping[str, Any]]], where: str) ->
         f"temperature {_span([st.get('temperature_c') for _, st in states], 'C')}",
         f"SM clock {_span([st.get('sm_clock_mhz') for _, st in states], 'MHz')}",
     ]
-    events = [f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")]
+    events = list(
+        dict.fromkeys(
+            f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")
+        )
+    )
     parts.append(f"clock events {where}: {'; '.join(events)}" if events else f"no clock events {where}")
     return parts
 
 
 def state_line(docs: Sequence[Artifact]) -> str:
-    """The GPU's state as one line: just before each repro's first timed rounds (its monitor's first
-    reading), then when its fingerprint was taken, after the measurement; ranges over the repros, and
-    by name any repro with other compute processes or with the clocks held down."""
-    before = [(d.repro.id, b) for d in docs if (b := _first_before(d)) is not None]
+    """The GPU's state as one line: before the run's first repro, just before each block of timed rounds
+    (its monitor's first reading), then when each repro's fingerprint was taken, after the measurement;
+    ranges over the repros, and by name any repro with other compute processes or the clocks held down."""
+    before = [(d.repro.id, b) for d in docs for b in _befores(d)]
     states = [(d.repro.id, d.machine.gpu_state) for d in docs if d.machine.gpu_state]
-    said: list[str] = []
+    said: list[str] = [start] if (start := run_start_words(docs)) else []
     if before:
-        said.append("GPU state just before each repro's first timed rounds: " + ", ".join(_state_words(before, "then")))
+        said.append("GPU state just before each block of timed rounds: " + ", ".join(_state_words(before, "then")))
     if states:
         crowded = [
             f"{rid} ({len(st['compute_pids'])})"

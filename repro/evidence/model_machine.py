@@ -73,6 +73,7 @@ class Nvml:
     power_limit_w: float | None = None
     power_default_limit_w: float | None = None
     power_enforced_limit_w: float | None = None
+    power_max_limit_w: float | None = None  # the highest limit the board accepts
     sm_clock_max_mhz: float | None = None
     mem_clock_max_mhz: float | None = None
     sm_clock_app_mhz: float | None = None  # the application clock (nvidia-smi -ac), and its default below
@@ -128,6 +129,8 @@ class MachineFacts:
     gpu_uuid: str | None = None
     harness: Harness = Harness()
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # NVML's reading when the repro started
+    # NVML's reading of this GPU before the run's first repro (gpu.state_at_run_start); empty: none
+    gpu_at_run_start: Mapping[str, Any] = field(default_factory=dict)
     sm_clock_max_mhz: float | None = None  # the GPU's maximum SM clock, as NVML reported it
     torch_has_magma: bool | None = None  # torch was built with MAGMA (torch.linalg's default backend)
     torch_version: str | None = None  # as recorded (unchecked: a re-run line checks it)
@@ -153,6 +156,8 @@ class MachineFacts:
     in_container: bool | None = None  # /.dockerenv or /run/.containerenv seen; None: not recorded
     cgroup_hints: tuple[str, ...] = ()  # container runtimes /proc/self/cgroup names (since 1.6)
     torch_install: Mapping[str, Any] = field(default_factory=dict)  # software.torch.install (since 1.6)
+    packages_sha256: str | None = None  # sha256 of the run folder's packages.txt (since 1.7)
+    container_env: Mapping[str, str] = field(default_factory=dict)  # fingerprint container.env: an image's variables
 
 
 def _events(raw: Any) -> tuple[str, ...] | None:
@@ -192,6 +197,7 @@ def _nvml(nv: Mapping[str, Any]) -> Nvml:
         power_limit_w=number(nv.get("power_limit_w")),
         power_default_limit_w=number(nv.get("power_default_limit_w")),
         power_enforced_limit_w=number(nv.get("power_enforced_limit_w")),
+        power_max_limit_w=number(nv.get("power_max_limit_w")),
         sm_clock_max_mhz=number(nv.get("sm_clock_max_mhz")),
         mem_clock_max_mhz=number(nv.get("mem_clock_max_mhz")),
         sm_clock_app_mhz=number(nv.get("sm_clock_app_mhz")),
@@ -232,6 +238,9 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
             mapping(h.get("libraries")),
         ),
         gpu_state=mapping(gpu.get("state")),
+        gpu_at_run_start=mapping(gpu.get("state_at_run_start")),
+        packages_sha256=string(sw.get("packages_sha256")) or None,
+        container_env=_strings(env),
         sm_clock_max_mhz=nvml.sm_clock_max_mhz,
         torch_has_magma=magma if isinstance(magma, bool) else None,
         torch_version=torch.get("version") if isinstance(torch.get("version"), str) else None,

@@ -56,6 +56,7 @@ from repro.evidence.report_parts import (
     method_line,
     not_tested,
     run_order,
+    seeds_words,
     summary_table,
     traces_words,
 )
@@ -327,8 +328,8 @@ def report(
         if not smoke_run:
             head += [
                 legend(runs) + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
-                "(collect_env's output is inside the artifact of the repro that ran it), the harness wheel, each "
-                "repro's script._",
+                "(collect_env's output: in its repro's artifact), the harness wheel, each "
+                f"repro's script{seeds_words(runs)}._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
@@ -368,13 +369,12 @@ def report(
         parts = list(head)
         if dropped or env_dropped or shortened or env_short:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
-            gone = [f"the side measurements, variants tables, plots and time of {whose}"] if shortened else []
+            gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened else []
             gone += ["collect_env's library list"] if env_short else []
             gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             parts += [
-                f"_To fit one screen this report left out {' and '.join(gone)}; they are in {bundle} "
-                f"(its `{FULL_REPORT}` is this report whole)._",
+                f"_Left out to fit one screen: {'; '.join(gone)}. The bundle's `{FULL_REPORT}` is this report whole._",
                 "",
             ]
         if scope_md:

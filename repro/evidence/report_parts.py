@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from repro.core.validity import RULE_WORDS
 from repro.env.fingerprint import essentials
-from repro.evidence import band, scope
+from repro.evidence import band, scope, seeds
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, missing_module
 from repro.evidence.machines import machine_summary, machines, state_line
@@ -167,16 +167,21 @@ def legend(docs: Sequence[Artifact]) -> str:
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
         "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
-        "(their runs, torch, drivers, harness: the bundle's `band.txt`)."
-        f"{said} n: the rounds (each the median of its samples) or samples a median is taken over; "
-        "rounds: paired rounds behind a ratio. us/call: a kernel's time "
-        "summed over its launches in one call._"
+        "(runs, torch, drivers, harness: the bundle's `band.txt`)."
+        f"{said} n: rounds (each a median of samples) or samples behind a median; rounds: paired rounds "
+        "behind a ratio. us/call: a kernel's time over its launches in one call._"
     )
 
 
 def bundle_names(docs: Sequence[Artifact]) -> str:
     """The bundle(s) to attach: ``<run-id>.bundle.tar.gz``, as ``repro bundle RUN_DIR`` names them."""
     return ", ".join(f"`{text(r)}.bundle.tar.gz`" for r in sorted({d.run.run_id for d in docs}))
+
+
+def seeds_words(docs: Sequence[Artifact]) -> str:
+    """``, the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
+    have = sorted({text(d.repro.id) for d in docs if seeds.folder(d.repro.id)})
+    return ", the seeds' own code (`seeds/`)" if have else ""
 
 
 def traces_words(docs: Sequence[Artifact]) -> str:
@@ -194,7 +199,9 @@ def traces_words(docs: Sequence[Artifact]) -> str:
         if not bare:
             continue
         if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
-            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled")
+            twin = d.extra["twin"]
+            why = " (no nsys on this machine)" if "nsys" in twin and not twin.get("nsys") else ""
+            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled{why}")
         else:
             notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
     if not have:
@@ -336,10 +343,7 @@ def run_order(docs: Sequence[Artifact]) -> str | None:
     rest = ": no cool-down" if hi < _COOL_DOWN_S else ""
     kernels = {kernel_method(d) for d in docs}
     shared = f" Every repro: {kernels.pop()}." if len(kernels) == 1 else ""
-    return (
-        f"_Run order, one process per repro: {order}; gaps between them {said} (end times to the second){rest}."
-        f"{shared}_"
-    )
+    return f"_Run order, one process per repro: {order}; gaps {said} (end times to the second){rest}.{shared}_"
 
 
 def kernel_method(doc: Artifact) -> str:

@@ -265,13 +265,13 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
         lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
     if unnamed:
-        whose = f"{unnamed[0]}'s seed does" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} do"
-        lines.append(f"{whose} not name its GPU: the seed's own GPU was not run.")
+        whose = f"{unnamed[0]}'s seed names" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} name"
+        lines.append(f"{whose} no GPU, so the seed's own could not be run.")
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(
-            f"One software stack only ({stacks[0]}): other torch, CUDA and library versions, other NVIDIA drivers "
-            "than this one, and the Docker lanes (make matrix) were not run here."
+            f"One software stack only ({stacks[0]}): other torch, CUDA, library and driver versions, and the "
+            "Docker lanes (make matrix), were not run here."
         )
     return lines
 

@@ -64,9 +64,9 @@ def finding(outcome: Outcome, have: Mapping[str, VariantResult]) -> tuple[str, t
     split = [x for b in BACKENDS for x in [_split(b, have)] if x]
     if split:
         details.append(
-            "Kernel time per step from one profiled step of each form, capturable against regular: "
+            "From the kernel table of one profiled step of each form, capturable against regular: "
             + "; ".join(split)
-            + ". The ratios above count every kernel a step launches."
+            + ". The ratios above, medians over paired rounds of profiled steps, count every kernel a step launches."
         )
     for b in BACKENDS:
         graph, reg = have.get(f"{b}_capturable_graph"), have.get(f"{b}_regular")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import shutil
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -406,6 +407,8 @@ class GraphMemset(Repro[MemsetParams]):
             nvcc_flags=build.flags,
             binary_cached=build.cached,
             binary_mtime_utc=build.mtime_utc,
+            # The tracer that could show the twin's graph nodes one by one; None: not on this machine.
+            nsys=shutil.which("nsys"),
         )
         untimed = {n: ctx.untimed(f"twin_{n}") for n, _ in TWIN_VARIANTS}
         wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]

@@ -49,6 +49,7 @@ from repro.api import (
     register,
     standalone,
 )
+from repro.repros._lu_api import api_clause, api_log
 from repro.repros._lu_paths import (
     PATH_UNKNOWN,
     classify_path,
@@ -373,6 +374,13 @@ class Solve512Cliff(Repro[SolveParams]):
                 seed = seed_snippet(torch, [b for b in ("default", "cusolver") if b in backends], pair)
             except Exception as exc:  # the rounds stand; the seed's number is missing and says why
                 seed = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        # Which library functions the cusolver backend called on each side of the cutoff.
+        api = None
+        if ctx.cuda and ctx.untimed("api_log") is None and "cusolver" in backends:
+            try:
+                api = api_log(torch, [p.cliff_n - 1, p.cliff_n])
+            except Exception as exc:  # the rounds stand; the log is missing and says why
+                api = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         extra = {
             "torch": torch.__version__,
             "has_magma": bool(torch.cuda.has_magma) if ctx.cuda else None,
@@ -382,6 +390,7 @@ class Solve512Cliff(Repro[SolveParams]):
             "cliff_n": p.cliff_n,
             "time_grid": grid,
             **({"seed_method": seed} if seed is not None else {}),
+            **({"api_log": api} if api is not None else {}),
         }
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(dict.fromkeys(notes)))
 
@@ -501,7 +510,13 @@ class Solve512Cliff(Repro[SolveParams]):
         p_at = have[head.comparison.num].extra.get("path", PATH_UNKNOWN)
         torch_version = result.extra.get("torch", "this torch")
         # The path labels are classify_path's reading of the kernel names the profiler saw.
-        named = " (paths from kernel names, no API trace)" if outcome.device == "cuda" else ""
+        api = result.extra.get("api_log")
+        said = api_clause(api) if isinstance(api, Mapping) else ""
+        named = (
+            (f" (paths from kernel names; {said})" if said else " (paths from kernel names, no API trace)")
+            if outcome.device == "cuda"
+            else ""
+        )
         if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
             path = f"the LU path was not read: {QUICK_UNPROFILED}"
         elif p_below != p_at:

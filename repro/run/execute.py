@@ -267,6 +267,10 @@ def execute(
             collect_env=env,
             ceilings=ceilings,
         )
+    if isinstance(fp.get("software"), dict):
+        fp["software"]["packages_sha256"] = fingerprint.packages_digest(run_dir)
+    if isinstance(fp.get("gpu"), dict):
+        fp["gpu"]["state_at_run_start"] = fingerprint.run_start_state(run_dir, fp["gpu"].get("uuid"))
     cc = (fp.get("gpu") or {}).get("compute_capability")
     verdict = off_architecture(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"))
     variants = result.variants if result else ()

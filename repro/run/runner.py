@@ -22,6 +22,7 @@ from repro.core import fsio, procs
 from repro.core.context import SamplingConfig
 from repro.core.errors import ReproError
 from repro.core.redact import LineRedactor
+from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.run import catalog
 from repro.run.execute import RunRequest, error_document, error_info, resolve
@@ -222,6 +223,7 @@ def run_one_isolated(
     own if this process dies.
     """
     cls, _ = resolve(req)  # bad input fails here, before any child starts
+    fingerprint.record_run_start(run_dir)  # the first repro's call reads it; the rest find it
     log, log_error = _open_log(run_dir / "logs" / f"{req.repro_id}.log")
     stop = interrupts.event if interrupts is not None else threading.Event()
     t0 = time.monotonic()
@@ -417,6 +419,8 @@ def run_all(
     ]
     for req in reqs:
         resolve(req)  # validate all before running any
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fingerprint.record_run_start(run_dir)  # before the fork server and any repro
     server = _fork_server(interrupts) if fork_server and ids else None
     try:
         outcomes: list[Outcome] = []

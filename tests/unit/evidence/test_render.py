@@ -60,13 +60,13 @@ def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[
     text = report([big])
     assert len(text) <= PASTE_LIMIT
     # The bulk goes first (here the side measurement); the details block stays, compact.
-    assert "To fit one screen this report left out the side measurements, variants tables, plots and time of " in text
+    assert "Left out to fit one screen: side measurements, variants tables, plots, times (" in text
     assert "<details><summary>5090-linear: tables" in text and "a long sentence" not in text
     huge = json.loads(json.dumps(big))
     huge["verdict"]["breakdown"] = [dict(huge["verdict"]["breakdown"][0], comparison=f"c{i}") for i in range(400)]
     text = report([huge])
-    assert len(text) <= PASTE_LIMIT and "left out the side measurements" in text
-    assert "the details of 5090-linear; they are in `" in text  # a compact block too large goes whole
+    assert len(text) <= PASTE_LIMIT and "Left out to fit one screen: side measurements" in text
+    assert "the details of 5090-linear. The bundle's `report-full.md`" in text  # a compact block too large goes whole
     assert "| 5090-linear " in text and "<summary>machine A:" in text  # the summary and the environment stay
 
 
@@ -134,7 +134,7 @@ def test_smoke_report_of_a_ten_variant_run_is_compact(smoke_doc: dict[str, Any])
     grid = _grid_doc(smoke_doc, smoke=True)
     text = report([smoke_doc, grid])
     assert len(text) < 12_000, len(text)
-    assert "To fit one screen" not in text and "## Environment" not in text  # a smoke run has no machine to describe
+    assert "to fit one screen" not in text and "## Environment" not in text  # a smoke run has no machine to describe
     assert "_Smoke run: shrunken sizes" in text
     assert "| default_b4_n32 " in text and "| default_b2_n30 " not in text  # only the verdict's pair is tabled
     assert "- Kernels, " not in text and "Script: `" not in text  # nothing of a smoke run is evidence

@@ -81,7 +81,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert re.search(
         r"\d+ other NVIDIA H200 GPUs read 9\.349-9\.586, this run 9\.335 \(below all\), within 2x their", line
     )
-    assert "(their runs, torch, drivers, harness: the bundle's `band.txt`)" in rendered
+    assert "(runs, torch, drivers, harness: the bundle's `band.txt`)" in rendered
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None
@@ -168,8 +168,8 @@ def test_clock_wording_comes_from_the_monitor_numbers(rendered: str, docs: list[
 
 
 def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(rendered: str) -> None:
-    state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state just before each repro's first"))
-    # The monitor's reading before the first timed rounds, then the fingerprint's, taken after the measurement.
+    state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state just before each block of timed"))
+    # The monitor's reading before each block of timed rounds, then the fingerprint's, after the measurement.
     assert "; when each repro's fingerprint was taken, after its measurement: power " in state
     assert "clock events then" in state
     assert (

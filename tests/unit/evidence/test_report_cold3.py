@@ -110,7 +110,7 @@ def test_the_install_block_says_where_to_run_it_and_how_to_draw_the_plots(docs: 
     block = str(install_block([run_of(d) for d in docs]))
     assert block.startswith("**Re-run**, from the folder holding the unpacked `20261201T162744Z-bc9a25/`: ")
     assert "in the folder the bundle unpacks to" not in block and f"\npip install '{WHEEL}[plots]'\n" in block
-    assert "The harness's `plots` extra brings matplotlib, without which `repro report RUN_DIR --out FILE`" in block
+    assert "The `plots` extra: matplotlib, for `repro report`'s plots." in block
     assert f'\n{PLOTS_EXTRA} = ["matplotlib' in (ROOT / "pyproject.toml").read_text()  # the wheel's extra
 
 

@@ -47,7 +47,7 @@ def test_the_five_repro_run_fits_one_screen_and_names_what_it_leaves_out(
 ) -> None:
     assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
     assert "Report cut" not in rendered
-    note = next((ln for ln in rendered.splitlines() if ln.startswith("_To fit one screen")), "")
+    note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out to fit one screen")), "")
     whole = report(docs, declared=scripts.declared(docs), limit=10**9, max_lines=None)
     for rid in IDS:
         assert f"## `{rid}`:" in rendered  # every repro keeps its section
@@ -77,7 +77,7 @@ def test_the_method_line_counts_from_the_artifact(docs: list[dict[str, Any]]) ->
 
 def test_the_run_order_and_its_gaps_come_from_the_end_times_and_durations(docs: list[dict[str, Any]]) -> None:
     said = str(run_order([run_of(d) for d in docs]))
-    assert ", ".join(IDS) in said and "gaps between them 0-1 s" in said and "no cool-down" in said
+    assert ", ".join(IDS) in said and "gaps 0-1 s" in said and "no cool-down" in said
     assert "Every repro: kernel tables from one profiled call per variant, after sampling." in said
     late = [json.loads(json.dumps(d)) for d in docs]
     late[-1]["run"]["created_utc"] = "2026-12-01T16:40:15Z"  # ten minutes after it ended
@@ -141,8 +141,8 @@ def test_a_tools_could_not_collect_is_no_package(docs: list[dict[str, Any]]) -> 
 def test_not_tested_names_the_driver_the_libraries_and_a_seed_without_a_gpu(rendered: str) -> None:
     scope = rendered.split("## Not tested here", 1)[1].split("**Re-run**", 1)[0]
     assert "driver 580.159.04, cuBLAS 13.1.0, cuSOLVER 12.0.4" in scope
-    assert "other NVIDIA drivers than this one" in scope
-    assert "graph-memset's seed does not name its GPU" in scope
+    assert "other torch, CUDA, library and driver versions" in scope
+    assert "graph-memset's seed names no GPU" in scope
     assert "ModuleNotFoundError" not in scope  # the exception restates the reason; the artifact keeps it
 
 

@@ -45,7 +45,7 @@ def test_the_report_fits_one_screen_leaving_out_one_details_block_at_most(render
     # Every repro keeps its section; what does not fit is named, and the bundle's report-full.md has it.
     assert "Report cut" not in rendered and rendered.count("## `") >= 5
     assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
-    if "To fit one screen" in rendered:
+    if "to fit one screen" in rendered:
         assert "report-full.md" in rendered
 
 
@@ -98,7 +98,7 @@ def test_the_n_column_counts_what_the_median_is_taken_over(rendered: str, docs: 
     full = report(docs, limit=REPORT_LIMIT, max_lines=None)
     assert "| nn.Linear (FP32) | 1.28 ms (1.28-1.29 ms) | 102 rounds |" in section(full, "5090-linear")
     assert "| twin: fill kernel node | 618 ns (618-618 ns) | 500 samples |" in section(full, "graph-memset")
-    assert "n: the rounds (each the median of its samples) or samples a median is taken over" in rendered
+    assert "n: rounds (each a median of samples) or samples behind a median" in rendered
 
 
 def test_the_memset_kernel_diff_says_it_is_not_the_twins(rendered: str) -> None:
@@ -146,6 +146,12 @@ def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[di
     two = [doc, by_id(docs, "graph-memset")]
     assert "traces of graph-memset (graph-memset's pure CUDA twin" in report(two)
     assert "; none of 5090-linear (not profiled)" in report(two)
+    # A twin that recorded no nsys on the machine says why it has no trace; one from before says nothing.
+    memset = by_id(docs, "graph-memset")
+    memset["extra"]["twin"]["nsys"] = None
+    assert "timed by CUDA events in its own binary, not profiled (no nsys on this machine)" in report([memset])
+    memset["extra"]["twin"]["nsys"] = "/usr/local/cuda/bin/nsys"
+    assert "not profiled);" in report([memset])
 
 
 def test_the_bundle_keeps_a_trace_named_by_joined_groups(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from repro.cli.main import app
 from repro.core import jsonfit
 from repro.core.kernelnames import short_names
-from repro.evidence import artifact, bundle, markdown, plots
+from repro.evidence import artifact, bundle, markdown, plots, seeds
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
 from repro.run import scripts
 
@@ -138,7 +138,7 @@ def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[
     assert "Libraries loaded (from /proc/self/maps)" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
     # A details block that does not fit is left to the bundle, largest first, and the note names it.
-    left = re.search(r"left out the details of ([^;]+); they are in", text)
+    left = re.search(r"[:;] the details of ([^;.]+)\. The bundle", text)
     dropped = left.group(1).split(", ") if left else []
     assert len(dropped) <= 2 and text.count("Script: `scripts/") == 5 - len(dropped)
     # The 81-variant sweep's own details block, when there is room for it, tables the compared pair only.
@@ -300,9 +300,18 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
     assert again.exit_code == 2 and "exists" in again.output
     import tarfile
 
+    (run / "packages.txt").write_text("# installed distributions\ntorch==2.11.0\n")
     path = bundle.build(run)
     with tarfile.open(path) as tf:
-        assert f"{RUN.name}/plots/solve-512-cliff.n.png" in tf.getnames()
+        names = tf.getnames()
+        assert f"{RUN.name}/plots/solve-512-cliff.n.png" in names
+        assert f"{RUN.name}/packages.txt" in names  # the run's freeze goes with it
+        # The seeds' own programs, for each repro of the run that has one, as the package holds them.
+        assert f"{RUN.name}/seeds/README.txt" in names
+        for rid, files in seeds.programs().items():
+            for fname, body in files.items():
+                member = tf.extractfile(f"{RUN.name}/seeds/{rid}/{fname}")
+                assert member is not None and member.read().decode() == body
 
 
 # --------------------------------------------------------------------------- rendering
@@ -352,7 +361,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path:
     text = _report(_worst_case(docs), figures=figs, limit=10**9, max_lines=None)  # whole, as the bundle has it
     got, want = _gfm_counts(text), _expected(text)
     # A plot lives in its repro's details block: one left to the bundle (the note names it) takes its plot along.
-    left = re.search(r"left out the details of ([^;]+); they are in", text)
+    left = re.search(r"[:;] the details of ([^;.]+)\. The bundle", text)
     images = sum(1 for f in figs if f.repro_id not in (left.group(1).split(", ") if left else []))
     assert got == want and got["images"] == images >= 1 and got["tables"] >= 9
     if shutil.which("cmark-gfm"):

@@ -296,7 +296,7 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         script = tf.extractfile(f"{run.name}/scripts/5090-linear.py").read().decode()  # type: ignore[union-attr]
         whole = tf.extractfile(f"{run.name}/report-full.md").read().decode()  # type: ignore[union-attr]
     # The report whole: every repro's details, variants tables and time, nothing left out for length.
-    assert "To fit one screen" not in whole and "GPU busy" in whole
+    assert "to fit one screen" not in whole and "GPU busy" in whole
     assert whole.count("<details><summary>") >= 6 and whole.count("| variant") >= 5
     ids = sorted(p.stem for p in BENCH.glob("*.json") if not p.name.startswith("."))
     # graph-memset's script is its pure CUDA twin in bash: a .sh member; the others are Python.
@@ -331,6 +331,6 @@ def test_the_torch_line_follows_the_installed_metadata_version(
     text = report([doc])
     assert _shell_lines(text)[0] == line
     if said == "2.11.0":
-        assert "from PyPI (it reads 2.11.0+cu130)" in text
+        assert "from PyPI (it reads 2.11.0+cu130; no local tag in its metadata, as on PyPI)" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full

@@ -16,8 +16,8 @@ from repro.run import scripts
 def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
     legend = next(ln for ln in rendered.splitlines() if ln.startswith("_The CI covers"))
     assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
-    assert "n: the rounds (each the median of its samples) or samples a median is taken over; rounds: paired" in legend
-    assert "us/call: a kernel's time summed over its launches in one call" in legend
+    assert "n: rounds (each a median of samples) or samples behind a median; rounds: paired" in legend
+    assert "us/call: a kernel's time over its launches in one call" in legend
     # Without a worst-of-k headline the legend does not explain one.
     solo = report([by_id(docs, "5090-linear")])
     assert "worst of" not in solo and "us/call: " in solo

@@ -1,0 +1,35 @@
+"""The seeds' own programs this package holds (``data/seed_programs.json``), which the bundle ships
+under ``seeds/<repro id>/`` beside the harness's re-implementation of each."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+SEED_PROGRAMS = Path(__file__).resolve().parent / "data" / "seed_programs.json"
+
+
+@functools.cache
+def _load() -> dict[str, object]:
+    got = json.loads(SEED_PROGRAMS.read_text())
+    return got if isinstance(got, dict) else {}
+
+
+def about() -> str:
+    """Where the programs come from and which seeds have none (the data's ``_about``)."""
+    return str(_load().get("_about", ""))
+
+
+def programs() -> dict[str, dict[str, str]]:
+    """Repro id -> {file name: text} of the seed's own program."""
+    return {
+        k: {str(f): str(body) for f, body in v.items()}
+        for k, v in _load().items()
+        if not k.startswith("_") and isinstance(v, dict)
+    }
+
+
+def folder(repro_id: str) -> str | None:
+    """``seeds/<id>/``, the bundle's folder of the seed's program of ``repro_id``; None without one."""
+    return f"seeds/{repro_id}/" if repro_id in programs() else None

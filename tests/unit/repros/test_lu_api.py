@@ -1,0 +1,60 @@
+"""solve-512-cliff's API log: library paths from /proc/self/maps, calls from logger text, the clause."""
+
+from __future__ import annotations
+
+from repro.repros._lu_api import api_clause, calls, loaded
+
+MAPS = """\
+7f00-7f10 r-xp 00000000 08:01 1 /usr/lib/python3/site-packages/nvidia/cu13/lib/libcublasLt.so.13
+7f10-7f20 r-xp 00000000 08:01 2 /usr/lib/python3/site-packages/nvidia/cu13/lib/libcublas.so.13
+7f20-7f30 r-xp 00000000 08:01 3 /usr/lib/python3/site-packages/nvidia/cu13/lib/libcusolver.so.12
+7f30-7f40 rw-p 00000000 00:00 0
+"""
+
+CUBLAS_LOG = """\
+I! cuBLAS (v13.1) function cublasStatus_t cublasSetStream_v2(cublasContext*, CUstream_st*) called:
+i!  handle: type=cublasHandle_t; val=POINTER (IN HEX:0x0x55)
+I! cuBLAS (v13.1) function cublasStatus_t cublasSgetrfBatched(cublasContext*, int, float* const*, ...) called:
+i!  n: type=int; val=511
+I! cuBLAS (v13.1) function cublasStatus_t cublasStrsmBatched(cublasContext*, ...) called:
+I! cuBLAS (v13.1) function cublasStatus_t cublasStrsmBatched(cublasContext*, ...) called:
+"""
+
+CUSOLVER_LOG = """\
+[2026-12-01 10:00:00][cuSOLVER][123][Api][cusolverDnLoggerSetLevel] level=5
+[2026-12-01 10:00:00][cuSOLVER][123][Api][cusolverDnXgetrf] handle=0x1 m=512 n=512
+[2026-12-01 10:00:00][cuSOLVER][123][Api][cusolverDnXgetrf] handle=0x1 m=512 n=512
+"""
+
+
+def test_loaded_finds_cublas_and_cusolver_but_not_cublaslt() -> None:
+    got = loaded(MAPS)
+    assert got == {
+        "cublas": "/usr/lib/python3/site-packages/nvidia/cu13/lib/libcublas.so.13",
+        "cusolver": "/usr/lib/python3/site-packages/nvidia/cu13/lib/libcusolver.so.12",
+    }
+    assert loaded("") == {}
+
+
+def test_calls_counts_functions_in_both_log_styles_and_drops_set_up() -> None:
+    assert calls(CUBLAS_LOG) == {"cublasSgetrfBatched": 1, "cublasStrsmBatched": 2}
+    assert calls(CUSOLVER_LOG) == {"cusolverDnXgetrf": 2}
+    assert calls("nothing logged") == {}
+
+
+def test_api_clause_names_each_side_and_is_empty_without_calls() -> None:
+    log = {
+        "batch": 4,
+        "sizes": {
+            "511": {"cublas": {"cublasSgetrfBatched": 1}, "cusolver": {}},
+            "512": {"cublas": {}, "cusolver": {"cusolverDnXgetrf": 4}},
+        },
+    }
+    said = api_clause(log)
+    assert said == (
+        "the cuBLAS/cuSOLVER API logs (one call each, batch 4): n=511 called cublasSgetrfBatched; "
+        "n=512 called cusolverDnXgetrf x4"
+    )
+    empty = {"batch": 4, "sizes": {"511": {"cublas": {}, "cusolver": None}, "512": {"cublas": {}, "cusolver": {}}}}
+    assert api_clause(empty) == ""
+    assert api_clause({"error": "not loaded in this process: cusolver"}) == ""
