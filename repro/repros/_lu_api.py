@@ -43,19 +43,43 @@ def calls(log: str) -> dict[str, int]:
     return dict(sorted(got.items()))
 
 
+_NAMES = {"cublas": "cuBLAS", "cusolver": "cuSOLVER"}
+
+
 def api_log(torch: Any, sizes: Sequence[int], backend: str = "cusolver", batch: int = API_BATCH) -> dict[str, Any]:
-    """Per size, the cuBLAS and cuSOLVER functions one ``solve_ex`` call made under ``backend``."""
+    """Per size, the cuBLAS and cuSOLVER functions one ``solve_ex`` call made under ``backend``, from
+    each library whose build exports a logger (``no_logger`` names the others and why)."""
     paths = loaded(Path("/proc/self/maps").read_text())
     missing = sorted(set(_LIBS) - set(paths))
     if missing:
         return {"error": f"not loaded in this process: {', '.join(missing)}"}
     cublas, cusolver = ctypes.CDLL(paths["cublas"]), ctypes.CDLL(paths["cusolver"])
     libc = ctypes.CDLL(None)
+    have = {
+        "cublas": hasattr(cublas, "cublasLoggerConfigure"),
+        "cusolver": hasattr(cusolver, "cusolverDnLoggerOpenFile") and hasattr(cusolver, "cusolverDnLoggerSetLevel"),
+    }
     out: dict[str, Any] = {"backend": backend, "batch": batch, "libraries": paths}
+    out["no_logger"] = {k: f"{Path(paths[k]).name} exports no logger" for k, ok in have.items() if not ok}
+    if not any(have.values()):
+        return out
     saved = torch.backends.cuda.preferred_linalg_library()
     with tempfile.TemporaryDirectory(prefix="repro-api-") as tmp:
-        logs = {str(n): {k: Path(tmp, f"{n}.{k}.log") for k in _LIBS} for n in sizes}
+        logs = {str(n): {k: Path(tmp, f"{n}.{k}.log") for k in _LIBS if have[k]} for n in sizes}
         status: dict[str, int] = {}
+
+        def logging(files: Mapping[str, Path] | None) -> None:
+            """Every logger on, each to its file; or (None) off."""
+            if have["cublas"]:
+                path = str(files["cublas"]).encode() if files else None
+                status["cublasLoggerConfigure"] = cublas.cublasLoggerConfigure(int(bool(files)), 0, 0, path)
+            if have["cusolver"]:
+                if files:
+                    status["cusolverDnLoggerOpenFile"] = cusolver.cusolverDnLoggerOpenFile(
+                        str(files["cusolver"]).encode()
+                    )
+                status["cusolverDnLoggerSetLevel"] = cusolver.cusolverDnLoggerSetLevel(5 if files else 0)  # 5: API
+
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -65,27 +89,23 @@ def api_log(torch: Any, sizes: Sequence[int], backend: str = "cusolver", batch: 
                 b = torch.randn(batch, n, 1, device="cuda")
                 torch.linalg.solve_ex(a, b)  # any first-call set-up happens outside the log
                 torch.cuda.synchronize()
-                files = logs[str(n)]
-                status["cublasLoggerConfigure"] = cublas.cublasLoggerConfigure(1, 0, 0, str(files["cublas"]).encode())
-                status["cusolverDnLoggerOpenFile"] = cusolver.cusolverDnLoggerOpenFile(str(files["cusolver"]).encode())
-                status["cusolverDnLoggerSetLevel"] = cusolver.cusolverDnLoggerSetLevel(5)  # 5: API trace
+                logging(logs[str(n)])
                 try:
                     torch.linalg.solve_ex(a, b)
                     torch.cuda.synchronize()
                 finally:
-                    cusolver.cusolverDnLoggerSetLevel(0)
-                    cublas.cublasLoggerConfigure(0, 0, 0, None)
+                    logging(None)
                 del a, b
         finally:
-            # Another file for cuSOLVER's logger closes the last one; then every stdio stream is flushed.
-            cusolver.cusolverDnLoggerOpenFile(str(Path(tmp, "end.log")).encode())
-            libc.fflush(None)
+            if have["cusolver"]:  # another file for cuSOLVER's logger closes the last one
+                cusolver.cusolverDnLoggerOpenFile(str(Path(tmp, "end.log")).encode())
+            libc.fflush(None)  # then every stdio stream is flushed
             with warnings.catch_warnings(), contextlib.suppress(RuntimeError):
                 warnings.simplefilter("ignore")
                 torch.backends.cuda.preferred_linalg_library(saved)
-        out["status"] = status  # each logger call's return code (0: success)
+        out["status"] = status  # each logger call's last return code (0: success)
         out["sizes"] = {
-            n: {k: calls(p.read_text(errors="replace")) if p.is_file() else None for k, p in files.items()}
+            n: {k: calls(p.read_text(errors="replace")) if p.is_file() else {} for k, p in files.items()}
             for n, files in logs.items()
         }
     return out
@@ -96,6 +116,7 @@ def api_clause(log: Mapping[str, Any]) -> str:
     sizes = log.get("sizes")
     if not isinstance(sizes, Mapping) or not sizes:
         return ""
+    logged = sorted({k for libs in sizes.values() if isinstance(libs, Mapping) for k in libs})
     said: list[str] = []
     for n, libs in sizes.items():
         named = [
@@ -105,7 +126,11 @@ def api_clause(log: Mapping[str, Any]) -> str:
             for fn, k in got.items()
             if isinstance(k, int)
         ]
-        said.append(f"n={n} called {', '.join(named) if named else 'no logged LU function'}")
-    if not any("called no" not in s for s in said):
+        none = f"no {'/'.join(_NAMES.get(k, k) for k in logged)} function"
+        said.append(f"n={n} called {', '.join(named) if named else none}")
+    if all(" called no " in s for s in said):
         return ""
-    return f"the cuBLAS/cuSOLVER API logs (one call each, batch {log.get('batch')}): {'; '.join(said)}"
+    which = "/".join(_NAMES.get(k, k) for k in logged)
+    unlogged = [_NAMES.get(k, k) for k in sorted(log.get("no_logger") or {})]
+    without = f"; {', '.join(unlogged)} has no logger in this build" if unlogged else ""
+    return f"the {which} API log (one call each, batch {log.get('batch')}{without}): {'; '.join(said)}"

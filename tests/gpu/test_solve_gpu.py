@@ -66,3 +66,20 @@ def test_looped_cusolver_path_at_512(run_dir: Path) -> None:
     assert at["extra"]["path"] == sc.PATH_CUSOLVER, _kernel_names(at)
     row = doc["verdict"]["breakdown"][0]
     assert row["paired"] is True and row["ci_low"] <= row["ratio"] <= row["ci_high"]
+
+
+def test_the_api_log_names_cublas_getrf_batched_below_the_cutoff() -> None:
+    import torch
+
+    from repro.repros._lu_api import api_clause, api_log
+
+    before = torch.backends.cuda.preferred_linalg_library()
+    log = api_log(torch, [511, 512])
+    assert torch.backends.cuda.preferred_linalg_library() == before
+    assert "error" not in log, log
+    if "cublas" in log.get("no_logger", {}):
+        pytest.skip(f"no cuBLAS logger: {log['no_logger']['cublas']}")
+    below = log["sizes"]["511"]["cublas"]
+    assert any("getrfBatched" in fn for fn in below), log
+    assert not any("getrfBatched" in fn for fn in log["sizes"]["512"]["cublas"]), log
+    assert "n=511 called " in api_clause(log)

@@ -52,9 +52,23 @@ def test_api_clause_names_each_side_and_is_empty_without_calls() -> None:
     }
     said = api_clause(log)
     assert said == (
-        "the cuBLAS/cuSOLVER API logs (one call each, batch 4): n=511 called cublasSgetrfBatched; "
+        "the cuBLAS/cuSOLVER API log (one call each, batch 4): n=511 called cublasSgetrfBatched; "
         "n=512 called cusolverDnXgetrf x4"
     )
-    empty = {"batch": 4, "sizes": {"511": {"cublas": {}, "cusolver": None}, "512": {"cublas": {}, "cusolver": {}}}}
+    empty = {"batch": 4, "sizes": {"511": {"cublas": {}, "cusolver": {}}, "512": {"cublas": {}, "cusolver": {}}}}
     assert api_clause(empty) == ""
     assert api_clause({"error": "not loaded in this process: cusolver"}) == ""
+
+
+def test_api_clause_says_which_library_had_no_logger() -> None:
+    # As on the H200's stack: libcusolver.so.12 (cuSOLVER 12.0.4) exports no cusolverDnLogger* functions.
+    log = {
+        "batch": 4,
+        "no_logger": {"cusolver": "libcusolver.so.12 exports no logger"},
+        "sizes": {"511": {"cublas": {"cublasSgetrfBatched": 1}}, "512": {"cublas": {}}},
+    }
+    assert api_clause(log) == (
+        "the cuBLAS API log (one call each, batch 4; cuSOLVER has no logger in this build): "
+        "n=511 called cublasSgetrfBatched; n=512 called no cuBLAS function"
+    )
+    assert api_clause({"batch": 4, "no_logger": {"cublas": "x", "cusolver": "y"}}) == ""

@@ -398,7 +398,7 @@ def test_the_finding_opens_with_the_cusolver_backend_and_the_default_backends_ra
     }
     logged = Solve512Cliff().verdict(p, dataclasses.replace(res, extra={**res.extra, "api_log": log}))
     assert logged.finding.endswith(
-        "(paths from kernel names; the cuBLAS/cuSOLVER API logs (one call each, batch 4): n=511 called "
+        "(paths from kernel names; the cuBLAS/cuSOLVER API log (one call each, batch 4): n=511 called "
         "cublasSgetrfBatched; n=512 called cusolverDnXgetrf x4)."
     )
     assert "PyTorch 2.13 or later" in " ".join(Solve512Cliff.untested)
