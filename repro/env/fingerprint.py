@@ -154,12 +154,20 @@ PACKAGES_FILE = "packages.txt"  # the run folder's list of installed distributio
 
 
 def packages_text() -> str:
-    """Every distribution this interpreter can import, as ``name==version`` lines, sorted (a freeze)."""
+    """Every distribution this interpreter can import, as ``name==version  # its folder`` lines, sorted
+    by name: a freeze that also says which site-packages each came from (layered environments)."""
     from importlib.metadata import distributions
 
-    seen = {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}
-    head = f"# installed distributions seen by {sys.executable} (importlib.metadata) when the run started\n"
-    return head + "".join(f"{line}\n" for line in sorted(seen, key=str.lower))
+    seen: dict[str, str] = {}  # lower-case name -> its line
+    for d in distributions():  # the first on sys.path wins, as an import would
+        name = d.metadata["Name"]
+        if name and name.lower() not in seen:
+            seen[name.lower()] = f"{name}=={d.version}  # {d.locate_file('')}"
+    head = (
+        f"# installed distributions importable by {sys.executable} (importlib.metadata over sys.path) when the run "
+        "started; each line's comment is the folder it came from\n"
+    )
+    return head + "".join(f"{seen[k]}\n" for k in sorted(seen))
 
 
 def record_packages(run_dir: Path) -> None:

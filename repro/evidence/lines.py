@@ -270,7 +270,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     elif value > max(others):
         where = "above all"
     else:
-        where = "among them"
+        where = "inside their range"
     # The band's half-width counts as at least this run's own CI half-width (relative): two or three
     # GPUs can agree more closely than one run's CI can tell.
     ci = (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
@@ -371,7 +371,8 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
-            f"torch {said} from PyPI (it reads {version}; no local tag in its metadata, as on PyPI)"
+            f"torch {said} from PyPI (it reads {version}; its installer recorded no index: PyPI is read off the "
+            "metadata's missing local tag)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(
@@ -403,7 +404,9 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
         nvcc = text(said.removeprefix("Build "))
         flags = twin.get("nvcc_flags") if isinstance(twin, Mapping) else None
         built = f", {code(flags)}" if isinstance(flags, str) and _FLAGS.fullmatch(flags) else ""
-        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's: {nvcc}{built})")
+        path = twin.get("nvcc_path") if isinstance(twin, Mapping) else None
+        at = f" at {code(path)}" if isinstance(path, str) and path else ""
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's{at}: {nvcc}{built})")
     return lines, words
 
 
@@ -472,6 +475,8 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
             "maybe not in this CI"
         )
     whole += "." if whole else ""
+    if whole:
+        whole += " `repro compare` of the two `ID.json` says consistent or beyond the band."
     if any(d.machine.packages_sha256 for d in docs):
         whole += " Every package installed where this run ran: the bundle's `packages.txt`."
     return (

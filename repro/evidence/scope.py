@@ -266,7 +266,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
     if unnamed:
         whose = f"{unnamed[0]}'s seed names" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} name"
-        lines.append(f"{whose} no GPU, so the seed's own could not be run.")
+        lines.append(f"{whose} no GPU, so the seed's GPU could not be matched.")
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(
@@ -281,5 +281,6 @@ def _stack(doc: Artifact, e: Mapping[str, Any]) -> str:
     libs = {lib.name: lib.version for lib in doc.machine.libraries if lib.loaded}
     said = [f"torch {e['torch'] or '-'}", f"CUDA {e['cuda'] or '-'}", str(e["lane"])]
     said += [f"driver {e['driver']}"] if e.get("driver") else []
-    said += [f"{name} {libs[key]}" for key, name in (("cublas", "cuBLAS"), ("cusolver", "cuSOLVER")) if libs.get(key)]
+    named = (("cublas", "cuBLAS"), ("cusolver", "cuSOLVER"), ("cudnn", "cuDNN"))
+    said += [f"{name} {libs[key]}" for key, name in named if libs.get(key)]
     return ", ".join(said)

@@ -54,6 +54,22 @@ def lora_sentence(head: Ratio) -> str:
     return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
 
 
+def kernel_clause(result: RunResult) -> str:
+    """Per sample, batch 2's profiled kernel time over batch 1's, beside the event-timed headline (which
+    also holds a step's time outside its kernels); "" without both kernel tables."""
+    have = {v.name: v for v in result.variants}
+    sums = []
+    for name in ("bs1", "bs2"):
+        v = have.get(name)
+        kernels = v.kernels if v is not None else ()
+        sums.append(sum(float(k.total_us) / max(float(k.count), 1.0) * float(k.per_call) for k in kernels))
+    if not all(x > 0 for x in sums):
+        return ""
+    one, two = sums
+    said = f"{one / 1e3:.1f} -> {two / 1e3:.1f} ms a step"
+    return f"the profiled kernels alone gave {two / 2 / one:.2f}x per sample ({said})"
+
+
 def count_words(n: int) -> str:
     """``453M``, ``1.2M``, or the exact count with separators under a million."""
     if n >= 100_000_000:

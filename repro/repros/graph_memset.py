@@ -43,6 +43,7 @@ from repro.api import (
     register,
     standalone,
 )
+from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -56,6 +57,7 @@ from repro.repros._twin import (
     TwinBuildError,
     TwinRunError,
     build_twin,
+    find_nvcc,
     run_twin,
     twin_archs,
 )
@@ -131,37 +133,6 @@ def cuda_bindings_version() -> str | None:
         return importlib.metadata.version("cuda-bindings")
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
-    """A 4-byte cudaMemsetAsync on ``flag`` through cuda-bindings, or (None, why not).
-
-    The stream is read at call time: inside ``torch.cuda.graph`` torch's current stream
-    is the capture stream, so the memset becomes a graph node there.
-    """
-    import torch
-
-    try:
-        from cuda.bindings import runtime as cudart
-    except Exception as exc:  # missing or broken cuda-bindings: only the memset variants skip
-        return None, f"cuda-bindings is not importable ({type(exc).__name__}: {exc})"
-    success = cudart.cudaError_t.cudaSuccess
-    try:
-        # cuda-bindings keeps its own notion of the current device; point it at torch's.
-        (err,) = cudart.cudaSetDevice(flag.device.index)
-    except Exception as exc:  # e.g. it cannot load a CUDA runtime that fits the driver
-        return None, f"cuda-bindings cannot reach the GPU ({type(exc).__name__}: {exc})"
-    if err != success:
-        return None, f"cudaSetDevice through cuda-bindings returned {getattr(err, 'name', err)}, expected cudaSuccess"
-    ptr = flag.data_ptr()
-
-    def memset() -> None:
-        (err,) = cudart.cudaMemsetAsync(ptr, 0, 4, torch.cuda.current_stream().cuda_stream)
-        if err != success:
-            name = getattr(err, "name", err)
-            raise RuntimeError(f"cudaMemsetAsync(ptr, 0, 4, stream) returned {name}, expected cudaSuccess")
-
-    return memset, None
 
 
 @register
@@ -308,7 +279,7 @@ class GraphMemset(Repro[MemsetParams]):
             ceiling="bf16" if dtype == torch.bfloat16 else ("tf32" if tf32 else "fp32"),
         )
 
-        memset, why_not = _memset_op(flag)
+        memset, why_not = memset_op(flag)
         memset_error: Exception | None = None
         if memset is not None:
             try:
@@ -369,7 +340,14 @@ class GraphMemset(Repro[MemsetParams]):
             variants += [v for vs in (ctx.measure_groups(named) if named else {}).values() for v in vs]
         except Exception as exc:  # a failed capture or replay is these variants' error, not the run's
             variants += [ctx.errored(a.name, a.label, exc, **a.config) for arms in named.values() for a in arms]
+        seed_torch: dict[str, Any] | None = None
+        if ctx.cuda and memset is not None and ctx.untimed("seed_torch") is None:
+            try:  # the seed's torch form, after the rounds; its failure costs only itself
+                seed_torch = seed_torch_program(torch, lambda z: memset_op(z)[0])
+            except Exception as exc:
+                seed_torch = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         extra: dict[str, Any] = {
+            **({"seed_torch_program": seed_torch} if seed_torch is not None else {}),
             "torch": torch.__version__,
             "memset_via": "cuda.bindings.runtime" if memset else None,
             # The report's install line pins it, so a re-run issues the memsets through the same bindings.
@@ -404,6 +382,7 @@ class GraphMemset(Repro[MemsetParams]):
         info.update(
             arch=build.arch,
             nvcc=build.nvcc_version.splitlines()[-1],
+            nvcc_path=find_nvcc(),
             nvcc_flags=build.flags,
             binary_cached=build.cached,
             binary_mtime_utc=build.mtime_utc,
@@ -484,6 +463,8 @@ class GraphMemset(Repro[MemsetParams]):
                     "on every replay, while the twin times replays back to back with events, and its kernels have "
                     "one thread instead of 32."
                 )
+            details.append(said)
+        if isinstance(got := result.extra.get("seed_torch_program"), Mapping) and (said := seed_torch_clause(got)):
             details.append(said)
         return Finding(sentence, tuple(details))
 

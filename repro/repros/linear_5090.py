@@ -163,8 +163,7 @@ class Linear5090(Repro[LinearParams]):
     seed_experiment = (
         "Seed: 2000 calls of each form in one block, timed by a host clock around the loop, no warm-up. "
         "Ours: the same shapes and fp32, CUDA events in interleaved rounds after a warm-up, TF32 off and on; "
-        "a sample is one fp32 call, whose events read ~0.08 ms over its kernels on the H200, in both forms. "
-        "The seed's block, re-run here "
+        "a sample is one fp32 call between two CUDA events. The seed's block, re-run here "
         "first in the same process, also holds its first calls; the finding gives both numbers."
     )
     seed_claim = (

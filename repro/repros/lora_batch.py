@@ -54,6 +54,7 @@ from repro.repros._lora_finding import (
     THRESHOLD_WHY,
     clocks_clause,
     gib,
+    kernel_clause,
     lora_sentence,
     memory_sentence,
     oom,
@@ -463,6 +464,8 @@ class LoraBatchScaling(Repro[LoraParams]):
                 return Finding("", (f"Under the {cap:g} GiB cap, batch 2 or batch 1 ran out of memory.",))
             return Finding("")
         sentence = f"{lora_sentence(head)}; {scope_clause(p.depth, result)}"
+        if kernels := kernel_clause(result):
+            sentence += f"; {kernels}"
         sag, clocks = clocks_clause(result)
         if sag:
             sentence += f"; {sag}"

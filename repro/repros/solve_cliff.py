@@ -175,7 +175,8 @@ class Solve512Cliff(Repro[SolveParams]):
     stack = (
         "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
         "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188; "
-        "the build's own was not at hand) sends a square batch with n < 512 to cuBLAS getrfBatched and larger n "
+        "the build's own commit, in the fingerprint, could not be fetched here) sends a square batch with n < 512 "
+        "to cuBLAS getrfBatched and larger n "
         "to looped cuSOLVER getrf under the cusolver preference. Not shown: whether a library is slow at 512 by "
         "itself; other PyTorch versions' rule."
     )
@@ -512,6 +513,8 @@ class Solve512Cliff(Repro[SolveParams]):
         # The path labels are classify_path's reading of the kernel names the profiler saw.
         api = result.extra.get("api_log")
         said = api_clause(api) if isinstance(api, Mapping) else ""
+        if isinstance(api, Mapping) and isinstance(api.get("error"), str):
+            said = f"the API log failed: {api['error']}"
         named = (
             (f" (paths from kernel names; {said})" if said else " (paths from kernel names, no API trace)")
             if outcome.device == "cuda"

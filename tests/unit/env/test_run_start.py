@@ -110,9 +110,12 @@ def test_a_failed_reading_is_not_kept_and_never_raises(tmp_path: Path, monkeypat
 def test_packages_are_a_sorted_freeze_written_once(tmp_path: Path) -> None:
     text = fingerprint.packages_text()
     lines = text.splitlines()
-    assert lines[0].startswith("# installed distributions seen by ")
+    assert lines[0].startswith("# installed distributions importable by ")
     assert any(ln.startswith("pytest==") for ln in lines) and any(ln.startswith("jsonschema==") for ln in lines)
-    assert lines[1:] == sorted(lines[1:], key=str.lower) and len(set(lines)) == len(lines)
+    names = [ln.split("==")[0].lower() for ln in lines[1:]]
+    assert names == sorted(names) and len(set(names)) == len(names)  # each distribution once, by name
+    pytest_line = next(ln for ln in lines if ln.startswith("pytest=="))
+    assert pytest_line.split("  # ")[1] == str(Path(pytest.__file__).resolve().parent.parent)  # where it came from
     fingerprint.record_packages(tmp_path)
     digest = fingerprint.packages_digest(tmp_path)
     (tmp_path / fingerprint.PACKAGES_FILE).write_text("kept\n")

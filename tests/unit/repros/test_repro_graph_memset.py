@@ -688,3 +688,20 @@ def test_the_twin_variants_carry_the_gpu_monitor_around_its_process(
     # Without NVML there is no monitor and nothing is made up.
     plain, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert all(v.gpu_monitor is None for v in plain)
+
+
+def test_the_seeds_torch_program_is_said_beside_the_rounds() -> None:
+    from repro.repros._memset_seed import SEED_HOW, seed_torch_clause
+
+    got = {"ops": 1000, "how": SEED_HOW, "ms": {"memset": 35.16, "zero_": 35.9}, "ratio": 35.16 / 35.9}
+    said = seed_torch_clause(got)
+    assert said == (
+        f"The seed's torch program ({SEED_HOW}) gave 0.98x here (memset 35.16 ms, zero_ 35.90 ms; "
+        "one replay each, no CI)."
+    )
+    res = dataclasses.replace(_result(FULL), extra={"seed_torch_program": got})
+    assert said in GraphMemset().verdict(MemsetParams(), res).details
+    # A program that did not run (no cuda-bindings, a failed capture) says nothing of a number.
+    assert seed_torch_clause({"error": "cuda-bindings could not issue the memset", "ms": {}}) == ""
+    bare = dataclasses.replace(_result(FULL), extra={"seed_torch_program": {"error": "x"}})
+    assert not any("seed's torch program" in d for d in GraphMemset().verdict(MemsetParams(), bare).details)
