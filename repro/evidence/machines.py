@@ -350,4 +350,6 @@ def state_line(docs: Sequence[Artifact]) -> str:
         )
     if not said:
         return "GPU state: not recorded."
-    return text("; ".join(said) + ". " + during_measurement(docs))
+    # nvmlDeviceGetPowerUsage's documented behaviour, so a reader knows what a watt figure here is.
+    power = " NVML's power readings are its power usage: a 1 s average on GPUs after the A100, per NVML's docs."
+    return text("; ".join(said) + ". " + during_measurement(docs) + power)
