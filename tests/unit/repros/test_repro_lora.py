@@ -350,3 +350,18 @@ def test_the_scope_gives_the_parameter_count_the_run_built(fast: SamplingConfig)
     assert f"the model is a 1-block FLUX-shaped stack of {params['total']:,} parameters (" in v.finding
     assert lb_words.count_words(453_000_000) == "453M" and lb_words.count_words(1_234_000) == "1.2M"
     assert any("the real FLUX pipeline" in u for u in LoraBatchScaling.untested)
+
+
+def test_the_finding_sets_the_kernels_alone_beside_the_event_timed_ratio() -> None:
+    from repro.api import Kernel
+
+    def with_kernels(v: VariantResult, us: float) -> VariantResult:
+        # Two kernels per step whose time, per call, sums to ``us``: the one-step kernel table.
+        ks = (Kernel("gemm", 2, us * 1.5, us * 0.75, 1.0), Kernel("sdpa", 1, us * 0.25, us * 0.25, 1.0))
+        return dataclasses.replace(v, kernels=ks)
+
+    # Steps of 26.4 and 48.9 ms by events; 23.7 and 45.6 ms of kernels (as the H200 ran in evidence6).
+    bs1, bs2 = with_kernels(_variant(1, 0.0264), 23_700.0), with_kernels(_variant(2, 0.0489), 45_600.0)
+    v = _verdict(bs1, bs2, _variant(4, 0.0942))
+    assert "the profiled kernels alone gave 0.96x per sample (23.7 -> 45.6 ms a step)" in v.finding
+    assert "kernels alone" not in _verdict(_variant(1, 0.025), _variant(2, 0.050)).finding  # no tables: no clause
