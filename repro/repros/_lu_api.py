@@ -23,7 +23,7 @@ _LIBS = {"cublas": re.compile(r"/libcublas\.so[.0-9]*$"), "cusolver": re.compile
 # A logged call: the function's name before its parameter list (cuBLAS: "function cublasStatus_t
 # cublasSgetrfBatched(...) called:") or in brackets (the cuSPARSE-style "[Api][cusolverDnSgetrf] ...").
 _CALL = re.compile(r"\b((?:cublas|cusolverDn)[A-Z][A-Za-z0-9_]*)(?:\(|\])")
-_SKIP = re.compile(r"Logger|GetVersion|GetProperty|Create|Destroy|SetStream|GetStream|SetMathMode|SetWorkspace")
+_SKIP = re.compile(r"Logger|GetVersion|GetProperty|Create|Destroy|SetStream|GetStream|MathMode|SetWorkspace")
 
 
 def loaded(maps: str) -> dict[str, str]:
