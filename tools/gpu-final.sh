@@ -8,8 +8,10 @@
 #   5. every repro's standalone script (`repro script ID`) run on the GPU, its ratio against the artifact's;
 #   6. `repro all --target-ci 0.02 --budget 2` when FINAL_BUDGET_S (default 540) leaves room for it
 #      (0.9 of step 2's wall time);
-#   7. `repro all --quick`, then the seeds' raw scripts (tools/seeds_raw.py), each when the budget leaves
-#      room for it (half of step 2's wall time; 60 s). Every wall time lands in walls.tsv beside step 2's.
+#   7. `repro all --quick` when the budget leaves room for it (half of step 2's wall time).
+# The seeds' raw scripts (tools/seeds_raw.py) and the standalone scripts run right after step 2, and their
+# output goes into the run's attached/ folder, so the bundle of step 3 carries it. Every wall time lands in
+# walls.tsv beside step 2's.
 # Everything lands under OUT_DIR; a table is printed last.
 #
 #   tools/gpu-final.sh OUT_DIR WHEELS      (from the tree's root; about 6 minutes on an H200)
@@ -35,6 +37,25 @@ step "repro all: exit $?"
 all_s=$((SECONDS - all_t0))
 printf 'repro all\t%s\n' "$all_s" >"$out/walls.tsv"
 run=$(find "$out/all" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
+
+# The seeds' raw scripts right after `repro all`, their output attached to the run (the bundle packs attached/).
+mkdir -p "$run/attached"
+step "seeds' raw scripts"
+seeds_t0=$SECONDS
+OUT="$out" timeout 120 python3 tools/seeds_raw.py >"$out/seeds.log" 2>&1
+step "seeds: exit $?"
+printf "seeds' raw scripts\t%s\n" "$((SECONDS - seeds_t0))" >>"$out/walls.tsv"
+cp "$out/seeds.log" "$run/attached/seeds_raw.log"
+
+step "standalone scripts"
+mkdir -p "$out/scripts"
+for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
+    .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
+    if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
+    (cd "$out/scripts" && timeout 90 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
+    step "script $id: exit $?"
+    cat "$out/scripts/$id.out" "$out/scripts/$id.err" >"$run/attached/script-$id.out"
+done
 
 step "repro bundle"
 # The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
@@ -84,15 +105,6 @@ for doc in again:
           f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
 PY
 
-step "standalone scripts"
-mkdir -p "$out/scripts"
-for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
-    .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
-    if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
-    (cd "$out/scripts" && timeout 90 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
-    step "script $id: exit $?"
-done
-
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt $((all_s * 9 / 10)) ]; then
     step "repro all --target-ci 0.02 --budget 2 ($left s left)"
@@ -115,17 +127,6 @@ if [ "$left" -gt $((all_s / 2)) ]; then
 else
     step "repro all --quick skipped: $left s left, step 2 took $all_s s"
 fi
-left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt 60 ]; then
-    step "seeds' raw scripts ($left s left)"
-    seeds_t0=$SECONDS
-    OUT="$out" timeout "$left" python3 tools/seeds_raw.py >"$out/seeds.log" 2>&1
-    step "seeds: exit $?"
-    printf "seeds' raw scripts\t%s\n" "$((SECONDS - seeds_t0))" >>"$out/walls.tsv"
-else
-    step "seeds' raw scripts skipped: $left s left"
-fi
-
 step "done"
 cat "$out/walls.tsv"
 cd "$tree" && .venv/bin/python tools/gpu-final-table.py "$out" "$run" | tee "$out/table.md"

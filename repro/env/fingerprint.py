@@ -163,9 +163,13 @@ def packages_text() -> str:
         name = d.metadata["Name"]
         if name and name.lower() not in seen:
             seen[name.lower()] = f"{name}=={d.version}  # {d.locate_file('')}"
+    from repro.env import harness
+
     head = (
         f"# installed distributions importable by {sys.executable} (importlib.metadata over sys.path) when the run "
         "started; each line's comment is the folder it came from\n"
+        f"# sys.path, in import order: {os.pathsep.join(p for p in sys.path if p)}\n"
+        f"# gpu-repro's own source: sha256 {harness.source_sha256()} (the artifacts' harness.source_sha256)\n"
     )
     return head + "".join(f"{seen[k]}\n" for k in sorted(seen))
 

@@ -47,6 +47,7 @@ class Point:
     torch: tuple[str, ...] = ()
     driver: tuple[str, ...] = ()
     harness: tuple[str, ...] = ()  # the first 12 hex digits of each run's harness source sha256
+    run_values: tuple[float, ...] = ()  # each run's headline, in the order of ``runs`` (empty: not recorded)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] =
         )
     for key, by_gpu in runs.items():
         for uuid, vals in by_gpu.items():
-            ids = tuple(sorted({r for _, r, _ in vals if r}))
+            by_run = {r: v for v, r, _ in vals if r}
+            ids = tuple(sorted(by_run))
             origins = [o for _, _, o in vals]
             points.setdefault(key, {})[uuid] = Point(
                 uuid,
@@ -135,6 +137,7 @@ def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] =
                 _distinct(o[0] for o in origins),
                 _distinct(o[1] for o in origins),
                 _distinct(o[2] for o in origins),
+                tuple(by_run[r] for r in ids),
             )
     return [
         Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)), headline)
@@ -164,6 +167,7 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
                         "torch": list(p.torch),
                         "driver": list(p.driver),
                         "harness": list(p.harness),
+                        "run_values": list(p.run_values),
                     }
                     for p in b.points
                 ],
@@ -199,6 +203,7 @@ def load_text(data: str) -> list[Band]:
                         tuple(map(str, p.get("torch", ()))),
                         tuple(map(str, p.get("driver", ()))),
                         tuple(map(str, p.get("harness", ()))),
+                        tuple(map(float, p.get("run_values", ()))),
                     )
                     for p in b["points"]
                 ),
@@ -273,9 +278,16 @@ def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:
                 yield path, doc
 
 
+def _runs(p: Point) -> str:
+    """The run ids, each with its own headline where the data records it (``id=0.9221``)."""
+    if len(p.run_values) == len(p.runs):
+        return ", ".join(f"{r}={v:.4g}" for r, v in zip(p.runs, p.run_values, strict=True)) or "-"
+    return ", ".join(p.runs) or "-"
+
+
 def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
     """Each band's provenance as lines: the repro, GPU model and params, then one line per GPU (its
-    uuid's first 8 characters, its value, the run ids it comes from)."""
+    uuid's first 8 characters, its value, the run ids it comes from with each run's headline)."""
     out = []
     for b in bands:
         if repros and b.repro not in repros:
@@ -283,7 +295,7 @@ def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
         out.append(f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs")
         out.append(f"  headline comparison {b.headline or '(not recorded)'}; params {b.params}")
         out += [
-            f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {', '.join(p.runs) or '-'}; torch {', '.join(p.torch) or '-'}; "
+            f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {_runs(p)}; torch {', '.join(p.torch) or '-'}; "
             f"driver {', '.join(p.driver) or '-'}; harness {', '.join(p.harness) or '-'})"
             for p in b.points
         ]

@@ -3,8 +3,10 @@
 Only what the run wrote goes in, found by name (a manifest, never a directory
 walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
 ``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png``, the standalone
-scripts the caller regenerated from the catalog (``scripts/<id>.py``) and, when it is the
-harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
+scripts the caller regenerated from the catalog (``scripts/<id>.py``), the run's ``packages.txt``,
+text files its maker put in ``attached/`` (``*.log``, ``*.out``, ``*.txt``: the seeds' raw output, the
+scripts' runs) and, when it is the harness that ran (same source digest), the harness itself as
+``harness/gpu_repro-*.whl``.
 Each is opened without following links and packed only if it is a regular file with one name (a
 hard link could be a second name of any file on that filesystem); member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
@@ -43,6 +45,7 @@ LOG_TAIL = 512 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 # A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
 _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
+_ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 
@@ -160,6 +163,10 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     text(root / "report.md", "report.md")
     if (root / "packages.txt").is_file():
         text(root / "packages.txt", "packages.txt")
+    if _real_dir(root / "attached"):  # what the run's maker put beside it: text only, redacted like the rest
+        for extra in sorted((root / "attached").iterdir()):
+            if _ATTACHED.fullmatch(extra.name):
+                text(extra, f"attached/{extra.name}", tail=True)
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)
@@ -197,7 +204,9 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
     ran = [rid for rid in sorted(set(repros)) if rid in have]
     if not ran:
         return
-    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}\n".encode()))
+    printed = any(n == f"{name}/attached/seeds_raw.log" for n, _ in out.members)
+    said = " What they printed on this run's machine: attached/seeds_raw.log." if printed else ""
+    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}\n".encode()))
     for rid in ran:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
@@ -209,7 +218,8 @@ def _add_band(name: str, repros: list[str], out: _Plan) -> None:
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
     how = (
-        "A GPU's value is the median of its runs' headline ratios. The runs are default `repro all` and `repro run` "
+        "A GPU's value is the median of its runs' headline ratios (each run's beside its id). The runs are default "
+        "`repro all` and `repro run` "
         "runs committed under artifacts/reference/ in the gpu-repro repository, not in this bundle; "
         "their harness digests may differ ('-': a run from before harness digests), and so may their methods."
     )

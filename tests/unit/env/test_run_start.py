@@ -112,7 +112,8 @@ def test_packages_are_a_sorted_freeze_written_once(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0].startswith("# installed distributions importable by ")
     assert any(ln.startswith("pytest==") for ln in lines) and any(ln.startswith("jsonschema==") for ln in lines)
-    names = [ln.split("==")[0].lower() for ln in lines[1:]]
+    assert lines[1].startswith("# sys.path, in import order: ") and lines[2].startswith("# gpu-repro's own source: ")
+    names = [ln.split("==")[0].lower() for ln in lines if not ln.startswith("#")]
     assert names == sorted(names) and len(set(names)) == len(names)  # each distribution once, by name
     pytest_line = next(ln for ln in lines if ln.startswith("pytest=="))
     assert pytest_line.split("  # ")[1] == str(Path(pytest.__file__).resolve().parent.parent)  # where it came from

@@ -34,6 +34,11 @@ def test_one_gpu_is_no_band_and_runs_on_one_gpu_give_one_point() -> None:
     assert band.compute([_doc("a", 1.0), _doc("a", 1.2)]) == []
     (b,) = band.compute([_doc("a", 1.0), _doc("a", 1.2, run="s"), _doc("b", 1.3)])
     assert [(p.uuid, p.value) for p in b.points] == [("a", 1.1), ("b", 1.3)]
+    # Each run's own headline is kept beside its id, so a GPU's median can be checked.
+    assert [(p.runs, p.run_values) for p in b.points] == [(("r", "s"), (1.0, 1.2)), (("r",), (1.3,))]
+    assert "GPU a: 1.1 (runs r=1, s=1.2;" in "\n".join(band.show([b]))
+    old = band.Band(b.repro, b.gpu, b.params, tuple(band.Point(p.uuid, p.value, p.runs) for p in b.points))
+    assert "GPU a: 1.1 (runs r, s;" in "\n".join(band.show([old]))  # data from before run values
     assert abs(b.center - 1.2) < 1e-12 and abs(b.half_width - 0.1 / 1.2) < 1e-12
 
 

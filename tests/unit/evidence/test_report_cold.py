@@ -91,7 +91,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert band.main(["--show", "solve-512-cliff"]) == 0
     out = capsys.readouterr().out
     uuid = doc["fingerprint"]["gpu"]["uuid"]
-    assert f"GPU {uuid[:8]}: 9.335 (runs 20261201T111151Z-438281; torch 2.11.0+cu130" in out
+    assert f"GPU {uuid[:8]}: 9.335 (runs 20261201T111151Z-438281=9.335; torch 2.11.0+cu130" in out
     assert "rerun_band.json" in out
     assert band.main(["--show", "nope"]) == 2
     assert "no re-run band for nope; bands exist for: " in capsys.readouterr().err

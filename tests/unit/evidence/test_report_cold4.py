@@ -170,5 +170,5 @@ def test_the_install_lines_work_from_the_folder_they_name(run_dir: Path, fast: S
     assert "band.txt" in names
     said = next(where.rglob("band.txt")).read_text().splitlines()
     # Where the band's runs are, and how one GPU's value comes from them.
-    assert said[1].startswith("A GPU's value is the median of its runs' headline ratios. The runs are default")
+    assert said[1].startswith("A GPU's value is the median of its runs' headline ratios (each run's beside its id).")
     assert "committed under artifacts/reference/ in the gpu-repro repository, not in this bundle" in said[1]
