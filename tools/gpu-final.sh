@@ -38,21 +38,31 @@ all_s=$((SECONDS - all_t0))
 printf 'repro all\t%s\n' "$all_s" >"$out/walls.tsv"
 run=$(find "$out/all" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
 
-# The seeds' raw scripts right after `repro all`, their output attached to the run (the bundle packs attached/).
+if [ -z "$run" ]; then
+    step "repro all left no run folder: nothing to bundle"
+    exit 1
+fi
+# The seeds' raw scripts right after `repro all`, their output attached to the run (the bundle packs attached/),
+# when the budget leaves room for them and for the bundle, the re-run and the scripts after them (200 s).
 mkdir -p "$run/attached"
-step "seeds' raw scripts"
-seeds_t0=$SECONDS
-OUT="$out" timeout 120 python3 tools/seeds_raw.py >"$out/seeds.log" 2>&1
-step "seeds: exit $?"
-printf "seeds' raw scripts\t%s\n" "$((SECONDS - seeds_t0))" >>"$out/walls.tsv"
-cp "$out/seeds.log" "$run/attached/seeds_raw.log"
+left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
+if [ "$left" -gt 260 ]; then
+    step "seeds' raw scripts ($left s left)"
+    seeds_t0=$SECONDS
+    OUT="$out" timeout 120 python3 tools/seeds_raw.py >"$out/seeds.log" 2>&1
+    step "seeds: exit $?"
+    printf "seeds' raw scripts\t%s\n" "$((SECONDS - seeds_t0))" >>"$out/walls.tsv"
+    cp "$out/seeds.log" "$run/attached/seeds_raw.log"
+else
+    step "seeds' raw scripts skipped: $left s left"
+fi
 
 step "standalone scripts"
 mkdir -p "$out/scripts"
 for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
     .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
     if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
-    (cd "$out/scripts" && timeout 90 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
+    (cd "$out/scripts" && timeout 60 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
     step "script $id: exit $?"
     cat "$out/scripts/$id.out" "$out/scripts/$id.err" >"$run/attached/script-$id.out"
 done

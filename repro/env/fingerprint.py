@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -139,14 +140,28 @@ def collect_env_for_run(run_dir: Path) -> dict[str, Any]:
 RUN_START_FILE = ".cache/gpu-at-run-start.json"  # every GPU's state before the run's first repro
 
 
-def record_run_start(run_dir: Path) -> None:
-    """Every GPU's state before the run's first repro, once per run folder (the first caller's); a
-    reading that failed is not kept. Never raises: a run goes on without it."""
-    from repro.core.fsio import once_per_run
+RUN_START_TIMEOUT_S = 10.0  # NVML on a GPU that fell off the bus can block: the run does not wait on it
+
+
+def _run_start_bounded(timeout_s: float = RUN_START_TIMEOUT_S) -> dict[str, Any]:
+    """``nvml.run_start()`` on a daemon thread, or an error reading when it does not answer in time."""
     from repro.env import nvml
 
+    got: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: got.append(nvml.run_start()), daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return got[0] if got else {"error": f"NVML did not answer in {timeout_s:g} s"}
+
+
+def record_run_start(run_dir: Path) -> None:
+    """Every GPU's state before the run's first repro, once per run folder: the first caller's reading,
+    kept even when it failed, so a later call never records a GPU some repro already heated as the
+    run's start. Never raises: a run goes on without it."""
+    from repro.core.fsio import once_per_run
+
     with contextlib.suppress(Exception):
-        once_per_run(run_dir / RUN_START_FILE, nvml.run_start, keep=lambda got: bool(got.get("gpus")))
+        once_per_run(run_dir / RUN_START_FILE, _run_start_bounded)
     record_packages(run_dir)
 
 
@@ -181,8 +196,10 @@ def record_packages(run_dir: Path) -> None:
     path = run_dir / PACKAGES_FILE
     if path.exists():
         return
-    with contextlib.suppress(Exception):
-        write_new(path, packages_text().encode())
+    from repro.core.redact import text_redactor
+
+    with contextlib.suppress(Exception):  # redacted as the bundle packs it, so packages_sha256 matches its copy
+        write_new(path, text_redactor()(packages_text()).encode())
 
 
 def packages_digest(run_dir: Path) -> str | None:

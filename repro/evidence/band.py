@@ -203,7 +203,7 @@ def load_text(data: str) -> list[Band]:
                         tuple(map(str, p.get("torch", ()))),
                         tuple(map(str, p.get("driver", ()))),
                         tuple(map(str, p.get("harness", ()))),
-                        tuple(map(float, p.get("run_values", ()))),
+                        tuple(map(float, p.get("run_values") or ())),
                     )
                     for p in b["points"]
                 ),

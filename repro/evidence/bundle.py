@@ -45,6 +45,7 @@ LOG_TAIL = 512 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 # A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
 _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
+ATTACHED_LIMIT = 2 * 1024 * 1024  # all of attached/ together: a bundle never fails for what was attached
 _ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
@@ -164,9 +165,17 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     if (root / "packages.txt").is_file():
         text(root / "packages.txt", "packages.txt")
     if _real_dir(root / "attached"):  # what the run's maker put beside it: text only, redacted like the rest
+        room = ATTACHED_LIMIT
         for extra in sorted((root / "attached").iterdir()):
-            if _ATTACHED.fullmatch(extra.name):
-                text(extra, f"attached/{extra.name}", tail=True)
+            if not _ATTACHED.fullmatch(extra.name):
+                continue
+            rel = f"attached/{extra.name}"
+            data = _read(extra, rel, out, limit=min(LOG_TAIL, max(room, 0)) or 1, tail=True) if room > 0 else None
+            if room <= 0:
+                out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
+            if data is not None:
+                room -= len(data)
+                out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)

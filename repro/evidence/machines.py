@@ -225,7 +225,7 @@ def harness_words(f: MachineFacts) -> str | None:
 def _enforced(nv: Nvml) -> str:
     """``, enforced X W`` where NVML recorded the limit the board enforces, and the highest it accepts."""
     said = f", enforced {nv.power_enforced_limit_w:g} W" if nv.power_enforced_limit_w else ""
-    return said + (f", at most {nv.power_max_limit_w:g} W" if nv.power_max_limit_w else "")
+    return said + (f", board maximum {nv.power_max_limit_w:g} W" if nv.power_max_limit_w else "")
 
 
 def _app_clock(nv: Nvml) -> str:

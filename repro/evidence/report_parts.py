@@ -180,8 +180,7 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
 
 def seeds_words(docs: Sequence[Artifact]) -> str:
     """``, the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
-    have = sorted({text(d.repro.id) for d in docs if seeds.folder(d.repro.id)})
-    return ", the seeds' own code (`seeds/`)" if have else ""
+    return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
 
 
 def traces_words(docs: Sequence[Artifact]) -> str:

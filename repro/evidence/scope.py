@@ -276,11 +276,22 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     return lines
 
 
+def _dotted(version: str) -> str:
+    """cudnnGetVersion's integer as a release: major*10000 + minor*100 + patch from cuDNN 9 (91900 -> 9.19.0),
+    major*1000 + minor*100 + patch before (8907 -> 8.9.7); any other text as it is."""
+    n = int(version) if version.isdigit() else 0
+    if n >= 90000:
+        return f"{n // 10000}.{n % 10000 // 100}.{n % 100}"
+    if n >= 1000:
+        return f"{n // 1000}.{n % 1000 // 100}.{n % 100}"
+    return version
+
+
 def _stack(doc: Artifact, e: Mapping[str, Any]) -> str:
     """torch, CUDA, the lane, the driver and the GEMM and solver libraries the process loaded."""
     libs = {lib.name: lib.version for lib in doc.machine.libraries if lib.loaded}
     said = [f"torch {e['torch'] or '-'}", f"CUDA {e['cuda'] or '-'}", str(e["lane"])]
     said += [f"driver {e['driver']}"] if e.get("driver") else []
     named = (("cublas", "cuBLAS"), ("cusolver", "cuSOLVER"), ("cudnn", "cuDNN"))
-    said += [f"{name} {libs[key]}" for key, name in named if libs.get(key)]
+    said += [f"{name} {_dotted(str(libs[key]))}" for key, name in named if libs.get(key)]
     return ", ".join(said)

@@ -66,7 +66,11 @@ def finding(outcome: Outcome, have: Mapping[str, VariantResult]) -> tuple[str, t
         details.append(
             "From the kernel table of one profiled step of each form, capturable against regular: "
             + "; ".join(split)
-            + ". The ratios above, medians over paired rounds of profiled steps, count every kernel a step launches."
+            + (
+                ". The ratios above, medians over paired rounds of profiled steps, count every kernel a step launches."
+                if all(r.basis == "kernel" for r in ([head] if head is not None else outcome.ratios))
+                else "."
+            )
         )
     for b in BACKENDS:
         graph, reg = have.get(f"{b}_capturable_graph"), have.get(f"{b}_regular")

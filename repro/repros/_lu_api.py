@@ -121,7 +121,7 @@ def api_clause(log: Mapping[str, Any]) -> str:
     for n, libs in sizes.items():
         named = [
             f"{fn}" + (f" x{k}" if k > 1 else "")
-            for got in (libs or {}).values()
+            for got in (libs.values() if isinstance(libs, Mapping) else ())
             if isinstance(got, Mapping)
             for fn, k in got.items()
             if isinstance(k, int)

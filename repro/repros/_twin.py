@@ -45,6 +45,7 @@ class TwinBuild:
     arch: str
     nvcc_version: str
     source_sha256: str
+    nvcc: str = ""  # the compiler's path: the one nvcc_version came from
 
     @property
     def flags(self) -> str:
@@ -145,7 +146,7 @@ def _build(source: Path, cache: Path | None, nvcc: str | None, archs: Sequence[s
         key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
         binary = cache / f"{source.stem}-{arch}-{key}"
         if binary.is_file() and os.access(binary, os.X_OK):
-            return TwinBuild(binary, True, arch, version, src_sha)
+            return TwinBuild(binary, True, arch, version, src_sha, nvcc)
         cache.mkdir(parents=True, exist_ok=True)
         tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
         try:
@@ -159,7 +160,7 @@ def _build(source: Path, cache: Path | None, nvcc: str | None, archs: Sequence[s
             tmp.unlink(missing_ok=True)
             continue
         os.replace(tmp, binary)
-        return TwinBuild(binary, False, arch, version, src_sha)
+        return TwinBuild(binary, False, arch, version, src_sha, nvcc)
     raise TwinBuildError("; ".join(failures))
 
 

@@ -57,7 +57,6 @@ from repro.repros._twin import (
     TwinBuildError,
     TwinRunError,
     build_twin,
-    find_nvcc,
     run_twin,
     twin_archs,
 )
@@ -382,7 +381,7 @@ class GraphMemset(Repro[MemsetParams]):
         info.update(
             arch=build.arch,
             nvcc=build.nvcc_version.splitlines()[-1],
-            nvcc_path=find_nvcc(),
+            nvcc_path=build.nvcc or None,
             nvcc_flags=build.flags,
             binary_cached=build.cached,
             binary_mtime_utc=build.mtime_utc,

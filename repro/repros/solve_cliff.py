@@ -175,7 +175,7 @@ class Solve512Cliff(Repro[SolveParams]):
     stack = (
         "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
         "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188; "
-        "the build's own commit, in the fingerprint, could not be fetched here) sends a square batch with n < 512 "
+        "not checked against this build's own commit, which the fingerprint names) sends a square batch with n < 512 "
         "to cuBLAS getrfBatched and larger n "
         "to looped cuSOLVER getrf under the cusolver preference. Not shown: whether a library is slow at 512 by "
         "itself; other PyTorch versions' rule."

@@ -97,14 +97,32 @@ def test_the_first_record_wins_and_a_repro_reads_its_own_gpu(tmp_path: Path, mon
     assert fingerprint.run_start_state(tmp_path / "elsewhere", "00000001-aaaa") is None
 
 
-def test_a_failed_reading_is_not_kept_and_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_reading_is_kept_so_no_later_one_passes_for_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken() -> Any:
         raise RuntimeError("NVML_ERROR_DRIVER_NOT_LOADED")
 
     monkeypatch.setattr(nvml, "_pynvml", broken)
     fingerprint.record_run_start(tmp_path)
-    assert not (tmp_path / fingerprint.RUN_START_FILE).exists()
+    assert json.loads((tmp_path / fingerprint.RUN_START_FILE).read_text()) == {
+        "error": "RuntimeError: NVML_ERROR_DRIVER_NOT_LOADED"
+    }
+    monkeypatch.setattr(nvml, "_pynvml", FakeNvml)
+    fingerprint.record_run_start(tmp_path)  # after a repro heated the GPU: not the run's start
+    assert fingerprint.run_start_state(tmp_path, "00000001-aaaa") is None
     assert (tmp_path / fingerprint.PACKAGES_FILE).is_file()  # the packages do not need a GPU
+
+
+def test_nvml_that_does_not_answer_costs_the_reading_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    release = threading.Event()
+    monkeypatch.setattr(nvml, "run_start", lambda: (release.wait(5), {"gpus": {}})[1])
+    try:
+        assert fingerprint._run_start_bounded(timeout_s=0.05) == {"error": "NVML did not answer in 0.05 s"}
+    finally:
+        release.set()
 
 
 def test_packages_are_a_sorted_freeze_written_once(tmp_path: Path) -> None:

@@ -318,6 +318,13 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
             for fname, body in files.items():
                 member = tf.extractfile(f"{RUN.name}/seeds/{rid}/{fname}")
                 assert member is not None and member.read().decode() == body
+    # attached/ as a whole has a size limit: what does not fit is left out and named, never a failed bundle.
+    for k in range(6):
+        (run / "attached" / f"big{k}.log").write_bytes(os.urandom(bundle.LOG_TAIL // 2).hex().encode())
+    _, plan = bundle.plan(run)
+    kept = sum(len(d) for n, d in plan.members if "/attached/" in n)
+    assert kept <= bundle.ATTACHED_LIMIT + 1024
+    assert any(x["name"].startswith("attached/big") and "more than" in x["reason"] for x in plan.left_out)
 
 
 # --------------------------------------------------------------------------- rendering
