@@ -45,6 +45,13 @@ fi
 # The seeds' raw scripts right after `repro all`, their output attached to the run (the bundle packs attached/),
 # when the budget leaves room for them and for the bundle, the re-run and the scripts after them (200 s).
 mkdir -p "$run/attached"
+gpu_line=$(nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader 2>&1 | head -1)
+{
+    echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
+    echo "and GPU ($gpu_line), before 'repro bundle':"
+    echo "- seeds_raw.log: tools/seeds_raw.py, the seeds' own programs (seeds/ in the bundle), each in its own process;"
+    echo "- script-<id>.out: 'repro script <id>' run with python3 (stdout, then stderr), each printing its versions first."
+} >"$run/attached/README.txt"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt 260 ]; then
     step "seeds' raw scripts ($left s left)"
@@ -64,7 +71,8 @@ for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff g
     if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
     (cd "$out/scripts" && timeout 60 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
     step "script $id: exit $?"
-    cat "$out/scripts/$id.out" "$out/scripts/$id.err" >"$run/attached/script-$id.out"
+    { echo "# repro script $id | python3 | $gpu_line | $(date -u +%FT%TZ)"; cat "$out/scripts/$id.out" "$out/scripts/$id.err"; } \
+        >"$run/attached/script-$id.out"
 done
 
 step "repro bundle"

@@ -345,8 +345,10 @@ def _how_to_install(doc: Artifact, module: str | None) -> str:
     if not isinstance(spec, str) or not _PIP_SPEC.fullmatch(spec):
         return ""
     note = said.get("note")
+    gib = said.get("gpu_memory_gib")
+    room = f"; about {gib:g} GiB of GPU memory at these sizes" if isinstance(gib, int | float) and gib > 0 else ""
     return f": {code(shlex.join(['pip', 'install', spec]))}" + (
-        f" ({text(note)})" if isinstance(note, str) and note else ""
+        f" ({text(note)}{room})" if isinstance(note, str) and note else f" ({room[2:]})" if room else ""
     )
 
 

@@ -296,9 +296,7 @@ def run_start_words(docs: Sequence[Artifact]) -> str | None:
     )
     util = st.get("utilization_gpu_pct")
     said = [
-        f"power {_span([st.get('power_w')], 'W')}",
-        f"temperature {_span([st.get('temperature_c')], 'C')}",
-        f"SM clock {_span([st.get('sm_clock_mhz')], 'MHz')}",
+        *_readings([st]),
         f"utilization {util}%" if isinstance(util, int | float) else "utilization not read",
         procs,
     ]
@@ -308,13 +306,18 @@ def run_start_words(docs: Sequence[Artifact]) -> str | None:
     return f"GPU before the run's first repro ({st.get('taken_utc') or 'time not recorded'}): {', '.join(said)}"
 
 
+def _readings(states: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Power, temperature and SM clock over NVML readings: each one value, or its range."""
+    return [
+        f"power {_span([st.get('power_w') for st in states], 'W')}",
+        f"temperature {_span([st.get('temperature_c') for st in states], 'C')}",
+        f"SM clock {_span([st.get('sm_clock_mhz') for st in states], 'MHz')}",
+    ]
+
+
 def _state_words(states: Sequence[tuple[str, Mapping[str, Any]]], where: str) -> list[str]:
     """Ranges of power, temperature and SM clock over the repros, and which repros had clock events."""
-    parts = [
-        f"power {_span([st.get('power_w') for _, st in states], 'W')}",
-        f"temperature {_span([st.get('temperature_c') for _, st in states], 'C')}",
-        f"SM clock {_span([st.get('sm_clock_mhz') for _, st in states], 'MHz')}",
-    ]
+    parts = _readings([st for _, st in states])
     events = list(
         dict.fromkeys(
             f"{rid}: {', '.join(st['clocks_event_reasons'])}" for rid, st in states if st.get("clocks_event_reasons")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from repro.api import Context, VariantResult
+from repro.api import Context, VariantResult, short_kernel
 
 # Kernel names a profiler table read by name gives to an Adam step: torch's fused AdamW runs
 # multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata<4>, FusedAdamMathFunctor<...>>, its
@@ -50,11 +50,22 @@ def kernel_split(v: VariantResult) -> dict[str, Any]:
     """What a reader needs to see the step's kernel time against the multi-tensor kernels alone:
     both per-step times (us) from the kernel table, and the launches per step the second leaves out."""
     others = [k for k in v.kernels if not multi_tensor_kernel(k.name)]
+    top = max(others, key=lambda k: k.mean_us * k.per_call, default=None)
     return {
         "step_kernels_us": per_step_us(v),
         "multi_tensor_kernels_us": per_step_us(v, multi_tensor_kernel),
         "other_launches_per_step": sum(k.per_call for k in others),
         "other_kernels": len(others),
+        # The one of them with the most device time a step: what the extra launches mostly are.
+        **(
+            {
+                "other_top": short_kernel(top.name),
+                "other_top_us": top.mean_us * top.per_call,
+                "other_top_launches": top.per_call,
+            }
+            if top is not None
+            else {}
+        ),
     }
 
 
@@ -76,6 +87,14 @@ def seed_entry(comparison: str, label: str, subject: bool, got: Mapping[str, flo
     return {"comparison": comparison, "label": label, "subject": subject, "steps": SEED_STEPS, **got}
 
 
+def _top(entry: Mapping[str, Any]) -> str:
+    """``, most of their time N x kernel (X ms a step)`` where the capturable form's split recorded it."""
+    name, us, n = entry.get("other_top"), entry.get("other_top_us"), entry.get("other_top_launches")
+    if not isinstance(name, str) or not isinstance(us, int | float) or not isinstance(n, int | float):
+        return ""
+    return f", most of their time {n:g} x {name} ({us / 1e3:.3g} ms a step)"
+
+
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     """One sentence on why the seed's method and ours differ, from what this run recorded."""
     words = (
@@ -84,6 +103,6 @@ def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     )
     split = [e for e in entries if e.get("other_launches") and e.get("label")]
     if split:
-        said = ", ".join(f"{e['label']} ({e['other_launches']:g} per capturable step)" for e in split)
+        said = ", ".join(f"{e['label']} ({e['other_launches']:g} per capturable step{_top(e)})" for e in split)
         words += f", so they part where a capturable step launches other kernels: {said}"
     return words + "."

@@ -421,7 +421,8 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "elements": elements,
             "kernel_counted": STEP_KERNELS,
             "multi_tensor_match": list(MULTI_TENSOR_KEYS),
-            "claim_needs": dict(TE_INSTALL),
+            # What a re-run that tests the claim needs: TE, and room for the fp32 sets of a step at these sizes.
+            "claim_needs": {**TE_INSTALL, "gpu_memory_gib": round(script_gib(p, "te"), 1)},
         }
         if seeds:
             extra.update(seed_method=seeds, seed_method_how=SEED_METHOD, seed_method_note=seed_method_note(seeds))
@@ -528,7 +529,8 @@ class FusedAdamCapturable(Repro[AdamParams]):
                 **kernel_split(v),
             }
             if mode == "capturable":
-                more["seed_method"] = {**seed, "other_launches": more["other_launches_per_step"]}
+                tops = {k: more[k] for k in ("other_top", "other_top_us", "other_top_launches") if k in more}
+                more["seed_method"] = {**seed, "other_launches": more["other_launches_per_step"], **tops}
             out.append(_with_extra(v, more))
         return out
 

@@ -159,7 +159,11 @@ class GraphMemset(Repro[MemsetParams]):
         "graph with a tiny fill kernel in place of each memset."
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
-    untested = ("other drivers (graph node scheduling is the driver's)", "other architectures (Ada, Blackwell)")
+    untested = (
+        "other drivers (graph node scheduling is the driver's)",
+        "other architectures (Ada, Blackwell)",
+        "a per-node trace of the twin's graphs (nsys: the twin's times are per-replay CUDA-event totals)",
+    )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))

@@ -108,6 +108,11 @@ def test_the_rerun_line_names_the_te_install_the_claim_needs(doc: dict[str, Any]
         "To test the seed's claim, the re-run needs `transformer_engine` installed: "
         "`pip install 'transformer_engine[pytorch]'` (a TE build for your CUDA; the seed names no TE version)."
     ) in sec
+    # With the memory a run at these sizes holds (recorded since the claim's needs carry it).
+    sized = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "gpu_memory_gib": 94.2}}}
+    assert (
+        "(a TE build for your CUDA; the seed names no TE version; about 94.2 GiB of GPU memory at these sizes)."
+    ) in section(report([sized]), RID)
     # A malformed requirement in the open extra is not rendered as a command
     bad = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "pip": "te; rm -rf /"}}}
     assert "pip install 'te" not in report([bad]) and "needs `transformer_engine` installed." in report([bad])

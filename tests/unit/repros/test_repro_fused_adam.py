@@ -585,6 +585,22 @@ def test_the_kernel_split_reports_all_kernels_against_the_multi_tensor_ones() ->
     assert split["step_kernels_us"] == pytest.approx(104_785.0)
     assert split["multi_tensor_kernels_us"] == pytest.approx(79_410.0)
     assert split["other_launches_per_step"] == 402 and split["other_kernels"] == 1
+    # What the extra launches mostly are: the other kernel with the most time a step, by its short name.
+    from repro.api import short_kernel
+    from repro.repros._adam_steps import seed_method_note
+
+    assert split["other_top"] == short_kernel(_DIV) and split["other_top_launches"] == 402
+    assert split["other_top_us"] == pytest.approx(25_375.0)
+    entry = {
+        "label": "torch AdamW(foreach=True)",
+        "other_launches": 402.0,
+        **{k: split[k] for k in split if "top" in k},
+    }
+    note = seed_method_note([entry])
+    assert (
+        f"torch AdamW(foreach=True) (402 per capturable step, most of their time 402 x {short_kernel(_DIV)} " in note
+    )
+    assert "(25.4 ms a step))" in note
     cpu = dataclasses.replace(v, kernel_source="cpu")
     assert per_step_us(cpu) is None  # aten ops on CPU are not a step's device time
 
