@@ -33,6 +33,7 @@ from repro.evidence import artifact
 from repro.evidence.clocks import clock_words
 from repro.run import catalog
 from repro.run.context import RunContext
+from repro.run.order import order_warnings
 from repro.run.progress import Progress, no_progress
 
 # CPU timing (smoke runs) uses this many threads, whatever the machine has: a thread pool
@@ -286,6 +287,7 @@ def execute(
         fp=fp,
         extra=result.extra if result else {},
         warnings=_warnings(variants, result),
+        order=order_warnings(verdict.breakdown, variants),
         error=error,
         phases=phases,
         measure=spent,
@@ -310,12 +312,18 @@ def document(
     error: Mapping[str, Any] | None = None,
     phases: Mapping[str, float] | None = None,
     measure: Mapping[str, float] | None = None,
+    order: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The artifact of one run of ``req``, redacted: the one place an artifact document is put together.
 
     ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran;
-    ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``).
+    ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``);
+    ``order``: a headline whose rounds split by the arms' order (``repro.run.order``): a warning, and the
+    run is suspect.
     """
+    judged = validity(variants, fp.get("gpu"))
+    if order and judged["flag"] != "not_applicable":
+        judged = {"flag": "suspect", "reasons": [*judged["reasons"], *order]}
     doc = artifact.assemble(
         repro=repro_section(cls, params),
         run={
@@ -333,10 +341,10 @@ def document(
         },
         variants=variants,
         verdict=verdict,
-        validity=validity(variants, fp.get("gpu")),
+        validity=judged,
         fingerprint=fp,
         extra=extra or {},
-        warnings=warnings,
+        warnings=[*warnings, *order],
         error=error,
     )
     return dict(redact.redactor()(doc))

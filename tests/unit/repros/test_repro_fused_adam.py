@@ -597,9 +597,7 @@ def test_the_kernel_split_reports_all_kernels_against_the_multi_tensor_ones() ->
         **{k: split[k] for k in split if "top" in k},
     }
     note = seed_method_note([entry])
-    assert (
-        f"torch AdamW(foreach=True) (402 per capturable step, most of their time 402 x {short_kernel(_DIV)} " in note
-    )
+    assert f"torch AdamW(foreach=True) (402 per capturable step, most of their time 402 x {short_kernel(_DIV)} " in note
     assert "(25.4 ms a step))" in note
     cpu = dataclasses.replace(v, kernel_source="cpu")
     assert per_step_us(cpu) is None  # aten ops on CPU are not a step's device time
