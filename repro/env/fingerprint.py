@@ -173,13 +173,13 @@ def packages_text() -> str:
     by name: a freeze that also says which site-packages each came from (layered environments)."""
     from importlib.metadata import distributions
 
+    from repro.env import harness
+
     seen: dict[str, str] = {}  # lower-case name -> its line
     for d in distributions():  # the first on sys.path wins, as an import would
         name = d.metadata["Name"]
         if name and name.lower() not in seen:
             seen[name.lower()] = f"{name}=={d.version}  # {d.locate_file('')}"
-    from repro.env import harness
-
     head = (
         f"# installed distributions importable by {sys.executable} (importlib.metadata over sys.path) when the run "
         "started; each line's comment is the folder it came from\n"

@@ -209,7 +209,7 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "power_default_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000.0),
         # The limit the board enforces: the lower of its own and any set from outside (a host, a hypervisor).
         "power_enforced_limit_w": _safe(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
-        # The highest limit the board accepts (the form factor's: 700 W on an H200 SXM, 600 W on an NVL).
+        # The highest limit the board accepts: its form factor's maximum, above any limit set on it.
         "power_max_limit_w": _safe(lambda: nv.nvmlDeviceGetPowerManagementLimitConstraints(h)[1] / 1000.0),
         "sm_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
         "mem_clock_max_mhz": _safe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
