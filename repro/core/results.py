@@ -98,6 +98,11 @@ class Kernel:
     mean_us: float
     per_call: float  # launches of this kernel per timed call
 
+    @property
+    def us_per_call(self) -> float:
+        """Its microseconds per call of the timed op: the mean launch times its launches per call."""
+        return float(self.total_us) / max(float(self.count), 1.0) * float(self.per_call)
+
 
 @dataclass(frozen=True)
 class Work:

@@ -155,6 +155,11 @@ def ratio_ci(
     return value, a.ci_low / b.ci_high * scale, a.ci_high / b.ci_low * scale
 
 
+def paired_ratios(num_rounds: Sequence[float], den_rounds: Sequence[float], scale: float = 1.0) -> list[float]:
+    """The per-round ratios num[i]/den[i] times ``scale``, rounds with a non-positive denominator left out."""
+    return [a / b * scale for a, b in zip(num_rounds, den_rounds, strict=True) if b > 0]
+
+
 def paired_ratio_ci(
     num_rounds: Sequence[float],
     den_rounds: Sequence[float],
@@ -178,7 +183,7 @@ def paired_ratio_ci(
     """
     if len(num_rounds) != len(den_rounds):
         raise ValueError(f"paired rounds differ in length: {len(num_rounds)} vs {len(den_rounds)}")
-    ratios = [a / b * scale for a, b in zip(num_rounds, den_rounds, strict=True) if b > 0]
+    ratios = paired_ratios(num_rounds, den_rounds, scale)
     if not ratios:
         raise ValueError("no paired round with a positive denominator")
     st = summarize(ratios, level)

@@ -140,7 +140,7 @@ def variants_table(a: Artifact) -> str:
 
 def per_call_us(k: Kernel) -> float:
     """A kernel's microseconds per call of the timed op (``per_call``: its launches per call)."""
-    return float(k.total_us) / max(float(k.count), 1.0) * float(k.per_call)
+    return k.us_per_call
 
 
 def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:

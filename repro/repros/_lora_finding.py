@@ -62,7 +62,7 @@ def kernel_clause(result: RunResult) -> str:
     for name in ("bs1", "bs2"):
         v = have.get(name)
         kernels = v.kernels if v is not None else ()
-        sums.append(sum(float(k.total_us) / max(float(k.count), 1.0) * float(k.per_call) for k in kernels))
+        sums.append(sum(k.us_per_call for k in kernels))
     if not all(x > 0 for x in sums):
         return ""
     one, two = sums

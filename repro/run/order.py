@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from repro.core import stats
 from repro.core.results import VariantResult
 
 MIN_ROUNDS = 3  # per half: fewer say nothing about an order effect
@@ -35,8 +36,7 @@ def order_warnings(breakdown: Sequence[Mapping[str, Any]], variants: Sequence[Va
             continue
         if not isinstance(value, float) or not isinstance(lo, float) or not isinstance(hi, float):
             continue
-        scale = float(row.get("scale") or 1.0)
-        ratios = [x / y * scale for x, y in zip(a, b, strict=True) if y > 0]
+        ratios = stats.paired_ratios(a, b, float(row.get("scale") or 1.0))
         forward, reversed_ = statistics.median(ratios[0::2]), statistics.median(ratios[1::2])
         gap = abs(forward / reversed_ - 1) if reversed_ > 0 else 0.0
         half = (hi - lo) / 2 / value if value else 0.0
