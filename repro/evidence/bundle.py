@@ -149,10 +149,13 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     fix = text_redactor()
     out = _Plan()
 
-    def text(path: Path, rel: str, *, tail: bool = False) -> None:
-        data = _read(path, rel, out, limit=LOG_TAIL if tail else FILE_LIMIT, tail=tail)
-        if data is not None:
-            out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
+    def text(path: Path, rel: str, *, tail: bool = False, limit: int | None = None) -> int:
+        """Pack ``path`` redacted as ``rel``; the bytes read (0 when it was left out)."""
+        data = _read(path, rel, out, limit=limit or (LOG_TAIL if tail else FILE_LIMIT), tail=tail)
+        if data is None:
+            return 0
+        out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
+        return len(data)
 
     for rid in ids:
         text(root / f"{rid}.json", f"{rid}.json")
@@ -170,12 +173,10 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
             if not _ATTACHED.fullmatch(extra.name):
                 continue
             rel = f"attached/{extra.name}"
-            data = _read(extra, rel, out, limit=min(LOG_TAIL, max(room, 0)) or 1, tail=True) if room > 0 else None
             if room <= 0:
                 out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
-            if data is not None:
-                room -= len(data)
-                out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
+                continue
+            room -= text(extra, rel, tail=True, limit=min(LOG_TAIL, room))
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)
