@@ -26,6 +26,7 @@ from repro.core.results import (
 from repro.core.spec import Repro, Requirements, Sweep, param
 from repro.core.verdict import Outcome, short_kernel, top_kernel
 from repro.evidence import standalone
+from repro.evidence.seeds import programs as seed_programs
 from repro.run.catalog import register
 from repro.run.sampling import kernel_episode
 from repro.run.schedule import QUICK_UNPROFILED
@@ -57,6 +58,8 @@ __all__ = [
     "short_kernel",
     "top_kernel",
     "QUICK_UNPROFILED",
+    # the seeds' own programs as this package holds them (repro id -> file name -> text)
+    "seed_programs",
     # a variant timed by a program of its own (graph-memset's CUDA twin)
     "Timing",
     "achieved",

@@ -21,6 +21,9 @@ wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tree=$PWD
+# The image this machine runs is the GPU service's own and cannot be seen from inside it: name it, so the
+# fingerprint records it (container.env) and the report says it.
+export GPU_REPRO_IMAGE=${GPU_REPRO_IMAGE:-"cuda (the GPU service's private image; no registry name or digest)"}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 
@@ -49,9 +52,14 @@ gpu_line=$(nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
 {
     echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
     echo "and GPU ($gpu_line), before 'repro bundle':"
-    echo "- seeds_raw.log: tools/seeds_raw.py, the seeds' own programs (seeds/ in the bundle), each in its own process;"
-    echo "- script-<id>.out: 'repro script <id>' run with python3 (stdout, then stderr), each printing its versions first."
+    echo "- seeds_raw.log: seeds_raw.py (here) ran the seeds' own programs (seeds/ in the bundle), each in its own"
+    echo "  process, with $(command -v python3) (the machine's Python, the one that holds its torch);"
+    echo "- script-<id>.out: 'repro script <id>' run with that python3 (stdout, then stderr), each printing its"
+    echo "  versions first;"
+    echo "- gpu-final.sh: the driver that ran 'repro all' (with the harness installed by 'make setup' into .venv,"
+    echo "  a venv over the machine's Python), then the above, then 'repro bundle'."
 } >"$run/attached/README.txt"
+cp tools/seeds_raw.py tools/gpu-final.sh "$run/attached/"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt 260 ]; then
     step "seeds' raw scripts ($left s left)"

@@ -12,6 +12,7 @@ import typer
 
 from repro.cli.common import check_new_file, echo_text, err, handles_errors, write_new_file
 from repro.core.errors import UsageError
+from repro.core.fsio import write_replace
 
 
 @handles_errors
@@ -137,7 +138,13 @@ def bundle_cmd(
             left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
     # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
     # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
-    whole = _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None) if docs else None
+    # Files the run's maker added after it (attached/): the report names them, so it is rendered again
+    # and replaces the run's report.md, which then matches the bundle's.
+    attached = bundle.attached_names(run_dir) if docs else []
+    if attached:
+        write_replace(run_dir / "report.md", _rendered(docs, run_dir, attached=attached).encode())
+        typer.echo(f"report.md rendered again: it names the {len(attached)} file(s) in attached/", err=True)
+    whole = _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached) if docs else None
     path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 

@@ -46,7 +46,7 @@ _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 # A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
 _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
 ATTACHED_LIMIT = 2 * 1024 * 1024  # all of attached/ together: a bundle never fails for what was attached
-_ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt)")
+_ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt|py|sh)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 
@@ -73,6 +73,17 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
         os.close(fd)
         return None
     return fd, st
+
+
+def attached_names(run_dir: Path) -> list[str]:
+    """The files of ``run_dir/attached/`` a bundle packs (text by name: ``.log``, ``.out``, ``.txt``,
+    ``.py``, ``.sh``), sorted; a link or a folder is not one of them."""
+    folder = Path(run_dir) / "attached"
+    if not _real_dir(folder):
+        return []
+    return sorted(
+        p.name for p in folder.iterdir() if _ATTACHED.fullmatch(p.name) and p.is_file() and not p.is_symlink()
+    )
 
 
 def _real_dir(path: Path) -> bool:
@@ -167,16 +178,13 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     text(root / "report.md", "report.md")
     if (root / "packages.txt").is_file():
         text(root / "packages.txt", "packages.txt")
-    if _real_dir(root / "attached"):  # what the run's maker put beside it: text only, redacted like the rest
-        room = ATTACHED_LIMIT
-        for extra in sorted((root / "attached").iterdir()):
-            if not _ATTACHED.fullmatch(extra.name):
-                continue
-            rel = f"attached/{extra.name}"
-            if room <= 0:
-                out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
-                continue
-            room -= text(extra, rel, tail=True, limit=min(LOG_TAIL, room))
+    room = ATTACHED_LIMIT  # what the run's maker put beside it: text only, redacted like the rest
+    for extra_name in attached_names(root):
+        rel = f"attached/{extra_name}"
+        if room <= 0:
+            out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
+            continue
+        room -= text(root / rel, rel, tail=True, limit=min(LOG_TAIL, room))
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)

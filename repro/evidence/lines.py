@@ -95,6 +95,9 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
     if said is not None and said.strip():
         # The repro's words open "Seed: ..." (the label says whose experiment comes first).
         out.append(f"Seed's experiment vs ours: {text(said.removeprefix('Seed: '))}")
+    posted = doc.extra.get("seed_as_posted")  # the seed's own program run here, in its repro's words
+    if isinstance(posted, str) and posted.strip():
+        out.append(f"{text(posted.strip().rstrip('.'))}.")
     v = doc.verdict
     for row in _seed_rows(doc):
         level = "95% CI" if abs(float(row.ci_level or 0.95) - 0.95) < 1e-9 else verdict_label(v)

@@ -48,6 +48,7 @@ from repro.evidence.markdown import (
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
 from repro.evidence.report_parts import (
+    attached_words,
     bundle_names,
     environment,
     identity_lines,
@@ -290,6 +291,7 @@ def report(
     declared: Declarations | None = None,
     max_lines: int | None = PASTE_LINES,
     bands: Sequence[band.Band] | None = None,
+    attached: Sequence[str] = (),
 ) -> str:
     """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
@@ -297,7 +299,8 @@ def report(
     repros' ``<details>`` blocks (largest first), then the environment; then the report is cut
     between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``:
     what the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
-    ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``).
+    ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
+    the names of the files in the run folder's ``attached/`` that the bundle packs.
 
     ``repro cliff`` artifacts get their own section (``repro.evidence.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.
@@ -329,7 +332,7 @@ def report(
             head += [
                 legend(runs) + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
                 "(collect_env's output: in its repro's artifact), the harness wheel, each "
-                f"repro's script{seeds_words(runs)}._",
+                f"repro's script{seeds_words(runs)}{attached_words(attached)}._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]

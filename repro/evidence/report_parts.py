@@ -22,6 +22,7 @@ from repro.evidence.standalone import harness_of
 from repro.evidence.variants import with_whole_steps
 
 __all__ = [
+    "attached_words",
     "bundle_names",
     "claim_cell",
     "method_line",
@@ -181,6 +182,15 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
 def seeds_words(docs: Sequence[Artifact]) -> str:
     """``, the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
     return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
+
+
+def attached_words(names: Sequence[str]) -> str:
+    """``; attached/ ...``: the files a run's maker added to its folder after it (the bundle packs them)."""
+    if not names:
+        return ""
+    listed = ", ".join(code(n) for n in names)
+    why = "; `attached/README.txt` says what ran them" if "README.txt" in names else ""
+    return f"; files added to the run folder after it ran, in `attached/`: {listed}{why}"
 
 
 def traces_words(docs: Sequence[Artifact]) -> str:

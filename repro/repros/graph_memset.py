@@ -44,6 +44,7 @@ from repro.api import (
     standalone,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
+from repro.repros._memset_seedcu import seed_cu_clause, seed_cu_run
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -265,8 +266,11 @@ class GraphMemset(Repro[MemsetParams]):
         # (artifacts/reference/h200/twin-context), and the standalone script runs it alone.
         twin: list[VariantResult] = []
         info: dict[str, Any] = {}
+        seed_cu: dict[str, Any] | None = None
         if p.twin:
             twin, info = self._twin(p, ctx, torch.cuda.current_device())
+            if ctx.cuda and ctx.untimed("seed_cu") is None:
+                seed_cu = seed_cu_run(ctx, torch.cuda.current_device())
         dev = torch.device("cuda", torch.cuda.current_device())
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[p.matmul_dtype]
         gen = torch.Generator(device=dev)
@@ -351,6 +355,8 @@ class GraphMemset(Repro[MemsetParams]):
                 seed_torch = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         extra: dict[str, Any] = {
             **({"seed_torch_program": seed_torch} if seed_torch is not None else {}),
+            # The seed's own program's record, and the report's sentence on it (lines.seed_vs_ours).
+            **({"seed_cu": seed_cu, "seed_as_posted": seed_cu_clause(seed_cu)} if seed_cu is not None else {}),
             "torch": torch.__version__,
             "memset_via": "cuda.bindings.runtime" if memset else None,
             # The report's install line pins it, so a re-run issues the memsets through the same bindings.

@@ -36,6 +36,7 @@ from repro.api import (
     standalone,
     top_kernel,
 )
+from repro.repros._blas_api import form_calls, forms_clause
 
 THRESHOLD = 1.5
 THRESHOLD_WHY = "between the seed's RTX 4090 (~1.0) and 5090 (~2.7), nearer the 4090: a whole CI over it is not noise"
@@ -141,7 +142,7 @@ def _kernel_clause(lin: VariantResult, man: VariantResult) -> str:
     a, b = top_kernel(lin), top_kernel(man)
     extra = sorted({k.name for k in man.kernels} - {k.name for k in lin.kernels})
     if a == b:
-        clause = f"cuBLAS ran the same GEMM for both ({short_kernel(a)})"
+        clause = f"the same GEMM kernel ran for both ({short_kernel(a)})"
     else:
         clause = f"cuBLAS chose {short_kernel(a)} for nn.Linear and {short_kernel(b)} for the manual form"
     if extra:
@@ -369,8 +370,15 @@ class Linear5090(Repro[LinearParams]):
             measured = ctx.measure_groups(groups)
             precision_set(False)()  # the check below compares in plain fp32
             torch.testing.assert_close(linear(), manual(), rtol=1e-3, atol=1e-3)
+            api: dict[str, Any] | None = None
+            if ctx.cuda and ctx.untimed("api_log") is None:  # after the timing: the loggers cost nothing there
+                try:
+                    api = form_calls({"nn.Linear": linear, "x @ w.t() + b": manual}, ctx.synchronize)
+                except Exception as exc:  # a side record: its failure costs only itself
+                    api = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         variants = tuple(v for vs in measured.values() for v in vs)
-        return RunResult(variants=variants, extra={"seed_method": seed} if seed is not None else {})
+        extra = {k: v for k, v in (("seed_method", seed), ("api_log", api)) if v is not None}
+        return RunResult(variants=variants, extra=extra)
 
     def explain(self, p: LinearParams, result: RunResult, outcome: Outcome) -> Finding:
         lin, man = result.variant("linear_fp32"), result.variant("manual_fp32")
@@ -381,6 +389,8 @@ class Linear5090(Repro[LinearParams]):
             sentence = f"no kernels to name: {QUICK_UNPROFILED}"
         else:
             sentence = f"the heaviest ops were {top_kernel(lin)} and {top_kernel(man)}"
+        if said := forms_clause(result.extra.get("api_log")):
+            sentence += f"; {said}"
         if not outcome.smoke:
             sentence += " (the seed saw ~2.7x on an RTX 5090 and ~1.0x on an RTX 4090)"
         seed = result.extra.get("seed_method")

@@ -310,6 +310,25 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         bundle.build(run, tmp_path / "c.tar.gz", scripts={"../evil.py": "x"})
 
 
+def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path) -> None:
+    run = tmp_path / BENCH.name
+    shutil.copytree(BENCH, run)
+    before = (run / "report.md").read_text()
+    assert "attached/" not in before
+    (run / "attached").mkdir()
+    (run / "attached" / "README.txt").write_text("what ran these\n")
+    (run / "attached" / "seeds_raw.log").write_text("--- 000\n")
+    (run / "attached" / "core.bin").write_bytes(b"\0")  # not packed, so not named
+    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
+    assert res.exit_code == 0, res.output
+    after = (run / "report.md").read_text()
+    assert "in `attached/`: `README.txt`, `seeds_raw.log`; `attached/README.txt` says what ran them" in after
+    assert "core.bin" not in after and len(after) <= PASTE_LIMIT
+    with tarfile.open(tmp_path / "b.tar.gz") as tf:
+        packed = tf.extractfile(f"{run.name}/report.md").read().decode()  # type: ignore[union-attr]
+    assert packed == after  # the pasted report and the bundle's are one text
+
+
 @pytest.mark.parametrize(
     ("said", "line"),
     [

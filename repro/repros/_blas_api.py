@@ -1,0 +1,125 @@
+"""5090-linear's API log: which cuBLAS and cuBLASLt functions one call of each form made.
+
+The kernel names say which GEMM ran; this says which library entry point torch called for it
+(nn.Linear may go through cuBLASLt with the bias in the GEMM's epilogue, the manual form through
+cuBLAS and a separate add kernel). The libraries' own loggers (cuBLAS's ``cublasLoggerConfigure``,
+cuBLASLt's ``cublasLtLoggerOpenFile`` and ``cublasLtLoggerSetLevel``) are switched on at run time
+around one call of each form, after an untimed call, in the process that already loaded them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from repro.repros._lu_api import calls
+
+_LIBS = {"cublas": re.compile(r"/libcublas\.so[.0-9]*$"), "cublasLt": re.compile(r"/libcublasLt\.so[.0-9]*$")}
+_NAMES = {"cublas": "cuBLAS", "cublasLt": "cuBLASLt"}
+# cuBLASLt's level 2 ("trace"): the calls that launch kernels, with their parameters; set-up calls stay out.
+_LT_TRACE = 2
+
+
+def loaded_blas(maps: str) -> dict[str, str]:
+    """The paths of the cuBLAS and cuBLASLt libraries this process mapped (/proc/self/maps' text)."""
+    out: dict[str, str] = {}
+    for line in maps.splitlines():
+        path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+        for key, rule in _LIBS.items():
+            if key not in out and rule.search(path):
+                out[key] = path
+    return out
+
+
+def form_calls(forms: Mapping[str, Callable[[], Any]], synchronize: Callable[[], None]) -> dict[str, Any]:
+    """Per form, the cuBLAS and cuBLASLt functions one call made, from each loaded library whose build
+    exports a logger (``no_logger`` names the others and why; ``error`` when neither could log)."""
+    paths = loaded_blas(Path("/proc/self/maps").read_text())
+    libs = {k: ctypes.CDLL(p) for k, p in paths.items()}
+    have = {
+        "cublas": "cublas" in libs and hasattr(libs["cublas"], "cublasLoggerConfigure"),
+        "cublasLt": "cublasLt" in libs
+        and hasattr(libs["cublasLt"], "cublasLtLoggerOpenFile")
+        and hasattr(libs["cublasLt"], "cublasLtLoggerSetLevel"),
+    }
+    out: dict[str, Any] = {"libraries": paths}
+    out["no_logger"] = {
+        k: (f"{Path(paths[k]).name} exports no logger" if k in paths else "not loaded in this process")
+        for k, ok in have.items()
+        if not ok
+    }
+    if not any(have.values()):
+        out["error"] = "no cuBLAS or cuBLASLt logger in this process"
+        return out
+    for lib, symbol, args in (
+        ("cublas", "cublasLoggerConfigure", [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p]),
+        ("cublasLt", "cublasLtLoggerOpenFile", [ctypes.c_char_p]),
+        ("cublasLt", "cublasLtLoggerSetLevel", [ctypes.c_int]),
+    ):
+        if have[lib]:
+            getattr(libs[lib], symbol).argtypes = args
+    libc = ctypes.CDLL(None)
+    status: dict[str, int] = {}
+
+    def logging(files: Mapping[str, Path] | None) -> None:
+        """Every logger on, each to its file; or (None) off."""
+        if have["cublas"]:
+            path = str(files["cublas"]).encode() if files else None
+            status["cublasLoggerConfigure"] = libs["cublas"].cublasLoggerConfigure(int(bool(files)), 0, 0, path)
+        if have["cublasLt"]:
+            if files:
+                status["cublasLtLoggerOpenFile"] = libs["cublasLt"].cublasLtLoggerOpenFile(
+                    str(files["cublasLt"]).encode()
+                )
+            status["cublasLtLoggerSetLevel"] = libs["cublasLt"].cublasLtLoggerSetLevel(_LT_TRACE if files else 0)
+
+    with tempfile.TemporaryDirectory(prefix="repro-blas-") as tmp:
+        logs = {name: {k: Path(tmp, f"{i}.{k}.log") for k in _LIBS if have[k]} for i, name in enumerate(forms)}
+        try:
+            for name, fn in forms.items():
+                fn()  # any first-call set-up happens outside the log
+                synchronize()
+                logging(logs[name])
+                try:
+                    fn()
+                    synchronize()
+                finally:
+                    logging(None)
+        finally:
+            if have["cublasLt"]:  # another file for cuBLASLt's logger closes the last one
+                libs["cublasLt"].cublasLtLoggerOpenFile(str(Path(tmp, "end.log")).encode())
+            libc.fflush(None)
+        out["status"] = status  # each logger call's last return code (0: success)
+        out["forms"] = {name: {k: _calls(p) for k, p in files.items()} for name, files in logs.items()}
+    return out
+
+
+def _calls(path: Path) -> dict[str, int]:
+    """The functions a log file names; cuBLASLt's own tag in each line (``[cublasLt]``) is not one."""
+    got = calls(path.read_text(errors="replace")) if path.is_file() else {}
+    return {fn: k for fn, k in got.items() if fn != "cublasLt"}
+
+
+def forms_clause(log: Any) -> str:
+    """The API log in one clause (no full stop): each form's functions; "" when it read no call."""
+    forms = log.get("forms") if isinstance(log, Mapping) else None
+    if not isinstance(forms, Mapping) or not forms:
+        return ""
+    said = []
+    for name, libs in forms.items():
+        named = [
+            fn + (f" x{k}" if k > 1 else "")
+            for got in (libs.values() if isinstance(libs, Mapping) else ())
+            if isinstance(got, Mapping)
+            for fn, k in got.items()
+            if isinstance(k, int)
+        ]
+        said.append(f"{name} called {', '.join(named) if named else 'no logged function'}")
+    if all(s.endswith("no logged function") for s in said):
+        return ""
+    logged = [_NAMES[k] for k in _LIBS if k not in (log.get("no_logger") or {})]
+    return f"the {'/'.join(logged)} API log (one fp32 call each): {'; '.join(said)}"

@@ -1,0 +1,120 @@
+"""graph-memset: the seed's own ``seed.cu``, built with nvcc and run as posted, beside the twin.
+
+The seed's program takes one argument (``memset`` or ``kernel``), captures 1000 4-byte
+``cudaMemsetAsync`` or 1000 ``zero_out<<<1,1>>>`` into one graph, replays it 5 times untimed and
+prints the host-clock time of one more replay ("Execution time: <n>us"). It runs on the process's
+first GPU, so each run here is pointed at the repro's GPU by its UUID. One process per form and run,
+memset first as the seed ran them, a few times over: no CI, the spread of the runs instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import statistics
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from repro.api import Context, seed_programs
+from repro.repros._twin import TwinBuild, build_twin, cache_dir, twin_archs
+
+SEED_CU_RUNS = 3  # per form; each a process of its own
+SEED_CU_TIMEOUT_S = 60.0
+FORMS = ("memset", "kernel")
+_PRINTED = re.compile(r"Execution time: (\d+)us")
+
+
+def seed_cu_text() -> str | None:
+    """The seed's ``seed.cu`` as the package holds it; None when it holds none."""
+    return seed_programs().get("graph-memset", {}).get("seed.cu")
+
+
+def seed_cu_source(cache: Path | None = None) -> Path:
+    """``seed.cu`` written once into the build cache under a name that holds its digest (nvcc needs a file)."""
+    body = seed_cu_text()
+    if body is None:
+        raise FileNotFoundError("the package holds no seed.cu for graph-memset")
+    data = body.encode()
+    folder = cache or cache_dir()
+    path = folder / f"seed_graph_memset_{hashlib.sha256(data).hexdigest()[:12]}.cu"
+    if not path.is_file() or path.read_bytes() != data:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return path
+
+
+def build_seed_cu(archs: Sequence[str], cache: Path | None = None) -> TwinBuild:
+    """Build (or reuse) the seed's program; a failure is a TwinBuildError or an OSError."""
+    return build_twin(seed_cu_source(cache), cache=cache, archs=archs)
+
+
+def visible_as_first(device_index: int, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with CUDA_VISIBLE_DEVICES naming only the GPU this process sees as ``device_index``,
+    so a program that uses its first GPU uses that one."""
+    out = dict(env)
+    if device_index == 0:
+        return out  # the same visibility: its first GPU is ours
+    shown = [x.strip() for x in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    out["CUDA_VISIBLE_DEVICES"] = shown[device_index] if device_index < len(shown) else str(device_index)
+    return out
+
+
+def run_seed_cu(build: TwinBuild, device_index: int, runs: int = SEED_CU_RUNS) -> dict[str, Any]:
+    """Run the built seed program ``runs`` times per form (memset, then kernel, alternating), each in its
+    own process on the GPU this process sees as ``device_index``; the microseconds each printed, their
+    medians and ratio. The program checks no CUDA error, so a time of 0 us is taken as a failed run."""
+    env = visible_as_first(device_index, dict(os.environ))
+    us: dict[str, list[int]] = {f: [] for f in FORMS}
+    for _ in range(runs):
+        for form in FORMS:
+            proc = subprocess.run(
+                [str(build.binary), form], capture_output=True, text=True, timeout=SEED_CU_TIMEOUT_S, env=env
+            )
+            found = _PRINTED.search(proc.stdout)
+            if proc.returncode != 0 or found is None or int(found.group(1)) <= 0:
+                said = (proc.stderr or proc.stdout).strip()[-200:] or "no output"
+                raise RuntimeError(f"seed.cu {form} exited {proc.returncode} without a time: {said}")
+            us[form].append(int(found.group(1)))
+    med = {f: statistics.median(v) for f, v in us.items()}
+    return {
+        "argv": [f"./seed {f}" for f in FORMS],
+        "nvcc_flags": build.flags,
+        "nvcc": build.nvcc_version.splitlines()[-1] if build.nvcc_version else None,
+        "runs_per_form": runs,
+        "us": us,
+        "median_us": med,
+        "ratio": med["memset"] / med["kernel"] if med["kernel"] else None,
+    }
+
+
+def seed_cu_clause(got: Any) -> str | None:
+    """The report's words for ``extra["seed_cu"]``: what ran and what it printed, or why it did not run."""
+    if not isinstance(got, dict):
+        return None
+    if got.get("error"):
+        return f"The seed's own seed.cu did not run here: {got['error']}"
+    us, ratio = got.get("us"), got.get("ratio")
+    if not isinstance(us, dict) or not isinstance(ratio, int | float):
+        return None
+    listed = "; ".join(f"{f} {', '.join(str(x) for x in us.get(f, []))} us" for f in FORMS)
+    return (
+        f"The seed's own seed.cu, built here with nvcc {got.get('nvcc_flags')} and run as posted "
+        f"({got.get('runs_per_form')} processes per form, memset first; one 1000-op replay each, host clock): "
+        f"{listed}; median memset/kernel {ratio:.2f}x (no CI)"
+    )
+
+
+def seed_cu_run(ctx: Context, device_index: int) -> dict[str, Any]:
+    """Build and run the seed's program for graph-memset's ``run``: its record, or the error that stopped it
+    (a side measurement: its failure costs only itself)."""
+    ctx.log("  seed.cu: the seed's own program, built with nvcc, run as posted")
+    try:
+        build = build_seed_cu(twin_archs(device_index))
+        return run_seed_cu(build, device_index)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}

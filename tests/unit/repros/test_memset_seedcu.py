@@ -1,0 +1,71 @@
+"""graph-memset's run of the seed's own seed.cu: where its source comes from, how its runs are read."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from repro.api import seed_programs
+from repro.repros import _memset_seedcu as sc
+from repro.repros._twin import TwinBuild, TwinBuildError
+
+
+def _fake(tmp_path: Path, body: str) -> TwinBuild:
+    exe = tmp_path / "seed"
+    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return TwinBuild(exe, False, "sm_90", "nvcc: x\nBuild cuda_13.0", "0" * 64, "/usr/bin/nvcc")
+
+
+def test_the_source_is_the_packaged_seed_cu_written_once_by_digest(tmp_path: Path) -> None:
+    body = seed_programs()["graph-memset"]["seed.cu"]
+    path = sc.seed_cu_source(tmp_path)
+    assert path.read_text() == body and path.parent == tmp_path and path.suffix == ".cu"
+    assert sc.seed_cu_source(tmp_path) == path  # the same text, the same file
+    assert "zero_out<<<1, 1" in body and "cudaMemsetAsync(d_z, 0, sizeof *d_z" in body
+
+
+def test_runs_alternate_memset_first_and_the_ratio_is_of_medians(tmp_path: Path) -> None:
+    log = tmp_path / "order"
+    build = _fake(
+        tmp_path,
+        f'echo "$1" >> {log}\nif [ "$1" = memset ]; then echo "Execution time: 900us"; '
+        'else echo "Execution time: 600us"; fi',
+    )
+    got = sc.run_seed_cu(build, 0, runs=2)
+    assert log.read_text().split() == ["memset", "kernel", "memset", "kernel"]
+    assert got["us"] == {"memset": [900, 900], "kernel": [600, 600]} and got["ratio"] == pytest.approx(1.5)
+    assert got["nvcc_flags"] == "-O3 -arch=sm_90" and got["nvcc"] == "Build cuda_13.0"
+    said = sc.seed_cu_clause(got)
+    assert said is not None and "memset 900, 900 us; kernel 600, 600 us" in said and "1.50x (no CI)" in said
+
+
+@pytest.mark.parametrize(
+    "body", ['echo "Execution time: 0us"', "echo nothing", 'echo "Execution time: 5us"; exit 3']
+)
+def test_a_run_that_prints_no_real_time_is_an_error(tmp_path: Path, body: str) -> None:
+    with pytest.raises(RuntimeError, match="without a time"):
+        sc.run_seed_cu(_fake(tmp_path, body), 0, runs=1)
+
+
+def test_a_failed_build_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(archs: object) -> TwinBuild:
+        raise TwinBuildError("nvcc not found on PATH")
+
+    monkeypatch.setattr(sc, "build_seed_cu", broken)
+
+    class Ctx:
+        def log(self, msg: str) -> None:
+            pass
+
+    got = sc.seed_cu_run(Ctx(), 0)  # type: ignore[arg-type]
+    assert got == {"error": "TwinBuildError: nvcc not found on PATH"}
+    assert sc.seed_cu_clause(got) == "The seed's own seed.cu did not run here: TwinBuildError: nvcc not found on PATH"
+
+
+def test_the_program_runs_on_the_repros_gpu() -> None:
+    assert sc.visible_as_first(0, {"CUDA_VISIBLE_DEVICES": "3,5"})["CUDA_VISIBLE_DEVICES"] == "3,5"
+    assert sc.visible_as_first(1, {"CUDA_VISIBLE_DEVICES": "3,5"})["CUDA_VISIBLE_DEVICES"] == "5"
+    assert sc.visible_as_first(2, {})["CUDA_VISIBLE_DEVICES"] == "2"
