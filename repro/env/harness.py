@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -91,3 +93,27 @@ def _link_targets(pkg: Path) -> list[str]:
     return sorted(
         os.path.relpath(child.resolve(), pkg.parent) for child in pkg.iterdir() if child.is_symlink() and child.is_dir()
     )
+
+
+def install_mode(dist: str = "gpu-repro") -> str:
+    """How the running harness is installed: "editable install of <dir>", "installed from <wheel or
+    archive name>", "installed" (no record of where from), or run from a source tree. Every copy of
+    the distribution's metadata on sys.path is read (a build's egg-info in the working folder is one)."""
+    here = package_root()
+    said = "run from its source tree (not installed)"
+    for found in importlib.metadata.distributions(name=dist):
+        try:
+            raw = json.loads(found.read_text("direct_url.json") or "{}")
+        except ValueError:
+            raw = {}
+        raw = raw if isinstance(raw, dict) else {}
+        url = str(raw.get("url") or "").removeprefix("file://")
+        info = raw.get("dir_info")
+        if isinstance(info, dict) and info.get("editable"):
+            if not url or Path(url).resolve() in (here, *here.parents):
+                return f"editable install of {url or 'an unrecorded folder'}"
+            continue
+        site = Path(str(found.locate_file(""))).resolve()
+        if site.name in ("site-packages", "dist-packages") and site in here.parents:
+            return f"installed from {Path(url).name}" if url else "installed"
+    return said

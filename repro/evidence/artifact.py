@@ -18,7 +18,7 @@ from repro import __version__
 from repro.core import fsio
 from repro.core.errors import UsageError
 
-ARTIFACT_SCHEMA_VERSION = "1.7"
+ARTIFACT_SCHEMA_VERSION = "1.8"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")

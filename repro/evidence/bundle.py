@@ -24,7 +24,7 @@ import re
 import stat
 import tarfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,7 +211,7 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
     if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     _add_harness(name, [root / f"{rid}.json" for rid in ids], out)
-    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
+    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(root, ids))
     _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
 
@@ -229,19 +229,39 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
 
-def _add_band(name: str, repros: list[str], out: _Plan) -> None:
+def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None:
     """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
-    torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines)."""
-    lines = band.show(band.load(), sorted(set(repros)))
+    torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines), and whether this
+    run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them."""
+    known = band.load()
+    lines = band.show(known, sorted(set(repros)))
+    ours = sorted(u[:8] for u in uuids if u)
+    among = {p.uuid[:8] for b in known if b.repro in repros for p in b.points}
+    if ours:
+        said_ours = ", ".join(f"{u} ({'among them' if u in among else 'not among them'})" for u in ours)
+        lines.append(f"This run's GPU: {said_ours}.")
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
     how = (
         "A GPU's value is the median of its runs' headline ratios (each run's beside its id). The runs are default "
         "`repro all` and `repro run` "
         "runs committed under artifacts/reference/ in the gpu-repro repository, not in this bundle; "
-        "their harness digests may differ ('-': a run from before harness digests), and so may their methods."
+        "their harness digests may differ ('-': a run from before harness digests), and so may their methods. "
+        "A GPU is named by the first 8 characters of its NVML UUID (the artifacts' gpu.uuid). The band covers "
+        "the GPUs and harness versions listed, on the torch and driver listed: not other stacks."
     )
     out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
+
+
+def _uuids(root: Path, ids: Sequence[str]) -> set[str]:
+    """The GPU UUIDs the run's artifacts recorded (the NVML ``GPU-...`` form); unreadable ones are skipped."""
+    found: set[str] = set()
+    for rid in ids:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            uuid = model.of(json.loads((root / f"{rid}.json").read_text())).machine.gpu_uuid
+            if uuid:
+                found.add(uuid.removeprefix("GPU-"))
+    return found
 
 
 def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:

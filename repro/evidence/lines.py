@@ -415,6 +415,26 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     return lines, words
 
 
+def python_env_words(docs: Sequence[Artifact]) -> str:
+    """`` This run's Python: ...``: the interpreter, its package folders in import order and how the
+    harness was installed, where every artifact recorded the same (fingerprint ``host.python_env``)."""
+    seen = {
+        (str(env.get("executable")), tuple(map(str, env.get("package_folders") or ())), str(env.get("harness_install")))
+        for d in docs
+        for env in [d.machine.host.python_env]
+        if env.get("executable")
+    }
+    if len(seen) != 1:
+        return ""
+    exe, folders, install = next(iter(seen))
+    python = next((d.machine.host.python for d in docs if d.machine.host.python), None)
+    where = f", packages from {' then '.join(code(f) for f in folders)}" if folders else ""
+    return (
+        f" This run's Python: {text(python or '?')} at {code(exe)}{where}; the harness: {text(install)}"
+        " (a fresh venv with the lines below has only what they install)."
+    )
+
+
 # The wheel's optional dependencies that ``repro report`` draws plots with (pyproject.toml's extra).
 PLOTS_EXTRA = "plots"
 
@@ -482,6 +502,7 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
     whole += "." if whole else ""
     if whole:
         whole += " `repro compare` of the two `ID.json` says consistent or beyond the band."
+    whole += python_env_words(docs)
     if any(d.machine.packages_sha256 for d in docs):
         whole += " Every package installed where this run ran: the bundle's `packages.txt`."
     return (

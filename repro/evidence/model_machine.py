@@ -117,6 +117,8 @@ class Host:
     cpu: str | None = None
     cpu_count: int | None = None
     hypervisor: bool | None = None  # /proc/cpuinfo's hypervisor flag (since schema 1.6)
+    # The interpreter, its package folders and how the harness was installed (since schema 1.8).
+    python_env: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,7 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
             cpu=string(host.get("cpu")) if host.get("cpu") else None,
             cpu_count=_int(host.get("cpu_count")),
             hypervisor=_flag(host.get("hypervisor")),
+            python_env=mapping(host.get("python_env")),
         ),
         in_container=bool(box.get("dockerenv") or box.get("containerenv")) if "dockerenv" in box else None,
         cgroup_hints=tuple(str(x) for x in box.get("cgroup_hints") or () if isinstance(x, str)),

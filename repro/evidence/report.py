@@ -330,7 +330,8 @@ def report(
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
             head += [
-                legend(runs) + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
+                legend(runs, known)
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
                 "(collect_env's output: in its repro's artifact), the harness wheel, each "
                 f"repro's script{seeds_words(runs)}{attached_words(attached)}._",
                 "",

@@ -77,7 +77,9 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     if doc.verdict.status not in MEASURED or doc.verdict.value is None:
         return "-"
     b = band.lookup(doc, bands)
-    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs" if b else "no cross-GPU data"
+    if b is None:
+        return "no cross-GPU data"
+    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs"
 
 
 def _status(doc: Artifact) -> str:
@@ -153,9 +155,23 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
     return md_table(rows, headers)
 
 
-def legend(docs: Sequence[Artifact]) -> str:
-    """What the summary and the sections' words mean, in one line: the CI and the re-run band, a
-    "worst of k" level (the first such headline's own numbers), n against rounds, us/call."""
+def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
+    """Whether this run's GPU is one of the GPUs behind each row's re-run band, in a few words."""
+    held = [(d, b) for d in docs for b in [band.lookup(d, bands)] if b is not None]
+    if not held:
+        return ""
+    among = [text(d.repro.id) for d, b in held if any(p.uuid == d.machine.gpu_uuid for p in b.points)]
+    if len(among) == len(held):
+        return "; this run's GPU is one of them in every row"
+    if not among:
+        return "; this run's GPU is in none of them"
+    return f"; this run's GPU is one of them for {', '.join(among)} only"
+
+
+def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
+    """What the summary and the sections' words mean, in one line: the CI and the re-run band (and
+    whether this run's GPU is behind it), a "worst of k" level (the first such headline's own numbers),
+    n against rounds, us/call."""
     worst = next((verdict_label(d.verdict) for d in docs if "worst of" in verdict_label(d.verdict)), None)
     said = ""
     if worst:
@@ -167,8 +183,8 @@ def legend(docs: Sequence[Artifact]) -> str:
     if any(d.validity.flag == "suspect" for d in docs):
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
-        "_The CI covers this process on this GPU; re-run column: this headline on other GPUs of the model "
-        "(runs, torch, drivers, harness: the bundle's `band.txt`)."
+        "_The CI covers this process on this GPU; re-run column: this headline on GPUs of the model "
+        f"(runs, torch, drivers, harness: the bundle's `band.txt`{_gpu_in_bands(docs, bands)})."
         f"{said} n: rounds (each a median of samples) or samples behind a median; rounds: paired rounds "
         "behind a ratio. us/call: a kernel's time over its launches in one call._"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from repro.api import Kernel
+from repro.api import Kernel, VariantResult, short_kernel
 
 # LU paths, as read from kernel names (see classify_path).
 PATH_NATIVE = "batched LU (PyTorch native kernels)"
@@ -66,3 +66,17 @@ def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
     rule names, or the LU ops themselves; the heaviest of all where neither is there."""
     hits = [k for k in kernels if _LU_OP.search(k.name) or any(rule.search(k.name) for _, rule in _PATH_RULES)]
     return [k.name for k in (hits or list(kernels))[:limit]]
+
+
+def per_matrix_clause(variants: Sequence[VariantResult], batch: int) -> str:
+    """The heaviest LU kernel of each size's profiled call and its microseconds per matrix (its time per
+    call over ``batch``), in the variants' order; "" when none was profiled (no full stop)."""
+    said = []
+    for v in variants:
+        top = lu_kernels(v.kernels, limit=1) if v.kernels else []
+        kernel = next((k for k in v.kernels if top and k.name == top[0]), None)
+        if kernel is None or batch <= 0:
+            continue
+        n = v.config.get("n", "?")
+        said.append(f"n={n} {short_kernel(kernel.name, 48)} {kernel.us_per_call / batch:,.0f} us")
+    return f"the LU's heaviest kernel per matrix at batch {batch}: {'; '.join(said)}" if said else ""

@@ -54,6 +54,7 @@ from repro.repros._lu_paths import (
     PATH_UNKNOWN,
     classify_path,
     lu_kernels,
+    per_matrix_clause,
 )
 from repro.repros._solve_seed import seed_clause, seed_snippet
 
@@ -169,16 +170,15 @@ class Solve512Cliff(Repro[SolveParams]):
         "hit n=512 when a size is a power of two; from 511 to 512 unknowns every solve_ex call under the "
         "affected backend costs more."
     )
-    # Read in two stored versions of pytorch/pytorch's BatchLinearAlgebra.cpp (commits 7cf55ed6b736 and
-    # 006b3e67c188), with the same rule in both; the 2.11.0 build that ran (git 70d99e998b49) was not
-    # among the versions that could be read.
+    # The rule was read in the two versions of pytorch/pytorch's BatchLinearAlgebra.cpp the project's source
+    # index held (commits 7cf55ed6b736 and 006b3e67c188); that index gave no date, tag or history for them.
     stack = (
         "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
-        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (read at commits 7cf55ed6b736 and 006b3e67c188; "
-        "not checked against this build's own commit, which the fingerprint names) sends a square batch with n < 512 "
-        "to cuBLAS getrfBatched and larger n "
-        "to looped cuSOLVER getrf under the cusolver preference. Not shown: whether a library is slow at 512 by "
-        "itself; other PyTorch versions' rule."
+        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp sends a square batch with n < 512 to cuBLAS "
+        "getrfBatched and larger n to looped cuSOLVER getrf under the cusolver preference (read at pytorch/pytorch "
+        "7cf55ed6b736 and 006b3e67c188, the only versions read here, release unknown; on this build the kernel names "
+        "above show the switch at 512). Not shown: cuSOLVER's looped getrf at n=511 (torch never calls "
+        "it there); other PyTorch versions' rule."
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
@@ -530,6 +530,9 @@ class Solve512Cliff(Repro[SolveParams]):
         if outcome.smoke:
             return Finding(path)
         sentence = "; ".join([*_backend_words(head, outcome, result.extra.get("has_magma")), path])
+        group = [v for v in result.variants if v.name.startswith(head.comparison.num.rsplit("_n", 1)[0] + "_n")]
+        if per := per_matrix_clause(group, int(head.comparison.qualifiers["batch"])):
+            sentence += f"; {per}"
         seed = result.extra.get("seed_method")
         if isinstance(seed, Mapping) and (said := seed_clause(seed)):
             sentence += f"; {said}"

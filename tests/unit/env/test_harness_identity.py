@@ -146,3 +146,39 @@ def test_a_bundle_from_another_harness_says_so_and_carries_none(tmp_path: Path) 
         manifest = json.loads(tf.extractfile(f"{run_dir.name}/MANIFEST.json").read())  # type: ignore[union-attr]
     assert not any("/harness/" in n for n in names)
     assert manifest["harness"]["wheel"] is None and "none recorded" in manifest["harness"]["reason"]
+
+
+class _Dist:
+    def __init__(self, site: Path, direct_url: str | None) -> None:
+        self.site, self.direct_url = site, direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return self.direct_url if name == "direct_url.json" else None
+
+    def locate_file(self, path: str) -> Path:
+        return self.site / path
+
+
+def test_install_mode_reads_each_copy_of_the_metadata(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.metadata
+
+    from repro.env import harness
+
+    pkg = tmp_path / "venv" / "lib" / "site-packages" / "repro"
+    pkg.mkdir(parents=True)
+    monkeypatch.setattr(harness, "package_root", lambda: pkg)
+    found: list[_Dist] = []
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda name: iter(found))
+    assert harness.install_mode() == "run from its source tree (not installed)"
+    # A build's egg-info in the working folder is no install; a wheel installed into site-packages is.
+    found += [_Dist(tmp_path, None), _Dist(pkg.parent, '{"url": "file:///b/gpu_repro-0.1.0-py3-none-any.whl"}')]
+    assert harness.install_mode() == "installed from gpu_repro-0.1.0-py3-none-any.whl"
+    found[1] = _Dist(pkg.parent, None)  # from an index: no record of where
+    assert harness.install_mode() == "installed"
+    tree = tmp_path / "src"
+    monkeypatch.setattr(harness, "package_root", lambda: tree / "repro")
+    editable = '{"url": "file://%s", "dir_info": {"editable": true}}'
+    found[:] = [_Dist(pkg.parent, editable % "/elsewhere")]  # another tree's editable install
+    assert harness.install_mode() == "run from its source tree (not installed)"
+    found.append(_Dist(pkg.parent, editable % tree))
+    assert harness.install_mode() == f"editable install of {tree}"

@@ -150,7 +150,7 @@ def _doc(state: dict[str, Any] | None) -> Any:
         gpu["state_at_run_start"] = state
     return typed(
         {
-            "schema_version": "1.7",
+            "schema_version": "1.8",
             "kind": "gpu-repro.artifact",
             "repro": {"id": "5090-linear", "title": "t", "upstream": [], "seed_claim": "", "params": {}},
             "run": {"run_id": "20261202T000000Z-abcdef", "created_utc": "2026-12-02T00:00:00Z", "command": []},

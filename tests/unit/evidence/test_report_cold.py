@@ -81,7 +81,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert re.search(
         r"\d+ other NVIDIA H200 GPUs read 9\.349-9\.586, this run 9\.335 \(below all\), within 2x their", line
     )
-    assert "(runs, torch, drivers, harness: the bundle's `band.txt`)" in rendered
+    assert "(runs, torch, drivers, harness: the bundle's `band.txt`" in rendered
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None

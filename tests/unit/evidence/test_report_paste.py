@@ -110,7 +110,7 @@ def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str,
     solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert "9.55x (99.2% CI 9.51-9.59, worst of 6)" in solve  # Bonferroni over its 6 headline candidates
     assert "| 0.918x (95% CI 0.916-0.922) |" in bench  # decimals enough to tell the CI's ends apart
-    assert "_The CI covers this process on this GPU; re-run column: this headline on other GPUs" in bench
+    assert "_The CI covers this process on this GPU; re-run column: this headline on GPUs" in bench
 
 
 def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
@@ -139,7 +139,10 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
         "consistent." in line
     )
     shipped = band.lookup(doc)
-    assert shipped is not None and f"over {len(shipped.points)} GPUs |" in bench  # the shipped band by default
+    assert shipped is not None  # the shipped band by default, which holds this run's GPU
+    assert f"over {len(shipped.points)} GPUs |" in bench
+    assert "the bundle's `band.txt`; this run's GPU is one of them in every row)" in bench
+    assert "this run's GPU is in none of them" in text  # the fixed bands hold GPUs a, b and c only
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
     assert "| no cross-GPU data |" in bare and "no cross-GPU data for these params on this GPU model" in bare
     other = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
@@ -353,3 +356,27 @@ def test_the_torch_line_follows_the_installed_metadata_version(
         assert "from PyPI (it reads 2.11.0+cu130; its installer recorded no index: PyPI is read off the" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
+
+
+def test_the_rerun_paragraph_says_which_python_ran_and_how_the_harness_was_installed(
+    docs: list[dict[str, Any]],
+) -> None:
+    env = {
+        "executable": "/tmp/t/.venv/bin/python",
+        "prefix": "/tmp/t/.venv",
+        "base_prefix": "/usr",
+        "package_folders": ["/tmp/t/.venv/lib/python3.12/site-packages", "/opt/torch/.venv/lib/python3.12/site-packages"],
+        "harness_install": "editable install of /tmp/t",
+    }
+    same = copy.deepcopy(docs)
+    for d in same:
+        d["fingerprint"]["host"]["python_env"] = env
+    text = _report(same)
+    assert (
+        "This run's Python: 3.12.3 at `/tmp/t/.venv/bin/python`, packages from "
+        "`/tmp/t/.venv/lib/python3.12/site-packages` then `/opt/torch/.venv/lib/python3.12/site-packages`; "
+        "the harness: editable install of /tmp/t" in text
+    )
+    same[0]["fingerprint"]["host"]["python_env"] = {**env, "executable": "/usr/bin/python3"}
+    assert "This run's Python" not in _report(same)  # the repros disagree: nothing is said for all
+    assert "This run's Python" not in _report(docs)  # an older artifact recorded none

@@ -579,3 +579,26 @@ def test_every_point_is_timed_once_per_round_from_4_ms(fast: SamplingConfig) -> 
     Solve512Cliff().run(p, ctx)
     assert [c.long_sample_s for c in ctx.given] == [min(fast.long_sample_s, 0.004)]
     assert ctx.given[0].budget_s == min(p.point_budget_s, fast.budget_s)
+
+
+def test_the_finding_gives_the_lu_kernel_per_matrix_at_each_size() -> None:
+    from repro.api import Kernel
+    from repro.repros._lu_paths import per_matrix_clause
+
+    def point(n: int, name: str, us: float, launches: float) -> VariantResult:
+        k = Kernel(name, count=int(launches), total_us=us, mean_us=us / launches, per_call=launches)
+        other = Kernel("void elementwise_kernel<copy>", count=1, total_us=us * 2, mean_us=us * 2, per_call=1)
+        return VariantResult(f"cusolver_b128_n{n}", "x", {"n": n}, "ok", kernels=(other, k))
+
+    got = per_matrix_clause(
+        [
+            point(511, "void getrf_panel<float, 32>(float* const*)", 10_240.0, 1),
+            point(512, "void getrf_pivot<getrf_params_<float, 512>>(int)", 99_712.0, 128),
+            VariantResult("cusolver_b128_n513", "x", {"n": 513}, "error"),  # nothing profiled: left out
+        ],
+        128,
+    )
+    assert got.startswith("the LU's heaviest kernel per matrix at batch 128: n=511 ")
+    assert "getrf_panel" in got and " 80 us; n=512 " in got and "getrf_pivot" in got and got.endswith(" 779 us")
+    assert "elementwise" not in got and "n=513" not in got
+    assert per_matrix_clause([], 128) == ""
