@@ -112,8 +112,8 @@ def forms_clause(log: Any) -> str:
     said = []
     for name, libs in forms.items():
         named = [
-            fn + (f" x{k}" if k > 1 else "")
-            for got in (libs.values() if isinstance(libs, Mapping) else ())
+            f"{fn}" + (f" x{k}" if k > 1 else "") + f" ({_NAMES.get(str(lib), str(lib))})"
+            for lib, got in (libs.items() if isinstance(libs, Mapping) else ())
             if isinstance(got, Mapping)
             for fn, k in got.items()
             if isinstance(k, int)

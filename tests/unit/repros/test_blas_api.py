@@ -39,13 +39,13 @@ def test_the_clause_names_each_forms_calls_or_nothing() -> None:
     log = {
         "forms": {
             "nn.Linear": {"cublas": {}, "cublasLt": {"cublasLtMatmul": 1}},
-            "x @ w.t() + b": {"cublas": {"cublasSgemm_v2": 1}, "cublasLt": {}},
+            "x @ w.t() + b": {"cublas": {"cublasSgemm_v2": 1}, "cublasLt": {"cublasLtSSSMatmul": 1}},
         },
         "no_logger": {},
     }
     assert ba.forms_clause(log) == (
-        "the cuBLAS/cuBLASLt API log (one fp32 call each): nn.Linear called cublasLtMatmul; "
-        "x @ w.t() + b called cublasSgemm_v2"
+        "the cuBLAS/cuBLASLt API log (one fp32 call each): nn.Linear called cublasLtMatmul (cuBLASLt); "
+        "x @ w.t() + b called cublasSgemm_v2 (cuBLAS), cublasLtSSSMatmul (cuBLASLt)"
     )
     silent = {"forms": {"nn.Linear": {"cublas": {}}, "manual": {"cublas": {}}}, "no_logger": {"cublasLt": "x"}}
     assert ba.forms_clause(silent) == "" and ba.forms_clause({"error": "x"}) == "" and ba.forms_clause(None) == ""
