@@ -23,6 +23,8 @@ class SamplingConfig:
 
     target_rel_ci: float = 0.01
     budget_s: float = 5.0
+    # Warm-up per arm measured alone; a schedule of paired rounds shares it among its arms
+    # (repro.run.schedule), each arm getting at least three calls.
     warmup_s: float = 0.2
     min_samples: int = MIN_SAMPLES
     max_samples: int = 2000

@@ -234,6 +234,12 @@ class Repro(Generic[P]):
     def run(self, params: P, ctx: Context) -> RunResult:
         raise NotImplementedError
 
+    def builds(self, params: P, arch: str) -> Sequence[Callable[[], object]]:
+        """What ``run`` would compile for a GPU of ``arch`` (``sm_90``), as calls that each build into
+        the cache ``run`` reads, with no GPU and no torch. ``repro all`` runs them while its fork server
+        starts; a failed one costs nothing (``run`` builds again). None by default."""
+        return ()
+
     def sweep_arm(self, params: P, sweep: str, value: int, ctx: Context) -> Arm:
         """One workload of ``repro cliff``: the call to time with ``sweep`` set to ``value``.
 

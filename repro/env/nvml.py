@@ -227,3 +227,20 @@ def static_info(nv: Any, h: Any) -> dict[str, Any]:
         "pcie_width": _safe(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
         "pcie_width_max": _safe(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
     }
+
+
+def compute_arch() -> str | None:
+    """``sm_XY`` of this machine's GPUs when NVML sees at least one and all share it (so whichever of
+    them a process uses has it); None without NVML, without a GPU, or with mixed architectures."""
+    try:
+        nv = _pynvml()
+        found = {
+            tuple(nv.nvmlDeviceGetCudaComputeCapability(nv.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(nv.nvmlDeviceGetCount())
+        }
+    except Exception:  # no driver, no library, or a failing query: nothing to build ahead for
+        return None
+    if len(found) != 1:
+        return None
+    major, minor = next(iter(found))
+    return f"sm_{major}{minor}"

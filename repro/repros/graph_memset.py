@@ -44,7 +44,7 @@ from repro.api import (
     standalone,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
-from repro.repros._memset_seedcu import seed_cu_clause, seed_cu_run
+from repro.repros._memset_seedcu import build_seed_cu, seed_cu_clause, seed_cu_run
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -257,6 +257,13 @@ class GraphMemset(Repro[MemsetParams]):
         return standalone.build(
             self.id, self.title, p, body, needs="torch on CUDA and cuda-bindings (pip install cuda-python)"
         )
+
+    def builds(self, p: MemsetParams, arch: str) -> tuple[Callable[[], object], ...]:
+        """The twin and the seed's seed.cu, for ``arch`` first as ``run`` builds them (twin_archs)."""
+        if not p.twin:
+            return ()
+        archs = (arch, "native")
+        return (lambda: build_twin(TWIN_SOURCE, archs=archs), lambda: build_seed_cu(archs))
 
     def run(self, p: MemsetParams, ctx: Context) -> RunResult:
         import torch

@@ -267,25 +267,31 @@ class RunContext:
         ratio of two of them is paired. A call with no matching kernel gives 0.0.
         ``episodes`` > 1 splits the rounds into episodes of ``kernel_episode(iters, episodes)``
         rounds, separated by the sampling's idle gap and each after the first opened by one
-        untimed call of every fn (see ``SamplingConfig``). Each episode is one profiler
-        session, so its times are known when it ends: with ``pairs`` ((numerator, denominator)
-        names), the rounds stop at the first episode's end where ``kernel_enough`` holds (at
-        least ``min_iters`` rounds, every pair's paired CI within the sampling's target), and
-        the lists hold the rounds done.
+        untimed call of every fn (see ``SamplingConfig``). The episodes that ``min_iters`` rounds need
+        share one profiler session, the idle gaps inside it (a session costs about half a second to
+        start and read on an H200, more than an episode of steps); each later episode is a session of
+        its own, so its times are known when it ends: with ``pairs`` ((numerator, denominator) names),
+        the rounds stop at the first session's end where ``kernel_enough`` holds (at least
+        ``min_iters`` rounds, every pair's paired CI within the sampling's target), and the lists hold
+        the rounds done. Without ``pairs`` every round is in the first session.
         """
         if not self.cuda:
             raise RuntimeError("kernel_rounds needs CUDA")
         names = list(fns)
         episode = kernel_episode(iters, episodes)
         step = episode or iters
+        starts = list(range(0, iters, step))
+        first = max(1, sum(1 for s in starts if s < min_iters)) if pairs else len(starts)
+        sessions = [starts[:first], *([s] for s in starts[first:])]
         out: dict[str, list[float]] = {n: [] for n in names}
         self.synchronize()
         t0 = self.clock()
         with quiet_profiler_stderr():
-            for start in range(0, iters, step):
-                if start:
+            for k, batch in enumerate(sessions):
+                if k:
                     self.sleep(self.sampling.episode_gap_s)  # idle: the GPU leaves its power state
-                got = self._kernel_session(fns, range(start, min(start + step, iters)), match, prepare, bool(start))
+                spans = [range(s, min(s + step, iters)) for s in batch]
+                got = self._kernel_session(fns, spans, match, prepare, bool(k))
                 for name in names:
                     out[name] += got[name]
                 if pairs and kernel_enough(out, pairs, episode, min_iters, self.sampling.target_rel_ci):
@@ -296,17 +302,19 @@ class RunContext:
     def _kernel_session(
         self,
         fns: Mapping[str, Callable[[], Any]],
-        rounds: range,
+        episodes: Sequence[range],
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None,
         warm: bool,
     ) -> dict[str, list[float]]:
-        """One profiler session of ``rounds`` (after one untimed call of every fn when ``warm``):
-        the matched kernels' device time of each call, by fn, in round order."""
+        """One profiler session of ``episodes`` of rounds: the sampling's idle gap before each after the
+        first, and one untimed call of every fn opening each (the first too when ``warm``); the
+        matched kernels' device time of each call, by fn, in round order."""
         from torch.profiler import record_function
 
         names = list(fns)
         calls: list[tuple[str, int]] = []
+        warms = 0
 
         def call(name: str, label: str) -> None:  # one profiled call in its own range
             if prepare and name in prepare:
@@ -315,16 +323,22 @@ class RunContext:
                 fns[name]()
             self.synchronize()
 
+        done = 0
         with profiler_session(cuda=True) as prof:
-            if warm:
-                for i, name in enumerate(names):
-                    call(name, f"gpu_repro_warm_{i}")
-            for r in rounds:
-                for i in round_order(len(names), r):
-                    call(names[i], f"gpu_repro_call_{len(calls)}")
-                    calls.append((names[i], r - rounds.start))
+            for e, rounds in enumerate(episodes):
+                if e:
+                    self.sleep(self.sampling.episode_gap_s)  # idle inside the session: nothing is recorded
+                if warm or e:
+                    for name in names:
+                        call(name, f"gpu_repro_warm_{warms}")
+                        warms += 1
+                for r in rounds:
+                    for i in round_order(len(names), r):
+                        call(names[i], f"gpu_repro_call_{len(calls)}")
+                        calls.append((names[i], done + r - rounds.start))
+                done += len(rounds)
         totals = per_call_device_time(json.loads(chrome_trace(prof)), len(calls), match)
-        out: dict[str, list[float]] = {n: [0.0] * len(rounds) for n in names}
+        out: dict[str, list[float]] = {n: [0.0] * done for n in names}
         for (name, r), t in zip(calls, totals, strict=True):
             out[name][r] = t
         return out

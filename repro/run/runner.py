@@ -27,6 +27,7 @@ from repro.evidence import artifact
 from repro.run import catalog
 from repro.run.execute import RunRequest, error_document, error_info, resolve
 from repro.run.forkserver import ForkedChild, ForkServer, ForkServerError
+from repro.run.prebuild import Builds
 
 DEFAULT_TIMEOUT_S = 900.0
 _POLL_S = 0.1
@@ -421,7 +422,22 @@ def run_all(
         resolve(req)  # validate all before running any
     run_dir.mkdir(parents=True, exist_ok=True)
     fingerprint.record_run_start(run_dir)  # before the fork server and any repro
-    server = _fork_server(interrupts) if fork_server and ids else None
+    # What the repros would compile, built while the fork server imports torch (only then: a build
+    # beside a repro's timing would be one more source of noise).
+    builds = Builds(ids, repro_paths, smoke) if fork_server and ids else None
+    server: ForkServer | None = None
+    try:
+        server = _fork_server(interrupts) if fork_server and ids else None
+        if builds is not None:
+            said = builds.wait()
+            if said:
+                print(f"repro all: builds ahead: {said}", file=sys.stderr, flush=True)
+    except BaseException:
+        if builds is not None:
+            builds.stop()
+        if server is not None:
+            server.close()
+        raise
     try:
         outcomes: list[Outcome] = []
 

@@ -365,7 +365,10 @@ def test_the_rerun_paragraph_says_which_python_ran_and_how_the_harness_was_insta
         "executable": "/tmp/t/.venv/bin/python",
         "prefix": "/tmp/t/.venv",
         "base_prefix": "/usr",
-        "package_folders": ["/tmp/t/.venv/lib/python3.12/site-packages", "/opt/torch/.venv/lib/python3.12/site-packages"],
+        "package_folders": [
+            "/tmp/t/.venv/lib/python3.12/site-packages",
+            "/opt/torch/.venv/lib/python3.12/site-packages",
+        ],
         "harness_install": "editable install of /tmp/t",
     }
     same = copy.deepcopy(docs)

@@ -42,9 +42,7 @@ def test_runs_alternate_memset_first_and_the_ratio_is_of_medians(tmp_path: Path)
     assert said is not None and "memset 900, 900 us; kernel 600, 600 us" in said and "1.50x (no CI)" in said
 
 
-@pytest.mark.parametrize(
-    "body", ['echo "Execution time: 0us"', "echo nothing", 'echo "Execution time: 5us"; exit 3']
-)
+@pytest.mark.parametrize("body", ['echo "Execution time: 0us"', "echo nothing", 'echo "Execution time: 5us"; exit 3'])
 def test_a_run_that_prints_no_real_time_is_an_error(tmp_path: Path, body: str) -> None:
     with pytest.raises(RuntimeError, match="without a time"):
         sc.run_seed_cu(_fake(tmp_path, body), 0, runs=1)

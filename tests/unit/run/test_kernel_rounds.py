@@ -4,7 +4,7 @@ with a stand-in profiler session and synthetic per-call times (not a GPU run).""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ class _Ctx(RunContext):
     """kernel_rounds with its profiler session replaced by per-call times from ``times``."""
 
     times: Callable[[str, int], float] = lambda name, r: 1e-3
-    sessions: list[tuple[range, bool]] = field(default_factory=list)
+    sessions: list[tuple[list[range], bool]] = field(default_factory=list)
     slept: list[float] = field(default_factory=list)
 
     def synchronize(self) -> None:
@@ -47,13 +47,14 @@ class _Ctx(RunContext):
     def _kernel_session(
         self,
         fns: Mapping[str, Callable[[], Any]],
-        rounds: range,
+        episodes: Sequence[range],
         match: Callable[[str], bool],
         prepare: Mapping[str, Callable[[], None]] | None,
         warm: bool,
     ) -> dict[str, list[float]]:
-        self.sessions.append((rounds, warm))
-        return {name: [self.times(name, r) for r in rounds] for name in fns}
+        self.sessions.append((list(episodes), warm))
+        self.slept += [self.sampling.episode_gap_s] * (len(episodes) - 1)  # the gaps inside the session
+        return {name: [self.times(name, r) for rounds in episodes for r in rounds] for name in fns}
 
 
 def _ctx(times: Callable[[str, int], float], target: float = 0.01) -> _Ctx:
@@ -72,8 +73,8 @@ def test_kernel_rounds_stop_at_the_floor_when_the_ci_is_on_target() -> None:
     ctx = _ctx(lambda name, r: (1.9e-3 if name == "capturable" else 1e-3) * (1 + rng.uniform(-1e-3, 1e-3)))
     out = _run(ctx, pairs=[("capturable", "regular")], min_iters=12)
     assert [len(xs) for xs in out.values()] == [12, 12]
-    # one profiler session per episode of 2 rounds, every one after the first opened by warm calls
-    assert ctx.sessions == [(range(r, r + 2), r > 0) for r in range(0, 12, 2)]
+    # one profiler session for the six episodes of 2 rounds the floor needs, the idle gaps inside it
+    assert ctx.sessions == [([range(r, r + 2) for r in range(0, 12, 2)], False)]
     assert ctx.slept == [0.5] * 5 and "sampling" in ctx.spent
 
 
@@ -82,8 +83,11 @@ def test_kernel_rounds_go_on_while_the_ci_is_wide_and_without_pairs() -> None:
     ctx = _ctx(lambda name, r: (1.9e-3 if name == "capturable" else 1e-3) * (1 + rng.uniform(-0.3, 0.3)))
     out = _run(ctx, pairs=[("capturable", "regular")], min_iters=12)
     assert [len(xs) for xs in out.values()] == [36, 36] and len(ctx.slept) == 17
+    # after the floor's session, one session per episode, each opened by warm calls, so the CI is read after each
+    assert ctx.sessions[1:] == [([range(r, r + 2)], True) for r in range(12, 36, 2)]
     steady = _ctx(lambda name, r: 1e-3)
     assert [len(xs) for xs in _run(steady).values()] == [36, 36]  # no pairs: every round
+    assert len(steady.sessions) == 1 and len(steady.sessions[0][0]) == 18 and len(steady.slept) == 17
 
 
 def test_a_looser_target_stops_the_kernel_rounds_no_later() -> None:

@@ -136,6 +136,25 @@ def test_the_idle_gap_is_paid_once_per_episode_not_once_per_group() -> None:
     assert apart >= 3 * (cfg.min_episodes - 1) and shared.clock.sleeps < apart  # type: ignore[attr-defined]
 
 
+def test_the_warm_up_seconds_are_shared_by_the_schedules_arms() -> None:
+    seen: dict[str, float] = {}
+
+    class Spy(_Synthetic):
+        def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> tuple[Callable[[], Any], Callable[[], float], int, int]:
+            seen[arm.name] = cfg.warmup_s
+            return super()._setup_arm(arm, cfg)
+
+    cfg = SamplingConfig(warmup_s=0.3)
+    clock = _Clock()
+    ctx = Spy(device="cuda", smoke=False, sampling=cfg, clock=clock, sleep=clock.sleep)
+    ctx.cost, ctx.comparisons, ctx.rng = COST, tuple(COMPS), random.Random(7)
+    ctx.measure_groups({g: _arms(names) for g, names in GROUPS.items()})
+    assert seen == {n: pytest.approx(0.05) for n in COST}  # 0.3 s over six arms
+    seen.clear()
+    ctx.measure_groups({"g1": _arms(("a1",))})
+    assert seen == {"a1": pytest.approx(0.3)}  # one arm keeps the whole warm-up
+
+
 NEAR = {**COST, "a1": 0.0015}  # g1 at its threshold, 1.5: never decided, only the target stops it
 
 
