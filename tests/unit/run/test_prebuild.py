@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.env import nvml
 from repro.run import prebuild
 
 
@@ -33,7 +34,7 @@ def test_the_process_reports_what_it_built_and_a_failure_costs_nothing(
     def broken() -> None:
         raise RuntimeError("nvcc exited 1")
 
-    monkeypatch.setattr(prebuild.nvml, "compute_arch", lambda: "sm_90")
+    monkeypatch.setattr(nvml, "compute_arch", lambda: "sm_90")
     monkeypatch.setattr(prebuild, "tasks", lambda spec, arch: [lambda: None, broken])
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"repro_ids": ["graph-memset"]})))
     assert prebuild.main() == 0
