@@ -372,6 +372,10 @@ def time_breakdown(doc: Mapping[str, Any]) -> list[tuple[str, float]]:
         ]
         top = [(str(k), float(t)) for k, t in phases.items() if _number(t)]
         at = next((i + 1 for i, (k, _) in enumerate(top) if k == "measure"), len(top))
+        if at <= len(top) and top[at - 1][0] == "measure":
+            # What the measurement spent outside the timed schedules: inputs, first calls, side measurements.
+            rest = top[at - 1][1] - sum(t for _, t in inner)
+            inner += [("  inputs and side measurements", rest)] if rest > 0 else []
         return top[:at] + inner + top[at:]
     warm = prof = 0.0
     groups: dict[str, float] = {}

@@ -377,6 +377,7 @@ def test_a_new_artifact_takes_the_measure_split_from_the_run() -> None:
         ("cuda_init", 0.1),
         ("measure", 5.0),
         ("  sampling", 3.0),
+        ("  inputs and side measurements", 2.0),  # the measurement's seconds outside its schedules
         ("collect_env", 1.0),
     ]
 
