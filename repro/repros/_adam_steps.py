@@ -21,7 +21,9 @@ MULTI_TENSOR_KEYS = ("adam", "multi_tensor", "foreach")
 SEED_STEPS = 6
 SEED_METHOD = (
     f"{SEED_STEPS} consecutive steps of one form profiled, then {SEED_STEPS} of the other; the multi-tensor "
-    "(Adam) kernels' device time summed and divided by the steps; capturable over regular"
+    "kernels' device time (names with adam, multi_tensor or foreach) summed and divided by the steps; capturable "
+    "over regular. The seed's own program averages each kernel named adam instead: the same ratio where both "
+    "forms launch as many of them, and no number for torch's foreach kernels, none of which is named adam"
 )
 STEP_KERNELS = "every kernel, memset and copy launched inside the step's profiled range"
 
