@@ -222,8 +222,14 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
     ran = [rid for rid in sorted(set(repros)) if rid in have]
     if not ran:
         return
-    printed = any(n == f"{name}/attached/seeds_raw.log" for n, _ in out.members)
-    said = " What they printed on this run's machine: attached/seeds_raw.log." if printed else ""
+    packed = {n for n, _ in out.members}
+    said = (
+        " What they printed on this run's machine: attached/seeds_raw.log."
+        if (f"{name}/attached/seeds_raw.log" in packed)
+        else ""
+    )
+    if f"{name}/attached/seeds_raw.py" in packed:
+        said += " The script that ran them there: attached/seeds_raw.py."
     out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}\n".encode()))
     for rid in ran:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]

@@ -303,6 +303,7 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
     (run / "packages.txt").write_text("# installed distributions\ntorch==2.11.0\n")
     (run / "attached").mkdir()
     (run / "attached" / "seeds_raw.log").write_text("--- 000: 9.35 s (rc 0)\n")
+    (run / "attached" / "seeds_raw.py").write_text("print('the driver')\n")
     (run / "attached" / "core.bin").write_bytes(b"\0\1")  # not text by name: left out
     path = bundle.build(run)
     with tarfile.open(path) as tf:
@@ -311,7 +312,9 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
         assert f"{RUN.name}/packages.txt" in names  # the run's freeze goes with it
         assert f"{RUN.name}/attached/seeds_raw.log" in names and f"{RUN.name}/attached/core.bin" not in names
         readme = tf.extractfile(f"{RUN.name}/seeds/README.txt")
-        assert readme is not None and b"attached/seeds_raw.log" in readme.read()
+        said = readme.read() if readme is not None else b""
+        assert b"attached/seeds_raw.log." in said and b"The script that ran them there: attached/seeds_raw.py." in said
+        assert f"{RUN.name}/attached/seeds_raw.py" in names
         # The seeds' own programs, for each repro of the run that has one, as the package holds them.
         assert f"{RUN.name}/seeds/README.txt" in names
         for rid, files in seeds.programs().items():
