@@ -2,28 +2,24 @@
 # Evidence on one GPU machine in one call, from a copy of the tree without .git:
 #   1. `make setup` from a fresh tree with no .venv, offline (PIP_NO_INDEX, PIP_FIND_LINKS=WHEELS);
 #   2. `repro all` with the .venv that made, its wall time in walls.tsv;
-#   3. `repro bundle` of that run;
-#   4. the bundled harness installed into a fresh venv, the report's re-run lines of 5090-linear run there,
+#   3. the seeds' raw scripts (tools/seeds_raw.py) and every repro's standalone script (`repro script ID`),
+#      their output in the run's attached/ folder;
+#   4. `repro all --target-ci 0.02 --budget 2`, then `repro all --quick`, each when FINAL_BUDGET_S (default 540)
+#      leaves room for it and for steps 5-7;
+#   5. `repro bundle` of the run;
+#   6. that bundle's harness installed into a fresh venv, the report's re-run lines of 5090-linear run there,
 #      and the installed harness's source digest checked against the artifacts';
-#   5. every repro's standalone script (`repro script ID`) run on the GPU, its ratio against the artifact's;
-#   6. `repro all --target-ci 0.02 --budget 2` when FINAL_BUDGET_S (default 540) leaves room for it
-#      (0.9 of step 2's wall time);
-#   7. `repro all --quick` when the budget leaves room for it (two fifths of step 2's wall time).
-# The seeds' raw scripts (tools/seeds_raw.py) and the standalone scripts run right after step 2, and their
-# output goes into the run's attached/ folder, so the bundle of step 3 carries it. Every wall time lands in
-# walls.tsv beside step 2's.
+#   7. what steps 4 and 6 printed, the wall times and the steps attached, and the run bundled again, so the
+#      bundle carries the re-run's check.
 # Everything lands under OUT_DIR; a table is printed last.
 #
-#   tools/gpu-final.sh OUT_DIR WHEELS      (from the tree's root; about 6 minutes on an H200)
+#   tools/gpu-final.sh OUT_DIR WHEELS      (from the tree's root; about 8 minutes on an H200)
 set -uo pipefail
 out=${1:?usage: tools/gpu-final.sh OUT_DIR WHEELS}
 wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tree=$PWD
-# The image this machine runs is the GPU service's own and cannot be seen from inside it: name it, so the
-# fingerprint records it (container.env) and the report says it.
-export GPU_REPRO_IMAGE=${GPU_REPRO_IMAGE:-"cuda (the GPU service's private image; no registry name or digest)"}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 
@@ -56,8 +52,16 @@ gpu_line=$(nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
     echo "  process, with $(command -v python3) (the machine's Python, the one that holds its torch);"
     echo "- script-<id>.out: 'repro script <id>' run with that python3 (stdout, then stderr), each printing its"
     echo "  versions first;"
-    echo "- gpu-final.sh: the driver that ran 'repro all' (with the harness installed by 'make setup' into .venv,"
-    echo "  a venv over the machine's Python), then the above, then 'repro bundle'."
+    echo "- seeds_raw.py runs from here too (python3 seeds_raw.py, on a GPU machine with torch, and nvcc for"
+    echo "  004-cuda): it reads the programs from the bundle's seeds/ folder;"
+    echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
+    echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
+    echo "  here as the record of what ran, and does not run from the bundle;"
+    echo "- steps.txt, walls.tsv: its steps and wall times; loose.txt, quick.txt (where the budget let them run):"
+    echo "  the headlines of 'repro all --target-ci 0.02 --budget 2' and 'repro all --quick', run after this run"
+    echo "  into other run folders;"
+    echo "- rerun.sh, rerun.log, rerun-check.txt: the report's re-run lines of 5090-linear run in a fresh venv with"
+    echo "  the harness wheel of a first bundle of this run (the same source digest), and the digest check."
 } >"$run/attached/README.txt"
 cp tools/seeds_raw.py tools/gpu-final.sh "$run/attached/"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
@@ -86,6 +90,44 @@ for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff g
     { echo "# repro script $id | python3 | $gpu_line | $(date -u +%FT%TZ)"; cat "$out/scripts/$id.out" "$out/scripts/$id.err"; } \
         >"$run/attached/script-$id.out"
 done
+
+# Steps 4, then 5-7: the runs that take a budget first, as long as 45 s stay for the bundle, the re-run and
+# the second bundle (about 30 s on an H200).
+summary() {  # the headlines of a run folder's artifacts, one line each
+    python3 - "$1" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(f"{sys.argv[1]}/*/*.json")):
+    d = json.load(open(path))
+    v = d.get("verdict") or {}
+    ci = f" ({v['ci_low']:.4f}-{v['ci_high']:.4f})" if v.get("ci_low") is not None else ""
+    value = f" {v['value']:.4f}{ci}" if v.get("value") is not None else ""
+    print(f"{d['repro']['id']}: {v.get('status')}{value}, {d['run']['duration_s']:.1f} s")
+PY
+}
+left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
+if [ "$left" -gt $((all_s * 9 / 10 + 45)) ]; then
+    step "repro all --target-ci 0.02 --budget 2 ($left s left)"
+    loose_t0=$SECONDS
+    timeout "$((left - 45))" .venv/bin/repro all --target-ci 0.02 --budget 2 --out "$out/loose" >"$out/loose.json" \
+        2>"$out/loose.log" --json
+    step "loose: exit $?"
+    printf 'repro all --target-ci 0.02 --budget 2\t%s\n' "$((SECONDS - loose_t0))" >>"$out/walls.tsv"
+    { echo "# repro all --target-ci 0.02 --budget 2, $((SECONDS - loose_t0)) s"; summary "$out/loose"; } >"$run/attached/loose.txt"
+else
+    step "repro all --target-ci 0.02 --budget 2 skipped: $left s left, step 2 took $all_s s"
+fi
+
+left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
+if [ "$left" -gt $((all_s * 2 / 5 + 45)) ]; then  # a quick run took 0.3-0.35 of the defaults' time
+    step "repro all --quick ($left s left)"
+    quick_t0=$SECONDS
+    timeout "$((left - 45))" .venv/bin/repro all --quick --out "$out/quick" >"$out/quick.json" 2>"$out/quick.log" --json
+    step "quick: exit $?"
+    printf 'repro all --quick\t%s\n' "$((SECONDS - quick_t0))" >>"$out/walls.tsv"
+    { echo "# repro all --quick, $((SECONDS - quick_t0)) s"; summary "$out/quick"; } >"$run/attached/quick.txt"
+else
+    step "repro all --quick skipped: $left s left, step 2 took $all_s s"
+fi
 
 step "repro bundle"
 # The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
@@ -135,28 +177,12 @@ for doc in again:
           f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
 PY
 
-left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt $((all_s * 9 / 10)) ]; then
-    step "repro all --target-ci 0.02 --budget 2 ($left s left)"
-    loose_t0=$SECONDS
-    timeout "$left" .venv/bin/repro all --target-ci 0.02 --budget 2 --out "$out/loose" >"$out/loose.json" \
-        2>"$out/loose.log" --json
-    step "loose: exit $?"
-    printf 'repro all --target-ci 0.02 --budget 2\t%s\n' "$((SECONDS - loose_t0))" >>"$out/walls.tsv"
-else
-    step "repro all --target-ci 0.02 --budget 2 skipped: $left s left, step 2 took $all_s s"
-fi
-
-left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt $((all_s * 2 / 5)) ]; then  # a quick run took 0.3-0.35 of the defaults' time
-    step "repro all --quick ($left s left)"
-    quick_t0=$SECONDS
-    timeout "$left" .venv/bin/repro all --quick --out "$out/quick" >"$out/quick.json" 2>"$out/quick.log" --json
-    step "quick: exit $?"
-    printf 'repro all --quick\t%s\n' "$((SECONDS - quick_t0))" >>"$out/walls.tsv"
-else
-    step "repro all --quick skipped: $left s left, step 2 took $all_s s"
-fi
+step "the re-run's check, the steps and wall times attached; the run bundled again"
+cp "$out/rerun.sh" "$out/rerun.log" "$out/rerun-check.txt" "$out/walls.tsv" "$run/attached/"
+cp "$out/steps.txt" "$run/attached/steps.txt"
+mv "$bundle" "$out/first.bundle.tar.gz"
+.venv/bin/repro bundle "$run" --out "$bundle" >>"$out/steps.txt" 2>&1
+step "bundle again: exit $?"
 step "done"
 cat "$out/walls.tsv"
 cd "$tree" && .venv/bin/python tools/gpu-final-table.py "$out" "$run" | tee "$out/table.md"

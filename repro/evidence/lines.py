@@ -348,8 +348,10 @@ def _how_to_install(doc: Artifact, module: str | None) -> str:
     if not isinstance(spec, str) or not _PIP_SPEC.fullmatch(spec):
         return ""
     note = said.get("note")
-    gib = said.get("gpu_memory_gib")
+    gib, seed_gib = said.get("gpu_memory_gib"), said.get("seed_gpu_memory_gib")
     room = f"; about {gib:g} GiB of GPU memory at these sizes" if isinstance(gib, int | float) and gib > 0 else ""
+    if room and isinstance(seed_gib, int | float) and seed_gib > 0:
+        room += f" (the seed's program, one form at a time: about {seed_gib:g} GiB)"
     return f": {code(shlex.join(['pip', 'install', spec]))}" + (
         f" ({text(note)}{room})" if isinstance(note, str) and note else f" ({room[2:]})" if room else ""
     )
@@ -386,6 +388,26 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     return line, f"torch {version} ({f'CUDA {cuda}' if m else 'no CUDA'})"
 
 
+_STAMP = re.compile(r"(\d{4})-?(\d\d)-?(\d\d)T(\d\d):?(\d\d):?(\d\d)Z")
+
+
+def _built_when(twin: Mapping[str, object], doc: Artifact) -> str:
+    """``; binary built 03:32:34 UTC, before this run's first repro`` (or cached from before the run), from the
+    twin's record and the run id's start time; "" where either is missing."""
+    mtime = twin.get("binary_mtime_utc")
+    stamp = _STAMP.match(str(mtime or ""))
+    start = _STAMP.match(doc.run.run_id or "")
+    if stamp is None or start is None:
+        return ""
+    when = "by this run, before its first repro" if stamp.groups() >= start.groups() else "before this run"
+    if twin.get("binary_cached") is False:
+        when = "by this repro"
+    return (
+        f"; binary built {stamp[4]}:{stamp[5]}:{stamp[6]} UTC {when}, cached under a key of the source's sha256, "
+        "nvcc's version, arch and flags"
+    )
+
+
 def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
     """(pip lines, words) for what a repro's variants used beyond torch, as its artifact records it:
     cuda-bindings (``extra.memset_via``; pinned to ``extra.cuda_bindings`` where recorded, else the major
@@ -404,14 +426,15 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
         lines.append(shlex.join(["pip", "install", pin]))
         words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
     twin = extra.get("twin")
-    said = twin.get("nvcc") if isinstance(twin, Mapping) else None
+    twin = twin if isinstance(twin, Mapping) else {}
+    said = twin.get("nvcc")
     if isinstance(said, str):
         nvcc = text(said.removeprefix("Build "))
-        flags = twin.get("nvcc_flags") if isinstance(twin, Mapping) else None
+        flags = twin.get("nvcc_flags")
         built = f", {code(flags)}" if isinstance(flags, str) and _FLAGS.fullmatch(flags) else ""
-        path = twin.get("nvcc_path") if isinstance(twin, Mapping) else None
+        path = twin.get("nvcc_path")
         at = f" at {code(path)}" if isinstance(path, str) and path else ""
-        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's{at}: {nvcc}{built})")
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's{at}: {nvcc}{built}{_built_when(twin, doc)})")
     return lines, words
 
 
@@ -428,11 +451,8 @@ def python_env_words(docs: Sequence[Artifact]) -> str:
         return ""
     exe, folders, install = next(iter(seen))
     python = next((d.machine.host.python for d in docs if d.machine.host.python), None)
-    where = f", packages from {' then '.join(code(f) for f in folders)}" if folders else ""
-    return (
-        f" This run's Python: {text(python or '?')} at {code(exe)}{where}; the harness: {text(install)}"
-        " (a fresh venv with the lines below has only what they install)."
-    )
+    where = f"; packages: {' then '.join(code(f) for f in folders)}" if folders else ""
+    return f" This run's Python: {text(python or '?')} ({code(exe)}{where}); harness: {text(install)}."
 
 
 # The wheel's optional dependencies that ``repro report`` draws plots with (pyproject.toml's extra).

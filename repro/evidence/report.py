@@ -106,6 +106,19 @@ def _figure_lines(figs: Sequence[Figure]) -> list[str]:
     return out
 
 
+# A clocks reason as clocks.clock_words says it: "bs1: power cap, SM clock 1545-1980 MHz (median 1620) of 1980 MHz max".
+_CLOCK_REASON = re.compile(
+    r"^(?P<who>[\w.-]+): (?P<kind>[^,:]+), SM clock \S+ MHz \(median (?P<med>[\d.]+)\)(?P<top> of \S+ MHz max)?$"
+)
+
+
+def _by_median(reason: str) -> str:
+    """A clocks reason by its median only (``bs1: power cap, median SM clock 1620 of 1980 MHz max``), so the
+    variants that share it are said once; the range stays in the artifact and the details."""
+    m = _CLOCK_REASON.match(reason)
+    return f"{m['who']}: {m['kind']}, median SM clock {m['med']} MHz{m['top'] or ''}" if m else reason
+
+
 def _grouped(messages: Sequence[str]) -> list[str]:
     """``a: m``, ``b: m`` -> ``m (a, b)``: one line per message, the variants it is about after it."""
     by: dict[str, list[str]] = {}
@@ -211,7 +224,7 @@ def repro_section(
     validity = doc.validity
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
-        reasons = [restate(x, doc) for x in validity.reasons]
+        reasons = [_by_median(restate(x, doc)) for x in validity.reasons]
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: ", "inconclusive": "Inconclusive, "}.get(
@@ -368,15 +381,17 @@ def report(
     shortened: list[str] = []
     env_dropped = False
     env_short = False
+    lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped or shortened or env_short:
+        if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened else []
             gone += ["collect_env's library list"] if env_short else []
             gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
+            gone += ["the sections' Holds-for, Does-not-hold-for and Impact lines"] if lean else []
             parts += [
                 f"_Left out to fit one screen: {'; '.join(gone)}. The bundle's `{FULL_REPORT}` is this report whole._",
                 "",
@@ -386,7 +401,7 @@ def report(
         if install:
             parts.append(install)
         for d, (section, more) in zip(runs, sections, strict=True):
-            parts.append(section)
+            parts.append(_lean(section) if lean else section)
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
@@ -418,12 +433,22 @@ def report(
     if not fits(parts) and env:
         env_dropped = True
         parts = assemble()
+    if not fits(parts):
+        lean = True
+        parts = assemble()
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
 
 
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
+# A section's lines that restate its finding (where it held, what is at stake): the last a report leaves
+# out before it cuts whole sections.
+LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:")
+
+
+def _lean(section: str) -> str:
+    return "\n".join(ln for ln in section.split("\n") if not ln.startswith(LEAN_LINES))
 
 
 def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None) -> str:

@@ -183,10 +183,11 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
     if any(d.validity.flag == "suspect" for d in docs):
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
-        "_The CI covers this process on this GPU; re-run column: this headline on GPUs of the model "
-        f"(runs, torch, drivers, harness: the bundle's `band.txt`{_gpu_in_bands(docs, bands)})."
-        f"{said} n: rounds (each a median of samples) or samples behind a median; rounds: paired rounds "
-        "behind a ratio. us/call: a kernel's time over its launches in one call._"
+        "_The CI covers this process on this GPU: distribution-free, on the median per-round ratio, at least as "
+        "wide as its episodes' medians' (an episode: rounds between idle gaps); re-run column: this headline on "
+        f"GPUs of the model (runs, torch, drivers, harness: the bundle's `band.txt`{_gpu_in_bands(docs, bands)})."
+        f"{said} n: rounds (each a median of samples) or samples; rounds: paired rounds behind a ratio. "
+        "us/call: a kernel's time over its launches in one call._"
     )
 
 
@@ -204,9 +205,9 @@ def attached_words(names: Sequence[str]) -> str:
     """``; attached/ ...``: the files a run's maker added to its folder after it (the bundle packs them)."""
     if not names:
         return ""
-    listed = ", ".join(code(n) for n in names)
-    why = "; `attached/README.txt` says what ran them" if "README.txt" in names else ""
-    return f"; files added to the run folder after it ran, in `attached/`: {listed}{why}"
+    if "README.txt" in names:
+        return f"; `attached/`: {len(names)} files added to the run folder after it ran (its `README.txt` lists them)"
+    return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"
 
 
 def traces_words(docs: Sequence[Artifact]) -> str:

@@ -267,6 +267,8 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     if unnamed:
         whose = f"{unnamed[0]}'s seed names" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} name"
         lines.append(f"{whose} no GPU, so the seed's GPU could not be matched.")
+    if unseen := _unrecorded(docs):
+        lines.append(unseen)
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(
@@ -274,6 +276,28 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
             "Docker lanes (make matrix), were not run here."
         )
     return lines
+
+
+# An image's own variables (nvidia/cuda images set them): what hints at its base where its name is unseen.
+_IMAGE_VARS = ("CUDA_VERSION", "NV_CUDNN_VERSION", "NV_LIBCUBLAS_VERSION", "NVIDIA_PYTORCH_VERSION")
+
+
+def _unrecorded(docs: Sequence[Artifact]) -> str | None:
+    """What the machine had that no artifact could record: a container's image (invisible from inside
+    it; its variables named instead) and the package index torch came from (no installer records it)."""
+    gone: list[str] = []
+    boxes = [d.machine for d in docs if d.machine.in_container and not d.machine.image]
+    if boxes:
+        env = boxes[0].container_env
+        hints = ", ".join(f"{k}={env[k]}" for k in _IMAGE_VARS if env.get(k))
+        gone.append(
+            "the container image's name and digest (not visible from inside it"
+            + (f"; its variables: {hints})" if hints else ")")
+        )
+    installers = sorted({str(d.machine.torch_install.get("installer")) for d in docs if d.machine.torch_install})
+    if installers and not any(d.machine.torch_install.get("direct_url") for d in docs):
+        gone.append(f"the package index torch came from ({', '.join(installers)} recorded none)")
+    return f"Not recordable from inside this run: {'; '.join(gone)}." if gone else None
 
 
 def _dotted(version: str) -> str:

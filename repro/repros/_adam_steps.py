@@ -21,9 +21,7 @@ MULTI_TENSOR_KEYS = ("adam", "multi_tensor", "foreach")
 SEED_STEPS = 6
 SEED_METHOD = (
     f"{SEED_STEPS} consecutive steps of one form profiled, then {SEED_STEPS} of the other; the multi-tensor "
-    "kernels' device time (names with adam, multi_tensor or foreach) summed and divided by the steps; capturable "
-    "over regular. The seed's own program averages each kernel named adam instead: the same ratio where both "
-    "forms launch as many of them, and no number for torch's foreach kernels, none of which is named adam"
+    "kernels' device time per step; capturable over regular"
 )
 STEP_KERNELS = "every kernel, memset and copy launched inside the step's profiled range"
 
@@ -100,8 +98,9 @@ def _top(entry: Mapping[str, Any]) -> str:
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     """One sentence on why the seed's method and ours differ, from what this run recorded."""
     words = (
-        "The seed's method sums only the multi-tensor (Adam) kernels of one profiled run of "
-        f"{SEED_STEPS} steps per form; ours counts {STEP_KERNELS}, in interleaved paired rounds"
+        "The seed's own program averages each kernel named adam (torch's foreach kernels have no such name; "
+        "here the names with adam, multi_tensor or foreach are summed per step, the same ratio where both forms "
+        f"launch as many); ours counts {STEP_KERNELS}, in interleaved paired rounds"
     )
     split = [e for e in entries if e.get("other_launches") and e.get("label")]
     if split:

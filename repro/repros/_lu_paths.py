@@ -70,13 +70,22 @@ def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
 
 def per_matrix_clause(variants: Sequence[VariantResult], batch: int) -> str:
     """The heaviest LU kernel of each size's profiled call and its microseconds per matrix (its time per
-    call over ``batch``), in the variants' order; "" when none was profiled (no full stop)."""
-    said = []
+    call over ``batch``), sizes in the variants' order, a run of sizes with the same kernel said once;
+    "" when none was profiled (no full stop)."""
+    runs: list[tuple[str, list[str], list[str]]] = []  # (kernel, sizes, us)
     for v in variants:
         top = lu_kernels(v.kernels, limit=1) if v.kernels else []
         kernel = next((k for k in v.kernels if top and k.name == top[0]), None)
         if kernel is None or batch <= 0:
             continue
-        n = v.config.get("n", "?")
-        said.append(f"n={n} {short_kernel(kernel.name, 48)} {kernel.us_per_call / batch:,.0f} us")
+        name, n, us = short_kernel(kernel.name, 48), str(v.config.get("n", "?")), f"{kernel.us_per_call / batch:,.0f}"
+        if runs and runs[-1][0] == name:
+            runs[-1][1].append(n)
+            runs[-1][2].append(us)
+        else:
+            runs.append((name, [n], [us]))
+    said = [
+        f"n={sizes[0]}{'-' + sizes[-1] if len(sizes) > 1 else ''} {name} ({', '.join(us)} us)"
+        for name, sizes, us in runs
+    ]
     return f"the LU's heaviest kernel per matrix at batch {batch}: {'; '.join(said)}" if said else ""

@@ -422,7 +422,12 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "kernel_counted": STEP_KERNELS,
             "multi_tensor_match": list(MULTI_TENSOR_KEYS),
             # What a re-run that tests the claim needs: TE, and room for the fp32 sets of a step at these sizes.
-            "claim_needs": {**TE_INSTALL, "gpu_memory_gib": round(script_gib(p, "te"), 1)},
+            "claim_needs": {
+                **TE_INSTALL,
+                "gpu_memory_gib": round(script_gib(p, "te"), 1),
+                # params, grads and one optimizer's two moments: the seed frees one form's before the next
+                "seed_gpu_memory_gib": round(4 * 4 * elements / 2**30, 1),
+            },
         }
         if seeds:
             extra.update(seed_method=seeds, seed_method_how=SEED_METHOD, seed_method_note=seed_method_note(seeds))

@@ -97,7 +97,7 @@ def test_the_seed_method_line_shows_both_numbers_and_why_they_differ(doc: dict[s
     ours = rows["torch_foreach"]["ratio"]
     assert "applied to what is not the seed's subject: torch AdamW(fused=True) 1.000x (ours " in line
     assert f"torch AdamW(foreach=True) 0.894x (ours {ours:.3f}x)" in line
-    assert "The seed's method sums only the multi-tensor (Adam) kernels of one profiled run of 6 steps per form" in line
+    assert "The seed's own program averages each kernel named adam (torch's foreach kernels have no such name" in line
     assert "torch AdamW(foreach=True) (402 per capturable step)" in line
     assert "on the seed's subject" not in line  # TE did not run
 
@@ -113,6 +113,13 @@ def test_the_rerun_line_names_the_te_install_the_claim_needs(doc: dict[str, Any]
     assert (
         "(a TE build for your CUDA; the seed names no TE version; about 94.2 GiB of GPU memory at these sizes)."
     ) in section(report([sized]), RID)
+    both = {
+        **doc,
+        "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "gpu_memory_gib": 94.2, "seed_gpu_memory_gib": 62.8}},
+    }
+    assert (
+        "about 94.2 GiB of GPU memory at these sizes (the seed's program, one form at a time: about 62.8 GiB))."
+    ) in section(report([both]), RID)
     # A malformed requirement in the open extra is not rendered as a command
     bad = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "pip": "te; rm -rf /"}}}
     assert "pip install 'te" not in report([bad]) and "needs `transformer_engine` installed." in report([bad])

@@ -110,7 +110,7 @@ def test_each_summary_row_says_its_own_ci_level(bench: str, docs: list[dict[str,
     solve = next(ln for ln in bench.splitlines() if ln.startswith("| solve-512-cliff |"))
     assert "9.55x (99.2% CI 9.51-9.59, worst of 6)" in solve  # Bonferroni over its 6 headline candidates
     assert "| 0.918x (95% CI 0.916-0.922) |" in bench  # decimals enough to tell the CI's ends apart
-    assert "_The CI covers this process on this GPU; re-run column: this headline on GPUs" in bench
+    assert "_The CI covers this process on this GPU: distribution-free, on the median per-round ratio" in bench
 
 
 def test_ci_label_reads_the_artifacts_level_and_its_comparisons() -> None:
@@ -325,7 +325,7 @@ def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path) -
     res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
     assert res.exit_code == 0, res.output
     after = (run / "report.md").read_text()
-    assert "in `attached/`: `README.txt`, `seeds_raw.log`; `attached/README.txt` says what ran them" in after
+    assert "`attached/`: 2 files added to the run folder after it ran (its `README.txt` lists them)" in after
     assert "core.bin" not in after and len(after) <= PASTE_LIMIT
     with tarfile.open(tmp_path / "b.tar.gz") as tf:
         packed = tf.extractfile(f"{run.name}/report.md").read().decode()  # type: ignore[union-attr]
@@ -376,10 +376,36 @@ def test_the_rerun_paragraph_says_which_python_ran_and_how_the_harness_was_insta
         d["fingerprint"]["host"]["python_env"] = env
     text = _report(same)
     assert (
-        "This run's Python: 3.12.3 at `/tmp/t/.venv/bin/python`, packages from "
-        "`/tmp/t/.venv/lib/python3.12/site-packages` then `/opt/torch/.venv/lib/python3.12/site-packages`; "
-        "the harness: editable install of /tmp/t" in text
+        "This run's Python: 3.12.3 (`/tmp/t/.venv/bin/python`; packages: "
+        "`/tmp/t/.venv/lib/python3.12/site-packages` then `/opt/torch/.venv/lib/python3.12/site-packages`); "
+        "harness: editable install of /tmp/t." in text
     )
     same[0]["fingerprint"]["host"]["python_env"] = {**env, "executable": "/usr/bin/python3"}
     assert "This run's Python" not in _report(same)  # the repros disagree: nothing is said for all
     assert "This run's Python" not in _report(docs)  # an older artifact recorded none
+
+
+def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> None:
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence10" / "all").iterdir())
+    docs = [artifact.load(p) for p in artifact.expand([run])]
+    text = _report(docs, attached=bundle.attached_names(run))
+    assert "Report cut" not in text and len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
+    assert all(f"## `{d['repro']['id']}`" in text for d in docs)  # every section, solve's among them
+    assert "the sections' Holds-for, Does-not-hold-for and Impact lines" in text
+    assert "- Impact:" not in text and "- Re-run elsewhere" in text and "Kernels" in text
+    whole = _report(docs, limit=10**9, max_lines=None)
+    assert "- Impact:" in whole  # the bundle's report-full.md keeps them
+
+
+def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]]) -> None:
+    doc = copy.deepcopy(_by_id(docs, "graph-memset"))
+    start = doc["run"]["run_id"][:16]  # e.g. 20261130T172037Z
+    at = f"{start[:4]}-{start[4:6]}-{start[6:8]}T{start[9:11]}:{start[11:13]}:{start[13:15]}Z"
+    doc["extra"]["twin"].update(binary_cached=True, binary_mtime_utc=at)
+    assert "by this run, before its first repro, cached under a key of the source's sha256" in _report([doc])
+    doc["extra"]["twin"].update(binary_mtime_utc="2020-01-01T00:00:00Z")
+    assert "binary built 00:00:00 UTC before this run" in _report([doc])
+    doc["extra"]["twin"].update(binary_cached=False)
+    assert "binary built 00:00:00 UTC by this repro" in _report([doc])
+    del doc["extra"]["twin"]["binary_mtime_utc"]
+    assert "binary built" not in _report([doc])

@@ -599,6 +599,14 @@ def test_the_finding_gives_the_lu_kernel_per_matrix_at_each_size() -> None:
         128,
     )
     assert got.startswith("the LU's heaviest kernel per matrix at batch 128: n=511 ")
-    assert "getrf_panel" in got and " 80 us; n=512 " in got and "getrf_pivot" in got and got.endswith(" 779 us")
+    assert "n=511 " in got and "getrf_panel" in got and "(80 us); n=512 " in got and got.endswith("(779 us)")
     assert "elementwise" not in got and "n=513" not in got
     assert per_matrix_clause([], 128) == ""
+    two = per_matrix_clause(
+        [
+            point(510, "void getrf_panel<float>(float* const*)", 10_112.0, 1),
+            point(511, "void getrf_panel<float>(float* const*)", 10_240.0, 1),
+        ],
+        128,
+    )
+    assert two.endswith(": n=510-511 getrf_panel (79, 80 us)")
