@@ -45,24 +45,31 @@ fi
 # when the budget leaves room for them and for the bundle, the re-run and the scripts after them (200 s).
 mkdir -p "$run/attached"
 gpu_line=$(nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader 2>&1 | head -1)
-{
-    echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
-    echo "and GPU ($gpu_line), before 'repro bundle':"
-    echo "- seeds_raw.log: seeds_raw.py (here) ran the seeds' own programs (seeds/ in the bundle), each in its own"
-    echo "  process, with $(command -v python3) (the machine's Python, the one that holds its torch);"
-    echo "- script-<id>.out: 'repro script <id>' run with that python3 (stdout, then stderr), each printing its"
-    echo "  versions first;"
-    echo "- seeds_raw.py runs from here too (python3 seeds_raw.py, on a GPU machine with torch, and nvcc for"
-    echo "  004-cuda): it reads the programs from the bundle's seeds/ folder;"
-    echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
-    echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
-    echo "  here as the record of what ran, and does not run from the bundle;"
-    echo "- steps.txt, walls.tsv: its steps and wall times; loose.txt, quick.txt (where the budget let them run):"
-    echo "  the headlines of 'repro all --target-ci 0.02 --budget 2' and 'repro all --quick', run after this run"
-    echo "  into other run folders;"
-    echo "- rerun.sh, rerun.log, rerun-check.txt: the report's re-run lines of 5090-linear run in a fresh venv with"
-    echo "  the harness wheel of a first bundle of this run (the same source digest), and the digest check."
-} >"$run/attached/README.txt"
+# attached/README.txt, from the files there when a bundle is made.
+write_readme() {
+    local at="$run/attached"
+    {
+        echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
+        echo "and GPU ($gpu_line), before 'repro bundle':"
+        [ -f "$at/seeds_raw.log" ] && echo "- seeds_raw.log: seeds_raw.py (here) ran the seeds' own programs (seeds/ in the bundle), each" \
+            "in its own process, with $(command -v python3) (the machine's Python, the one that holds its torch);"
+        echo "- seeds_raw.py runs from here too (python3 seeds_raw.py, on a GPU machine with torch, and nvcc for"
+        echo "  004-cuda): it reads the programs from the bundle's seeds/ folder;"
+        ls "$at"/script-*.out >/dev/null 2>&1 && echo "- script-<id>.out: 'repro script <id>' run with that python3" \
+            "(stdout, then stderr), each printing its versions first;"
+        echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
+        echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
+        echo "  here as the record of what ran, and does not run from the bundle;"
+        [ -f "$at/steps.txt" ] && echo "- steps.txt, walls.tsv: its steps and wall times;"
+        for kind in loose quick; do
+            [ -f "$at/$kind.txt" ] && echo "- $kind.txt, $kind-report.md: the headlines and the report of 'repro all" \
+                "$([ "$kind" = loose ] && echo "--target-ci 0.02 --budget 2" || echo "--quick")', run after this run into another run folder;"
+        done
+        [ -f "$at/rerun-check.txt" ] && echo "- rerun.sh, rerun.log, rerun-check.txt, rerun-5090-linear.json: the" \
+            "report's re-run lines of 5090-linear run in a fresh venv with the harness wheel of a first bundle of" \
+            "this run (the same source digest), the digest check and the re-run's artifact."
+    } >"$at/README.txt"
+}
 cp tools/seeds_raw.py tools/gpu-final.sh "$run/attached/"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt 260 ]; then
@@ -72,8 +79,9 @@ if [ "$left" -gt 260 ]; then
     step "seeds: exit $?"
     # The baseline is the seeds' own programs' seconds (seeds_raw.json's total): the script's version probe
     # before them (one more torch import) is not a seed's time; the wall with it is kept beside.
-    total=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["total"]))' "$out/seeds_raw.json")
-    printf "seeds' raw scripts\t%s\n" "$total" >>"$out/walls.tsv"
+    total=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["total"]))' "$out/seeds_raw.json" \
+        2>/dev/null)
+    [ -n "$total" ] && printf "seeds' raw scripts\t%s\n" "$total" >>"$out/walls.tsv"
     printf "seeds' raw scripts with seeds_raw.py's version probe\t%s\n" "$((SECONDS - seeds_t0))" >>"$out/walls.tsv"
     cp "$out/seeds.log" "$run/attached/seeds_raw.log"
 else
@@ -130,6 +138,7 @@ else
 fi
 
 step "repro bundle"
+write_readme
 # The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
 bundle="$out/$(basename "$run").bundle.tar.gz"
 .venv/bin/repro bundle "$run" --out "$bundle" >>"$out/steps.txt" 2>&1
@@ -179,7 +188,12 @@ PY
 
 step "the re-run's check, the steps and wall times attached; the run bundled again"
 cp "$out/rerun.sh" "$out/rerun.log" "$out/rerun-check.txt" "$out/walls.tsv" "$run/attached/"
+for f in /tmp/rerun/artifacts/*/5090-linear.json; do [ -f "$f" ] && cp "$f" "$run/attached/rerun-5090-linear.json"; done
+for kind in loose quick; do
+    for f in "$out/$kind"/*/report.md; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-report.md"; done
+done
 cp "$out/steps.txt" "$run/attached/steps.txt"
+write_readme
 mv "$bundle" "$out/first.bundle.tar.gz"
 .venv/bin/repro bundle "$run" --out "$bundle" >>"$out/steps.txt" 2>&1
 step "bundle again: exit $?"

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -107,7 +109,8 @@ def install_mode(dist: str = "gpu-repro") -> str:
         except ValueError:
             raw = {}
         raw = raw if isinstance(raw, dict) else {}
-        url = str(raw.get("url") or "").removeprefix("file://")
+        parsed = urllib.parse.urlparse(str(raw.get("url") or ""))
+        url = urllib.request.url2pathname(parsed.path) if parsed.scheme == "file" else ""
         info = raw.get("dir_info")
         if isinstance(info, dict) and info.get("editable"):
             if not url or Path(url).resolve() in (here, *here.parents):

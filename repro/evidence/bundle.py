@@ -4,9 +4,9 @@ Only what the run wrote goes in, found by name (a manifest, never a directory
 walk): ``<id>.json`` artifacts, ``report.md``, ``logs/<id>.log``,
 ``traces/<id>/*.trace.json.gz``, the report's plots ``plots/<id>.<sweep>.png``, the standalone
 scripts the caller regenerated from the catalog (``scripts/<id>.py``), the run's ``packages.txt``,
-text files its maker put in ``attached/`` (``*.log``, ``*.out``, ``*.txt``, ``*.tsv``, ``*.py``, ``*.sh``:
-the seeds' raw output, the scripts' runs, the driver that ran them) and, when it is the harness that
-ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
+text files its maker put in ``attached/`` (``*.log``, ``*.out``, ``*.txt``, ``*.tsv``, ``*.py``, ``*.sh``,
+``*.json``, ``*.md``: the seeds' raw output, the scripts' runs, the driver that ran them, a re-run's artifact)
+and, when it is the harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
 Each is opened without following links and packed only if it is a regular file with one name (a
 hard link could be a second name of any file on that filesystem); member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
@@ -46,7 +46,7 @@ _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 # A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
 _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
 ATTACHED_LIMIT = 2 * 1024 * 1024  # all of attached/ together: a bundle never fails for what was attached
-_ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt|tsv|py|sh)")
+_ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt|tsv|py|sh|json|md)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
 
@@ -77,7 +77,7 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
 
 def attached_names(run_dir: Path) -> list[str]:
     """The files of ``run_dir/attached/`` a bundle packs (text by name: ``.log``, ``.out``, ``.txt``,
-    ``.tsv``, ``.py``, ``.sh``), sorted; a link or a folder is not one of them."""
+    ``.tsv``, ``.py``, ``.sh``, ``.json``, ``.md``), sorted; a link or a folder is not one of them."""
     folder = Path(run_dir) / "attached"
     if not _real_dir(folder):
         return []

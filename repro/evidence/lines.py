@@ -379,7 +379,7 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
             f"torch {said} from PyPI (it reads {version}; its installer recorded no index: PyPI is read off the "
-            "metadata's missing local tag)"
+            "metadata's missing local tag; it brings its pinned nvidia-* wheels, this run's in `packages.txt`)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(

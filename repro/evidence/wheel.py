@@ -33,6 +33,15 @@ def _requires() -> list[str]:
         return []
 
 
+def _extras() -> list[str]:
+    """The installed harness's extras (``Provides-Extra``): pip installs a wheel's ``[plots]`` only when the
+    wheel declares it, whatever its ``Requires-Dist`` markers say."""
+    try:
+        return list(metadata.metadata("gpu-repro").get_all("Provides-Extra") or [])
+    except metadata.PackageNotFoundError:
+        return []
+
+
 def _record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
@@ -49,6 +58,7 @@ def build() -> tuple[str, bytes, str]:
         "Name: gpu-repro",
         f"Version: {ver}",
         "Requires-Python: >=3.10",
+        *(f"Provides-Extra: {extra}" for extra in _extras()),
         *(f"Requires-Dist: {req}" for req in _requires()),
         f"Summary: gpu-repro harness, source sha256 {digest}",
     ]

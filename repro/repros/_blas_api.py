@@ -10,6 +10,7 @@ around one call of each form, after an untimed call, in the process that already
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping
@@ -22,6 +23,14 @@ _LIBS = {"cublas": re.compile(r"/libcublas\.so[.0-9]*$"), "cublasLt": re.compile
 _NAMES = {"cublas": "cuBLAS", "cublasLt": "cuBLASLt"}
 # cuBLASLt's level 2 ("trace"): the calls that launch kernels, with their parameters; set-up calls stay out.
 _LT_TRACE = 2
+# The variables that switch the libraries' loggers on at load.
+_USER_LOGGING = (
+    "CUBLAS_LOGINFO_DBG",
+    "CUBLAS_LOGDEST_DBG",
+    "CUBLASLT_LOG_LEVEL",
+    "CUBLASLT_LOG_MASK",
+    "CUBLASLT_LOG_FILE",
+)
 
 
 def loaded_blas(maps: str) -> dict[str, str]:
@@ -47,6 +56,12 @@ def form_calls(forms: Mapping[str, Callable[[], Any]], synchronize: Callable[[],
         and hasattr(libs["cublasLt"], "cublasLtLoggerSetLevel"),
     }
     out: dict[str, Any] = {"libraries": paths}
+    # A user's own logging (set at library load by these variables) is left alone: switching the loggers
+    # here would end it for the rest of the process.
+    theirs = sorted(k for k in _USER_LOGGING if os.environ.get(k))
+    if theirs:
+        out["error"] = f"not logged here: the user's own library logging is on ({', '.join(theirs)})"
+        return out
     out["no_logger"] = {
         k: (f"{Path(paths[k]).name} exports no logger" if k in paths else "not loaded in this process")
         for k, ok in have.items()

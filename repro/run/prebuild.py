@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -76,21 +77,26 @@ class Builds:
         except BrokenPipeError:
             pass
 
-    def wait(self, timeout_s: float = WAIT_S) -> str:
-        """Its one line of output once it ends ("" when it built nothing), or why it was stopped."""
+    def wait(self, timeout_s: float = WAIT_S, cancel: threading.Event | None = None) -> str:
+        """Its one line of output once it ends ("" when it built nothing), or why it was stopped: past
+        ``timeout_s``, or as soon as ``cancel`` is set (a Ctrl-C the batch recorded)."""
+        deadline = time.monotonic() + timeout_s
         try:
-            self.tree.proc.wait(timeout_s)  # its output is one short line: the pipe never fills
-        except subprocess.TimeoutExpired:
-            self.tree.stop()
-            self._read()
-            return f"stopped after {timeout_s:g} s; the repros build for themselves"
+            while self.tree.proc.poll() is None:  # its output is one short line: the pipe never fills
+                if cancel is not None and cancel.is_set():
+                    self.stop()
+                    return "stopped: interrupted"
+                if time.monotonic() >= deadline:
+                    self.stop()
+                    return f"stopped after {timeout_s:g} s; the repros build for themselves"
+                time.sleep(0.05)
         finally:
             self.tree.finish()
         return self._read()
 
     def _read(self) -> str:
         pipe = self.tree.proc.stdout
-        if pipe is None:
+        if pipe is None or pipe.closed:
             return ""
         with pipe:
             return str(pipe.read() or "").strip()

@@ -429,7 +429,7 @@ def run_all(
     try:
         server = _fork_server(interrupts) if fork_server and ids else None
         if builds is not None:
-            said = builds.wait()
+            said = builds.wait(cancel=interrupts.event if interrupts is not None else None)
             if said:
                 print(f"repro all: builds ahead: {said}", file=sys.stderr, flush=True)
     except BaseException:

@@ -131,6 +131,10 @@ def test_the_bundle_carries_the_harness_that_ran_and_it_installs_with_the_same_d
     ran = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
     out = ran.stdout.split()
     assert out == [recorded, "None", "not_a_checkout"]
+    # The report's re-run line installs the wheel with its plots extra: the wheel must declare it.
+    show = "import importlib.metadata as m; print(m.metadata('gpu-repro').get_all('Provides-Extra'))"
+    extras = subprocess.run([str(py), "-c", show], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+    assert "'plots'" in extras.stdout
 
 
 def test_a_bundle_from_another_harness_says_so_and_carries_none(tmp_path: Path) -> None:
@@ -182,3 +186,7 @@ def test_install_mode_reads_each_copy_of_the_metadata(monkeypatch: pytest.Monkey
     assert harness.install_mode() == "run from its source tree (not installed)"
     found.append(_Dist(pkg.parent, editable % tree))
     assert harness.install_mode() == f"editable install of {tree}"
+    spaced = tmp_path / "my repo"  # pip writes the URL percent-encoded
+    monkeypatch.setattr(harness, "package_root", lambda: spaced / "repro")
+    found[:] = [_Dist(pkg.parent, editable % str(spaced).replace(" ", "%20"))]
+    assert harness.install_mode() == f"editable install of {spaced}"

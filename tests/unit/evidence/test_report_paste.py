@@ -313,7 +313,11 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         bundle.build(run, tmp_path / "c.tar.gz", scripts={"../evil.py": "x"})
 
 
-def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path) -> None:
+def test_bundle_renders_the_report_again_naming_attached_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.env import harness
+
     run = tmp_path / BENCH.name
     shutil.copytree(BENCH, run)
     before = (run / "report.md").read_text()
@@ -322,6 +326,18 @@ def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path) -
     (run / "attached" / "README.txt").write_text("what ran these\n")
     (run / "attached" / "seeds_raw.log").write_text("--- 000\n")
     (run / "attached" / "core.bin").write_bytes(b"\0")  # not packed, so not named
+    # Another harness made this run: its report is left as it wrote it.
+    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "a.tar.gz")])
+    assert res.exit_code == 0 and "report.md left as the run wrote it" in res.output
+    assert (run / "report.md").read_text() == before
+    # As the harness that made it: the report is rendered again and names what was attached.
+    made = "ab" * 32
+    for path in run.glob("*.json"):
+        doc = json.loads(path.read_text())
+        if "fingerprint" in doc:  # an artifact, not another JSON file of the run
+            doc["fingerprint"]["harness"]["source_sha256"] = made
+            path.write_text(json.dumps(doc))
+    monkeypatch.setattr(harness, "source_sha256", lambda root=None: made)
     res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
     assert res.exit_code == 0, res.output
     after = (run / "report.md").read_text()

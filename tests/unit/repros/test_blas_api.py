@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from repro.repros import _blas_api as ba
 
 CUBLAS_LOG = """I! cuBLAS (v13.1) function cublasStatus_t cublasSgemm_v2(cublasContext*, cublasOperation_t, int) called:
@@ -55,3 +57,10 @@ def test_on_cpu_nothing_is_logged_and_the_reason_is_said() -> None:
     got = ba.form_calls({"f": lambda: None}, lambda: None)  # this process loaded no cuBLAS
     assert got["error"] == "no cuBLAS or cuBLASLt logger in this process"
     assert got["no_logger"] == {"cublas": "not loaded in this process", "cublasLt": "not loaded in this process"}
+
+
+def test_the_users_own_library_logging_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUBLASLT_LOG_LEVEL", "5")
+    got = ba.form_calls({"f": lambda: None}, lambda: None)
+    assert got["error"] == "not logged here: the user's own library logging is on (CUBLASLT_LOG_LEVEL)"
+    assert "forms" not in got

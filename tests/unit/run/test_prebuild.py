@@ -45,3 +45,24 @@ def test_the_builds_process_ends_and_says_nothing_without_a_gpu() -> None:
     builds = prebuild.Builds(["graph-memset", "5090-linear"], [], smoke=True)
     assert builds.wait(timeout_s=60) == ""  # no NVML here: nothing to build ahead for
     assert builds.tree.proc.returncode == 0
+
+
+def test_a_recorded_interrupt_stops_the_wait_at_once_and_stop_after_wait_is_harmless() -> None:
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from repro.core import procs
+
+    builds = object.__new__(prebuild.Builds)  # a build that would take 30 s: a sleeping child under the guard
+    builds.tree = procs.spawn([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    assert builds.wait(timeout_s=60, cancel=cancel) == "stopped: interrupted"
+    assert time.monotonic() - t0 < 5 and builds.tree.proc.poll() is not None
+    builds.stop()  # after wait: nothing left to stop, no error
+    slow = object.__new__(prebuild.Builds)
+    slow.tree = procs.spawn([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    assert slow.wait(timeout_s=0.5).startswith("stopped after 0.5 s")
