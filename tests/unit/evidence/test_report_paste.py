@@ -313,9 +313,7 @@ def test_bundle_packs_each_regenerated_script_and_lists_them(tmp_path: Path) -> 
         bundle.build(run, tmp_path / "c.tar.gz", scripts={"../evil.py": "x"})
 
 
-def test_bundle_renders_the_report_again_naming_attached_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from repro.env import harness
 
     run = tmp_path / BENCH.name
