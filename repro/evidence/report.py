@@ -341,12 +341,17 @@ def report(
         order = run_order([d for d in runs if not is_smoke(d)])
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
+        # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
+        cuda_script = (
+            "; a `.sh` builds its CUDA program with nvcc and runs it" if any("twin" in d.extra for d in runs) else ""
+        )
         if not smoke_run:
             head += [
                 legend(runs, known)
                 + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
                 "(collect_env's output: in its repro's artifact), the harness wheel, each "
-                f"repro's script{seeds_words(runs)}{attached_words(attached)}._",
+                f"repro's script (`scripts/<id>`, each standalone{cuda_script}){seeds_words(runs)}"
+                f"{attached_words(attached)}._",
                 "",
             ]
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
@@ -391,7 +396,7 @@ def report(
             gone += ["collect_env's library list"] if env_short else []
             gone += [f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
-            gone += ["the sections' Holds-for, Does-not-hold-for and Impact lines"] if lean else []
+            gone += ["the sections' Holds-for, Does-not-hold-for, Impact and Re-run-elsewhere lines"] if lean else []
             parts += [
                 f"_Left out to fit one screen: {'; '.join(gone)}. The bundle's `{FULL_REPORT}` is this report whole._",
                 "",
@@ -442,9 +447,9 @@ def report(
 
 
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
-# A section's lines that restate its finding (where it held, what is at stake): the last a report leaves
-# out before it cuts whole sections.
-LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:")
+# A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
+# falls in the re-run band of the summary's column): the last a report leaves out before it cuts sections.
+LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere")
 
 
 def _lean(section: str) -> str:

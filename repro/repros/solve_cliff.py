@@ -176,7 +176,8 @@ class Solve512Cliff(Repro[SolveParams]):
         "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
         "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp sends a square batch with n < 512 to cuBLAS "
         "getrfBatched and larger n to looped cuSOLVER getrf under the cusolver preference (read in pytorch/pytorch "
-        "at 7cf55ed6b736 and 006b3e67c188, of unknown release, not this build's commit; here the kernel names show "
+        "at 7cf55ed6b736 and 006b3e67c188, of unknown release, not this build's commit, whose source was not "
+        "available here; here the kernel names show "
         "the switch at 512). Not shown: cuSOLVER's looped getrf at n=511 (torch never calls it there)."
     )
     seed_gpus = ("RTX 6000 Ada",)
