@@ -20,9 +20,6 @@ from typing import Any
 from repro import __version__
 from repro.core import procs
 
-# Redaction lives in repro.core.redact (bottom layer); the names stay importable from here for callers.
-from repro.core.redact import redactor, secret_values  # noqa: F401
-
 FINGERPRINT_SCHEMA_VERSION = "1.0"
 
 # Only these variables are ever recorded: each one changes kernel/backend choice,
@@ -418,22 +415,9 @@ def nvml_handle(pci: str | None) -> tuple[Any, Any]:
     return nvml.handle_for(pci)
 
 
-def _python_env() -> dict[str, Any]:
-    """The interpreter, its prefix, the package folders on sys.path in import order, and how the harness
-    is installed: what a re-run in a fresh venv would differ in."""
-    from repro.env.harness import install_mode
-
-    folders = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))]
-    return {
-        "executable": sys.executable,
-        "prefix": sys.prefix,
-        "base_prefix": sys.base_prefix,
-        "package_folders": folders,
-        "harness_install": install_mode(),
-    }
-
-
 def _host_section(probe: Probes) -> dict[str, Any]:
+    from repro.env.harness import python_env
+
     def cpu_model() -> str | None:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -453,7 +437,7 @@ def _host_section(probe: Probes) -> dict[str, Any]:
         "hypervisor": probe("host.hypervisor", hypervisor),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
-        "python_env": probe("host.python_env", _python_env),
+        "python_env": probe("host.python_env", python_env),
         "cpu": probe("host.cpu", cpu_model),
         "cpu_count": os.cpu_count(),
         # Recorded redacted (nothing leaves with the host's name by default); the

@@ -8,11 +8,12 @@ import json
 import os
 import re
 import subprocess
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import repro
 
@@ -120,3 +121,16 @@ def install_mode(dist: str = "gpu-repro") -> str:
         if site.name in ("site-packages", "dist-packages") and site in here.parents:
             return f"installed from {Path(url).name}" if url else "installed"
     return said
+
+
+def python_env() -> dict[str, Any]:
+    """The interpreter, its prefix, the package folders on sys.path in import order, and how the harness
+    is installed: what a re-run in a fresh venv would differ in."""
+    folders = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))]
+    return {
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "base_prefix": sys.base_prefix,
+        "package_folders": folders,
+        "harness_install": install_mode(),
+    }
