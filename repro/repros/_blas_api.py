@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from repro.repros._lu_api import calls
+from repro.repros._lu_api import call_words, calls, loaded
 
 _LIBS = {"cublas": re.compile(r"/libcublas\.so[.0-9]*$"), "cublasLt": re.compile(r"/libcublasLt\.so[.0-9]*$")}
 _NAMES = {"cublas": "cuBLAS", "cublasLt": "cuBLASLt"}
@@ -35,13 +35,7 @@ _USER_LOGGING = (
 
 def loaded_blas(maps: str) -> dict[str, str]:
     """The paths of the cuBLAS and cuBLASLt libraries this process mapped (/proc/self/maps' text)."""
-    out: dict[str, str] = {}
-    for line in maps.splitlines():
-        path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
-        for key, rule in _LIBS.items():
-            if key not in out and rule.search(path):
-                out[key] = path
-    return out
+    return loaded(maps, _LIBS)
 
 
 def form_calls(forms: Mapping[str, Callable[[], Any]], synchronize: Callable[[], None]) -> dict[str, Any]:
@@ -126,13 +120,7 @@ def forms_clause(log: Any) -> str:
         return ""
     said = []
     for name, libs in forms.items():
-        named = [
-            f"{fn}" + (f" x{k}" if k > 1 else "") + f" ({_NAMES.get(str(lib), str(lib))})"
-            for lib, got in (libs.items() if isinstance(libs, Mapping) else ())
-            if isinstance(got, Mapping)
-            for fn, k in got.items()
-            if isinstance(k, int)
-        ]
+        named = call_words(libs, _NAMES)
         said.append(f"{name} called {', '.join(named) if named else 'no logged function'}")
     if all(s.endswith("no logged function") for s in said):
         return ""

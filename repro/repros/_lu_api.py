@@ -26,12 +26,13 @@ _CALL = re.compile(r"\b((?:cublas|cusolverDn)[A-Z][A-Za-z0-9_]*)(?:\(|\])")
 _SKIP = re.compile(r"Logger|GetVersion|GetProperty|Create|Destroy|SetStream|GetStream|MathMode|SetWorkspace")
 
 
-def loaded(maps: str) -> dict[str, str]:
-    """The paths of the cuBLAS and cuSOLVER libraries this process mapped (/proc/self/maps' text)."""
+def loaded(maps: str, libs: Mapping[str, re.Pattern[str]] = _LIBS) -> dict[str, str]:
+    """The paths of the libraries ``libs`` names (key -> a rule for the path; by default cuBLAS and cuSOLVER)
+    that this process mapped (/proc/self/maps' text)."""
     out: dict[str, str] = {}
     for line in maps.splitlines():
         path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
-        for key, rule in _LIBS.items():
+        for key, rule in libs.items():
             if key not in out and rule.search(path):
                 out[key] = path
     return out
@@ -44,6 +45,20 @@ def calls(log: str) -> dict[str, int]:
 
 
 _NAMES = {"cublas": "cuBLAS", "cusolver": "cuSOLVER"}
+
+
+def call_words(libs: object, names: Mapping[str, str] | None = None) -> list[str]:
+    """``fn`` or ``fn xN`` for each function a log read ({library: {function: times}}), each followed by its
+    library's name in brackets when ``names`` (library key -> name) is given."""
+    if not isinstance(libs, Mapping):
+        return []
+    return [
+        fn + (f" x{k}" if k > 1 else "") + (f" ({names.get(str(lib), str(lib))})" if names is not None else "")
+        for lib, got in libs.items()
+        if isinstance(got, Mapping)
+        for fn, k in got.items()
+        if isinstance(k, int)
+    ]
 
 
 def api_log(torch: Any, sizes: Sequence[int], backend: str = "cusolver", batch: int = API_BATCH) -> dict[str, Any]:
@@ -119,13 +134,7 @@ def api_clause(log: Mapping[str, Any]) -> str:
     logged = sorted({k for libs in sizes.values() if isinstance(libs, Mapping) for k in libs})
     said: list[str] = []
     for n, libs in sizes.items():
-        named = [
-            f"{fn}" + (f" x{k}" if k > 1 else "")
-            for got in (libs.values() if isinstance(libs, Mapping) else ())
-            if isinstance(got, Mapping)
-            for fn, k in got.items()
-            if isinstance(k, int)
-        ]
+        named = call_words(libs)
         none = f"no {'/'.join(_NAMES.get(k, k) for k in logged)} function"
         said.append(f"n={n} called {', '.join(named) if named else none}")
     if all(" called no " in s for s in said):
