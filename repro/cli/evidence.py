@@ -136,26 +136,27 @@ def bundle_cmd(
                 notes[member] = note
         else:
             left_out[str(doc["repro"]["id"])] = note or "no script could be regenerated"
-    # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
-    # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
-    # Files the run's maker added after it (attached/): the report names them, so it is rendered again and
-    # replaces the run's report.md, which then matches the bundle's. Only by the harness that made the run
-    # (another would put its own words and band data in it) and only once the bundle can be planned.
+    # Files the run's maker added after it (attached/): the report names them, so it is rendered again, packed
+    # in the bundle and, once the bundle is written, put in place of the run's report.md, which then matches
+    # it. Only by the harness that made the run: another would put its own words and band data in it.
     from repro.env.harness import source_sha256
 
     attached = bundle.attached_names(run_dir) if docs else []
-    made_here = {(d.get("fingerprint") or {}).get("harness", {}).get("source_sha256") for d in docs} == {
-        source_sha256()
-    }
-    if attached and made_here:
-        bundle.plan(run_dir)  # a run folder that cannot be bundled is refused before anything is written
-        write_replace(run_dir / "report.md", _rendered(docs, run_dir, attached=attached).encode())
-        typer.echo(f"report.md rendered again: it names the {len(attached)} file(s) in attached/", err=True)
+    pasted: str | None = None
+    if attached and bundle.recorded_digests(docs) == {source_sha256()}:
+        pasted = _rendered(docs, run_dir, attached=attached)
     elif attached:
         attached = []
         typer.echo("report.md left as the run wrote it: another harness made the run", err=True)
+    # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
+    # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
     whole = _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached) if docs else None
-    path = bundle.build(run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole)
+    path = bundle.build(
+        run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole, report=pasted
+    )
+    if pasted is not None:
+        write_replace(run_dir / "report.md", pasted.encode())
+        typer.echo(f"report.md rendered again: it names the {len(attached)} file(s) in attached/", err=True)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 
 

@@ -24,9 +24,10 @@ import re
 import stat
 import tarfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repro.core import fsio
 from repro.core.errors import UsageError
@@ -148,8 +149,9 @@ def _trace(path: Path, rel: str, plan: _Plan, fix: Callable[[str], str]) -> byte
     return gzip.compress(redacted.encode(), mtime=0)
 
 
-def plan(run_dir: Path) -> tuple[str, _Plan]:
-    """The archive's root name and what goes in, redacted once more."""
+def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
+    """The archive's root name and what goes in, redacted once more. ``report``: the text to pack as
+    ``report.md`` in place of the run folder's (a report rendered again for the bundle)."""
     root = Path(run_dir).resolve()
     name = root.name
     if not root.is_dir() or not name:
@@ -175,7 +177,10 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
             data = _read(png, png.name, out, limit=FILE_LIMIT)  # an image: nothing to redact
             if data is not None:
                 out.members.append((f"{name}/{png.name}", data))
-    text(root / "report.md", "report.md")
+    if report is None:
+        text(root / "report.md", "report.md")
+    else:
+        out.members.append((f"{name}/report.md", fix(report).encode()))
     if (root / "packages.txt").is_file():
         text(root / "packages.txt", "packages.txt")
     room = ATTACHED_LIMIT  # what the run's maker put beside it: text only, redacted like the rest
@@ -210,8 +215,9 @@ def plan(run_dir: Path) -> tuple[str, _Plan]:
                     out.members.append((f"{name}/plots/{png.name}", data))
     if not any(n.endswith(".json") and n.count("/") == 1 for n, _ in out.members):
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
-    _add_harness(name, [root / f"{rid}.json" for rid in ids], out)
-    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(root, ids))
+    docs = [_parsed(root / f"{rid}.json") for rid in ids]  # read once, for the harness and the band
+    _add_harness(name, docs, out)
+    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs))
     _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
 
@@ -264,26 +270,40 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
     out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
 
 
-def _uuids(root: Path, ids: Sequence[str]) -> set[str]:
+def _parsed(path: Path) -> Any:
+    """An artifact file's JSON, or None where it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def recorded_digests(docs: Iterable[Any]) -> set[str | None]:
+    """The harness source digests the artifacts ``docs`` (parsed JSON) record; None for one that records none
+    or is no artifact."""
+    found: set[str | None] = set()
+    for doc in docs:
+        try:
+            found.add(model.of(doc).machine.harness.source_sha256)
+        except (ValueError, AttributeError):  # not an object, or no artifact
+            found.add(None)
+    return found
+
+
+def _uuids(docs: Iterable[Any]) -> set[str]:
     """The GPU UUIDs the run's artifacts recorded (the NVML ``GPU-...`` form); unreadable ones are skipped."""
     found: set[str] = set()
-    for rid in ids:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            uuid = model.of(json.loads((root / f"{rid}.json").read_text())).machine.gpu_uuid
+    for doc in docs:
+        with contextlib.suppress(ValueError, AttributeError):
+            uuid = model.of(doc).machine.gpu_uuid
             if uuid:
                 found.add(uuid.removeprefix("GPU-"))
     return found
 
 
-def _add_harness(name: str, artifacts: list[Path], out: _Plan) -> None:
+def _add_harness(name: str, docs: Sequence[Any], out: _Plan) -> None:
     """The running harness as a wheel, when it is the one whose source digest every artifact records."""
-    recorded: set[str | None] = set()
-    for path in artifacts:
-        try:
-            doc = json.loads(path.read_text())
-            recorded.add(model.of(doc).machine.harness.source_sha256)
-        except (OSError, ValueError, AttributeError):  # unreadable, not JSON, or not an object
-            recorded.add(None)
+    recorded = recorded_digests(docs)
     wheel_name, data, digest = wheel.build()
     out.harness = {"source_sha256": digest, "wheel": None, "reason": None}
     if recorded != {digest}:
@@ -325,6 +345,7 @@ def build(
     scripts_left_out: Mapping[str, str] | None = None,
     script_notes: Mapping[str, str] | None = None,
     full_report: str | None = None,
+    report: str | None = None,
 ) -> Path:
     """Write the bundle; when over ``limit``, drop the largest traces first and list them in MANIFEST.json.
 
@@ -334,10 +355,11 @@ def build(
     ``{member: what to know about it}`` (its source differs from the one that ran); ``scripts_left_out``:
     ``{repro id: why no script}``; both listed there too. ``full_report``: the run's report with
     nothing left out for length, packed redacted as ``report-full.md`` (the pasted ``report.md``
-    fits a screen by leaving bulk out and pointing there).
+    fits a screen by leaving bulk out and pointing there). ``report``: the pasted report to pack in place of
+    the run folder's ``report.md`` (see ``plan``).
     """
     root = Path(run_dir).resolve()
-    name, p = plan(root)
+    name, p = plan(root, report)
     fix = text_redactor()
     packed: list[str] = []
     for rel, body in sorted((scripts or {}).items()):
