@@ -392,8 +392,8 @@ _STAMP = re.compile(r"(\d{4})-?(\d\d)-?(\d\d)T(\d\d):?(\d\d):?(\d\d)Z")
 
 
 def _built_when(twin: Mapping[str, object], doc: Artifact) -> str:
-    """``; binary built 03:32:34 UTC, before this run's first repro`` (or cached from before the run), from the
-    twin's record and the run id's start time; "" where either is missing."""
+    """``; binary built 03:32:34 UTC by this run, before its first repro, ...`` (or before this run, or by this
+    repro), from the twin's record and the run id's start time; "" where either is missing."""
     mtime = twin.get("binary_mtime_utc")
     stamp = _STAMP.match(str(mtime or ""))
     start = _STAMP.match(doc.run.run_id or "")
