@@ -7,8 +7,9 @@
 #   4. `repro all --target-ci 0.02 --budget 2`, then `repro all --quick`, each when FINAL_BUDGET_S (default 540)
 #      leaves room for it and for steps 5-7;
 #   5. `repro bundle` of the run;
-#   6. that bundle's harness installed into a fresh venv, the report's re-run lines of 5090-linear run there,
-#      and the installed harness's source digest checked against the artifacts';
+#   6. that bundle's harness installed into a fresh venv by the report's install lines (offline: torch and
+#      cuda-bindings are met by the machine's own), the re-run lines of RERUN_IDS (default 5090-linear and
+#      graph-memset) run there, and the installed harness's source digest checked against the artifacts';
 #   7. what steps 4 and 6 printed, the wall times and the steps attached, and the run bundled again, so the
 #      bundle carries the re-run's check.
 # Everything lands under OUT_DIR; a table is printed last.
@@ -20,6 +21,7 @@ wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tree=$PWD
+RERUN_IDS=${RERUN_IDS:-5090-linear graph-memset}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 
@@ -65,9 +67,10 @@ write_readme() {
             [ -f "$at/$kind.txt" ] && echo "- $kind.txt, $kind-report.md: the headlines and the report of 'repro all" \
                 "$([ "$kind" = loose ] && echo "--target-ci 0.02 --budget 2" || echo "--quick")', run after this run into another run folder;"
         done
-        [ -f "$at/rerun-check.txt" ] && echo "- rerun.sh, rerun.log, rerun-check.txt, rerun-5090-linear.json: the" \
-            "report's re-run lines of 5090-linear run in a fresh venv with the harness wheel of a first bundle of" \
-            "this run (the same source digest), the digest check and the re-run's artifact."
+        [ -f "$at/rerun-check.txt" ] && echo "- rerun.sh, rerun.log, rerun-check.txt, rerun-<id>.json: the report's" \
+            "install lines (offline, from a local wheelhouse; torch and cuda-bindings met by the machine's own)" \
+            "and its re-run lines of $RERUN_IDS, run in a fresh venv with the harness wheel of a first bundle" \
+            "of this run (the same source digest), the digest check and each re-run's artifact."
     } >"$at/README.txt"
 }
 cp tools/seeds_raw.py tools/gpu-final.sh "$run/attached/"
@@ -99,8 +102,9 @@ for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff g
         >"$run/attached/script-$id.out"
 done
 
-# Steps 4, then 5-7: the runs that take a budget first, as long as 45 s stay for the bundle, the re-run and
-# the second bundle (about 30 s on an H200).
+# Steps 4, then 5-7: the runs that take a budget first, as long as `reserve` seconds stay for the bundle, the
+# re-runs and the second bundle (about 70 s on an H200 for 5090-linear and graph-memset).
+reserve=90
 summary() {  # the headlines of a run folder's artifacts, one line each
     python3 - "$1" <<'PY'
 import glob, json, sys
@@ -113,10 +117,10 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/*/*.json")):
 PY
 }
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt $((all_s * 9 / 10 + 45)) ]; then
+if [ "$left" -gt $((all_s * 9 / 10 + reserve)) ]; then
     step "repro all --target-ci 0.02 --budget 2 ($left s left)"
     loose_t0=$SECONDS
-    timeout "$((left - 45))" .venv/bin/repro all --target-ci 0.02 --budget 2 --out "$out/loose" >"$out/loose.json" \
+    timeout "$((left - reserve))" .venv/bin/repro all --target-ci 0.02 --budget 2 --out "$out/loose" >"$out/loose.json" \
         2>"$out/loose.log" --json
     step "loose: exit $?"
     printf 'repro all --target-ci 0.02 --budget 2\t%s\n' "$((SECONDS - loose_t0))" >>"$out/walls.tsv"
@@ -126,10 +130,10 @@ else
 fi
 
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt $((all_s * 2 / 5 + 45)) ]; then  # a quick run took 0.3-0.35 of the defaults' time
+if [ "$left" -gt $((all_s * 2 / 5 + reserve)) ]; then  # a quick run took 0.3-0.35 of the defaults' time
     step "repro all --quick ($left s left)"
     quick_t0=$SECONDS
-    timeout "$((left - 45))" .venv/bin/repro all --quick --out "$out/quick" >"$out/quick.json" 2>"$out/quick.log" --json
+    timeout "$((left - reserve))" .venv/bin/repro all --quick --out "$out/quick" >"$out/quick.json" 2>"$out/quick.log" --json
     step "quick: exit $?"
     printf 'repro all --quick\t%s\n' "$((SECONDS - quick_t0))" >>"$out/walls.tsv"
     { echo "# repro all --quick, $((SECONDS - quick_t0)) s"; summary "$out/quick"; } >"$run/attached/quick.txt"
@@ -144,7 +148,7 @@ bundle="$out/$(basename "$run").bundle.tar.gz"
 .venv/bin/repro bundle "$run" --out "$bundle" >>"$out/steps.txt" 2>&1
 step "bundle: exit $?"
 
-step "bundled harness into a fresh venv; the report's re-run lines of 5090-linear"
+step "bundled harness into a fresh venv; the report's install lines and the re-run lines of $RERUN_IDS"
 fresh=/tmp/fresh-venv
 rm -rf "$fresh" /tmp/rerun && mkdir -p /tmp/rerun
 python3 -m venv --without-pip "$fresh"
@@ -155,40 +159,45 @@ python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
 # find the outer venv's pip through the .pth and put none here, leaving `pip` on PATH the outer one).
 printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$fresh/bin/python" >"$fresh/bin/pip" && chmod +x "$fresh/bin/pip"
 tar -xzf "$bundle" -C /tmp/rerun
-python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
-import sys
+RERUN_IDS="$RERUN_IDS" python3 - "$run/report.md" >"$out/rerun.sh" <<'PY'
+import os, sys
 text = open(sys.argv[1]).read()
-# The report's one install block (before the first section): the bundled harness's line only, as
-# this machine's torch is already in the venv; then 5090-linear's `repro run` line.
+# The report's one install block (before the first section), every line of it: offline here, so torch's and
+# cuda-bindings' lines are met by the machine's own (pip says "already satisfied"); then each picked
+# section's `repro run` line.
 head = text.split("\n## `", 1)[0].split("**Re-run**", 1)[1]
 install = head.split("```bash\n", 1)[1].split("```", 1)[0]
-section = text.split("## `5090-linear`", 1)[1]
-block = section.split("```bash\n", 1)[1].split("```", 1)[0]
 print("set -e")
-print("\n".join(line for line in install.splitlines() if line.startswith(("pip install ./", "pip install './"))))
-print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
+print("\n".join(line for line in install.splitlines() if line.startswith("pip install")))
+for rid in os.environ["RERUN_IDS"].split():
+    section = text.split(f"## `{rid}`", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
-(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 bash "$out/rerun.sh") \
+(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 200 bash "$out/rerun.sh") \
     >"$out/rerun.log" 2>&1
 step "re-run: exit $?"
 # From /tmp/rerun: the tree's own repro/ must not shadow the installed wheel.
-(cd /tmp/rerun && "$fresh/bin/python" - "$run" /tmp/rerun) >"$out/rerun-check.txt" 2>&1 <<'PY'
-import glob, json, sys
+(cd /tmp/rerun && RERUN_IDS="$RERUN_IDS" "$fresh/bin/python" - "$run" /tmp/rerun) >"$out/rerun-check.txt" 2>&1 <<'PY'
+import glob, json, os, sys
 from repro.env import harness
-ran = json.load(open(f"{sys.argv[1]}/5090-linear.json"))
-again = [json.load(open(p)) for p in glob.glob(f"{sys.argv[2]}/artifacts/*/5090-linear.json")]
 print("installed harness source_sha256:", harness.source_sha256(), "at", harness.package_root())
-print("repro all's artifact records:   ", ran["fingerprint"]["harness"]["source_sha256"])
-for doc in again:
-    v = doc["verdict"]
-    print("re-run artifact records:        ", doc["fingerprint"]["harness"]["source_sha256"])
-    print(f"re-run verdict: {v['status']} {v['value']:.4f} ({v['ci_low']:.4f}-{v['ci_high']:.4f});",
-          f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
+for rid in os.environ["RERUN_IDS"].split():
+    ran = json.load(open(f"{sys.argv[1]}/{rid}.json"))
+    print(f"{rid}: repro all's artifact records:", ran["fingerprint"]["harness"]["source_sha256"])
+    for path in glob.glob(f"{sys.argv[2]}/artifacts/*/{rid}.json"):
+        doc = json.load(open(path))
+        v = doc["verdict"]
+        print(f"{rid}: re-run artifact records:  ", doc["fingerprint"]["harness"]["source_sha256"])
+        print(f"{rid}: re-run verdict: {v['status']} {v['value']:.4f} ({v['ci_low']:.4f}-{v['ci_high']:.4f});",
+              f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
 PY
 
 step "the re-run's check, the steps and wall times attached; the run bundled again"
 cp "$out/rerun.sh" "$out/rerun.log" "$out/rerun-check.txt" "$out/walls.tsv" "$run/attached/"
-for f in /tmp/rerun/artifacts/*/5090-linear.json; do [ -f "$f" ] && cp "$f" "$run/attached/rerun-5090-linear.json"; done
+for rid in $RERUN_IDS; do
+    for f in /tmp/rerun/artifacts/*/"$rid".json; do [ -f "$f" ] && cp "$f" "$run/attached/rerun-$rid.json"; done
+done
 for kind in loose quick; do
     for f in "$out/$kind"/*/report.md; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-report.md"; done
 done

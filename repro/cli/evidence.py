@@ -142,15 +142,24 @@ def bundle_cmd(
     from repro.env.harness import source_sha256
 
     attached = bundle.attached_names(run_dir) if docs else []
+    # Attached artifacts: re-runs made from the bundle's harness (the report says which lines ran).
+    reruns: dict[str, Any] = {}
+    for name in (n for n in attached if n.endswith(".json")):
+        try:
+            reruns[name] = artifact.load(run_dir / "attached" / name)
+        except UsageError:
+            continue  # not an artifact: packed as an attached file only
     pasted: str | None = None
     if attached and bundle.recorded_digests(docs) == {source_sha256()}:
-        pasted = _rendered(docs, run_dir, attached=attached)
+        pasted = _rendered(docs, run_dir, attached=attached, reruns=reruns)
     elif attached:
-        attached = []
+        attached, reruns = [], {}
         typer.echo("report.md left as the run wrote it: another harness made the run", err=True)
     # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
     # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
-    whole = _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached) if docs else None
+    whole = (
+        _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached, reruns=reruns) if docs else None
+    )
     path = bundle.build(
         run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole, report=pasted
     )

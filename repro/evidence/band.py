@@ -12,6 +12,7 @@ fleet's runs through ``repro matrix collect --band``) and shipped as data with i
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 import sys
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from repro.core import fsio
+from repro.core import fsio, stats
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, model
 from repro.evidence.artifact import ARTIFACT_KIND
@@ -48,6 +49,10 @@ class Point:
     driver: tuple[str, ...] = ()
     harness: tuple[str, ...] = ()  # the first 12 hex digits of each run's harness source sha256
     run_values: tuple[float, ...] = ()  # each run's headline, in the order of ``runs`` (empty: not recorded)
+    # Each run's per-round headline ratios (their median is its value; empty where its artifact does not
+    # hold them) and its artifact's path where the band was computed, in the order of ``runs``.
+    run_rounds: tuple[tuple[float, ...], ...] = ()
+    run_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,16 @@ class Band:
         """The largest relative distance of a GPU's value from the median of all GPUs."""
         c = self.center
         return max(abs(p.value / c - 1) for p in self.points)
+
+    @property
+    def same_gpu(self) -> tuple[float, int, int] | None:
+        """How far one GPU's runs (separate processes) lay from that GPU's value: the largest relative
+        distance, over the GPUs with at least two runs, with how many such GPUs and runs; None without any."""
+        many = [p for p in self.points if len(p.run_values) >= 2 and p.value > 0]
+        if not many:
+            return None
+        far = max(abs(v / p.value - 1) for p in many for v in p.run_values)
+        return far, len(many), sum(len(p.run_values) for p in many)
 
 
 Key = tuple[str, str, str, str]
@@ -106,20 +121,40 @@ def _distinct(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
 
-def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] = ()) -> list[Band]:
+def headline_rounds(a: Artifact) -> tuple[float, ...]:
+    """The headline's per-round paired ratios, from its two variants' recorded rounds and the row's scale,
+    where their median is the recorded headline; () otherwise (a kernel-time basis, rounds not recorded)."""
+    row = next((r for r in a.verdict.breakdown if r.headline and r.comparison == a.verdict.headline), None)
+    if row is None or not row.paired or row.basis == "kernel" or a.verdict.value is None:
+        return ()
+    num, den = a.variant(str(row.num)), a.variant(str(row.den))
+    x = (num.timing.rounds if num is not None and num.timing is not None else None) or ()
+    y = (den.timing.rounds if den is not None and den.timing is not None else None) or ()
+    if not x or len(x) != len(y) or any(v <= 0 for v in y):
+        return ()
+    ratios = stats.paired_ratios(x, y, float(row.scale or 1.0))
+    return tuple(ratios) if math.isclose(statistics.median(ratios), a.verdict.value, rel_tol=1e-9) else ()
+
+
+def compute(
+    docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] = (), paths: Mapping[str, str] | None = None
+) -> list[Band]:
     """Bands of every (repro, GPU model, params) seen on at least MIN_GPUS distinct GPUs.
 
     ``base`` adds earlier bands' points: a GPU already there keeps its value unless ``docs``
-    brings runs on it, which then replace it.
+    brings runs on it, which then replace it. ``paths``: each artifact's path by ``run_id/repro``, recorded
+    beside its run.
     """
-    runs: dict[Key, dict[str, list[tuple[float, str, tuple[str, str, str]]]]] = {}
+    runs: dict[Key, dict[str, list[tuple[float, str, tuple[str, str, str], tuple[float, ...]]]]] = {}
     for doc in docs:
         a = model.of(doc)
         key = key_of(a) if isinstance(a, Artifact) else None
         if key is None or not isinstance(a, Artifact):
             continue
         uuid = str(a.machine.gpu_uuid)
-        runs.setdefault(key, {}).setdefault(uuid, []).append((float(a.verdict.value or 0.0), a.run.run_id, _origin(a)))
+        runs.setdefault(key, {}).setdefault(uuid, []).append(
+            (float(a.verdict.value or 0.0), a.run.run_id, _origin(a), headline_rounds(a))
+        )
     points: dict[Key, dict[str, Point]] = {}
     for band in base:
         points.setdefault((band.repro, band.gpu, band.params, band.headline), {}).update(
@@ -127,17 +162,20 @@ def compute(docs: Iterable[Artifact | Mapping[str, Any]], base: Sequence[Band] =
         )
     for key, by_gpu in runs.items():
         for uuid, vals in by_gpu.items():
-            by_run = {r: v for v, r, _ in vals if r}
+            by_run = {r: (v, rounds) for v, r, _, rounds in vals if r}
             ids = tuple(sorted(by_run))
-            origins = [o for _, _, o in vals]
+            origins = [o for _, _, o, _ in vals]
+            where = paths or {}
             points.setdefault(key, {})[uuid] = Point(
                 uuid,
-                statistics.median(v for v, _, _ in vals),
+                statistics.median(v for v, _, _, _ in vals),
                 ids,
                 _distinct(o[0] for o in origins),
                 _distinct(o[1] for o in origins),
                 _distinct(o[2] for o in origins),
-                tuple(by_run[r] for r in ids),
+                tuple(by_run[r][0] for r in ids),
+                tuple(by_run[r][1] for r in ids),
+                tuple(where.get(f"{r}/{key[0]}", "") for r in ids) if paths else (),
             )
     return [
         Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)), headline)
@@ -168,6 +206,8 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
                         "driver": list(p.driver),
                         "harness": list(p.harness),
                         "run_values": list(p.run_values),
+                        "run_rounds": [list(r) for r in p.run_rounds],
+                        "run_paths": list(p.run_paths),
                     }
                     for p in b.points
                 ],
@@ -204,6 +244,8 @@ def load_text(data: str) -> list[Band]:
                         tuple(map(str, p.get("driver", ()))),
                         tuple(map(str, p.get("harness", ()))),
                         tuple(map(float, p.get("run_values") or ())),
+                        tuple(tuple(map(float, r)) for r in p.get("run_rounds") or ()),
+                        tuple(map(str, p.get("run_paths") or ())),
                     )
                     for p in b["points"]
                 ),
@@ -317,7 +359,8 @@ def main(argv: Sequence[str]) -> int:
         return 0
     roots = [Path(a) for a in argv] or [Path("artifacts/reference")]
     docs = list(_walk(roots))
-    bands = compute(d for _, d in docs)
+    paths = {f"{d['run']['run_id']}/{d['repro']['id']}": str(p) for p, d in docs}
+    bands = compute((d for _, d in docs), paths=paths)
     fsio.write_replace(DATA_FILE, to_json(bands, [str(r) for r in roots]).encode())
     for b in bands:
         print(f"{b.repro} on {b.gpu}: {b.center:.4g}, ±{b.half_width * 100:.2f}% over {len(b.points)} GPUs")

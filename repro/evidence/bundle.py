@@ -241,7 +241,8 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
         " copied here: report.md's 'Seed claim' line of each repro links its source, or says the seed gives none,"
         " and states the claim as this project reads it."
     )
-    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}\n".encode()))
+    where = "".join(f"\n\n{rid}: {got}" for rid in sorted(set(repros)) if (got := seeds.posted(rid)))
+    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}{where}\n".encode()))
     for rid in ran:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
@@ -249,25 +250,31 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
 def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None:
     """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
     torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines), and whether this
-    run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them."""
+    run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them; ``band.json``: those bands' data, with
+    each run's per-round headline ratios and its artifact's path in the repository."""
     known = band.load()
+    mine = [b for b in known if b.repro in repros]
     lines = band.show(known, sorted(set(repros)))
     ours = sorted(u[:8] for u in uuids if u)
-    among = {p.uuid[:8] for b in known if b.repro in repros for p in b.points}
+    among = {p.uuid[:8] for b in mine for p in b.points}
     if ours:
         said_ours = ", ".join(f"{u} ({'among them' if u in among else 'not among them'})" for u in ours)
         lines.append(f"This run's GPU: {said_ours}.")
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
     how = (
-        "A GPU's value is the median of its runs' headline ratios (each run's beside its id). The runs are default "
-        "`repro all` and `repro run` "
-        "runs committed under artifacts/reference/ in the gpu-repro repository, not in this bundle; "
-        "their harness digests may differ ('-': a run from before harness digests), and so may their methods. "
-        "A GPU is named by the first 8 characters of its NVML UUID (the artifacts' gpu.uuid). The band covers "
-        "the GPUs and harness versions listed, on the torch and driver listed: not other stacks."
+        "A GPU's value is the median of its runs' headline ratios (each run's beside its id); ± is the farthest "
+        "GPU's value from the median of all GPUs. The runs are default `repro all` and `repro run` runs committed "
+        "under artifacts/reference/ in the gpu-repro repository; band.json (beside this file) has each run's "
+        "per-round headline ratios (their median is the run's value; none where the headline is a kernel-time "
+        "ratio) and its artifact's path there. Their harness digests may differ ('-': a run from before harness "
+        "digests), and so may their methods. A GPU is named by the first 8 characters of its NVML UUID (the "
+        "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
+        "listed: not other stacks."
     )
     out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
+    if mine:
+        out.members.append((f"{name}/band.json", band.to_json(mine, ["artifacts/reference"]).encode()))
 
 
 def _parsed(path: Path) -> Any:

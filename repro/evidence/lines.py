@@ -103,10 +103,15 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
         level = "95% CI" if abs(float(row.ci_level or 0.95) - 0.95) < 1e-9 else verdict_label(v)
         seed = ratio_with_ci(row.ratio, row.ci_low, row.ci_high, level)
         # The headline's own ratio and CI are in the finding just above: only the comparison is said here.
-        out.append(
+        line = (
             f"The seed's program, re-implemented here: {seed} "
-            f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, {text(_agreement(row, v))}."
+            f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, {text(_agreement(row, v))}"
         )
+        own, vs = _num(doc.extra.get("seed_as_posted_ratio")), doc.extra.get("seed_as_posted_vs")
+        if own and isinstance(row.ratio, float):
+            line += f"; against the seed's own program above ({own:.2f}x), {(row.ratio / own - 1) * 100:+.1f}%"
+            line += f": {text(vs)}" if isinstance(vs, str) and vs else ""
+        out.append(line + ".")
     return out + seed_method_lines(doc)
 
 
@@ -378,8 +383,8 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
-            f"torch {said} from PyPI (it reads {version}; its installer recorded no index: PyPI is read off the "
-            "metadata's missing local tag; it brings its pinned nvidia-* wheels, this run's in `packages.txt`)"
+            f"torch {said} from PyPI ({version} here; no index recorded: PyPI, inferred from the metadata's "
+            "missing local tag; its pinned nvidia-* wheels: `packages.txt`)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(
@@ -403,8 +408,8 @@ def _built_when(twin: Mapping[str, object], doc: Artifact) -> str:
     if twin.get("binary_cached") is False:
         when = "by this repro"
     return (
-        f"; binary built {stamp[4]}:{stamp[5]}:{stamp[6]} UTC {when}, cached under a key of the source's sha256, "
-        "nvcc's version, arch and flags"
+        f"; built {stamp[4]}:{stamp[5]}:{stamp[6]} UTC {when}, cached by the source's sha256, nvcc's version, "
+        "arch and flags"
     )
 
 
@@ -470,11 +475,13 @@ def _plain_command(argv: Sequence[str]) -> bool:
     return all(_PLAIN_WORD.fullmatch(w) and "://" not in w for w in argv)
 
 
-def install_block(docs: Sequence[Artifact]) -> str | None:
+def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False) -> str | None:
     """What to install before the sections' ``repro run`` lines, once for the report: torch as
     recorded, what a repro's variants needed beyond it, then the bundled harness (or, for a run
     made before harness digests, its version and commit as a comment); where to run it from, and
-    what ``repro report`` needs besides to draw the plots."""
+    what ``repro report`` needs besides to draw the plots. ``reran``: what was run from the bundle
+    (``repro.evidence.reruns.words``). ``lean``: without the run's command, Python and package list, which
+    the bundle's whole report and ``packages.txt`` hold."""
     lines: list[str] = []
     words: list[str] = []
     wheels: dict[str, str] = {}  # run id -> the harness wheel's path from the folder above the run's
@@ -512,19 +519,19 @@ def install_block(docs: Sequence[Artifact]) -> str | None:
     )
     # The command that made the run, as recorded (the whole batch at once, when it was `repro all`).
     ran = sorted({shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)})
-    whole = f" This run was made by {code(ran[0])}" if len(ran) == 1 else ""
+    whole = f" This run: {code(ran[0])}" if len(ran) == 1 else ""
     if whole and any(d.run.command[1:2] == ("all",) for d in docs):
-        # What a reader re-running one repro should expect of it against this run.
-        whole += (
-            " (back to back, ceilings timed once); a lone `repro run` should land in the re-run band, "
-            "maybe not in this CI"
-        )
-    whole += "." if whole else ""
+        whole += " (back to back, ceilings timed once)"
     if whole:
-        whole += " `repro compare` of the two `ID.json` says consistent or beyond the band."
+        # What a reader re-running one repro should expect of it against this run.
+        whole += ". A lone `repro run` lands in the re-run column's spread, not this CI; `repro compare` of the two"
+        whole += " `ID.json` says which."
     whole += python_env_words(docs)
     if any(d.machine.packages_sha256 for d in docs):
         whole += " Every package installed where this run ran: the bundle's `packages.txt`."
+    if lean:
+        whole = " This run's command, Python and packages: the bundle's whole report and `packages.txt`."
+    whole += reran
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "

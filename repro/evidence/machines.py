@@ -192,6 +192,17 @@ def host_words(f: MachineFacts) -> list[str]:
     return out
 
 
+def guest_words(f: MachineFacts) -> str | None:
+    """``KVM guest, GPU passthrough``: a virtual machine host in a few words for the report's head; None
+    on bare metal or where nothing says."""
+    vendor = _VENDOR.search(f.collect_env)
+    if not vendor and not f.host.hypervisor:
+        return None
+    said = f"{vendor.group(1)} guest" if vendor else "VM guest"
+    mode = f.nvml.virtualization_mode
+    return said + (f", {_VIRTUALIZATION.get(mode, f'GPU virtualization mode {mode}')}" if mode else "")
+
+
 def container_words(f: MachineFacts) -> str | None:
     """A container: its markers, and its image, or that the image cannot be seen from inside it."""
     if not f.in_container and not f.image:

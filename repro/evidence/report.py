@@ -61,6 +61,7 @@ from repro.evidence.report_parts import (
     summary_table,
     traces_words,
 )
+from repro.evidence.reruns import words as reruns_words
 from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
@@ -238,7 +239,14 @@ def repro_section(
     source, claim = seed_source(doc)
     items = [f"Seed claim ({source}): {claim}"]
     items += seed_vs_ours(doc, declared)
-    items += [x for x in [method_line(doc, kernels_said)] if x]
+    method = method_line(doc, kernels_said)
+    member = script_member(str(r.id), declared.script) if declared.script and not is_smoke(doc) else None
+    if method and member and not member.endswith(".py"):
+        # A script that is not Python builds a CUDA program: where its source is, said here.
+        method = (
+            f"{method[:-1]}; standalone: {code(member)} in the bundle (the CUDA source inside; it builds it with nvcc)."
+        )
+    items += [method] if method else []
     items += scope_lines(doc)
     items += diff_lines(doc)
     items += [x for x in [stack_line(doc, declared)] if x]
@@ -305,6 +313,7 @@ def report(
     max_lines: int | None = PASTE_LINES,
     bands: Sequence[band.Band] | None = None,
     attached: Sequence[str] = (),
+    reruns: Mapping[str, Any] | None = None,
 ) -> str:
     """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
@@ -313,7 +322,8 @@ def report(
     between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``:
     what the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
-    the names of the files in the run folder's ``attached/`` that the bundle packs.
+    the names of the files in the run folder's ``attached/`` that the bundle packs; ``reruns``: those of
+    them that are artifacts (name -> document), re-runs made from the bundle (``repro.evidence.reruns``).
 
     ``repro cliff`` artifacts get their own section (``repro.evidence.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.
@@ -348,9 +358,8 @@ def report(
         if not smoke_run:
             head += [
                 legend(runs, known)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs "
-                "(collect_env's output: in its repro's artifact), the harness wheel, each "
-                f"repro's script (`scripts/<id>`, each standalone{cuda_script}){seeds_words(runs)}"
+                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, the "
+                f"harness wheel, each repro's standalone script (`scripts/<id>`{cuda_script}){seeds_words(runs)}"
                 f"{attached_words(attached)}._",
                 "",
             ]
@@ -381,7 +390,9 @@ def report(
     }
     env = environment(full, machine_of)
     env_compact = environment(full, machine_of, compact=True)
-    install = install_block(runs)
+    again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
+    reran = reruns_words(runs, again, known)
+    install, install_lean = install_block(runs, reran=reran), install_block(runs, reran=reran, lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
@@ -392,19 +403,28 @@ def report(
         parts = list(head)
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
-            gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened else []
+            every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
+            gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
             gone += ["collect_env's library list"] if env_short else []
-            gone += [f"the details of {', '.join(dropped)}"] if dropped else []
+            gone += (
+                ["every repro's details (tables, warnings, time)" if every else f"the details of {', '.join(dropped)}"]
+                if dropped
+                else []
+            )
             gone += ["the environment"] if env_dropped else []
-            gone += ["the sections' Holds-for, Does-not-hold-for, Impact and Re-run-elsewhere lines"] if lean else []
-            parts += [
-                f"_Left out to fit one screen: {'; '.join(gone)}. The bundle's `{FULL_REPORT}` is this report whole._",
-                "",
-            ]
+            gone += (
+                [
+                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere and Method lines; the re-run "
+                    "paragraph's command, Python and package list"
+                ]
+                if lean
+                else []
+            )
+            parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
             parts.append(scope_md)
-        if install:
-            parts.append(install)
+        if install and install_lean:
+            parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
             parts.append(_lean(section) if lean else section)
             if more and d.repro.id not in dropped:
@@ -450,10 +470,21 @@ CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): the last a report leaves out before it cuts sections.
 LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere")
+# Lean too: the Method lines (rounds and episodes) and the re-run paragraph without the run's command, Python
+# and package list (lines.install_block).
 
 
 def _lean(section: str) -> str:
-    return "\n".join(ln for ln in section.split("\n") if not ln.startswith(LEAN_LINES))
+    """The section without LEAN_LINES, and its Method line cut to the standalone script it names, if any."""
+    kept = []
+    for ln in section.split("\n"):
+        if ln.startswith(LEAN_LINES):
+            continue
+        if ln.startswith("- Method:"):
+            _, sep, script = ln.partition("; standalone: ")
+            ln = f"- Standalone: {script}" if sep else ""
+        kept += [ln] if ln else []
+    return "\n".join(kept)
 
 
 def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None) -> str:

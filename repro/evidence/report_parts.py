@@ -15,7 +15,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, missing_module
-from repro.evidence.machines import machine_summary, machines, state_line
+from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import harness_of
@@ -56,11 +56,12 @@ def identity_lines(docs: Sequence[Artifact]) -> list[str]:
     for d in docs:
         e = essentials(d.fingerprint)
         cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
+        guest = f" in a {text(g)}" if (g := guest_words(d.machine)) else ""
         words = ", ".join(
             [
                 text(e["gpu"]),
                 f"driver {text(e['driver'])}" if e["driver"] else "no GPU driver read",
-                f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])})" if e["torch"] else "no torch",
+                f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])}{guest})" if e["torch"] else "no torch",
                 text(harness_of(d).words()),
             ]
         )
@@ -79,7 +80,10 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     b = band.lookup(doc, bands)
     if b is None:
         return "no cross-GPU data"
-    return f"±{fmt_pct(b.half_width * 100)} over {len(b.points)} GPUs"
+    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs)"
+    if same := b.same_gpu:
+        cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
+    return cell
 
 
 def _status(doc: Artifact) -> str:
@@ -148,7 +152,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         "seed's claim",
         "headline ratio (CI)",
         "threshold",
-        "re-run on another GPU of this model",
+        "a re-run lands within (other GPUs; same GPU)",
     ]
     if all(d.verdict.claim is None for d in docs):  # artifacts before schema 1.3 record no claim
         rows, headers = [r[:2] + r[3:] for r in rows], headers[:2] + headers[3:]
@@ -184,10 +188,12 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
         "_The CI covers this process on this GPU: distribution-free, on the median per-round ratio, at least as "
-        "wide as its episodes' medians' (an episode: rounds between idle gaps); re-run column: this headline on "
-        f"GPUs of the model (runs, torch, drivers, harness: the bundle's `band.txt`{_gpu_in_bands(docs, bands)})."
-        f"{said} n: rounds (each a median of samples) or samples; rounds: paired rounds behind a ratio. "
-        "us/call: a kernel's time over its launches in one call._"
+        "wide as its episodes' medians' (an episode: rounds between idle gaps). Re-run column (committed default "
+        f"runs: the bundle's `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest "
+        "GPU's median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
+        "They say where a re-run lands; the CI does not."
+        f"{said} n: rounds (each a median of samples) or samples. us/call: a kernel's time over its launches in "
+        "one call._"
     )
 
 

@@ -17,6 +17,7 @@ from repro.core.results import VariantResult
 from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.machines import guest_words
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
 
@@ -294,6 +295,8 @@ def _unrecorded(docs: Sequence[Artifact]) -> str | None:
             "the container image's name and digest (not visible from inside it"
             + (f"; its variables: {hints})" if hints else ")")
         )
+    if any(guest_words(d.machine) for d in docs):
+        gone.append("the host outside the VM guest (power and clock policy beyond NVML's view, other tenants)")
     installers = sorted({str(d.machine.torch_install.get("installer")) for d in docs if d.machine.torch_install})
     if installers and not any(d.machine.torch_install.get("direct_url") for d in docs):
         gone.append(f"the package index torch came from ({', '.join(installers)} recorded none)")

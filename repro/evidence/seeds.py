@@ -21,6 +21,14 @@ def about() -> str:
     return str(_load().get("_about", ""))
 
 
+def posted(repro_id: str) -> str | None:
+    """Where the seed's source posted its program, and how the copy this project could read differs from
+    the program held here (the data's ``_posted``); None where nothing is said."""
+    said = _load().get("_posted")
+    got = said.get(repro_id) if isinstance(said, dict) else None
+    return str(got) if got else None
+
+
 def programs() -> dict[str, dict[str, str]]:
     """Repro id -> {file name: text} of the seed's own program."""
     return {

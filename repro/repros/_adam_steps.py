@@ -98,9 +98,9 @@ def _top(entry: Mapping[str, Any]) -> str:
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     """One sentence on why the seed's method and ours differ, from what this run recorded."""
     words = (
-        "The seed's own program averages each kernel named adam (torch's foreach kernels have no such name; "
-        "here the names with adam, multi_tensor or foreach are summed per step, the same ratio where both forms "
-        f"launch as many); ours counts {STEP_KERNELS}, in interleaved paired rounds"
+        "The seed's program averages the kernels named adam (torch's foreach kernels have none: here names with "
+        "adam, multi_tensor or foreach are summed per step, the same ratio where both forms launch as many); ours "
+        f"counts {STEP_KERNELS}, in paired rounds"
     )
     split = [e for e in entries if e.get("other_launches") and e.get("label")]
     if split:

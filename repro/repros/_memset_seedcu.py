@@ -115,6 +115,23 @@ def seed_cu_clause(got: Any) -> str | None:
     )
 
 
+# How seed.cu's timing differs from the re-implementation's (the twin's seed_* variants), for the report.
+SEED_CU_VS = (
+    "seed.cu times one replay per process, right after 5 back-to-back replays; the re-implementation, hundreds "
+    "in one process, each alone after a synchronize; this run does not tell which difference moves the ratio"
+)
+
+
+def seed_cu_extra(got: dict[str, Any]) -> dict[str, Any]:
+    """The artifact's ``extra`` entries for the seed's own program: its record, the report's sentence on it,
+    and its ratio with how its timing differs from the re-implementation's (``lines.seed_vs_ours``)."""
+    ratio = got.get("ratio")
+    out: dict[str, Any] = {"seed_cu": got, "seed_as_posted": seed_cu_clause(got)}
+    if isinstance(ratio, int | float) and not got.get("error"):
+        out.update(seed_as_posted_ratio=float(ratio), seed_as_posted_vs=SEED_CU_VS)
+    return out
+
+
 def seed_cu_run(ctx: Context, device_index: int) -> dict[str, Any]:
     """Build and run the seed's program for graph-memset's ``run``: its record, or the error that stopped it
     (a side measurement: its failure costs only itself)."""

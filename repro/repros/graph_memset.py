@@ -44,7 +44,7 @@ from repro.api import (
     standalone,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
-from repro.repros._memset_seedcu import build_seed_cu, seed_cu_clause, seed_cu_run
+from repro.repros._memset_seedcu import build_seed_cu, seed_cu_extra, seed_cu_run
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -363,7 +363,7 @@ class GraphMemset(Repro[MemsetParams]):
         extra: dict[str, Any] = {
             **({"seed_torch_program": seed_torch} if seed_torch is not None else {}),
             # The seed's own program's record, and the report's sentence on it (lines.seed_vs_ours).
-            **({"seed_cu": seed_cu, "seed_as_posted": seed_cu_clause(seed_cu)} if seed_cu is not None else {}),
+            **(seed_cu_extra(seed_cu) if seed_cu is not None else {}),
             "torch": torch.__version__,
             "memset_via": "cuda.bindings.runtime" if memset else None,
             # The report's install line pins it, so a re-run issues the memsets through the same bindings.
@@ -438,22 +438,24 @@ class GraphMemset(Repro[MemsetParams]):
             f"a 4-byte cudaMemsetAsync node against a one-element fill kernel, per op ({source}, {p.ops} ops per graph)"
         )
         details: list[str] = []
+        torch_said = ""  # the torch graph's ratio, said in the finding after the twin's
         twin, torch_plain = outcome.get(_TWIN_PLAIN), outcome.get(_TORCH_PLAIN)
         if head is twin:
             gone = [have[n] for n in ("memset", "fill") if n in have and have[n].status != "ok"]
             if gone:
                 details.append(f"The torch-graph {gone[0].name} variant was {gone[0].status}: {gone[0].reason}.")
             elif torch_plain is not None:
+                torch_said = f"; in a torch CUDA graph against tensor.zero_() it was {outcome.fmt(torch_plain)}"
                 details.append(
-                    f"In a torch graph against tensor.zero_() it was {outcome.fmt(torch_plain)} "
-                    f"(per op: memset {_us(have, 'memset')}, zero_() {_us(have, 'fill')}; in the twin: memset "
-                    f"{_us(have, 'twin_memset')}, fill kernel {_us(have, 'twin_fill')})."
+                    f"Per op: in the torch graph memset {_us(have, 'memset')}, zero_() {_us(have, 'fill')}; in the "
+                    f"twin memset {_us(have, 'twin_memset')}, fill kernel {_us(have, 'twin_fill')}."
                 )
         elif twin is None and p.twin:
             details.append("The pure CUDA twin gave no ratio (its variants say why).")
         work = outcome.get(_TWIN_WORK)
         if work is not None:
             sentence += f"; {_after_work(have, work, outcome)}"
+        sentence += torch_said
         mm = outcome.get(_TORCH_MM)
         if mm is not None:
             details.append(

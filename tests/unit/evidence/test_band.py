@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from helpers import ROOT
@@ -22,9 +23,16 @@ def _doc(uuid: str, value: float, *, paired: bool = True, smoke: bool = False, r
 
 def test_the_shipped_band_is_what_the_committed_runs_give(tmp_path: Path) -> None:
     shipped = json.loads(band.DATA_FILE.read_text())
-    docs = [d for _, d in band._walk([ROOT / "artifacts" / "reference"])]
-    again = json.loads(band.to_json(band.compute(docs), shipped["sources"]))
+    found = list(band._walk([ROOT / "artifacts" / "reference"]))
+    paths = {f"{d['run']['run_id']}/{d['repro']['id']}": str(p.relative_to(ROOT)) for p, d in found}
+    again = json.loads(band.to_json(band.compute((d for _, d in found), paths=paths), shipped["sources"]))
     assert again == shipped, "run: python -m repro.evidence.band artifacts/reference"
+    # Each run's per-round ratios, where recorded, give its headline; its path names its artifact.
+    for b in band.load():
+        for p in b.points:
+            for value, rounds, path in zip(p.run_values, p.run_rounds, p.run_paths, strict=True):
+                assert (ROOT / path).is_file()
+                assert not rounds or abs(statistics.median(rounds) / value - 1) < 1e-9
     solve = next(b for b in band.load() if b.repro == "solve-512-cliff")
     assert len(solve.points) >= 3 and len({p.uuid for p in solve.points}) == len(solve.points)
     assert all(p.runs for p in solve.points)  # provenance: the run ids behind each GPU's value

@@ -73,7 +73,7 @@ def test_the_summary_reads_no_headline_and_the_section_says_what_ran(doc: dict[s
     cells = dict(zip([h.strip() for h in head.split("|")], [c.strip() for c in row.split("|")], strict=True))
     assert cells["status"] == "**inconclusive**" and "1.000x" not in row
     assert cells["headline ratio (CI)"] == "not run (`transformer_engine` not importable)"
-    assert cells["re-run on another GPU of this model"] == "-"
+    assert cells["a re-run lands within (other GPUs; same GPU)"] == "-"
     sec = section(text, RID)
     said = (
         "the seed's claim was not tested (TE FusedAdam: kernel time per step, capturable/regular: "
@@ -97,7 +97,7 @@ def test_the_seed_method_line_shows_both_numbers_and_why_they_differ(doc: dict[s
     ours = rows["torch_foreach"]["ratio"]
     assert "applied to what is not the seed's subject: torch AdamW(fused=True) 1.000x (ours " in line
     assert f"torch AdamW(foreach=True) 0.894x (ours {ours:.3f}x)" in line
-    assert "The seed's own program averages each kernel named adam (torch's foreach kernels have no such name" in line
+    assert "The seed's program averages the kernels named adam (torch's foreach kernels have none" in line
     assert "torch AdamW(foreach=True) (402 per capturable step)" in line
     assert "on the seed's subject" not in line  # TE did not run
 

@@ -81,7 +81,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert re.search(
         r"\d+ other NVIDIA H200 GPUs read 9\.349-9\.586, this run 9\.335 \(below all\), within 2x their", line
     )
-    assert "(runs, torch, drivers, harness: the bundle's `band.txt`" in rendered
+    assert "(committed default runs: the bundle's `band.txt`, `band.json`" in rendered
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None
@@ -98,12 +98,12 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
 
 
 def test_the_identity_line_says_container_when_a_marker_is_set(rendered: str, docs: list[dict[str, Any]]) -> None:
-    assert "torch 2.11.0+cu130 (CUDA 13.0, container)" in rendered.splitlines()[2]
+    assert "torch 2.11.0+cu130 (CUDA 13.0, container in a KVM guest)" in rendered.splitlines()[2]
     doc = by_id(docs, "5090-linear")
     doc["fingerprint"]["container"].update(dockerenv=False, containerenv=False)
-    assert "(CUDA 13.0, host)" in report([doc]).splitlines()[2]
+    assert "(CUDA 13.0, host in a KVM guest)" in report([doc]).splitlines()[2]
     doc["fingerprint"]["container"]["containerenv"] = True
-    assert "(CUDA 13.0, container)" in report([doc]).splitlines()[2]
+    assert "(CUDA 13.0, container in a KVM guest)" in report([doc]).splitlines()[2]
 
 
 def test_the_gpu_tool_writes_the_bundle_name_the_report_tells_users_to_attach(rendered: str) -> None:

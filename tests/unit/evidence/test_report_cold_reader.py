@@ -98,7 +98,7 @@ def test_the_n_column_counts_what_the_median_is_taken_over(rendered: str, docs: 
     full = report(docs, limit=REPORT_LIMIT, max_lines=None)
     assert "| nn.Linear (FP32) | 1.28 ms (1.28-1.29 ms) | 102 rounds |" in section(full, "5090-linear")
     assert "| twin: fill kernel node | 618 ns (618-618 ns) | 500 samples |" in section(full, "graph-memset")
-    assert "n: rounds (each a median of samples) or samples; rounds: paired rounds behind a ratio" in rendered
+    assert "n: rounds (each a median of samples) or samples." in rendered
 
 
 def test_the_memset_kernel_diff_says_it_is_not_the_twins(rendered: str) -> None:

@@ -89,7 +89,7 @@ def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> Non
 def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
     line = bench.splitlines()[2]
     assert line == (
-        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container), gpu-repro 0.1.0, "
+        "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container in a KVM guest), gpu-repro 0.1.0, "
         "no source digest recorded, commit 680f57eaec77, 2026-11-30"
     )
     doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
@@ -132,7 +132,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     fixed = [band.Band(*key[:3], points=points, headline=key[3])]
     text = _report([doc], bands=fixed)
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
-    assert solve.endswith("| ±10% over 3 GPUs |")
+    assert solve.endswith("| ±10% (3 GPUs) |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     assert (
         "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (inside their range), within 2x their ±10% band: "
@@ -140,8 +140,8 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     )
     shipped = band.lookup(doc)
     assert shipped is not None  # the shipped band by default, which holds this run's GPU
-    assert f"over {len(shipped.points)} GPUs |" in bench
-    assert "the bundle's `band.txt`; this run's GPU is one of them in every row)" in bench
+    assert f"({len(shipped.points)} GPUs)" in bench
+    assert "the bundle's `band.txt`, `band.json`; this run's GPU is one of them in every row)" in bench
     assert "this run's GPU is in none of them" in text  # the fixed bands hold GPUs a, b and c only
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
     assert "| no cross-GPU data |" in bare and "no cross-GPU data for these params on this GPU model" in bare
@@ -367,7 +367,7 @@ def test_the_torch_line_follows_the_installed_metadata_version(
     text = report([doc])
     assert _shell_lines(text)[0] == line
     if said == "2.11.0":
-        assert "from PyPI (it reads 2.11.0+cu130; its installer recorded no index: PyPI is read off the" in text
+        assert "from PyPI (2.11.0+cu130 here; no index recorded: PyPI, inferred from the metadata's" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
 
@@ -410,9 +410,9 @@ def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> Non
     text = _report(docs, attached=bundle.attached_names(run))
     assert "Report cut" not in text and len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert all(f"## `{d['repro']['id']}`" in text for d in docs)  # every section, solve's among them
-    assert "the sections' Holds-for, Does-not-hold-for, Impact and Re-run-elsewhere lines" in text
+    assert "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere and Method lines" in text
     assert "- Impact:" not in text and "- Re-run elsewhere" not in text and "Kernels" in text
-    assert "over 18 GPUs |" in text or " GPUs |" in text  # the band stays in the summary's column
+    assert " GPUs)" in text  # the band stays in the summary's column
     whole = _report(docs, limit=10**9, max_lines=None)
     assert "- Impact:" in whole  # the bundle's report-full.md keeps them
 
@@ -422,10 +422,10 @@ def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]
     start = doc["run"]["run_id"][:16]  # e.g. 20261130T172037Z
     at = f"{start[:4]}-{start[4:6]}-{start[6:8]}T{start[9:11]}:{start[11:13]}:{start[13:15]}Z"
     doc["extra"]["twin"].update(binary_cached=True, binary_mtime_utc=at)
-    assert "by this run, before its first repro, cached under a key of the source's sha256" in _report([doc])
+    assert "by this run, before its first repro, cached by the source's sha256" in _report([doc])
     doc["extra"]["twin"].update(binary_mtime_utc="2020-01-01T00:00:00Z")
-    assert "binary built 00:00:00 UTC before this run" in _report([doc])
+    assert "; built 00:00:00 UTC before this run" in _report([doc])
     doc["extra"]["twin"].update(binary_cached=False)
-    assert "binary built 00:00:00 UTC by this repro" in _report([doc])
+    assert "; built 00:00:00 UTC by this repro" in _report([doc])
     del doc["extra"]["twin"]["binary_mtime_utc"]
     assert "binary built" not in _report([doc])

@@ -3,6 +3,7 @@ the re-run part says what to install, and the whole report fits with nothing lef
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -16,7 +17,8 @@ from repro.run import scripts
 def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
     legend = next(ln for ln in rendered.splitlines() if ln.startswith("_The CI covers"))
     assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
-    assert "n: rounds (each a median of samples) or samples; rounds: paired" in legend
+    assert "n: rounds (each a median of samples) or samples." in legend
+    assert "same GPU ±y% (k runs on m): the farthest run from its GPU's median" in legend
     assert "us/call: a kernel's time over its launches in one call" in legend
     # Without a worst-of-k headline the legend does not explain one.
     solo = report([by_id(docs, "5090-linear")])
@@ -64,14 +66,20 @@ def test_the_gpu_tool_extracts_the_wheel_and_the_5090_linear_line(rendered: str,
 
     code = _heredoc((ROOT / "tools" / "gpu-final.sh").read_text(), "PY", holding="**Re-run**")
     (tmp_path / "report.md").write_text(rendered)
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "report.md")], capture_output=True, text=True)
+    env = {**os.environ, "RERUN_IDS": "5090-linear graph-memset"}
+    argv = [sys.executable, "-c", code, str(tmp_path / "report.md")]
+    out = subprocess.run(argv, capture_output=True, text=True, env=env)
     lines = out.stdout.splitlines()
     assert out.returncode == 0, out.stderr
-    assert lines[0] == "set -e" and lines[1].startswith("pip install './20261201T111151Z-438281/harness/gpu_repro-")
-    assert lines[2].startswith("repro run 5090-linear --set batch=256") and len(lines) == 3
+    # Every install line of the report, then each picked section's `repro run` line.
+    assert lines[0] == "set -e" and lines[1].startswith("pip install torch==2.11.0+cu130 --index-url")
+    assert lines[2] == "pip install 'cuda-bindings==13.*'"
+    assert lines[3].startswith("pip install './20261201T111151Z-438281/harness/gpu_repro-")
+    assert lines[4].startswith("repro run 5090-linear --set batch=256")
+    assert lines[5].startswith("repro run graph-memset --set ops=1000") and len(lines) == 6
 
 
-def test_the_whole_evidence_report_fits_leaving_out_three_details_blocks_at_most(
+def test_the_whole_evidence_report_fits_leaving_out_four_details_blocks_at_most(
     rendered: str, docs: list[dict[str, Any]]
 ) -> None:
     from repro.evidence.report import PASTE_LIMIT, PASTE_LINES
@@ -79,9 +87,9 @@ def test_the_whole_evidence_report_fits_leaving_out_three_details_blocks_at_most
     assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
     assert "Report cut" not in rendered
     kept = [d["repro"]["id"] for d in docs if f"<details><summary>{d['repro']['id']}: tables" in rendered]
-    # The scope lines and the install block (with what a re-run should match and who built the twin's binary)
-    # cost three details blocks.
-    assert len(kept) >= len(docs) - 3, kept
+    # The scope lines, the install block (with what a re-run should match and who built the twin's binary)
+    # and the re-run column's two spreads cost four details blocks.
+    assert len(kept) >= len(docs) - 4, kept
     assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
     # Said once: the seed's program against the headline and the scope lines, not again in the details.
     memset = section(rendered, "graph-memset")
