@@ -59,13 +59,17 @@ write_readme() {
         echo "  004-cuda): it reads the programs from the bundle's seeds/ folder;"
         ls "$at"/script-*.out >/dev/null 2>&1 && echo "- script-<id>.out: 'repro script <id>' run with that python3" \
             "(stdout, then stderr), each printing its versions first;"
+        [ -n "${GPU_REPRO_TREE_COMMIT:-}" ] && echo "- the source tree was a git archive of gpu-repro commit" \
+            "$GPU_REPRO_TREE_COMMIT (its maker's record: without .git the artifacts record no commit, only the" \
+            "harness digest; the repository has no public URL here);"
         echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
         echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
         echo "  here as the record of what ran, and does not run from the bundle;"
         [ -f "$at/steps.txt" ] && echo "- steps.txt, walls.tsv: its steps and wall times;"
         for kind in loose quick; do
-            [ -f "$at/$kind.txt" ] && echo "- $kind.txt, $kind-report.md: the headlines and the report of 'repro all" \
-                "$([ "$kind" = loose ] && echo "--target-ci 0.02 --budget 2" || echo "--quick")', run after this run into another run folder;"
+            [ -f "$at/$kind.txt" ] && echo "- $kind.txt, $kind-report.md, $kind-<id>.json: the headlines, the report and" \
+                "the artifacts of 'repro all $([ "$kind" = loose ] && echo "--target-ci 0.02 --budget 2" || echo "--quick")'," \
+                "run after this run into another run folder;"
         done
         [ -f "$at/rerun-check.txt" ] && echo "- rerun.sh, rerun.log, rerun-check.txt, rerun-<id>.json: the report's" \
             "install lines (offline, from a local wheelhouse; torch and cuda-bindings met by the machine's own)" \
@@ -200,6 +204,7 @@ for rid in $RERUN_IDS; do
 done
 for kind in loose quick; do
     for f in "$out/$kind"/*/report.md; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-report.md"; done
+    for f in "$out/$kind"/*/*.json; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-$(basename "$f")"; done
 done
 cp "$out/steps.txt" "$run/attached/steps.txt"
 write_readme

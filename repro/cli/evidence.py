@@ -142,9 +142,9 @@ def bundle_cmd(
     from repro.env.harness import source_sha256
 
     attached = bundle.attached_names(run_dir) if docs else []
-    # Attached artifacts: re-runs made from the bundle's harness (the report says which lines ran).
+    # Attached rerun-*.json artifacts: re-runs made from the bundle's harness (the report says which lines ran).
     reruns: dict[str, Any] = {}
-    for name in (n for n in attached if n.endswith(".json")):
+    for name in (n for n in attached if n.startswith("rerun-") and n.endswith(".json")):
         try:
             reruns[name] = artifact.load(run_dir / "attached" / name)
         except UsageError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -112,10 +113,11 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, daemon=True) if period_s is not None else None
         self.before: dict[str, Any] = {}
         self.after: dict[str, Any] = {}
+        self._t0 = time.monotonic()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._period or 0.05):
-            self._readings.append(snapshot(self._nv, self._h))
+            self._readings.append({**snapshot(self._nv, self._h), "t": time.monotonic() - self._t0})
 
     def poll(self, arm: str | None = None) -> None:
         """One light reading (SM clock, clocks-event reasons, power), for a monitor without a thread.
@@ -135,10 +137,12 @@ class Monitor:
                 "power_w": _safe(lambda: self._nv.nvmlDeviceGetPowerUsage(self._h) / 1000.0),
                 "compute_pids": None,
                 "arm": arm,
+                "t": time.monotonic() - self._t0,
             }
         )
 
     def __enter__(self) -> Monitor:
+        self._t0 = time.monotonic()
         self.before = snapshot(self._nv, self._h)
         if self._thread is not None:
             self._thread.start()
@@ -183,6 +187,17 @@ class Monitor:
             "other_pids": sorted(others),
             "ecc_new_errors": (ecc[1] - ecc[0]) if ecc[0] is not None and ecc[1] is not None else None,
         }
+        # Every poll, in order: seconds since the span began, SM MHz, watts, the clocks-event reasons. A paired
+        # timing polls once after each arm's block, so an arm's i-th poll follows its i-th round.
+        out["series"] = [
+            [
+                round(r["t"], 3) if isinstance(r.get("t"), float) else None,
+                r.get("sm_clock_mhz"),
+                round(r["power_w"], 1) if isinstance(r.get("power_w"), float) else r.get("power_w"),
+                "|".join(r.get("clocks_event_reasons") or ()),
+            ]
+            for r in mine
+        ]
         if arm is not None:
             out["arm"] = arm  # these numbers are this arm's polls, not the whole group's
         return out

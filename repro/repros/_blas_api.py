@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from repro.repros._lu_api import call_words, calls, loaded
+from repro.repros._lu_api import call_words, calls, loaded, raw_logs
 
 _LIBS = {"cublas": re.compile(r"/libcublas\.so[.0-9]*$"), "cublasLt": re.compile(r"/libcublasLt\.so[.0-9]*$")}
 _NAMES = {"cublas": "cuBLAS", "cublasLt": "cuBLASLt"}
@@ -104,6 +104,7 @@ def form_calls(forms: Mapping[str, Callable[[], Any]], synchronize: Callable[[],
             libc.fflush(None)
         out["status"] = status  # each logger call's last return code (0: success)
         out["forms"] = {name: {k: _calls(p) for k, p in files.items()} for name, files in logs.items()}
+        out["raw"] = raw_logs(logs)  # the loggers' own lines, per form and library
     return out
 
 

@@ -124,6 +124,12 @@ def clocks_clause(result: RunResult) -> tuple[str, str]:
     who = "all batches" if shared else " and ".join(sagged)
     medians = ", ".join(f"{n} {mons[n].get('sm_clock_during_mhz')}" for n in mons)
     clause = f"{why} held the SM clock down during {who}'s rounds (median MHz: {medians})"
+    if all(mons[n].get("sm_clock_during_mhz") == mons[n].get("sm_clock_max_mhz") for n in sagged):
+        # A reason flagged by some polls while the median poll stayed at the top clock: it did not hold it down.
+        lows = ", ".join(f"{n} {mons[n].get('sm_clock_min_mhz')}" for n in sagged)
+        clause = (
+            f"{why} showed during {who}'s rounds, the median SM clock at its max (median MHz: {medians}; min: {lows})"
+        )
     return clause, detail
 
 

@@ -61,6 +61,21 @@ def call_words(libs: object, names: Mapping[str, str] | None = None) -> list[str
     ]
 
 
+# The most of one log file an artifact keeps (a single call's log is a few kB; the cap bounds a chatty build).
+RAW_LIMIT = 16_000
+
+
+def raw_logs(files: Mapping[str, Mapping[str, Path]]) -> dict[str, dict[str, str]]:
+    """Each log file's text as written, up to RAW_LIMIT characters (a cut one says so at its end)."""
+    out: dict[str, dict[str, str]] = {}
+    for name, by_lib in files.items():
+        for lib, path in by_lib.items():
+            got = path.read_text(errors="replace") if path.is_file() else ""
+            cut = f"\n[cut at {RAW_LIMIT} of {len(got)} characters]" if len(got) > RAW_LIMIT else ""
+            out.setdefault(str(name), {})[lib] = got[:RAW_LIMIT] + cut
+    return out
+
+
 def api_log(torch: Any, sizes: Sequence[int], backend: str = "cusolver", batch: int = API_BATCH) -> dict[str, Any]:
     """Per size, the cuBLAS and cuSOLVER functions one ``solve_ex`` call made under ``backend``, from
     each library whose build exports a logger (``no_logger`` names the others and why)."""
@@ -123,6 +138,7 @@ def api_log(torch: Any, sizes: Sequence[int], backend: str = "cusolver", batch: 
             n: {k: calls(p.read_text(errors="replace")) if p.is_file() else {} for k, p in files.items()}
             for n, files in logs.items()
         }
+        out["raw"] = raw_logs(logs)  # the loggers' own lines, per size and library
     return out
 
 

@@ -102,3 +102,17 @@ def test_paired_rounds_give_each_variant_its_own_monitor(monkeypatch: Any) -> No
     assert one["polls"] == two["polls"] == rounds > 0  # one poll after each arm's block of a round
     assert (one["sm_clock_min_mhz"], one["sm_clock_max_mhz"], one["throttled"]) == (1980, 1980, [])
     assert (two["sm_clock_min_mhz"], two["sm_clock_max_mhz"], two["throttled"]) == (1400, 1400, ["sw_power_cap"])
+
+
+def test_the_summary_keeps_every_poll_with_its_time_clock_power_and_reasons() -> None:
+    state: dict[str, Any] = {"clock": 1980, "power_mw": 300_000, "mask": 0}
+    mon = Monitor(FakeNvml(state), None, own_pid=1, period_s=None)
+    with mon:
+        for clock, watts, mask, arm in [(1980, 400, 0, "bs1"), (1400, 690, 0x4, "bs2"), (1500, 680, 0x4, "bs2")]:
+            state.update(clock=clock, power_mw=watts * 1000, mask=mask)
+            mon.poll(arm)
+    series = mon.summary("bs2")["series"]
+    # Each of the arm's polls in order: its i-th follows the arm's i-th round.
+    assert [row[1:] for row in series] == [[1400, 690.0, "sw_power_cap"], [1500, 680.0, "sw_power_cap"]]
+    assert all(isinstance(row[0], float) and row[0] >= 0 for row in series) and series[0][0] <= series[1][0]
+    assert [row[1] for row in mon.summary()["series"]] == [1980, 1400, 1500]

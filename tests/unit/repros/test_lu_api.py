@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from repro.repros._lu_api import api_clause, calls, loaded
+from pathlib import Path
+
+from repro.repros._lu_api import RAW_LIMIT, api_clause, calls, loaded, raw_logs
 
 MAPS = """\
 7f00-7f10 r-xp 00000000 08:01 1 /usr/lib/python3/site-packages/nvidia/cu13/lib/libcublasLt.so.13
@@ -74,3 +76,15 @@ def test_api_clause_says_which_library_had_no_logger() -> None:
         "n=511 called cublasSgetrfBatched; n=512 called no cuBLAS function"
     )
     assert api_clause({"batch": 4, "no_logger": {"cublas": "x", "cusolver": "y"}}) == ""
+
+
+def test_the_raw_logs_are_kept_as_written_and_a_long_one_says_where_it_was_cut(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_text(CUBLAS_LOG)
+    (tmp_path / "b.log").write_text("x" * (RAW_LIMIT + 5))
+    files = {
+        "511": {"cublas": tmp_path / "a.log", "cusolver": tmp_path / "none.log"},
+        "512": {"cublas": tmp_path / "b.log"},
+    }
+    got = raw_logs(files)
+    assert got["511"] == {"cublas": CUBLAS_LOG, "cusolver": ""}  # a logger that wrote nothing: empty
+    assert got["512"]["cublas"] == "x" * RAW_LIMIT + f"\n[cut at {RAW_LIMIT} of {RAW_LIMIT + 5} characters]"

@@ -321,6 +321,17 @@ def _monitored(v: VariantResult, mid: int, lo: int, hi: int, watts: float, throt
     return dataclasses.replace(v, gpu_monitor=mon)
 
 
+def test_a_cap_flagged_while_the_median_clock_stays_at_its_max_is_not_said_to_hold_it_down() -> None:
+    one = _monitored(_variant(1, 0.025), 1980, 1605, 1980, 435.0, ["sw_power_cap"])
+    two = _monitored(_variant(2, 0.04625), 1980, 1700, 1980, 440.0, ["sw_power_cap"])
+    v = _verdict(one, two)
+    assert "held the SM clock down" not in v.finding
+    assert (
+        "sw_power_cap showed during bs1 and bs2's rounds, the median SM clock at its max "
+        "(median MHz: bs1 1980, bs2 1980; min: bs1 1605, bs2 1700)" in v.finding
+    )
+
+
 def test_the_finding_names_whose_clocks_sagged_with_each_batch_s_own_numbers() -> None:
     one = _monitored(_variant(1, 0.025), 1980, 1965, 1980, 520.0, [])
     two = _monitored(_variant(2, 0.04625), 1695, 1335, 1980, 654.5, ["sw_power_cap"])
