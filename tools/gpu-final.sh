@@ -66,6 +66,9 @@ write_readme() {
         echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
         echo "  here as the record of what ran, and does not run from the bundle;"
         [ -f "$at/steps.txt" ] && echo "- steps.txt, walls.tsv: its steps and wall times;"
+        [ -f "$at/make.log" ] && echo "- make.command, make.log: how 'make setup' installed the harness into .venv" \
+            "(offline, from a local wheelhouse) and what it printed; all.json, all.log: 'repro all --json''s" \
+            "summary on stdout and its log on stderr;"
         for kind in loose quick; do
             [ -f "$at/$kind.txt" ] && echo "- $kind.txt, $kind-report.md, $kind-<id>.json: the headlines, the report and" \
                 "the artifacts of 'repro all $([ "$kind" = loose ] && echo "--target-ci 0.02 --budget 2" || echo "--quick")'," \
@@ -146,6 +149,8 @@ else
 fi
 
 step "repro bundle"
+# What made the run and what `repro all` printed: the install's log and command, its JSON summary and log.
+cp "$out/make.log" "$out/make.command" "$out/all.json" "$out/all.log" "$run/attached/" 2>/dev/null
 write_readme
 # The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
 bundle="$out/$(basename "$run").bundle.tar.gz"

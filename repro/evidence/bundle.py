@@ -237,9 +237,8 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
     if f"{name}/attached/seeds_raw.py" in packed:
         said += " The script that ran them there: attached/seeds_raw.py."
     said += (
-        " The seed documents themselves (the issues, thread and article the programs and claims come from) are not"
-        " copied here: report.md's 'Seed claim' line of each repro links its source, or says the seed gives none,"
-        " and states the claim as this project reads it."
+        " The seed documents are not in this bundle: report.md's 'Seed claim' line of each repro links the source"
+        " they name (an issue), or says the seed gives none, and states the claim as this project reads it."
     )
     where = "".join(f"\n\n{rid}: {got}" for rid in sorted(set(repros)) if (got := seeds.posted(rid)))
     out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}{where}\n".encode()))
@@ -268,7 +267,9 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
         "under artifacts/reference/ in the gpu-repro repository; band.json (beside this file) has each run's "
         "per-round headline ratios (their median is the run's value; none where the headline is a kernel-time "
         "ratio) and its artifact's path there. Their harness digests may differ ('-': a run from before harness "
-        "digests), and so may their methods. A GPU is named by the first 8 characters of its NVML UUID (the "
+        "digests), and so may their methods: a harness version's changes are in the gpu-repro repository's history, "
+        "which has no public URL here; bands of one repro split where their params differ (each band lists its "
+        "params). A GPU is named by the first 8 characters of its NVML UUID (the "
         "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
         "listed: not other stacks."
     )
