@@ -66,7 +66,7 @@ write_readme() {
         echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
         echo "  here as the record of what ran, and does not run from the bundle;"
         [ -f "$at/steps.txt" ] && echo "- steps.txt, walls.tsv: its steps and wall times;"
-        [ -f "$at/make.log" ] && echo "- make.command, make.log: how 'make setup' installed the harness into .venv" \
+        [ -f "$at/make.log" ] && echo "- make-command.txt, make.log: how 'make setup' installed the harness into .venv" \
             "(offline, from a local wheelhouse) and what it printed; all.json, all.log: 'repro all --json''s" \
             "summary on stdout and its log on stderr;"
         for kind in loose quick; do
@@ -150,7 +150,8 @@ fi
 
 step "repro bundle"
 # What made the run and what `repro all` printed: the install's log and command, its JSON summary and log.
-cp "$out/make.log" "$out/make.command" "$out/all.json" "$out/all.log" "$run/attached/" 2>/dev/null
+cp "$out/make.log" "$out/all.json" "$out/all.log" "$run/attached/" 2>/dev/null
+cp "$out/make.command" "$run/attached/make-command.txt" 2>/dev/null  # a .txt: the bundle packs text by extension
 write_readme
 # The name the report tells a reader to attach: <run-id>.bundle.tar.gz (repro.evidence.report.bundle_names).
 bundle="$out/$(basename "$run").bundle.tar.gz"
