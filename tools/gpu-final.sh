@@ -62,6 +62,9 @@ write_readme() {
         [ -n "${GPU_REPRO_TREE_COMMIT:-}" ] && echo "- the source tree was a git archive of gpu-repro commit" \
             "$GPU_REPRO_TREE_COMMIT (its maker's record: without .git the artifacts record no commit, only the" \
             "harness digest; the repository has no public URL here);"
+        python3 -c 'import transformer_engine' 2>/dev/null || echo "- Transformer Engine is not installed on this" \
+            "machine, and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than" \
+            "what could be brought to it; fused-adam-capturable's claim is untested for that reason;"
         echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
         echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
         echo "  here as the record of what ran, and does not run from the bundle;"
