@@ -5,7 +5,7 @@ same model land outside it by up to a few percent, so a reader comparing two mac
 between-GPU spread too. The band is built from real artifacts (the committed reference runs, and a
 fleet's runs through ``repro matrix collect --band``) and shipped as data with its provenance.
 
-    python -m repro.evidence.band artifacts/reference     # rewrites the shipped data file
+    python -m repro.evidence.band artifacts/reference     # rewrites the shipped data files
     python -m repro.evidence.band --show [REPRO ...]      # lists each band's GPUs and run ids
 """
 
@@ -28,6 +28,9 @@ from repro.evidence.artifact import ARTIFACT_KIND
 from repro.evidence.model import Artifact
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
+# A compact copy of every run behind the bands (its verdict, each variant's rounds and clocks, the GPU and harness
+# it ran on): what a bundle ships so that a reader can check a band without the repository.
+RUNS_FILE = DATA_FILE.with_name("band_runs.json")
 BAND_VERSION = 2
 # Statuses whose headline is a measured ratio.
 MEASURED = ("reproduced", "not_reproduced", "inconclusive", "undecided")
@@ -344,6 +347,75 @@ def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
     return out
 
 
+_MONITOR_KEYS = (
+    "polls",
+    "sm_clock_min_mhz",
+    "sm_clock_max_mhz",
+    "sm_clock_during_mhz",
+    "power_during_w",
+    "power_max_w",
+    "reasons_seen",
+    "throttled",
+    "series",
+)
+_GPU_KEYS = ("name", "uuid", "compute_capability", "pci_bus_id")
+
+
+def compact_run(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """One band run as a bundle ships it: where its artifact is, its verdict with every breakdown row, each
+    variant's status, rounds and clocks, and the GPU, driver, torch and harness it ran on."""
+    fp = doc.get("fingerprint") or {}
+    gpu = fp.get("gpu") or {}
+    e = essentials(fp)
+
+    def variant(v: Mapping[str, Any]) -> dict[str, Any]:
+        t = v.get("timing") or {}
+        mon = v.get("gpu_monitor") or {}
+        return {
+            "name": v.get("name"),
+            "status": v.get("status"),
+            "median_s": (t.get("stats") or {}).get("median"),
+            "rounds": t.get("rounds"),
+            "episode_rounds": t.get("episode_rounds"),
+            "gpu_monitor": {k: mon[k] for k in _MONITOR_KEYS if k in mon} or None,
+        }
+
+    verdict = doc.get("verdict") or {}
+    return {
+        "path": path,
+        "run_id": (doc.get("run") or {}).get("run_id"),
+        "repro": (doc.get("repro") or {}).get("id"),
+        "params": (doc.get("repro") or {}).get("params"),
+        "verdict": {k: verdict.get(k) for k in ("status", "value", "ci_low", "ci_high", "ci_level", "headline")}
+        | {"breakdown": verdict.get("breakdown") or []},
+        "validity": doc.get("validity"),
+        "warnings": doc.get("warnings") or [],
+        "variants": [variant(v) for v in doc.get("variants") or [] if isinstance(v, Mapping)],
+        "gpu": {k: gpu.get(k) for k in _GPU_KEYS} | {"driver": e["driver"]},
+        "torch": e["torch"],
+        "harness": fp.get("harness"),
+    }
+
+
+def runs_json(bands: Sequence[Band], docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """``RUNS_FILE``'s text: the compact copy of each run the bands name (``docs``: artifact by path)."""
+    named = sorted({path for b in bands for p in b.points for path in p.run_paths if path in docs})
+    body = {"kind": "gpu-repro.band-runs", "version": 1, "runs": [compact_run(docs[path], path) for path in named]}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def runs_of(repros: Sequence[str], path: Path = RUNS_FILE) -> str | None:
+    """The shipped band runs of ``repros`` as ``runs_json``'s text; None where there are none or no file."""
+    try:
+        doc = json.loads(path.read_text())
+        runs = [r for r in doc["runs"] if r.get("repro") in repros]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not runs:
+        return None
+    return json.dumps({**doc, "runs": runs}, sort_keys=True, separators=(",", ":")) + "\n"
+
+
 def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["--show"]:
         bands = load()
@@ -362,6 +434,7 @@ def main(argv: Sequence[str]) -> int:
     paths = {f"{d['run']['run_id']}/{d['repro']['id']}": str(p) for p, d in docs}
     bands = compute((d for _, d in docs), paths=paths)
     fsio.write_replace(DATA_FILE, to_json(bands, [str(r) for r in roots]).encode())
+    fsio.write_replace(RUNS_FILE, runs_json(bands, {str(p): d for p, d in docs}).encode())
     for b in bands:
         print(f"{b.repro} on {b.gpu}: {b.center:.4g}, ±{b.half_width * 100:.2f}% over {len(b.points)} GPUs")
     return 0

@@ -266,8 +266,10 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
         "GPU's value from the median of all GPUs. The runs are default `repro all` and `repro run` runs committed "
         "under artifacts/reference/ in the gpu-repro repository; band.json (beside this file) has each run's "
         "per-round headline ratios (their median is the run's value; none where the headline is a kernel-time "
-        "ratio) and its artifact's path there. Their harness digests may differ ('-': a run from before harness "
-        "digests), and so may their methods: a harness version's changes are in the gpu-repro repository's history, "
+        "ratio) and its artifact's path there; band-runs.json a compact copy of each of those runs (its verdict, "
+        "each variant's rounds and GPU clocks, the GPU, driver, torch and harness it ran on). Their harness "
+        "digests may differ ('-': a run from before harness digests), and so may their methods: a harness "
+        "version's changes are in the gpu-repro repository's history, "
         "which has no public URL here; bands of one repro split where their params differ (each band lists its "
         "params). A GPU is named by the first 8 characters of its NVML UUID (the "
         "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
@@ -276,6 +278,8 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
     out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
     if mine:
         out.members.append((f"{name}/band.json", band.to_json(mine, ["artifacts/reference"]).encode()))
+    if runs := band.runs_of(sorted({b.repro for b in mine})):
+        out.members.append((f"{name}/band-runs.json", runs.encode()))
 
 
 def _parsed(path: Path) -> Any:

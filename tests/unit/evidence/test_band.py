@@ -25,8 +25,20 @@ def test_the_shipped_band_is_what_the_committed_runs_give(tmp_path: Path) -> Non
     shipped = json.loads(band.DATA_FILE.read_text())
     found = list(band._walk([ROOT / "artifacts" / "reference"]))
     paths = {f"{d['run']['run_id']}/{d['repro']['id']}": str(p.relative_to(ROOT)) for p, d in found}
-    again = json.loads(band.to_json(band.compute((d for _, d in found), paths=paths), shipped["sources"]))
+    bands = band.compute((d for _, d in found), paths=paths)
+    again = json.loads(band.to_json(bands, shipped["sources"]))
     assert again == shipped, "run: python -m repro.evidence.band artifacts/reference"
+    # The compact copy of every run behind the bands, as the bundle ships it.
+    runs = band.runs_json(bands, {str(p.relative_to(ROOT)): d for p, d in found})
+    assert runs == band.RUNS_FILE.read_text(), "run: python -m repro.evidence.band artifacts/reference"
+    copied = {r["path"]: r for r in json.loads(runs)["runs"]}
+    assert {path for b in bands for p in b.points for path in p.run_paths} == set(copied)
+    for path, r in copied.items():
+        doc = json.loads((ROOT / path).read_text())
+        assert (
+            r["verdict"]["value"] == doc["verdict"]["value"] and r["gpu"]["uuid"] == doc["fingerprint"]["gpu"]["uuid"]
+        )
+        assert [v["rounds"] for v in r["variants"]] == [(v.get("timing") or {}).get("rounds") for v in doc["variants"]]
     # Each run's per-round ratios, where recorded, give its headline; its path names its artifact.
     for b in band.load():
         for p in b.points:

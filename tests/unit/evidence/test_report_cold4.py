@@ -174,3 +174,4 @@ def test_the_install_lines_work_from_the_folder_they_name(run_dir: Path, fast: S
     assert said[1].startswith("A GPU's value is the median of its runs' headline ratios (each run's beside its id)")
     assert "committed under artifacts/reference/ in the gpu-repro repository; band.json" in said[1]
     assert "band.json" in names  # the bands' data: each run's per-round ratios and its artifact's path
+    assert "band-runs.json" in names  # and a compact copy of each of those runs
