@@ -169,9 +169,10 @@ class GraphMemset(Repro[MemsetParams]):
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
     impact = (
-        "Frameworks that capture whole steps in CUDA graphs (torch.compile's cudagraphs mode, Megatron, "
-        "TensorRT-LLM; none was run here) zero small buffers as graph nodes; where a memset node costs more "
-        "than a kernel node (the rows it held for), they pay it once per replay."
+        "Code whose CUDA graphs hold many small cudaMemsetAsync nodes pays the difference once per node per "
+        "replay, where a memset node costs more than a kernel node (the rows it held for); whether torch.compile's "
+        "cudagraphs mode, Megatron or TensorRT-LLM capture memset nodes was not checked here (tensor.zero_() in a "
+        "torch graph launched a fill kernel)."
     )
     metric = Metric(
         name="t(memset node)/t(fill kernel) per op, graph replay",
