@@ -169,10 +169,9 @@ class GraphMemset(Repro[MemsetParams]):
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
     requires = Requirements(cuda=True, cpu_smoke=False, tools=("nvcc",))
     impact = (
-        "Code whose CUDA graphs hold many small cudaMemsetAsync nodes pays the difference once per node per "
-        "replay, where a memset node costs more than a kernel node (the rows it held for); whether torch.compile's "
-        "cudagraphs mode, Megatron or TensorRT-LLM capture memset nodes was not checked here (tensor.zero_() in a "
-        "torch graph launched a fill kernel)."
+        "Graphs with many small cudaMemsetAsync nodes pay the difference per node per replay, where a memset node "
+        "costs more than a kernel node (the rows it held for); no framework's capture was checked for memset nodes "
+        "(tensor.zero_() in a torch graph launched a fill kernel)."
     )
     metric = Metric(
         name="t(memset node)/t(fill kernel) per op, graph replay",

@@ -99,17 +99,17 @@ def test_the_whole_evidence_report_fits_leaving_out_four_details_blocks_at_most(
 
 def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(rendered: str, docs: list[dict[str, Any]]) -> None:
     line = next(ln for ln in section(rendered, "graph-memset").splitlines() if ln.startswith("- Impact: "))
-    assert line.startswith("- Impact: where it held: Frameworks")
+    assert line.startswith("- Impact: where it held: Graphs with many small cudaMemsetAsync nodes")
     here = "Here: +238 ns per op (919 ns against 681 ns); where it did not hold, per op: "
     assert line.endswith(here + "+1.19 us (pure CUDA twin, with work kernel).")
     doc = by_id(docs, "graph-memset")
     for row in doc["verdict"]["breakdown"]:
         row["status"] = "reproduced"
     held = next(ln for ln in report([doc]).splitlines() if ln.startswith("- Impact: "))
-    assert held.startswith("- Impact: Frameworks")  # it held everywhere measured: no scope to add
+    assert held.startswith("- Impact: Graphs with many")  # it held everywhere measured: no scope to add
     doc["validity"] = {"flag": "suspect", "reasons": ["memset: clocks-event reasons hw_slowdown while measuring"]}
     suspect = next(ln for ln in report([doc]).splitlines() if ln.startswith("- Impact: "))
-    assert suspect.startswith("- Impact: from a suspect run: Frameworks")
+    assert suspect.startswith("- Impact: from a suspect run: Graphs with many")
 
 
 def test_solve_says_where_in_the_stack_and_what_it_does_not_show(rendered: str, docs: list[dict[str, Any]]) -> None:
