@@ -13,12 +13,6 @@ from repro.evidence.markdown import code, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact
 
 
-def _digest(doc: Artifact) -> str | None:
-    harness = doc.fingerprint.get("harness")
-    sha = harness.get("source_sha256") if isinstance(harness, Mapping) else None
-    return str(sha) if sha else None
-
-
 def _torch_words(doc: Artifact) -> str:
     """Where the re-run's torch came from: a package folder outside its own venv is the machine's."""
     where = str(doc.machine.torch_install.get("location") or "")
@@ -49,7 +43,8 @@ def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[b
             floor = (w.ci_high - w.ci_low) / 2 / w.value if w.value else 0.0
             agreement = f", {band.agree(w.value, v.value, band.lookup(first, bands), floor)}"
         said.append(f"{text(again.repro.id)} {got}{agreement} ({code('attached/' + name)})")
-        digests.add(bool(_digest(again)) and _digest(again) == _digest(first))
+        theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
+        digests.add(bool(theirs) and theirs == ours)
         installs.add(text(str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")))
         torches.add(_torch_words(again))
     same = "the same harness digest as this run" if digests == {True} else "not all with this run's harness digest"
