@@ -125,6 +125,8 @@ def compute(c: Comparison, have: Mapping[str, VariantResult], level: float = CI_
             return f"variant {name} was not measured"
         if not _ok(v):
             return f"variant {name} was {v.status}: {v.reason}"
+    if c.basis == "kernel" and isinstance(why := have[c.num].extra.get("kernel_rounds_skipped"), str):
+        return why  # the repro chose not to time these per kernel, and says why
     value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis, level)
     status, _ = decide(lo, hi, c.threshold)
     where = stats.classify(value, lo, hi, c.threshold)
@@ -155,8 +157,7 @@ class Outcome:
     smoke: bool  # a --smoke or CPU run: the pipeline ran, nothing is judged
     device: str | None
 
-    def get(self, name: str) -> Ratio | None:
-        """The computed ratio of the comparison called ``name``, if any."""
+    def get(self, name: str) -> Ratio | None:  # the computed ratio of the comparison called ``name``
         return next((r for r in self.ratios if r.comparison.name == name), None)
 
     @staticmethod

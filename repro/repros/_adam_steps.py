@@ -3,6 +3,7 @@ kernels a profiler table read by name picks out, and the seed's own method (6 pr
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ SEED_METHOD = (
     "kernels' device time per step; capturable over regular"
 )
 STEP_KERNELS = "every kernel, memset and copy launched inside the step's profiled range"
+_CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
 def step_kernel(name: str) -> bool:
@@ -107,3 +109,24 @@ def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
         said = ", ".join(f"{e['label']} ({e['other_launches']:g} per capturable step{_top(e)})" for e in split)
         words += f", so they part where a capturable step launches other kernels: {said}"
     return words + "."
+
+
+def first_step(opt: Any) -> None:
+    """One step outside any timing: allocates the moments and spends torch's one-time warning.
+
+    torch warns once per instance when a capturable optimizer steps outside graph
+    capture; the eager capturable variant does exactly that on purpose.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_CAPTURABLE_WARNING)
+        opt.step()
+
+
+def free_gpu_bytes() -> int | None:
+    """Free memory on the current GPU, or None where it cannot be read."""
+    try:
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    except Exception:  # no readable CUDA device: do not guess, let the run try
+        return None

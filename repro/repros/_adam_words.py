@@ -27,6 +27,12 @@ MODES: dict[str, str] = {
 # The seed's number, quoted in every finding.
 SEED_RATIO = 1.9
 SEED_SAID = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
+# Why torch's backends get no per-kernel rounds by default when TE's FusedAdam does not run: without the
+# claim's subject they decide nothing, and they cost seconds of profiled steps and idle gaps.
+NO_CONTROL_KERNELS = (
+    "not timed per kernel: without TE's FusedAdam, the claim's subject, torch's backends are compared by whole "
+    "step only (--set control_kernels=true times them per kernel)"
+)
 
 
 def _ok(v: VariantResult | None) -> bool:
@@ -93,6 +99,8 @@ def instead(outcome: Outcome) -> str:
         said += [f"whole step {_fmt(outcome, step)}"] if step is not None else []
         parts.append(f"{BACKENDS[b]} ({ROLES[b]}): {', '.join(said)}")
     ran = "; ".join(parts) if parts else "no torch backend has both forms measured"
+    if any(why == NO_CONTROL_KERNELS for _, why in outcome.missing):
+        ran += f" ({NO_CONTROL_KERNELS.split(': ', 1)[1]})"
     return f"{ran}; none of these is TE's FusedAdam, so they say nothing about {SEED_SAID}"
 
 

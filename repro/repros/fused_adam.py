@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,13 +56,15 @@ from repro.repros._adam_steps import (
     MULTI_TENSOR_KEYS,
     SEED_METHOD,
     STEP_KERNELS,
+    first_step,
+    free_gpu_bytes,
     kernel_split,
     seed_entry,
     seed_method,
     seed_method_note,
     step_kernel,
 )
-from repro.repros._adam_words import BACKENDS, MODES, ROLES, finding
+from repro.repros._adam_words import BACKENDS, MODES, NO_CONTROL_KERNELS, ROLES, finding
 
 # What the claim needs that a run may lack: the seed names no TE version.
 TE_INSTALL = {
@@ -79,7 +80,6 @@ THRESHOLD_WHY = (
     "both forms move the same bytes; 30% slower is a real regression, far outside run-to-run noise (~1-2%), "
     "and under the seed's 1.9"
 )
-_CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
 
 
 # The standalone script's memory plan (see script_gib). Of the free memory it plans on 90%:
@@ -140,6 +140,11 @@ class AdamParams:
         min=2,
         max=1_000,
     )
+    control_kernels: bool = param(
+        False,
+        help="also time torch's backends per kernel when TE's FusedAdam does not run (by default they are "
+        "then compared by whole step only: without the claim's subject their per-kernel rounds decide nothing)",
+    )
 
 
 def kernel_plan(p: AdamParams) -> tuple[int, int, int]:
@@ -178,17 +183,6 @@ def _make_optimizer(backend: str, capturable: bool, tensors: list[Any], p: AdamP
     if backend == "torch_fused":
         return torch.optim.AdamW(tensors, fused=True, capturable=capturable, **common)
     return torch.optim.AdamW(tensors, foreach=True, capturable=capturable, **common)
-
-
-def _first_step(opt: Any) -> None:
-    """One step outside any timing: allocates the moments and spends torch's one-time warning.
-
-    torch warns once per instance when a capturable optimizer steps outside graph
-    capture; the eager capturable variant does exactly that on purpose.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_CAPTURABLE_WARNING)
-        opt.step()
 
 
 @register
@@ -365,7 +359,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             # foreach path's temporaries; a card that cannot hold them gets skipped
             # variants that say so, not an out-of-memory crash before any variant exists.
             need = 7 * 4 * elements
-            free = _free_gpu_bytes()
+            free = free_gpu_bytes()
             if free is not None and need > free:
                 fit = max(1, int(p.numel * free / need))
                 reason = (
@@ -398,6 +392,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
         te_why: str | None = "TE FusedAdam runs only on CUDA"
         if ctx.cuda and "te" in p.backends:
             te_cls, te_why = _te_fused_adam()
+        rounds_why = None if te_cls is not None or p.control_kernels else NO_CONTROL_KERNELS
 
         variants: list[VariantResult] = []
         for backend in BACKENDS:
@@ -408,7 +403,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             if why is not None:
                 variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, backend=backend) for m in MODES]
                 continue
-            variants += self._backend(backend, p, ctx, tensors, work, te_cls)
+            variants += self._backend(backend, p, ctx, tensors, work, te_cls, rounds_why)
             gc.collect()  # drop the optimizer and any graph (and its private pool) before the next
             if ctx.cuda:
                 torch.cuda.empty_cache()
@@ -434,10 +429,18 @@ class FusedAdamCapturable(Repro[AdamParams]):
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(notes))
 
     def _backend(
-        self, backend: str, p: AdamParams, ctx: Context, tensors: list[Any], work: Work, te_cls: Any
+        self,
+        backend: str,
+        p: AdamParams,
+        ctx: Context,
+        tensors: list[Any],
+        work: Work,
+        te_cls: Any,
+        rounds_why: str | None,
     ) -> list[VariantResult]:
         """The three variants of one backend: regular and capturable steps in paired rounds
-        (whole step, then per-kernel in one interleaved profiler session), then graph replay."""
+        (whole step, then per-kernel in one interleaved profiler session unless ``rounds_why``
+        says why not), then graph replay."""
         base = {"backend": backend, "n_tensors": p.n_tensors, "numel": p.numel, "dtype": "float32"}
         names = {m: f"{backend}_{m}" for m in MODES}
         labels = {m: _label(backend, m) for m in MODES}
@@ -458,7 +461,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
                     why = f"could not build the optimizer: {type(exc).__name__}: {exc}".splitlines()[0]
                     return [ctx.skipped(names[m], labels[m], why, **configs[m]) for m in MODES]
                 try:
-                    _first_step(opts[mode])
+                    first_step(opts[mode])
                 except Exception as exc:  # e.g. no room for the moments: this backend is out
                     return [ctx.errored(names[m], labels[m], exc, **configs[m]) for m in MODES]
             try:
@@ -472,7 +475,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             except Exception as exc:  # an OOM costs this backend, not the run
                 return [ctx.errored(names[m], labels[m], exc, **configs[m]) for m in MODES]
             if ctx.cuda:
-                eager = self._kernel_rounds(backend, p, ctx, opts, eager)
+                eager = self._kernel_rounds(backend, p, ctx, opts, eager, rounds_why)
             graph = self._graph(names["capturable_graph"], labels["capturable_graph"], configs, opts, ctx, p, work)
             return [*eager, graph]
         finally:
@@ -494,7 +497,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
         name, label = f"{backend}_regular", _label(backend, "regular")
         try:
             opt = _make_optimizer(backend, False, tensors, p, te_cls)
-            _first_step(opt)
+            first_step(opt)
             v = ctx.measure(name, opt.step, label=label, config=config, work=work)
             opt.state.clear()
             return [v]
@@ -502,16 +505,27 @@ class FusedAdamCapturable(Repro[AdamParams]):
             return [ctx.errored(name, label, exc, **config)]
 
     def _kernel_rounds(
-        self, backend: str, p: AdamParams, ctx: Context, opts: Mapping[str, Any], eager: list[VariantResult]
+        self,
+        backend: str,
+        p: AdamParams,
+        ctx: Context,
+        opts: Mapping[str, Any],
+        eager: list[VariantResult],
+        rounds_why: str | None,
     ) -> list[VariantResult]:
         """Per-step kernel time (every kernel the step launches) of both forms in interleaved rounds, one
         profiler session per episode; the rounds stop once the paired kernel-time CI is within the target
-        (see kernel_plan). Then the seed's method on the same optimizers, kept on the capturable variant."""
+        (see kernel_plan). None with ``rounds_why``, which the variants record. Then the seed's method on
+        the same optimizers, kept on the capturable variant."""
         steps = {m: opts[m].step for m in ("regular", "capturable")}
+        most, episodes, fewest = kernel_plan(p)
         try:
-            most, episodes, fewest = kernel_plan(p)
-            rounds = ctx.kernel_rounds(
-                steps, most, step_kernel, episodes=episodes, pairs=[("capturable", "regular")], min_iters=fewest
+            rounds = (
+                ctx.kernel_rounds(
+                    steps, most, step_kernel, episodes=episodes, pairs=[("capturable", "regular")], min_iters=fewest
+                )
+                if rounds_why is None
+                else None
             )
         except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
             note = f"per-kernel rounds failed ({type(exc).__name__}: {exc})".splitlines()[0]
@@ -526,13 +540,16 @@ class FusedAdamCapturable(Repro[AdamParams]):
         out = []
         for v in eager:
             mode = "capturable" if v.name.endswith("_capturable") else "regular"
-            more: dict[str, Any] = {
-                "kernel_rounds_s": rounds[mode],
-                "kernel_group": f"{backend}_kernels",
-                "kernel_episode_rounds": kernel_episode(most, episodes),
-                "kernel_counted": STEP_KERNELS,
-                **kernel_split(v),
-            }
+            more: dict[str, Any] = (
+                {"kernel_rounds_skipped": rounds_why}
+                if rounds is None
+                else {
+                    "kernel_rounds_s": rounds[mode],
+                    "kernel_group": f"{backend}_kernels",
+                    "kernel_episode_rounds": kernel_episode(most, episodes),
+                }
+            )
+            more.update(kernel_counted=STEP_KERNELS, **kernel_split(v))
             if mode == "capturable":
                 tops = {k: more[k] for k in ("other_top", "other_top_us", "other_top_launches") if k in more}
                 more["seed_method"] = {**seed, "other_launches": more["other_launches_per_step"], **tops}
@@ -566,16 +583,6 @@ class FusedAdamCapturable(Repro[AdamParams]):
         if head is None and not outcome.ratios:
             return Finding("no backend has both a regular and a capturable step measured")
         return Finding(*finding(outcome, have))
-
-
-def _free_gpu_bytes() -> int | None:
-    """Free memory on the current GPU, or None where it cannot be read."""
-    try:
-        import torch
-
-        return int(torch.cuda.mem_get_info()[0])
-    except Exception:  # no readable CUDA device: do not guess, let the run try
-        return None
 
 
 def _label(backend: str, mode: str) -> str:

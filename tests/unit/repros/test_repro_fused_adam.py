@@ -17,6 +17,7 @@ from repro.core.spec import RunResult, VariantResult, Verdict, build_params
 from repro.evidence.artifact import validation_errors
 from repro.repros import fused_adam
 from repro.repros._adam_steps import multi_tensor_kernel, step_kernel
+from repro.repros._adam_words import NO_CONTROL_KERNELS
 from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan
 from repro.run.context import RunContext
 from repro.run.execute import RunRequest, execute
@@ -430,7 +431,7 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     why = "transformer_engine.pytorch is not importable: ModuleNotFoundError: No module named 'transformer_engine'"
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, why))
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
-    p = build_params(RID, AdamParams, {}, smoke=True)
+    p = build_params(RID, AdamParams, {"control_kernels": "true"}, smoke=True)
     res = FusedAdamCapturable().run(p, ctx)
     v = {x.name: x for x in res.variants}
     assert [v[f"te_{m}"].reason for m in ("regular", "capturable", "capturable_graph")] == [why] * 3
@@ -478,6 +479,56 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     )
 
 
+def test_without_te_torch_gets_no_kernel_rounds_but_the_seeds_method_and_says_why(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    p = build_params(RID, AdamParams, {}, smoke=True)
+    res = FusedAdamCapturable().run(p, ctx)
+    assert [c[0] for c in ctx.calls] == ["paired", "kernel_rounds", "kernel_rounds", "measure"]
+    assert [c[4:7] for c in ctx.calls if c[0] == "kernel_rounds"] == [([], 0, "multi_tensor_kernel")] * 2
+    eager = [res.variant(f"torch_fused_{m}") for m in ("regular", "capturable")]
+    assert all(x.extra["kernel_rounds_skipped"] == NO_CONTROL_KERNELS for x in eager)
+    assert all("kernel_rounds_s" not in x.extra and not x.warnings for x in eager)
+    (seed,) = res.extra["seed_method"]
+    assert seed["comparison"] == "torch_fused" and seed["ratio"] == pytest.approx(1.9, rel=1e-2)
+    verdict = FusedAdamCapturable().verdict(p, res)
+    rows = {r["comparison"]: r for r in verdict.breakdown}
+    assert "torch_fused" not in rows and rows["torch_fused_step"]["basis"] == "time"
+    # the control's sentence names its whole step only: no kernel-time ratio, no fallback wording
+    assert "instead: torch AdamW(fused=True) (control: the same kernels in both forms): whole step 1.00x" in (
+        verdict.finding
+    )
+    assert "whole steps: no kernel samples" not in verdict.finding
+    assert "(without TE's FusedAdam, the claim's subject, torch's backends are compared by whole step only (--set" in (
+        verdict.finding
+    )
+    assert verdict.status == "inconclusive" and verdict.claim is not None and verdict.claim["tested"] is False
+
+
+def test_with_te_the_torch_controls_get_their_kernel_rounds_too(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    class FakeTE(torch.optim.AdamW):  # TE's keywords, torch's fused kernels (they run on CPU)
+        def __init__(self, params: Any, adam_w_mode: bool, capturable: bool, **kw: Any) -> None:
+            assert adam_w_mode
+            super().__init__(params, fused=True, capturable=capturable, **kw)
+
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (FakeTE, None))
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    p = build_params(RID, AdamParams, {"backends": "te,torch_fused"}, smoke=True)
+    res = FusedAdamCapturable().run(p, ctx)
+    rounds = [c for c in ctx.calls if c[0] == "kernel_rounds" and c[-1] == "step_kernel"]
+    assert len(rounds) == 2  # TE's, then the control's
+    assert all("kernel_rounds_s" in res.variant(f"{b}_regular").extra for b in ("te", "torch_fused"))
+    verdict = FusedAdamCapturable().verdict(p, res)
+    rows = {r["comparison"]: r for r in verdict.breakdown}
+    assert rows["te"]["basis"] == rows["torch_fused"]["basis"] == "kernel" and verdict.value is not None
+
+
 def test_a_quick_run_times_only_the_headline_so_without_te_it_times_nothing_and_is_inconclusive(
     fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -501,7 +552,7 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
     ctx.kernel_rounds_error = RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
-    p = build_params(RID, AdamParams, {"backends": "torch_fused"}, smoke=True)
+    p = build_params(RID, AdamParams, {"backends": "torch_fused", "control_kernels": "true"}, smoke=True)
     res = FusedAdamCapturable().run(p, ctx)
     eager = [res.variant(f"torch_fused_{m}") for m in ("regular", "capturable")]
     assert all(x.status == "ok" and "kernel_rounds_s" not in x.extra for x in eager)
@@ -524,7 +575,7 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     import repro.repros.fused_adam as fa
     from repro.run.context import RunContext
 
-    monkeypatch.setattr(fa, "_free_gpu_bytes", lambda: 8 * 2**30)
+    monkeypatch.setattr(fa, "free_gpu_bytes", lambda: 8 * 2**30)
     ctx = RunContext(device="cuda", smoke=False, sampling=fast)
     result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
