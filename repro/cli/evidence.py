@@ -142,9 +142,10 @@ def bundle_cmd(
     from repro.env.harness import source_sha256
 
     attached = bundle.attached_names(run_dir) if docs else []
-    # Attached rerun-*.json artifacts: re-runs made from the bundle's harness (the report says which lines ran).
+    # Attached artifacts: rerun-*.json re-ran lines from the bundle's harness, others are later runs of the same
+    # repros (the report says which lines ran, and where another run's CI misses this run's).
     reruns: dict[str, Any] = {}
-    for name in (n for n in attached if n.startswith("rerun-") and n.endswith(".json")):
+    for name in (n for n in attached if n.endswith(".json")):
         try:
             reruns[name] = artifact.load(run_dir / "attached" / name)
         except UsageError:

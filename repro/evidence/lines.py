@@ -413,10 +413,11 @@ def _built_when(twin: Mapping[str, object], doc: Artifact) -> str:
     )
 
 
-def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
+def _needs(doc: Artifact, lean: bool = False) -> tuple[list[str], list[str]]:
     """(pip lines, words) for what a repro's variants used beyond torch, as its artifact records it:
     cuda-bindings (``extra.memset_via``; pinned to ``extra.cuda_bindings`` where recorded, else the major
-    version of torch's CUDA) and nvcc for a pure CUDA twin (``extra.twin.nvcc``)."""
+    version of torch's CUDA) and nvcc for a pure CUDA twin (``extra.twin.nvcc``; when its binary was
+    built, but ``lean``)."""
     extra = doc.extra  # the repro's own record: the schema leaves it open
     rid = text(doc.repro.id)
     lines, words = [], []
@@ -439,7 +440,8 @@ def _needs(doc: Artifact) -> tuple[list[str], list[str]]:
         built = f", {code(flags)}" if isinstance(flags, str) and _FLAGS.fullmatch(flags) else ""
         path = twin.get("nvcc_path")
         at = f" at {code(path)}" if isinstance(path, str) and path else ""
-        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's{at}: {nvcc}{built}{_built_when(twin, doc)})")
+        when = "" if lean else _built_when(twin, doc)
+        words.append(f"nvcc on PATH ({rid}'s pure CUDA twin; this run's{at}: {nvcc}{built}{when})")
     return lines, words
 
 
@@ -481,7 +483,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
     made before harness digests, its version and commit as a comment); where to run it from, and
     what ``repro report`` needs besides to draw the plots. ``reran``: what was run from the bundle
     (``repro.evidence.reruns.words``). ``lean``: without the run's command, Python and package list, which
-    the bundle's whole report and ``packages.txt`` hold."""
+    the bundle's whole report and ``packages.txt`` hold, and without when a twin's binary was built."""
     lines: list[str] = []
     words: list[str] = []
     wheels: dict[str, str] = {}  # run id -> the harness wheel's path from the folder above the run's
@@ -491,7 +493,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
             lines.append(got[0])
             words.append(got[1])
     for doc in docs:
-        more, said = _needs(doc)
+        more, said = _needs(doc, lean)
         lines += [x for x in more if x not in lines]
         words += [w for w in said if w not in words]
     for doc in docs:

@@ -113,11 +113,31 @@ _CLOCK_REASON = re.compile(
 )
 
 
-def _by_median(reason: str) -> str:
-    """A clocks reason by its median only (``bs1: power cap, median SM clock 1620 of 1980 MHz max``), so the
-    variants that share it are said once; the range stays in the artifact and the details."""
-    m = _CLOCK_REASON.match(reason)
-    return f"{m['who']}: {m['kind']}, median SM clock {m['med']} MHz{m['top'] or ''}" if m else reason
+def _by_median(reasons: Sequence[str]) -> list[str]:
+    """The clocks reasons by their medians only, one per kind, where the first of its kind stood (``power cap,
+    median SM clock bs1 1620, bs2 1605 MHz of 1980 MHz max``), each other reason as it is; the ranges stay in
+    the artifact and the details."""
+    order: list[str | tuple[str, str]] = []
+    clocks: dict[tuple[str, str], list[str]] = {}
+    for reason in reasons:
+        m = _CLOCK_REASON.match(reason)
+        if m is None:
+            order.append(reason)
+            continue
+        key = (m["kind"], m["top"] or "")
+        if key not in clocks:
+            order.append(key)
+        clocks.setdefault(key, []).append(f"{m['who']} {m['med']}")
+    return [x if isinstance(x, str) else _medians(*x, clocks[x]) for x in order]
+
+
+def _medians(kind: str, top: str, said: Sequence[str]) -> str:
+    """``power cap, median SM clock 1620 MHz of 1980 MHz max (bs1, bs2)`` where the variants' medians agree,
+    else each variant's (``bs1 1620, bs2 1605 MHz``); ``said``: ``"<variant> <median>"`` each."""
+    who, med = zip(*(x.rsplit(" ", 1) for x in said), strict=True)
+    if len(set(med)) == 1:
+        return f"{kind}, median SM clock {med[0]} MHz{top} ({', '.join(who)})"
+    return f"{kind}, median SM clock {', '.join(said)} MHz{top}"
 
 
 def _grouped(messages: Sequence[str]) -> list[str]:
@@ -225,7 +245,7 @@ def repro_section(
     validity = doc.validity
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
-        reasons = [_by_median(restate(x, doc)) for x in validity.reasons]
+        reasons = _by_median([restate(x, doc) for x in validity.reasons])
         status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: ", "inconclusive": "Inconclusive, "}.get(
@@ -415,7 +435,7 @@ def report(
             gone += (
                 [
                     "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere and Method lines; the re-run "
-                    "paragraph's command, Python and package list"
+                    "paragraph's command, Python, package list and nvcc build time"
                 ]
                 if lean
                 else []

@@ -188,9 +188,9 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
         "_The CI covers this process on this GPU: distribution-free, on the median per-round ratio, at least as "
-        "wide as its episodes' medians' (an episode: rounds between idle gaps). Re-run column (committed default "
-        f"runs: the bundle's `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest "
-        "GPU's median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
+        "wide as its episodes' medians' (episode: rounds between idle gaps). Re-run column (committed default "
+        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
+        "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
         f"{said} n: rounds (each a median of samples) or samples. us/call: a kernel's time over its launches in "
         "one call._"
@@ -232,8 +232,8 @@ def traces_words(docs: Sequence[Artifact]) -> str:
             continue
         if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
             twin = d.extra["twin"]
-            why = " (no nsys on this machine)" if "nsys" in twin and not twin.get("nsys") else ""
-            notes.append(f"{rid}'s pure CUDA twin is timed by CUDA events in its own binary, not profiled{why}")
+            why = ", no nsys here" if "nsys" in twin and not twin.get("nsys") else ""
+            notes.append(f"{rid}'s pure CUDA twin: its own CUDA events, no trace{why}")
         else:
             notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
     if not have:

@@ -4,6 +4,7 @@ were run that way, with what, and how each result sits against the run's own hea
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,17 +23,66 @@ def _torch_words(doc: Artifact) -> str:
     return f"torch from {code(where)}" if where else "torch's location not recorded"
 
 
-def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
-    """`` Run from this bundle on this machine: ...``; "" when no attached artifact re-ran one of ``docs``'
-    repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this run's
-    repros count."""
+def _rows(docs: Sequence[Artifact], attached: Mapping[str, Any], reran: bool) -> list[tuple[str, Artifact, Artifact]]:
+    """(attached name, its artifact, this run's artifact of the same repro), by name: the bundle's re-runs
+    (``rerun-*.json``) when ``reran``, else every other attached artifact of another run of these repros."""
     ran = {d.repro.id: d for d in docs}
-    rows: list[tuple[str, Artifact, Artifact]] = []
-    for name, doc in sorted(reruns.items()):
-        if isinstance(doc, Artifact) and doc.repro.id in ran and doc.run.run_id != ran[doc.repro.id].run.run_id:
-            rows.append((name, doc, ran[doc.repro.id]))
+    return [
+        (name, doc, ran[doc.repro.id])
+        for name, doc in sorted(attached.items())
+        if isinstance(doc, Artifact)
+        and name.startswith("rerun-") == reran
+        and doc.repro.id in ran
+        and doc.run.run_id != ran[doc.repro.id].run.run_id
+    ]
+
+
+def _flags(doc: Artifact) -> str:
+    """The run's command without where it wrote (``--out DIR``) and ``--json``."""
+    argv, out = list(doc.run.command), []
+    while argv:
+        word = argv.pop(0)
+        if word == "--out" and argv:
+            argv.pop(0)
+        elif word != "--json" and not word.startswith("--out="):
+            out.append(word)
+    return shlex.join(out) if out else "its command not recorded"
+
+
+def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
+    """`` Also attached, other runs of these repros: ...``: each attached artifact that is not a re-run from the
+    bundle (a looser or quick run its maker made after this one), by command: whose CI overlaps this run's,
+    and, in full, each headline whose CI does not (the same GPU can read outside one run's CI); "" without any."""
+    groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
+    for row in _rows(docs, attached, reran=False):
+        same = row[1].machine.gpu_uuid is not None and row[1].machine.gpu_uuid == row[2].machine.gpu_uuid
+        groups.setdefault((_flags(row[1]), "this GPU" if same else "another GPU or none recorded"), []).append(row)
+    said = []
+    for (flags, where), rows in sorted(groups.items()):
+        near, apart = 0, []
+        for name, again, first in rows:
+            v, w = again.verdict, first.verdict
+            if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
+                continue  # no headline on one side: nothing to set against this run's
+            if max(v.ci_low, w.ci_low) <= min(v.ci_high, w.ci_high):
+                near += 1
+                continue
+            got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
+            apart.append(f"{text(again.repro.id)}'s {got} ({code('attached/' + name)})")
+        if near or apart:
+            over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
+            said.append(f"{code(flags)} on {where}: {over}")
+    return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
+    """`` Run from this bundle on this machine: ...``, then ``others``; "" when no attached artifact ran one of
+    ``docs``' repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this
+    run's repros count; ``rerun-*.json`` are re-runs from the bundle."""
+    ran = {d.repro.id: d for d in docs}
+    rows = _rows(docs, reruns, reran=True)
     if not rows:
-        return ""
+        return others(docs, reruns)
     said, digests, installs, torches = [], set(), set(), set()
     for name, again, first in rows:
         v, w = again.verdict, first.verdict
@@ -51,4 +101,6 @@ def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[b
     how = "; ".join(sorted(installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not run from the bundle: the lines of {', '.join(map(text, left))}." if left else ""
-    return f" Run here from this bundle, in a fresh venv ({how}; {same}): {'; '.join(said)}.{rest}"
+    return f" Run here from this bundle, in a fresh venv ({how}; {same}): {'; '.join(said)}.{rest}" + others(
+        docs, reruns
+    )

@@ -100,14 +100,13 @@ def _top(entry: Mapping[str, Any]) -> str:
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     """One sentence on why the seed's method and ours differ, from what this run recorded."""
     words = (
-        "The seed's program averages the kernels named adam (torch's foreach kernels have none: here names with "
-        "adam, multi_tensor or foreach are summed per step, the same ratio where both forms launch as many); ours "
-        f"counts {STEP_KERNELS}, in paired rounds"
+        "The seed's program averages the kernels named adam (torch's foreach ones have none: here adam, "
+        f"multi_tensor or foreach names are summed per step); ours counts {STEP_KERNELS}, in paired rounds"
     )
     split = [e for e in entries if e.get("other_launches") and e.get("label")]
     if split:
         said = ", ".join(f"{e['label']} ({e['other_launches']:g} per capturable step{_top(e)})" for e in split)
-        words += f", so they part where a capturable step launches other kernels: {said}"
+        words += f", so the two part where a capturable step launches other kernels: {said}"
     return words + "."
 
 

@@ -29,10 +29,7 @@ SEED_RATIO = 1.9
 SEED_SAID = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
 # Why torch's backends get no per-kernel rounds by default when TE's FusedAdam does not run: without the
 # claim's subject they decide nothing, and they cost seconds of profiled steps and idle gaps.
-NO_CONTROL_KERNELS = (
-    "not timed per kernel: without TE's FusedAdam, the claim's subject, torch's backends are compared by whole "
-    "step only (--set control_kernels=true times them per kernel)"
-)
+NO_CONTROL_KERNELS = "not timed per kernel: no per-kernel rounds without TE (--set control_kernels=true adds them)"
 
 
 def _ok(v: VariantResult | None) -> bool:

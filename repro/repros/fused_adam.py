@@ -192,9 +192,9 @@ class FusedAdamCapturable(Repro[AdamParams]):
     upstream = ("https://github.com/NVIDIA/TransformerEngine/issues/3777",)
     seed_experiment = (
         "Seed: Adam kernel time from the profiler over 6 steps, capturable=True against False. Ours: the same sizes "
-        "and hyperparameters, the device time of every kernel a step launches, in paired interleaved rounds; "
-        "TE's FusedAdam answers the claim, torch's AdamW (fused: a same-kernels control; foreach: a reference) "
-        "cannot. On CUDA the seed's method also runs, on every backend that runs, and is shown beside ours."
+        "and hyperparameters, every kernel a step launches, in paired rounds; only TE's FusedAdam answers the "
+        "claim (torch's fused AdamW is a same-kernels control, foreach a reference). On CUDA the seed's method "
+        "also runs, on each backend, beside ours."
     )
     seed_claim = (
         "On a GB300, Transformer Engine's FusedAdam with capturable=True took ~1.9x the time per "

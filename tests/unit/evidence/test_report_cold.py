@@ -83,7 +83,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
         r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(below all\), within 2x", line
     )
     assert got is not None and 9.335 < float(got.group(1)) < float(got.group(2))
-    assert "(committed default runs: the bundle's `band.txt`, `band.json`" in rendered
+    assert "(committed default runs: `band.txt`, `band.json`" in rendered
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None
@@ -192,3 +192,21 @@ def test_a_reproduced_status_names_the_only_setting_it_holds_for(rendered: str, 
     for r in doc["verdict"]["breakdown"]:
         r["status"] = "reproduced"
     assert "| **reproduced** |" in report([doc])
+
+
+def test_clock_reasons_of_one_kind_are_said_once_with_each_variants_median() -> None:
+    from repro.evidence.report import _by_median
+
+    got = _by_median(
+        [
+            "bs1: power cap, SM clock 1620-1980 MHz (median 1710) of 1980 MHz max",
+            "the rounds split by order",
+            "bs2: power cap, SM clock 1515-1980 MHz (median 1695) of 1980 MHz max",
+            "bs4: thermal, SM clock 1500-1900 MHz (median 1700)",
+        ]
+    )
+    assert got == [
+        "power cap, median SM clock bs1 1710, bs2 1695 MHz of 1980 MHz max",
+        "the rounds split by order",
+        "thermal, median SM clock 1700 MHz (bs4)",
+    ]

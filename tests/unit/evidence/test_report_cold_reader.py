@@ -137,8 +137,7 @@ def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> Non
 
 def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:
     attach = line(rendered, "_The CI covers").split("_Attach ", 1)[1]
-    traces = "traces of every repro (graph-memset's pure CUDA twin is timed by CUDA events in its own binary, "
-    assert traces + "not profiled);" in attach
+    assert "traces of every repro (graph-memset's pure CUDA twin: its own CUDA events, no trace);" in attach
     doc = by_id(docs, "5090-linear")
     for v in doc["variants"]:
         v.update(kernels=[], profiled_iterations=0)
@@ -149,9 +148,9 @@ def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[di
     # A twin that recorded no nsys on the machine says why it has no trace; one from before says nothing.
     memset = by_id(docs, "graph-memset")
     memset["extra"]["twin"]["nsys"] = None
-    assert "timed by CUDA events in its own binary, not profiled (no nsys on this machine)" in report([memset])
+    assert "its own CUDA events, no trace, no nsys here" in report([memset])
     memset["extra"]["twin"]["nsys"] = "/usr/local/cuda/bin/nsys"
-    assert "not profiled);" in report([memset])
+    assert "its own CUDA events, no trace);" in report([memset])
 
 
 def test_the_bundle_keeps_a_trace_named_by_joined_groups(tmp_path: Path) -> None:

@@ -44,4 +44,29 @@ def test_only_reruns_of_this_runs_repros_by_another_run_count_and_a_foreign_dige
     assert reruns.words(docs, {"x.json": model.of(other)}, band.load()) == ""
     foreign = copy.deepcopy(again)
     foreign["fingerprint"]["harness"]["source_sha256"] = "0" * 64
-    assert "not all with this run's harness digest" in reruns.words(docs, {"x.json": model.of(foreign)}, [])
+    assert "not all with this run's harness digest" in reruns.words(docs, {"rerun-x.json": model.of(foreign)}, [])
+
+
+def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() -> None:
+    # evidence16: `repro all --target-ci 0.02 --budget 2` ran after the run on the same H200 (loose-*.json);
+    # its graph-memset headline, 1.37x (1.35-1.47), misses this run's 1.49x (1.48-1.50).
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence16" / "all").iterdir())
+    docs = [d for d in (model.of(artifact.load(p)) for p in artifact.expand([run])) if isinstance(d, Artifact)]
+    attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
+    said = reruns.words(docs, attached, band.load())
+    assert "graph-memset 1.51x (95% CI 1.48-1.52), consistent (`attached/rerun-graph-memset.json`)" in said
+    assert said.endswith(
+        " Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU: 3 headline CI(s) overlap this "
+        "run's; not graph-memset's 1.37x (95% CI 1.35-1.47) (`attached/loose-graph-memset.json`)."
+    )
+    # Without the re-runs, the later runs are still said; on another GPU, they say so.
+    later = {k: v for k, v in attached.items() if k.startswith("loose-")}
+    assert reruns.words(docs, later, band.load()).startswith(" Later runs attached: ")
+    moved = {k: model.of(_on_gpu(artifact.load(run / "attached" / k), "GPU-other")) for k in later}
+    assert "on another GPU or none recorded:" in reruns.words(docs, moved, band.load())
+
+
+def _on_gpu(doc: dict[str, Any], uuid: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    out["fingerprint"]["gpu"]["uuid"] = uuid
+    return out

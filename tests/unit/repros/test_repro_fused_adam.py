@@ -501,8 +501,9 @@ def test_without_te_torch_gets_no_kernel_rounds_but_the_seeds_method_and_says_wh
         verdict.finding
     )
     assert "whole steps: no kernel samples" not in verdict.finding
-    assert "(without TE's FusedAdam, the claim's subject, torch's backends are compared by whole step only (--set" in (
-        verdict.finding
+    assert (
+        "whole step 1.00x (95% CI 0.99-1.00) (no per-kernel rounds without TE (--set control_kernels=true adds them))"
+        in (verdict.finding)
     )
     assert verdict.status == "inconclusive" and verdict.claim is not None and verdict.claim["tested"] is False
 
