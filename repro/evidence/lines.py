@@ -48,14 +48,14 @@ _SOURCE_PHRASE = re.compile(
 
 
 def seed_source(doc: Artifact) -> tuple[str, str]:
-    """(source, claim): the seed's links, or the source its claim names, and the claim's words.
+    """(source, claim): the seed document's links, or the source its claim names, and the claim's words.
 
     Never blank: a claim that names no source says so.
     """
     claim = doc.repro.seed_claim
     links = list(doc.repro.upstream)
-    if links:
-        return ", ".join(text(u) for u in links), text(claim)
+    if links:  # the claim is the seed document's words: the post it links may say otherwise (seeds/README.txt)
+        return f"the seed document's; it cites {', '.join(text(u) for u in links)}", text(claim)
     if m := _SOURCE_PREFIX.match(claim):
         return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
     if _SOURCE_PHRASE.search(claim):

@@ -171,9 +171,9 @@ class Linear5090(Repro[LinearParams]):
         "Not timed: the post's x @ weight (untransposed: another GEMM layout)."
     )
     seed_claim = (
-        "As the seed document gives it (the issue's post differs): on an RTX 5090, nn.Linear(768, 768) on "
-        "x[256,196,768] fp32 took ~2.7x the time of x @ w.t() + b, ~1.0x on an RTX 4090. The post (RTX 5090D): "
-        "x[128,784,768], 300 calls against (x @ weight) + bias, 2.3x (3.1x synchronized; seeds/README.txt)."
+        "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of x @ w.t() + b, ~1.0x "
+        "on an RTX 4090. The issue's own post differs (RTX 5090D): x[128,784,768], 300 calls against "
+        "(x @ weight) + bias, 2.3x (3.1x synchronized; seeds/README.txt)."
     )
     requires = Requirements(cuda=True, cpu_smoke=True)
     impact = (

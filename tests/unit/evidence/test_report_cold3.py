@@ -59,7 +59,9 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     # The committed run predates repro.untested: the catalog's declarations fill in.
     rendered = report(docs, declared=scripts.declared(docs))
     lines = scope(rendered)
-    assert "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed issue, a batch-aware heuristic" in lines
+    assert (
+        "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed document, a batch-aware heuristic" in lines
+    )
     memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other architectures"
     assert f"{memset} (Ada, Blackwell)" in lines
     assert "- lora-batch-scaling, not covered: the real FLUX pipeline" in lines

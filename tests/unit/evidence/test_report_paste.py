@@ -161,7 +161,9 @@ def test_the_seed_claim_always_names_its_source(bench: str, docs: list[dict[str,
         rid: next(ln for ln in _visible(bench, rid).splitlines() if ln.startswith("- Seed claim"))
         for rid in _bench_docs(bench)
     }
-    assert claims["solve-512-cliff"].startswith("- Seed claim (https://github.com/pytorch/pytorch/issues/181999): ")
+    assert claims["solve-512-cliff"].startswith(
+        "- Seed claim (the seed document's; it cites https://github.com/pytorch/pytorch/issues/181999): "
+    )
     assert claims["graph-memset"].startswith(
         "- Seed claim (NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
         "kernel)'; the seed gives no URL): in a CUDA graph,"
