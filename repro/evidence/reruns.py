@@ -1,6 +1,7 @@
-"""Re-runs made from a run's own bundle: artifacts its maker attached (``attached/*.json``) after installing
-the bundled harness somewhere fresh and running a section's ``repro run`` line. The report says which lines
-were run that way, with what, and how each result sits against the run's own headline."""
+"""Runs its maker attached to a run (``attached/*.json``): re-runs from the run's own bundle (``rerun-*.json``:
+the bundled harness installed somewhere fresh, a section's ``repro run`` line run), and later runs of the same
+repros (a loose or quick ``repro all``). The report says which lines were re-run, with what, and how each result
+sits against the run's own headline; of the later runs, whose CI misses this run's."""
 
 from __future__ import annotations
 

@@ -23,8 +23,10 @@ Each backend's regular step is timed eagerly, its capturable step eagerly and by
 CUDA graph replay. The metric is the step's kernel time: the device time of every kernel
 the step launches (see ``repro.repros._adam_steps``), read from the profiler one step at a
 time. TE's comparison is the headline; torch's are not: fused AdamW is a same-kernels
-control, foreach a reference. Beside them runs the seed's own method (6 profiled steps per
-form, the multi-tensor Adam kernels only), recorded in ``extra["seed_method"]``.
+control, foreach a reference. Without TE, torch's backends get no per-kernel rounds unless
+``control_kernels`` asks (their whole-step comparisons still run). Beside them runs the seed's
+own method (6 profiled steps per form, the multi-tensor Adam kernels only), recorded in
+``extra["seed_method"]``.
 """
 
 from __future__ import annotations
