@@ -117,4 +117,4 @@ def test_no_mention_or_reference_from_any_artifact_string_is_live(tmp_path: Path
     with tarfile.open(bundled) as tf:  # the report whole: the pasted one may leave the plots to the bundle
         whole = tf.extractfile(f"{EVIDENCE.name}/report-full.md").read().decode()  # type: ignore[union-attr]
     assert "](plots/lora-batch-scaling.batch.png)" in whole
-    assert "(https://github.com/pytorch/pytorch/issues/150725)" in own
+    assert "(the seed document's; it cites https://github.com/pytorch/pytorch/issues/150725)" in own
