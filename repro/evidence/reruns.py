@@ -51,9 +51,9 @@ def _flags(doc: Artifact) -> str:
 
 
 def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
-    """`` Also attached, other runs of these repros: ...``: each attached artifact that is not a re-run from the
-    bundle (a looser or quick run its maker made after this one), by command: whose CI overlaps this run's,
-    and, in full, each headline whose CI does not (the same GPU can read outside one run's CI); "" without any."""
+    """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
+    quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, and
+    in full each headline whose CI does not (the same GPU can read outside one run's CI); "" without any."""
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
     for row in _rows(docs, attached, reran=False):
         same = row[1].machine.gpu_uuid is not None and row[1].machine.gpu_uuid == row[2].machine.gpu_uuid
