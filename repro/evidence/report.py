@@ -118,7 +118,7 @@ def _by_median(reasons: Sequence[str]) -> list[str]:
     median SM clock bs1 1620, bs2 1605 MHz of 1980 MHz max``), each other reason as it is; the ranges stay in
     the artifact and the details."""
     order: list[str | tuple[str, str]] = []
-    clocks: dict[tuple[str, str], list[str]] = {}
+    clocks: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for reason in reasons:
         m = _CLOCK_REASON.match(reason)
         if m is None:
@@ -127,17 +127,16 @@ def _by_median(reasons: Sequence[str]) -> list[str]:
         key = (m["kind"], m["top"] or "")
         if key not in clocks:
             order.append(key)
-        clocks.setdefault(key, []).append(f"{m['who']} {m['med']}")
+        clocks.setdefault(key, []).append((m["who"], m["med"]))
     return [x if isinstance(x, str) else _medians(*x, clocks[x]) for x in order]
 
 
-def _medians(kind: str, top: str, said: Sequence[str]) -> str:
+def _medians(kind: str, top: str, medians: Sequence[tuple[str, str]]) -> str:
     """``power cap, median SM clock 1620 MHz of 1980 MHz max (bs1, bs2)`` where the variants' medians agree,
-    else each variant's (``bs1 1620, bs2 1605 MHz``); ``said``: ``"<variant> <median>"`` each."""
-    who, med = zip(*(x.rsplit(" ", 1) for x in said), strict=True)
-    if len(set(med)) == 1:
-        return f"{kind}, median SM clock {med[0]} MHz{top} ({', '.join(who)})"
-    return f"{kind}, median SM clock {', '.join(said)} MHz{top}"
+    else each variant's (``bs1 1620, bs2 1605 MHz``); ``medians``: (variant, median MHz) each."""
+    if len({med for _, med in medians}) == 1:
+        return f"{kind}, median SM clock {medians[0][1]} MHz{top} ({', '.join(who for who, _ in medians)})"
+    return f"{kind}, median SM clock {', '.join(f'{who} {med}' for who, med in medians)} MHz{top}"
 
 
 def _grouped(messages: Sequence[str]) -> list[str]:
@@ -343,7 +342,8 @@ def report(
     what the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
     the names of the files in the run folder's ``attached/`` that the bundle packs; ``reruns``: those of
-    them that are artifacts (name -> document), re-runs made from the bundle (``repro.evidence.reruns``).
+    them that are artifacts (name -> document): re-runs made from the bundle (``rerun-*.json``) and later runs
+    (``repro.evidence.reruns``).
 
     ``repro cliff`` artifacts get their own section (``repro.evidence.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.

@@ -521,17 +521,15 @@ class FusedAdamCapturable(Repro[AdamParams]):
         the same optimizers, kept on the capturable variant."""
         steps = {m: opts[m].step for m in ("regular", "capturable")}
         most, episodes, fewest = kernel_plan(p)
-        try:
-            rounds = (
-                ctx.kernel_rounds(
+        rounds: dict[str, list[float]] | None = None
+        if rounds_why is None:
+            try:
+                rounds = ctx.kernel_rounds(
                     steps, most, step_kernel, episodes=episodes, pairs=[("capturable", "regular")], min_iters=fewest
                 )
-                if rounds_why is None
-                else None
-            )
-        except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
-            note = f"per-kernel rounds failed ({type(exc).__name__}: {exc})".splitlines()[0]
-            return [dataclasses.replace(v, warnings=(*v.warnings, note)) for v in eager]
+            except Exception as exc:  # keep the step timing; the verdict falls back to it and says so
+                note = f"per-kernel rounds failed ({type(exc).__name__}: {exc})".splitlines()[0]
+                return [dataclasses.replace(v, warnings=(*v.warnings, note)) for v in eager]
         seed: dict[str, Any] | None = None
         try:
             got = seed_method(ctx, steps)
