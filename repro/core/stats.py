@@ -191,6 +191,11 @@ def paired_ratio_ci(
     return st.median, lo, hi
 
 
+def cis_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
+    """Whether two intervals share a point (touching ends count)."""
+    return a_low <= b_high and b_low <= a_high
+
+
 def classify(value: float, lo: float, hi: float, threshold: float) -> Literal["above", "below", "straddles"]:
     """Where the CI sits against the threshold, for the finding's wording."""
     if lo >= threshold:

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from repro.core import stats
 from repro.evidence import band, scope
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
@@ -80,7 +81,7 @@ def _agreement(row: Row, v: Verdict) -> str:
     if len(nums) != len(raw):
         return "one of the two has no CI, so they are not compared"
     r, lo, hi, h, hlo, hhi = nums
-    if lo <= hhi and hlo <= hi:
+    if stats.cis_overlap(lo, hi, hlo, hhi):
         return f"the two agree: their CIs overlap ({r:.4g} against {h:.4g})"
     gap = (r / h - 1) * 100 if h else 0.0
     return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"

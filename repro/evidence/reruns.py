@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from repro.core import stats
 from repro.core.verdict import ratio_places
 from repro.evidence import band
 from repro.evidence.markdown import code, ratio_with_ci, text, verdict_label
@@ -65,7 +66,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
             v, w = again.verdict, first.verdict
             if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
                 continue  # no headline on one side: nothing to set against this run's
-            if max(v.ci_low, w.ci_low) <= min(v.ci_high, w.ci_high):
+            if stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
                 near += 1
                 continue
             got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))

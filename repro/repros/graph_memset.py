@@ -42,6 +42,7 @@ from repro.api import (
     param,
     register,
     standalone,
+    stats,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
 from repro.repros._memset_seedcu import build_seed_cu, seed_cu_extra, seed_cu_run
@@ -473,7 +474,7 @@ class GraphMemset(Repro[MemsetParams]):
                 f"{outcome.fmt(seed)} (per op: memset {_us(have, 'twin_seed_memset')}, kernel "
                 f"{_us(have, 'twin_seed_fill')})"
             )
-            if twin is not None and seed.ci_low <= twin.ci_high and twin.ci_low <= seed.ci_high:
+            if twin is not None and stats.cis_overlap(seed.ci_low, seed.ci_high, twin.ci_low, twin.ci_high):
                 said += "; its CI overlaps the twin's, so the two timing methods agree here."
             else:
                 said += (

@@ -131,3 +131,9 @@ def test_a_worst_of_six_repro_is_scheduled_for_eight_episodes_and_a_first_rule_o
     assert enough_episodes(SamplingConfig(), six, "first").min_episodes == 6
     assert enough_episodes(SamplingConfig(), six[:1], "worst").min_episodes == 6
     assert enough_episodes(SamplingConfig(min_episodes=10), six, "worst").min_episodes == 10
+
+
+def test_cis_overlap_counts_touching_ends_and_is_symmetric() -> None:
+    assert stats.cis_overlap(1.0, 2.0, 2.0, 3.0) and stats.cis_overlap(2.0, 3.0, 1.0, 2.0)
+    assert stats.cis_overlap(1.0, 4.0, 2.0, 3.0) and stats.cis_overlap(2.0, 3.0, 1.0, 4.0)
+    assert not stats.cis_overlap(1.0, 1.99, 2.0, 3.0) and not stats.cis_overlap(2.0, 3.0, 1.0, 1.99)
