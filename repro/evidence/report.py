@@ -418,10 +418,11 @@ def report(
     env_dropped = False
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
+    tight = False  # lean, and each section's kernel list cut to its first line
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped or shortened or env_short or lean:
+        if dropped or env_dropped or shortened or env_short or lean or tight:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
@@ -440,13 +441,14 @@ def report(
                 if lean
                 else []
             )
+            gone += ["each section's kernel lines after its first"] if tight else []
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
             parts.append(scope_md)
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
-            parts.append(_lean(section) if lean else section)
+            parts.append(_lean(section, kernels=1 if tight else None) if lean else section)
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
@@ -481,6 +483,9 @@ def report(
     if not fits(parts):
         lean = True
         parts = assemble()
+    if not fits(parts):
+        tight = True
+        parts = assemble()
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
@@ -494,12 +499,21 @@ LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run els
 # and package list (lines.install_block).
 
 
-def _lean(section: str) -> str:
-    """The section without LEAN_LINES, and its Method line cut to the standalone script it names, if any."""
+def _lean(section: str, kernels: int | None = None) -> str:
+    """The section without LEAN_LINES, and its Method line cut to the standalone script it names, if any;
+    with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets) cut to its first ``kernels`` lines."""
     kept = []
+    listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
     for ln in section.split("\n"):
         if ln.startswith(LEAN_LINES):
             continue
+        if kernels is not None:
+            if ln.startswith("  - ") and listed is not None:
+                listed += 1
+                if listed > kernels:
+                    continue
+            else:
+                listed = 0 if ln.startswith("- Kernels") else None
         if ln.startswith("- Method:"):
             _, sep, script = ln.partition("; standalone: ")
             ln = f"- Standalone: {script}" if sep else ""

@@ -419,6 +419,23 @@ def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> Non
     assert "- Impact:" in whole  # the bundle's report-full.md keeps them
 
 
+def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_section_is_cut() -> None:
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence17" / "all").iterdir())
+    docs = [artifact.load(p) for p in artifact.expand([run])]
+    lean = _report(docs, attached=bundle.attached_names(run))
+    assert "kernel lines after its first" not in lean
+    text = _report(docs, attached=bundle.attached_names(run), limit=len(lean) - 200)
+    assert "Report cut" not in text and len(text) <= len(lean) - 200
+    assert all(f"## `{d['repro']['id']}`" in text for d in docs)  # no section was cut
+    assert "; each section's kernel lines after its first._" in text
+    for sec in text.split("\n## ")[1:]:
+        lines = sec.split("\n")
+        for i, ln in enumerate(lines):
+            if ln.startswith("- Kernels"):
+                assert lines[i + 1].startswith("  - ") and not lines[i + 2].startswith("  - ")
+    assert text.count("\n  - `") < lean.count("\n  - `")
+
+
 def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]]) -> None:
     doc = copy.deepcopy(_by_id(docs, "graph-memset"))
     start = doc["run"]["run_id"][:16]  # e.g. 20261130T172037Z
