@@ -113,6 +113,8 @@ def bundle_cmd(
     """Pack a run (artifacts, report, logs, Chrome traces, standalone scripts, the harness) into one .tar.gz
     under GitHub's 25 MB limit."""
     from repro.evidence import artifact, bundle
+    from repro.evidence.printed import read as read_printed
+    from repro.evidence.printed import wanted
     from repro.run.scripts import regenerate
 
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
@@ -150,16 +152,20 @@ def bundle_cmd(
             reruns[name] = artifact.load(run_dir / "attached" / name)
         except UsageError:
             continue  # not an artifact: packed as an attached file only
+    # What the scripts and the seeds' programs printed beside the run: the report sets their numbers beside its own.
+    printed = {n: read_printed(run_dir / "attached" / n) for n in attached if wanted(n)}
     pasted: str | None = None
     if attached and bundle.recorded_digests(docs) == {source_sha256()}:
-        pasted = _rendered(docs, run_dir, attached=attached, reruns=reruns)
+        pasted = _rendered(docs, run_dir, attached=attached, reruns=reruns, printed=printed)
     elif attached:
-        attached, reruns = [], {}
+        attached, reruns, printed = [], {}, {}
         typer.echo("report.md left as the run wrote it: another harness made the run", err=True)
     # The report whole, beside the pasted one that leaves bulk out to fit a screen; as `repro report
     # RUN_DIR` renders it (the catalog's declarations, the plots already beside the artifacts).
     whole = (
-        _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached, reruns=reruns) if docs else None
+        _rendered(docs, run_dir, limit=sys.maxsize, max_lines=None, attached=attached, reruns=reruns, printed=printed)
+        if docs
+        else None
     )
     path = bundle.build(
         run_dir, out, scripts=scripts, scripts_left_out=left_out, script_notes=notes, full_report=whole, report=pasted

@@ -191,6 +191,11 @@ def paired_ratio_ci(
     return st.median, lo, hi
 
 
+def rel_halfwidth(value: float, low: float, high: float) -> float:
+    """A CI's half-width over its value (inf for a value that is not positive)."""
+    return (high - low) / 2 / value if value > 0 else float("inf")
+
+
 def cis_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
     """Whether two intervals share a point (touching ends count)."""
     return a_low <= b_high and b_low <= a_high

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from repro.evidence.model import Artifact
 
-__all__ = ["clock_words", "during_measurement", "restate"]
+__all__ = ["clock_words", "during_measurement", "restate", "without_held_clause"]
 
 
 def clock_words(mon: Mapping[str, Any], max_clock: Any = None) -> str:
@@ -48,6 +48,17 @@ def restate(line: str, doc: Artifact) -> str:
     if (m := _OLD_WARNING.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: {m['what']} ({clock_words(mon)})"
     return line
+
+
+# A finding's clause on clocks held down (repro.repros._lora_finding.clocks_clause), with its medians:
+# "; sw_power_cap held the SM clock down during bs1 and bs2's rounds (median MHz: bs1 1635, bs2 1650)".
+_HELD = re.compile(r"; [\w, ]+ held the SM clock down during [^;]*?'s rounds \(median MHz: [^)]*\)")
+
+
+def without_held_clause(finding: str) -> str:
+    """The finding without its clause on clocks held down: for a status whose suspect note gives the same
+    medians (``report``'s), so the section says them once."""
+    return _HELD.sub("", finding)
 
 
 def during_measurement(docs: Sequence[Artifact]) -> str:

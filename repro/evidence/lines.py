@@ -14,6 +14,7 @@ from repro.evidence import band, scope
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, Row, Verdict
+from repro.evidence.seeds import checked
 from repro.evidence.standalone import rerun
 from repro.evidence.variants import diff_pairs, is_smoke, kernel_diff, kernel_total_us
 
@@ -56,7 +57,9 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     claim = doc.repro.seed_claim
     links = list(doc.repro.upstream)
     if links:  # the claim is the seed document's words: the post it links may say otherwise (seeds/README.txt)
-        return f"the seed document's; it cites {', '.join(text(u) for u in links)}", text(claim)
+        said = checked(doc.repro.id)
+        cites = f"it cites {', '.join(text(u) for u in links)}" + (f", unchecked: {text(said)}" if said else "")
+        return f"the seed document's (not in the bundle); {cites}", text(claim)
     if m := _SOURCE_PREFIX.match(claim):
         return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
     if _SOURCE_PHRASE.search(claim):
@@ -532,11 +535,11 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
     whole += python_env_words(docs)
     if any(d.machine.packages_sha256 for d in docs):
         whole += " Every package installed where this run ran: the bundle's `packages.txt`."
-    if lean:
-        whole = " This run's command, Python and packages: the bundle's whole report and `packages.txt`."
+    if lean:  # the Left-out note names the command, Python and packages, and the plots extra speaks for itself
+        whole, plots = "", ""
     whole += reran
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
-        f"(this run's params).{whole}\n" + fence("\n".join(lines), "bash") + f"\n{plots}\n"
+        f"(this run's params).{whole}\n" + fence("\n".join(lines), "bash") + (f"\n{plots}\n" if plots else "\n")
     )

@@ -21,7 +21,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import restate
+from repro.evidence.clocks import restate, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
     band_line,
@@ -47,6 +47,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
+from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     attached_words,
     bundle_names,
@@ -244,8 +245,10 @@ def repro_section(
     validity = doc.validity
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
-        reasons = _by_median([restate(x, doc) for x in validity.reasons])
-        status += f" (suspect: {text('; '.join(_grouped(reasons)))})"
+        restated = [restate(x, doc) for x in validity.reasons]
+        status += f" (suspect: {text('; '.join(_grouped(_by_median(restated))))})"
+        if any(_CLOCK_REASON.match(x) for x in restated):
+            finding = without_held_clause(finding)  # the note above gives the clocks' medians
     # The harness opens every finding with the status in words: said once, in bold.
     lead = {"reproduced": "Reproduced: ", "not_reproduced": "Not reproduced: ", "inconclusive": "Inconclusive, "}.get(
         v.status, ""
@@ -333,6 +336,7 @@ def report(
     bands: Sequence[band.Band] | None = None,
     attached: Sequence[str] = (),
     reruns: Mapping[str, Any] | None = None,
+    printed: Mapping[str, str] | None = None,
 ) -> str:
     """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
@@ -343,7 +347,8 @@ def report(
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
     the names of the files in the run folder's ``attached/`` that the bundle packs; ``reruns``: those of
     them that are artifacts (name -> document): re-runs made from the bundle (``rerun-*.json``) and later runs
-    (``repro.evidence.reruns``).
+    (``repro.evidence.reruns``); ``printed``: the text of those that programs run beside the run printed
+    (``repro.evidence.printed``).
 
     ``repro cliff`` artifacts get their own section (``repro.evidence.cliff_report``); ``plots`` maps
     their key to the link of a plot drawn beside the report.
@@ -379,7 +384,8 @@ def report(
             head += [
                 legend(runs, known)
                 + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, the "
-                f"harness wheel, each repro's standalone script (`scripts/<id>`{cuda_script}){seeds_words(runs)}"
+                f"harness wheel (this run's whole source), each repro's standalone script "
+                f"(`scripts/<id>`{cuda_script}){seeds_words(runs)}"
                 f"{attached_words(attached)}._",
                 "",
             ]
@@ -411,18 +417,18 @@ def report(
     env = environment(full, machine_of)
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
-    reran = reruns_words(runs, again, known)
+    reran = reruns_words(runs, again, known) + printed_words(runs, printed or {})
     install, install_lean = install_block(runs, reran=reran), install_block(runs, reran=reran, lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
-    tight = False  # lean, and each section's kernel list cut to its first line
+    kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
 
     def assemble() -> list[str]:
         parts = list(head)
-        if dropped or env_dropped or shortened or env_short or lean or tight:
+        if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
@@ -436,19 +442,22 @@ def report(
             gone += (
                 [
                     "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere and Method lines; the re-run "
-                    "paragraph's command, Python, package list and nvcc build time"
+                    "paragraph's command, Python, packages, nvcc build time and plots extra"
                 ]
                 if lean
                 else []
             )
-            gone += ["each section's kernel lines after its first"] if tight else []
+            if kernel_lines is not None:
+                gone += [
+                    "each section's kernel lines after its first" if kernel_lines else "each section's kernel lines"
+                ]
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
             parts.append(scope_md)
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
-            parts.append(_lean(section, kernels=1 if tight else None) if lean else section)
+            parts.append(_lean(section, kernel_lines) if lean else section)
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
@@ -483,9 +492,11 @@ def report(
     if not fits(parts):
         lean = True
         parts = assemble()
-    if not fits(parts):
-        tight = True
+    for kept in (1, 0) if not fits(parts) else ():
+        kernel_lines = kept
         parts = assemble()
+        if fits(parts):
+            break
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
@@ -494,14 +505,14 @@ def report(
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): the last a report leaves out before it cuts sections.
-LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere")
-# Lean too: the Method lines (rounds and episodes) and the re-run paragraph without the run's command, Python
-# and package list (lines.install_block).
+LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere", "- Method:")
+# Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
+# line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
 
 
 def _lean(section: str, kernels: int | None = None) -> str:
-    """The section without LEAN_LINES, and its Method line cut to the standalone script it names, if any;
-    with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets) cut to its first ``kernels`` lines."""
+    """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
+    cut to its first ``kernels`` lines."""
     kept = []
     listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
     for ln in section.split("\n"):
@@ -514,10 +525,7 @@ def _lean(section: str, kernels: int | None = None) -> str:
                     continue
             else:
                 listed = 0 if ln.startswith("- Kernels") else None
-        if ln.startswith("- Method:"):
-            _, sep, script = ln.partition("; standalone: ")
-            ln = f"- Standalone: {script}" if sep else ""
-        kept += [ln] if ln else []
+        kept.append(ln)
     return "\n".join(kept)
 
 

@@ -187,8 +187,8 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
     if any(d.validity.flag == "suspect" for d in docs):
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
-        "_The CI covers this process on this GPU: distribution-free, on the median per-round ratio, at least as "
-        "wide as its episodes' medians' (episode: rounds between idle gaps). Re-run column (committed default "
+        "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
+        "cover its episodes' medians (episode: rounds between idle gaps). Re-run column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
@@ -207,12 +207,22 @@ def seeds_words(docs: Sequence[Artifact]) -> str:
     return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
 
 
+# The commit log of the harness's source, one line per commit, a run's maker may attach (tools/device-tree.sh).
+HISTORY = "harness-history.txt"
+
+
 def attached_words(names: Sequence[str]) -> str:
     """``; attached/ ...``: the files a run's maker added to its folder after it (the bundle packs them)."""
     if not names:
         return ""
+    history = (
+        f"; `{HISTORY}`: the harness's commits up to this source (no public repository)" if HISTORY in names else ""
+    )
     if "README.txt" in names:
-        return f"; `attached/`: {len(names)} files added to the run folder after it ran (its `README.txt` lists them)"
+        return (
+            f"; `attached/`: {len(names)} files added to the run folder after it ran (its `README.txt` lists them"
+            f"{history})"
+        )
     return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"
 
 

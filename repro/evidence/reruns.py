@@ -53,7 +53,8 @@ def _flags(doc: Artifact) -> str:
 
 def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
-    quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, and
+    quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
+    half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), and
     in full each headline whose CI does not (the same GPU can read outside one run's CI); "" without any."""
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
     for row in _rows(docs, attached, reran=False):
@@ -61,11 +62,13 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
         groups.setdefault((_flags(row[1]), "this GPU" if same else "another GPU or none recorded"), []).append(row)
     said = []
     for (flags, where), rows in sorted(groups.items()):
-        near, apart = 0, []
+        near, apart, theirs, ours = 0, [], [], []
         for name, again, first in rows:
             v, w = again.verdict, first.verdict
             if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
                 continue  # no headline on one side: nothing to set against this run's
+            theirs.append(stats.rel_halfwidth(v.value, v.ci_low, v.ci_high))
+            ours.append(stats.rel_halfwidth(w.value or v.value, w.ci_low, w.ci_high))
             if stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
                 near += 1
                 continue
@@ -73,8 +76,27 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
             apart.append(f"{text(again.repro.id)}'s {got} ({code('attached/' + name)})")
         if near or apart:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
-            said.append(f"{code(flags)} on {where}: {over}")
+            widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}"
+            said.append(f"{code(flags)} on {where}{_gloss(flags)}: {over} ({widths})")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def _span(fractions: Sequence[float]) -> str:
+    lo, hi = f"{min(fractions):.1%}", f"{max(fractions):.1%}"
+    return lo if lo == hi else f"{lo[:-1]}-{hi}"
+
+
+# What a later run's knobs change, in the words of ``repro all --help``.
+_KNOBS = (
+    ("--quick", "headline comparisons only"),
+    ("--target-ci", "a looser CI target"),
+    ("--budget", "less sampling"),
+)
+
+
+def _gloss(flags: str) -> str:
+    said = [words for flag, words in _KNOBS if flag in flags.split()]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
@@ -92,7 +114,7 @@ def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[b
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
-            floor = (w.ci_high - w.ci_low) / 2 / w.value if w.value else 0.0
+            floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
             agreement = f", {band.agree(w.value, v.value, band.lookup(first, bands), floor)}"
         said.append(f"{text(again.repro.id)} {got}{agreement} ({code('attached/' + name)})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256

@@ -29,6 +29,14 @@ def posted(repro_id: str) -> str | None:
     return str(got) if got else None
 
 
+def checked(repro_id: str) -> str | None:
+    """Why the seed's claim could not be checked against the source it cites (the data's ``_checked``); None
+    where it was, or where the seed cites no source."""
+    said = _load().get("_checked")
+    got = said.get(repro_id) if isinstance(said, dict) else None
+    return str(got) if got else None
+
+
 def programs() -> dict[str, dict[str, str]]:
     """Repro id -> {file name: text} of the seed's own program."""
     return {

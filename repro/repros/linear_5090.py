@@ -401,8 +401,6 @@ class Linear5090(Repro[LinearParams]):
             sentence = f"the heaviest ops were {top_kernel(lin)} and {top_kernel(man)}"
         if said := forms_clause(result.extra.get("api_log")):
             sentence += f"; {said}"
-        if not outcome.smoke:
-            sentence += " (the seed document: ~2.7x on an RTX 5090, ~1.0x on an RTX 4090)"
         seed = result.extra.get("seed_method")
         if isinstance(seed, Mapping) and (said := seed_clause(seed, lin, man, outcome.get("fp32"))):
             sentence += f"; {said}"

@@ -1,0 +1,139 @@
+"""What programs run beside a run printed, as the run's maker attached it (``attached/``): each repro's standalone
+script (``script-<id>.out``, from ``repro script <id>``) and the seeds' own programs (``seeds_raw.log``, from
+tools/seeds_raw.py, the speed baseline). The report sets their numbers beside the run's headlines, so a reader
+sees every number the run made, not only the ones the harness measured.
+
+Only numbers and fixed words come out of the text: nothing a program printed reaches the report verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from repro.evidence.model import Artifact
+from repro.evidence.standalone import parse_output
+
+READ_LIMIT = 1 << 20  # bytes read of one file: the numbers come first, a runaway log is not read whole
+SEEDS_LOG = "seeds_raw.log"
+SCRIPT_OUT = re.compile(r"script-(?P<id>[a-z0-9][a-z0-9-]*)\.out")
+# seeds_raw.py's header of each program's output: ``--- 000 5090-linear: 11.86 s (rc 0)``,
+# ``--- 004-cuda graph-memset (seed.cu: ...; nvcc -O3 -arch=native, ...): 2.67 s (rc 0)``.
+_SECTION = re.compile(r"^--- (?P<key>\S+) (?P<id>[a-z0-9][a-z0-9-]*)(?P<rest>.*)$", re.M)
+_NUM = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+def _floats(pattern: str, body: str) -> list[float]:
+    return [float(x) for x in re.findall(pattern, body)]
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def _linear(body: str) -> str | None:
+    lin, man = _floats(rf"Linear Time:\s*{_NUM}", body), _floats(rf"Manu Time:\s*{_NUM}", body)
+    return _x(lin[0] / man[0]) if lin and man and man[0] > 0 else None
+
+
+def _adam(body: str) -> str | None:
+    m = re.search(rf"Kernel slowdown:\s*{_NUM}x\s+Step slowdown:\s*{_NUM}x", body)
+    if m is None:
+        return None
+    return f"(torch's fused AdamW, TE absent) kernels {float(m[1]):.2f}x, step {float(m[2]):.2f}x"
+
+
+def _lora(body: str) -> str | None:
+    one, two = _floats(rf"bs 1:\s*{_NUM} s/it", body), _floats(rf"bs 2:\s*{_NUM} s/it", body)
+    if not one or not two or one[0] <= 0:
+        return None
+    return f"(a stand-in) {_x(two[0] / 2 / one[0])} per sample"
+
+
+def _solve(body: str) -> str | None:
+    ms = {(b, int(n)): float(t) for b, n, t in re.findall(rf"(default|cusolver) (511|512) {_NUM} ms", body)}
+    said = [
+        f"{b} {_x(ms[b, 512] / ms[b, 511])}" for b in ("default", "cusolver") if ms.get((b, 511)) and (b, 512) in ms
+    ]
+    return ", ".join(said) if said else None
+
+
+def _memset_torch(body: str) -> str | None:
+    yes, no = _floats(rf"memset=True:\s*{_NUM} ms", body), _floats(rf"memset=False:\s*{_NUM} ms", body)
+    return f"torch {_x(yes[0] / no[0])}" if yes and no and no[0] > 0 else None
+
+
+def _memset_cuda(body: str) -> str | None:
+    us = _floats(rf"Execution time:\s*{_NUM}\s*us", body)  # memset first, then kernel (seeds_raw.py's order)
+    return f"seed.cu {_x(us[0] / us[1])}" if len(us) == 2 and us[1] > 0 else None
+
+
+_SEEDS: Mapping[str, Callable[[str], str | None]] = {
+    "000": _linear,
+    "001": _adam,
+    "002": _lora,
+    "003": _solve,
+    "004-torch": _memset_torch,
+    "004-cuda": _memset_cuda,
+}
+
+
+def seeds(log: str, ids: Sequence[str]) -> str:
+    """``The seeds' programs, run again by seeds_raw.py (...): ...``: each program's ratio, for the repros in
+    ``ids``; "" when the log has none of them."""
+    heads = list(_SECTION.finditer(log))
+    said: dict[str, list[str]] = {}
+    for i, m in enumerate(heads):
+        body = log[m.end() : heads[i + 1].start() if i + 1 < len(heads) else len(log)]
+        read = _SEEDS.get(m["key"])
+        got = read(body) if read is not None and m["id"] in ids else None
+        if got:
+            arch = re.search(r"-arch=(native|sm_[0-9]+a?)", m["rest"])
+            said.setdefault(m["id"], []).append(got + (f" (-arch={arch[1]})" if arch else ""))
+    if not said:
+        return ""
+    each = "; ".join(f"{rid} {', '.join(v)}" for rid, v in said.items())
+    return (
+        f" The seeds' programs again, by seeds_raw.py (`attached/{SEEDS_LOG}`; one process each, no CI): {each}. "
+        "A program's processes differ by a few percent."
+    )
+
+
+def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
+    """``Each repro's standalone script, run here (...): ...``: the ratio each printed for its repro's headline
+    comparison, against the headline; "" without any."""
+    said = []
+    for d in docs:
+        printed = outputs.get(f"script-{d.repro.id}.out")
+        v = d.verdict
+        if printed is None or v.value is None:
+            continue
+        got = parse_output(printed)
+        row = got.get(v.headline or "") or next(iter(got.values()), {})
+        ratio = row.get("ratio")
+        if ratio is not None:
+            said.append(f"{d.repro.id} {ratio:.3g} ({ratio / v.value - 1:+.1%})")
+    if not said:
+        return ""
+    return (
+        " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is"
+        f" the check, not its CI): {', '.join(said)}."
+    )
+
+
+def words(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
+    """The two sentences above, for the report's re-run paragraph."""
+    log = outputs.get(SEEDS_LOG)
+    return scripts(docs, outputs) + (seeds(log, [d.repro.id for d in docs]) if log else "")
+
+
+def wanted(name: str) -> bool:
+    """Whether an attached file is one this module reads."""
+    return name == SEEDS_LOG or SCRIPT_OUT.fullmatch(name) is not None
+
+
+def read(path: Path) -> str:
+    """The first READ_LIMIT bytes of an attached file, as text (undecodable bytes replaced)."""
+    with path.open("rb") as f:
+        return f.read(READ_LIMIT).decode("utf-8", errors="replace")

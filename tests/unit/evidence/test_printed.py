@@ -1,0 +1,124 @@
+"""What the standalone scripts and the seeds' programs printed beside a run (attached/), set in its report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+from typer.testing import CliRunner
+
+from repro.cli.main import app
+from repro.evidence import artifact, model, printed
+from repro.evidence.model import Artifact
+from repro.evidence.report_parts import HISTORY
+
+# evidence18: the run, and what gpu-final.sh attached to it on the same H200.
+RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence18" / "all").iterdir())
+ATTACHED = RUN / "attached"
+IDS = ["5090-linear", "fused-adam-capturable", "graph-memset", "lora-batch-scaling", "solve-512-cliff"]
+
+
+def _docs(run: Path = RUN) -> list[Artifact]:
+    return [d for d in (model.of(artifact.load(p)) for p in artifact.expand([run])) if isinstance(d, Artifact)]
+
+
+def test_the_seeds_programs_ratios_are_read_from_seeds_raw_log() -> None:
+    said = printed.seeds((ATTACHED / "seeds_raw.log").read_text(), IDS)
+    # seeds_raw.log: Linear 2.554 / Manu 2.678; bs 1 0.025, bs 2 0.050 s/it; default 511 6.58, 512 6.10 ms,
+    # cusolver 511 12.16, 512 54.41 ms; memset=True 35.16, False 36.08 ms; seed.cu 868 us then 590 us.
+    assert said == (
+        " The seeds' programs again, by seeds_raw.py (`attached/seeds_raw.log`; one process each, no CI): "
+        "5090-linear 0.95x; fused-adam-capturable (torch's fused AdamW, TE absent) kernels 1.00x, step 1.00x; "
+        "lora-batch-scaling (a stand-in) 1.00x per sample; solve-512-cliff default 0.93x, cusolver 4.47x; "
+        "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native). A program's processes differ by a few percent."
+    )
+    only = printed.seeds((ATTACHED / "seeds_raw.log").read_text(), ["solve-512-cliff"])
+    assert "solve-512-cliff default 0.93x" in only and "5090-linear" not in only
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "",
+        "--- 000 5090-linear: 1 s (rc 1)\nTraceback: CUDA error\n",  # a program that failed prints no numbers
+        "--- 003 solve-512-cliff: 1 s (rc 0)\ndefault 511 0 ms\ndefault 512 1 ms\n",  # no ratio over zero
+        "--- 004-cuda graph-memset (nvcc -arch=native): 1 s (rc 0)\nExecution time: 868us\n",  # one form only
+    ],
+)
+def test_a_seed_program_without_its_numbers_is_not_said(log: str) -> None:
+    assert printed.seeds(log, IDS) == ""
+
+
+def test_nothing_a_program_printed_reaches_the_report_but_numbers() -> None:
+    log = (
+        "--- 000 5090-linear <img src=x onerror=alert(1)> [x](javascript:y): 1 s (rc 0)\n"
+        "Linear Time:2.0 <b>bold</b>\nManu Time:1.0 | --- |\n"
+    )
+    assert (
+        printed.seeds(log, IDS).split("): ", 1)[1]
+        == "5090-linear 2.00x. A program's processes differ by a few percent."
+    )
+
+
+def test_each_script_ratio_is_set_against_its_headline() -> None:
+    outputs = {p.name: p.read_text() for p in ATTACHED.glob("script-*.out")}
+    said = printed.scripts(_docs(), outputs)
+    lora = next(d for d in _docs() if d.repro.id == "lora-batch-scaling").verdict.value
+    assert lora is not None and f"{0.9859 / lora - 1:+.1%}" == "+5.2%"  # the script's bs2/bs1 line: 0.9859
+    assert said == (
+        " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
+        "the check, not its CI): 5090-linear 0.922 (-0.8%), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 "
+        "(+5.2%), solve-512-cliff 9.55 (+0.5%)."
+    )
+    assert printed.scripts(_docs(), {}) == ""
+    assert printed.scripts(_docs(), {"script-5090-linear.out": "no ratio printed\n"}) == ""
+
+
+def test_read_stops_at_its_limit(tmp_path: Path) -> None:
+    big = tmp_path / "seeds_raw.log"
+    big.write_bytes(b"\xff" + b"x" * (printed.READ_LIMIT + 10))
+    got = printed.read(big)
+    assert len(got) == printed.READ_LIMIT and got[0] == "\ufffd"
+
+
+def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.env import harness
+
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    made = "cd" * 32  # as the harness that made the run: only then is its report rendered again
+    for path in run.glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["fingerprint"]["harness"]["source_sha256"] = made
+        path.write_text(json.dumps(doc))
+    for path in (run / "attached").glob("*.json"):
+        path.unlink()  # re-runs of another digest would be said as such; not what this test is about
+    (run / "attached" / HISTORY).write_text("9d303d4 2026-12-02 Report: ...\n")
+    monkeypatch.setattr(harness, "source_sha256", lambda root=None: made)
+    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
+    assert res.exit_code == 0, res.output
+    after = (run / "report.md").read_text()
+    assert "Standalone scripts run here (`attached/script-<id>.out`;" in after and "(+5.2%)" in after
+    assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in after
+    assert f"`{HISTORY}`: the harness's commits up to this source (no public repository)" in after
+    assert "the harness wheel (this run's whole source)" in after
+    assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
+
+
+def test_a_suspect_note_with_the_clocks_medians_says_them_once() -> None:
+    from repro.evidence.report import repro_section
+
+    lora = next(d for d in _docs() if d.repro.id == "lora-batch-scaling")
+    held = "; sw_power_cap held the SM clock down during bs1 and bs2 and bs4's rounds (median MHz: bs1 1635, bs2 1650"
+    assert held in lora.verdict.finding and lora.validity.flag == "suspect"
+    status = repro_section(lora)[0].split("\n")[1]
+    assert "(suspect: power cap, median SM clock bs1 1635, bs2 1650, bs4 1650 MHz of 1980 MHz max;" in status
+    assert "held the SM clock" not in status and status.endswith(
+        "5.1 GiB peak at batch 2, not FLUX; the profiled "
+        "kernels alone gave 0.97x per sample (23.7 -&gt; 45.8 ms a step)."
+    )
