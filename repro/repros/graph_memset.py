@@ -470,7 +470,8 @@ class GraphMemset(Repro[MemsetParams]):
         seed = outcome.get(_SEED)
         if seed is not None:
             said = (
-                f"The seed's own program (<<<1,1>>> kernels, each replay timed alone by a host clock) gave "
+                f"The seed's program, re-implemented in the twin (<<<1,1>>> kernels, each replay timed alone by a "
+                f"host clock), gave "
                 f"{outcome.fmt(seed)} (per op: memset {_us(have, 'twin_seed_memset')}, kernel "
                 f"{_us(have, 'twin_seed_fill')})"
             )
