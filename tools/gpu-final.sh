@@ -62,9 +62,9 @@ write_readme() {
         [ -n "${GPU_REPRO_TREE_COMMIT:-}" ] && echo "- the source tree was a git archive of gpu-repro commit" \
             "$GPU_REPRO_TREE_COMMIT (its maker's record: without .git the artifacts record no commit, only the" \
             "harness digest; the repository has no public URL here);"
-        [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the commit log of the harness's source" \
-            "(repro/, pyproject.toml) up to the commit above, one line per commit (short hash, date, subject), written" \
-            "by its maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"
+        [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the harness's commits up to the commit" \
+            "above, one line each (short hash, date, the source digest a run of it records, subject), written by its" \
+            "maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"
         python3 -c 'import transformer_engine' 2>/dev/null || echo "- Transformer Engine is not installed on this" \
             "machine, and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than" \
             "what could be brought to it; fused-adam-capturable's claim is untested for that reason;"

@@ -56,6 +56,10 @@ class Point:
     # hold them) and its artifact's path where the band was computed, in the order of ``runs``.
     run_rounds: tuple[tuple[float, ...], ...] = ()
     run_paths: tuple[str, ...] = ()
+    # Each run's validity flag ("valid", "suspect", "" where not recorded) and the first 12 hex digits of its
+    # repro's own source sha256 ("" where not recorded), in the order of ``runs``.
+    run_flags: tuple[str, ...] = ()
+    run_sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,18 @@ class Band:
             return None
         far = max(abs(v / p.value - 1) for p in many for v in p.run_values)
         return far, len(many), sum(len(p.run_values) for p in many)
+
+    @property
+    def suspect(self) -> tuple[int, int]:
+        """(runs flagged suspect, runs whose flag is recorded): a band of suspect runs says where a re-run lands
+        under the same conditions, not where a clean one would."""
+        flags = [f for p in self.points for f in p.run_flags if f]
+        return sum(f == "suspect" for f in flags), len(flags)
+
+    def same_source(self, sha: str) -> tuple[int, int]:
+        """(runs whose repro source begins with ``sha``'s first 12 hex digits, runs whose source is recorded)."""
+        got = [s for p in self.points for s in p.run_sources if s]
+        return sum(s == sha[:12] for s in got), len(got)
 
 
 Key = tuple[str, str, str, str]
@@ -120,6 +136,11 @@ def _origin(a: Artifact) -> tuple[str, str, str]:
     return str(e["torch"] or ""), str(e["driver"] or ""), str(sha or "")[:12]
 
 
+def _marks(a: Artifact) -> tuple[str, str]:
+    """(validity flag, the repro source sha256's first 12) of the run, each "" when not recorded."""
+    return str(a.validity.flag or ""), str(a.repro.source_sha256 or "")[:12]
+
+
 def _distinct(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
@@ -148,7 +169,8 @@ def compute(
     brings runs on it, which then replace it. ``paths``: each artifact's path by ``run_id/repro``, recorded
     beside its run.
     """
-    runs: dict[Key, dict[str, list[tuple[float, str, tuple[str, str, str], tuple[float, ...]]]]] = {}
+    # Per key and GPU, each run's (value, run id, its origin, its headline rounds, its marks).
+    runs: dict[Key, dict[str, list[tuple[float, str, tuple[str, str, str], tuple[float, ...], tuple[str, str]]]]] = {}
     for doc in docs:
         a = model.of(doc)
         key = key_of(a) if isinstance(a, Artifact) else None
@@ -156,7 +178,7 @@ def compute(
             continue
         uuid = str(a.machine.gpu_uuid)
         runs.setdefault(key, {}).setdefault(uuid, []).append(
-            (float(a.verdict.value or 0.0), a.run.run_id, _origin(a), headline_rounds(a))
+            (float(a.verdict.value or 0.0), a.run.run_id, _origin(a), headline_rounds(a), _marks(a))
         )
     points: dict[Key, dict[str, Point]] = {}
     for band in base:
@@ -165,13 +187,13 @@ def compute(
         )
     for key, by_gpu in runs.items():
         for uuid, vals in by_gpu.items():
-            by_run = {r: (v, rounds) for v, r, _, rounds in vals if r}
+            by_run = {r: (v, rounds, marks) for v, r, _, rounds, marks in vals if r}
             ids = tuple(sorted(by_run))
-            origins = [o for _, _, o, _ in vals]
+            origins = [o for _, _, o, _, _ in vals]
             where = paths or {}
             points.setdefault(key, {})[uuid] = Point(
                 uuid,
-                statistics.median(v for v, _, _, _ in vals),
+                statistics.median(v for v, _, _, _, _ in vals),
                 ids,
                 _distinct(o[0] for o in origins),
                 _distinct(o[1] for o in origins),
@@ -179,6 +201,8 @@ def compute(
                 tuple(by_run[r][0] for r in ids),
                 tuple(by_run[r][1] for r in ids),
                 tuple(where.get(f"{r}/{key[0]}", "") for r in ids) if paths else (),
+                tuple(by_run[r][2][0] for r in ids),
+                tuple(by_run[r][2][1] for r in ids),
             )
     return [
         Band(repro, gpu, params, tuple(sorted(by_gpu.values(), key=lambda p: p.uuid)), headline)
@@ -211,6 +235,8 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
                         "run_values": list(p.run_values),
                         "run_rounds": [list(r) for r in p.run_rounds],
                         "run_paths": list(p.run_paths),
+                        "run_flags": list(p.run_flags),
+                        "run_sources": list(p.run_sources),
                     }
                     for p in b.points
                 ],
@@ -249,6 +275,8 @@ def load_text(data: str) -> list[Band]:
                         tuple(map(float, p.get("run_values") or ())),
                         tuple(tuple(map(float, r)) for r in p.get("run_rounds") or ()),
                         tuple(map(str, p.get("run_paths") or ())),
+                        tuple(map(str, p.get("run_flags") or ())),
+                        tuple(map(str, p.get("run_sources") or ())),
                     )
                     for p in b["points"]
                 ),

@@ -217,7 +217,7 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     docs = [_parsed(root / f"{rid}.json") for rid in ids]  # read once, for the harness and the band
     _add_harness(name, docs, out)
-    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs))
+    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs), _sources(docs))
     _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
 
@@ -246,11 +246,12 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
 
-def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None:
+def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str], sources: Mapping[str, str]) -> None:
     """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
     torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines), and whether this
-    run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them; ``band.json``: those bands' data, with
-    each run's per-round headline ratios and its artifact's path in the repository."""
+    run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them, how many of each band's runs were suspect and
+    how many ran this run's repro source (``sources``: repro id -> its source sha256); ``band.json``: those bands'
+    data, with each run's per-round headline ratios and its artifact's path in the repository."""
     known = band.load()
     mine = [b for b in known if b.repro in repros]
     lines = band.show(known, sorted(set(repros)))
@@ -259,6 +260,14 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
     if ours:
         said_ours = ", ".join(f"{u} ({'among them' if u in among else 'not among them'})" for u in ours)
         lines.append(f"This run's GPU: {said_ours}.")
+    for b in mine:
+        flagged, known_flags = b.suspect
+        same, known_sources = b.same_source(sources.get(b.repro, ""))
+        lines.append(
+            f"{b.repro} ({b.headline or 'headline'}): {flagged} of {known_flags} runs suspect when they ran; "
+            f"{same} of {known_sources} ran this run's repro source "
+            f"({sources.get(b.repro, '')[:12] or 'not recorded'})."
+        )
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
     how = (
@@ -271,8 +280,8 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str]) -> None
         "digests may differ ('-': a run from before harness digests), and so may their methods: a harness "
         "version's changes are in the gpu-repro repository's history, "
         "which has no public URL here (attached/harness-history.txt, where the run's maker attached it, lists its "
-        "commits); bands of one repro split where their params differ (each band lists its "
-        "params). A GPU is named by the first 8 characters of its NVML UUID (the "
+        "commits, each with the digest a run of it records); bands of one repro split where their params differ "
+        "(each band lists its params). A GPU is named by the first 8 characters of its NVML UUID (the "
         "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
         "listed: not other stacks."
     )
@@ -300,6 +309,17 @@ def recorded_digests(docs: Iterable[Any]) -> set[str | None]:
             found.add(model.of(doc).machine.harness.source_sha256)
         except (ValueError, AttributeError):  # not an object, or no artifact
             found.add(None)
+    return found
+
+
+def _sources(docs: Iterable[Any]) -> dict[str, str]:
+    """Repro id -> the repro source sha256 the run's artifacts recorded; unreadable ones are skipped."""
+    found: dict[str, str] = {}
+    for doc in docs:
+        with contextlib.suppress(ValueError, AttributeError):
+            a = model.of(doc)
+            if isinstance(a, model.Artifact) and a.repro.source_sha256:
+                found[a.repro.id] = a.repro.source_sha256
     return found
 
 

@@ -417,7 +417,8 @@ def report(
     env = environment(full, machine_of)
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
-    reran = reruns_words(runs, again, known) + printed_words(runs, printed or {})
+    log = "rerun.log" if "rerun.log" in attached else None
+    reran = reruns_words(runs, again, known, log) + printed_words(runs, printed or {})
     install, install_lean = install_block(runs, reran=reran), install_block(runs, reran=reran, lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
@@ -425,6 +426,7 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
+    stack_lines = True  # the Not-tested lines on what the run could not record and on its one stack
 
     def assemble() -> list[str]:
         parts = list(head)
@@ -451,9 +453,10 @@ def report(
                 gone += [
                     "each section's kernel lines after its first" if kernel_lines else "each section's kernel lines"
                 ]
+            gone += [] if stack_lines else ["the Not-tested lines on what this run could not record and on its stack"]
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
-            parts.append(scope_md)
+            parts.append(scope_md if stack_lines else _without(scope_md, STACK_LINES))
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
@@ -497,6 +500,9 @@ def report(
         parts = assemble()
         if fits(parts):
             break
+    if not fits(parts):
+        stack_lines = False
+        parts = assemble()
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
@@ -508,6 +514,15 @@ CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere", "- Method:")
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
+
+
+# "Not tested here" lines about the environment as a whole, which the environment block says too: the last a
+# report leaves out before it cuts a section.
+STACK_LINES = ("- Not recordable from inside this run:", "- One software stack only")
+
+
+def _without(block: str, prefixes: tuple[str, ...]) -> str:
+    return "\n".join(ln for ln in block.split("\n") if not ln.startswith(prefixes))
 
 
 def _lean(section: str, kernels: int | None = None) -> str:

@@ -80,7 +80,9 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     b = band.lookup(doc, bands)
     if b is None:
         return "no cross-GPU data"
-    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs)"
+    flagged, known = b.suspect
+    suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
+    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
@@ -119,7 +121,7 @@ def claim_cell(doc: Artifact) -> str:
         head = next((r for r in doc.verdict.breakdown if r.headline), None)
         source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
         said += f" (headline: {source}" if source else " (headline: the harness's"
-        said += f"; the seed's program: {seed[0].ratio:.3g}x)"
+        said += f"; the seed's program, re-implemented: {seed[0].ratio:.3g}x)"
     return text(said, cell=True)
 
 
@@ -207,7 +209,7 @@ def seeds_words(docs: Sequence[Artifact]) -> str:
     return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
 
 
-# The commit log of the harness's source, one line per commit, a run's maker may attach (tools/device-tree.sh).
+# The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh).
 HISTORY = "harness-history.txt"
 
 
@@ -216,7 +218,9 @@ def attached_words(names: Sequence[str]) -> str:
     if not names:
         return ""
     history = (
-        f"; `{HISTORY}`: the harness's commits up to this source (no public repository)" if HISTORY in names else ""
+        f"; `{HISTORY}`: the harness's commits up to this source, each with its digest (no public repository)"
+        if HISTORY in names
+        else ""
     )
     if "README.txt" in names:
         return (

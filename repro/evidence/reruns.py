@@ -99,10 +99,14 @@ def _gloss(flags: str) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
-def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band]) -> str:
-    """`` Run from this bundle on this machine: ...``, then ``others``; "" when no attached artifact ran one of
+def words(
+    docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band], log: str | None = None
+) -> str:
+    """`` Run here from this run's bundle: ...``, then ``others``; "" when no attached artifact ran one of
     ``docs``' repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this
-    run's repros count; ``rerun-*.json`` are re-runs from the bundle."""
+    run's repros count; ``rerun-*.json`` are re-runs from the bundle (its harness wheel: the same digest says it
+    was this run's source; the bundle that carries them was made again after they ran). ``log``: the attached
+    file with what the re-run's installs printed, if any."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
     if not rows:
@@ -125,6 +129,8 @@ def words(docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[b
     how = "; ".join(sorted(installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not run from the bundle: the lines of {', '.join(map(text, left))}." if left else ""
-    return f" Run here from this bundle, in a fresh venv ({how}; {same}): {'; '.join(said)}.{rest}" + others(
-        docs, reruns
+    printed = f"; what its installs printed: {code('attached/' + log)}" if log else ""
+    return (
+        f" Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh"
+        f" venv ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + others(docs, reruns)
     )

@@ -182,7 +182,8 @@ class Solve512Cliff(Repro[SolveParams]):
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
-        "PyTorch 2.13 or later (per the seed document, a batch-aware heuristic replaced the n=512 cutoff)",
+        "PyTorch 2.13 or later (per the seed document, unchecked here: a batch-aware heuristic replaced the n=512 "
+        "cutoff)",
         "a torch build without MAGMA (the default backend then takes cuSOLVER)",
     )
     plots = (

@@ -153,3 +153,16 @@ def test_a_suspect_run_is_never_called_consistent_without_saying_it_is_suspect()
     line = band_line(model.run_of(doc), [b])
     assert line is not None
     assert line.endswith("band: consistent, but this run is suspect.")
+
+
+def test_each_run_keeps_its_validity_flag_and_repro_source() -> None:
+    a, b, c = _doc("a", 1.0, run="r1"), _doc("b", 1.02, run="r2"), _doc("b", 1.01, run="r3")
+    for d, flag, src in ((a, "suspect", "a" * 64), (b, "valid", "b" * 64), (c, "suspect", "a" * 64)):
+        d["validity"] = {"flag": flag, "reasons": []}
+        d["repro"] = {**d["repro"], "source_sha256": src}  # type: ignore[dict-item]
+    (got,) = band.compute([a, b, c])
+    assert [p.run_flags for p in got.points] == [("suspect",), ("valid", "suspect")]
+    assert got.suspect == (2, 3) and got.same_source("a" * 64) == (2, 3) and got.same_source("c" * 64) == (0, 3)
+    assert band.load_text(band.to_json([got], ["x"])) == [got]
+    old = band.load_text(band.to_json([got], ["x"]).replace('"run_flags"', '"x_flags"'))
+    assert old[0].suspect == (0, 0)  # data written before the flags were kept: none known, none said

@@ -105,7 +105,7 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
     after = (run / "report.md").read_text()
     assert "Standalone scripts run here (`attached/script-<id>.out`;" in after and "(+5.2%)" in after
     assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in after
-    assert f"`{HISTORY}`: the harness's commits up to this source (no public repository)" in after
+    assert f"`{HISTORY}`: the harness's commits up to this source, each with its digest (no public repository)" in after
     assert "the harness wheel (this run's whole source)" in after
     assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
 

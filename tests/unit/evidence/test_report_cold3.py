@@ -60,7 +60,8 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     rendered = report(docs, declared=scripts.declared(docs))
     lines = scope(rendered)
     assert (
-        "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed document, a batch-aware heuristic" in lines
+        "- solve-512-cliff, not covered: PyTorch 2.13 or later (per the seed document, unchecked here: a batch-aware"
+        in lines
     )
     memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other architectures"
     assert f"{memset} (Ada, Blackwell)" in lines

@@ -61,7 +61,7 @@ def test_the_summary_says_whether_each_headline_tested_the_seeds_claim(docs: lis
     cells = {d["repro"]["id"]: claim_cell(run_of(d)) for d in docs}
     assert cells["5090-linear"] == "not tested: not on this architecture"
     assert cells["fused-adam-capturable"] == "not tested: transformer_engine.pytorch is not importable"
-    assert cells["graph-memset"] == "tested (headline: pure CUDA twin; the seed's program: 1.51x)"
+    assert cells["graph-memset"] == "tested (headline: pure CUDA twin; the seed's program, re-implemented: 1.51x)"
     assert cells["solve-512-cliff"] == "tested"
 
 

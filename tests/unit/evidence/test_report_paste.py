@@ -442,6 +442,12 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     bare = _report(docs, attached=bundle.attached_names(run), limit=len(text) - 300)
     assert "Report cut" not in bare and all(f"## `{d['repro']['id']}`" in bare for d in docs)
     assert "; each section's kernel lines._" in bare and "\n  - `" not in bare and "- Kernels" in bare
+    # Last before a section goes: the Not-tested lines on the environment as a whole.
+    assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
+    least = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
+    assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
+    assert "- Not recordable from inside this run:" not in least and "- One software stack only" not in least
+    assert "; the Not-tested lines on what this run could not record and on its stack._" in least
 
 
 def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]]) -> None:

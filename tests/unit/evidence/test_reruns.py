@@ -23,7 +23,13 @@ def _docs() -> tuple[list[Artifact], dict[str, Any]]:
 def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -> None:
     docs, again = _docs()
     said = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load())
-    assert said.startswith(" Run here from this bundle, in a fresh venv (installed from gpu_repro-0.1.0+src.")
+    assert said.startswith(
+        " Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh "
+        "venv (installed from gpu_repro-0.1.0+src."
+    )
+    assert "what its installs printed" not in said
+    logged = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load(), "rerun.log")
+    assert "the same harness digest as this run; what its installs printed: `attached/rerun.log`): 5090" in logged
     assert "torch was the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not installed" in said
     assert "the same harness digest as this run" in said
     assert "5090-linear 0.920x (95% CI 0.915-0.925), consistent (`attached/rerun-5090-linear.json`)" in said
