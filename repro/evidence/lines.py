@@ -59,7 +59,7 @@ def seed_source(doc: Artifact) -> tuple[str, str]:
     if links:  # the claim is the seed document's words: the post it links may say otherwise (seeds/README.txt)
         said = checked(doc.repro.id)
         cites = f"it cites {', '.join(text(u) for u in links)}" + (f", unchecked: {text(said)}" if said else "")
-        return f"the seed document's (not in the bundle); {cites}", text(claim)
+        return f"the seed document's; {cites}", text(claim)
     if m := _SOURCE_PREFIX.match(claim):
         return f"{text(m.group('src').strip())}; the seed gives no URL", text(m.group("rest"))
     if _SOURCE_PHRASE.search(claim):

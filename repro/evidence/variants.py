@@ -163,9 +163,9 @@ def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:
     out = []
     for name in sorted(moved, key=lambda n: (-abs(b.get(n, 0.0) - a.get(n, 0.0)), n)):
         if name not in a:
-            out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call)")
+            out.append(f"+ {c(name)} appears ({b[name]:.1f} us/call{_launches(launches_b[name][0])})")
         elif name not in b:
-            out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call)")
+            out.append(f"- {c(name)} disappears (was {a[name]:.1f} us/call{_launches(launches[name][0])})")
         else:
             line = f"~ {c(name)} {a[name]:.1f} -> {b[name]:.1f} us/call"
             (na, ea), (nb, eb) = launches[name], launches_b[name]
@@ -175,6 +175,11 @@ def kernel_diff(base: VariantResult, other: VariantResult) -> list[str]:
                 line += f" ({na:g} -> {nb:g} launches/call, {ea:.1f} -> {eb:.1f} us each)"
             out.append(line)
     return out
+
+
+def _launches(per_call: float) -> str:
+    """``, 128 launches/call`` for a kernel launched more than once per call (a loop shows as its count)."""
+    return f", {per_call:g} launches/call" if per_call > 1 else ""
 
 
 def kernel_total_us(v: VariantResult) -> float:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from repro.cli.evidence import compare_cmd
 from repro.core.errors import UsageError
+from repro.core.verdict import fmt_ratio
 from repro.evidence import band, compare
 
 RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05", "--no-collect-env"]
@@ -97,7 +98,7 @@ def test_side_by_side_table_and_fingerprint_diff(lanes: dict[str, Path]) -> None
         art = json.loads(artifact_of(lanes[lane]).read_text())
         v = art["verdict"]
         assert f"**{v['status']}**" in cell
-        assert f"{v['value']:.2f}x (95% CI {v['ci_low']:.2f}-{v['ci_high']:.2f})" in cell
+        assert fmt_ratio(v["value"], v["ci_low"], v["ci_high"]) in cell  # as many decimals as its CI needs
         assert "_smoke_" in cell
         top = {x["name"]: x["kernels"][0]["name"] for x in art["variants"]}
         assert f"linear_fp32: `{top['linear_fp32']}`" in cell and f"manual_fp32: `{top['manual_fp32']}`" in cell

@@ -169,7 +169,11 @@ def test_clock_wording_comes_from_the_monitor_numbers(rendered: str, docs: list[
     assert "(SM clock 1845 MHz)" not in rendered
 
 
-def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(rendered: str) -> None:
+def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(docs: list[dict[str, Any]]) -> None:
+    from repro.run import scripts
+
+    # The environment's words, with room for them (the pasted report may leave the block to the bundle).
+    rendered = report(docs, declared=scripts.declared(docs), limit=60_000, max_lines=None)
     state = next(ln for ln in rendered.splitlines() if ln.startswith("GPU state just before each block of timed"))
     # The monitor's reading before each block of timed rounds, then the fingerprint's, after the measurement.
     assert "; when each repro's fingerprint was taken, after its measurement: power " in state
