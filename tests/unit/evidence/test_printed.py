@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -122,3 +123,20 @@ def test_a_suspect_note_with_the_clocks_medians_says_them_once() -> None:
         "5.1 GiB peak at batch 2, not FLUX; the profiled "
         "kernels alone gave 0.97x per sample (23.7 -&gt; 45.8 ms a step)."
     )
+
+
+def test_the_rerun_elsewhere_line_counts_the_band_runs_of_this_runs_repro_source() -> None:
+    from repro.evidence import band
+    from repro.evidence.lines import band_line
+
+    solve = next(d for d in _docs() if d.repro.id == "solve-512-cliff")
+    bands = band.load()
+    b = band.lookup(solve, bands)
+    assert b is not None and solve.repro.source_sha256
+    same, known = b.same_source(solve.repro.source_sha256)
+    said = band_line(solve, bands) or ""
+    assert f"; {same} of {known} runs with this run's repro source)" in said and same < known
+    # Every run of this source: nothing to say.
+    mine = str(solve.repro.source_sha256)[:12]
+    points = tuple(dataclasses.replace(p, run_sources=tuple(mine for _ in p.run_sources)) for p in b.points)
+    assert "repro source" not in (band_line(solve, [dataclasses.replace(b, points=points)]) or "")
