@@ -297,7 +297,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     same, known = b.same_source(doc.repro.source_sha256 or "")
-    if known and same < known:  # the repro's own code differed between runs: part of the spread may be its
+    if known and same < known:  # the repro's code differed between runs: part of the spread may be the method's
         made += f"; {same} of {known} runs with this run's repro source"
     # A suspect run's value is not the GPU's alone: the agreement is never said without that.
     suspect = ", but this run is suspect" if doc.validity.flag == "suspect" else ""

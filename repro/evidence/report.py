@@ -510,7 +510,8 @@ def report(
 
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
-# falls in the re-run band of the summary's column): the last a report leaves out before it cuts sections.
+# falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
+# environment are gone, before its kernel lines (``_lean``) and then STACK_LINES.
 LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere", "- Method:")
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
