@@ -29,6 +29,11 @@ HEADLINE_RULES: tuple[str, ...] = typing.get_args(HeadlineRule)
 Basis = Literal["time", "kernel"]
 
 
+def rel_halfwidth(value: float, low: float, high: float) -> float:
+    """A CI's half-width over its value (inf for a value that is not positive)."""
+    return (high - low) / 2 / value if value > 0 else float("inf")
+
+
 @dataclass(frozen=True)
 class Metric:
     """The cliff metric: a ratio that counts as reproduced when it reaches ``threshold``.
@@ -306,7 +311,7 @@ class Ratio:
 
     @property
     def rel_halfwidth(self) -> float:
-        return (self.ci_high - self.ci_low) / 2 / self.value if self.value > 0 else float("inf")
+        return rel_halfwidth(self.value, self.ci_low, self.ci_high)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Literal
 
 from repro.core.results import Stats
+from repro.core.results import rel_halfwidth as rel_halfwidth  # here too: the stats of a CI
 
 # Below this many samples the exact binomial tail is summed; above it the normal
 # approximation of the binomial is within a fraction of an order statistic.
@@ -69,7 +70,7 @@ def summarize(samples: Sequence[float], level: float = 0.95) -> Stats:
     ranks = median_ci_ranks(n, level)
     lo, hi = (xs[ranks[0]], xs[ranks[1]]) if ranks else (xs[0], xs[-1])
     q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
-    rel = (hi - lo) / 2 / med if med > 0 else math.inf
+    rel = rel_halfwidth(med, lo, hi)
     if ranks is None:
         rel = math.inf  # too few samples to claim any interval
     return Stats(
@@ -101,7 +102,7 @@ def summarize_rounds(rounds: Sequence[float], episode: int | None = None, level:
     lo, hi = episode_widened(rounds, st.ci_low, st.ci_high, episode, level)
     if (lo, hi) == (st.ci_low, st.ci_high):
         return st
-    rel = (hi - lo) / 2 / st.median if st.median > 0 else math.inf
+    rel = rel_halfwidth(st.median, lo, hi)
     return replace(st, ci_low=lo, ci_high=hi, rel_ci_halfwidth=max(rel, st.rel_ci_halfwidth))
 
 
@@ -189,11 +190,6 @@ def paired_ratio_ci(
     st = summarize(ratios, level)
     lo, hi = episode_widened(ratios, st.ci_low, st.ci_high, episode, level)
     return st.median, lo, hi
-
-
-def rel_halfwidth(value: float, low: float, high: float) -> float:
-    """A CI's half-width over its value (inf for a value that is not positive)."""
-    return (high - low) / 2 / value if value > 0 else float("inf")
 
 
 def cis_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:

@@ -65,10 +65,12 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
         near, apart, theirs, ours = 0, [], [], []
         for name, again, first in rows:
             v, w = again.verdict, first.verdict
-            if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
-                continue  # no headline on one side: nothing to set against this run's
+            if v.value is None or v.ci_low is None or v.ci_high is None:
+                continue  # no headline in the later run: nothing to set against this run's
+            if w.value is None or w.ci_low is None or w.ci_high is None:
+                continue  # nor in this run
             theirs.append(stats.rel_halfwidth(v.value, v.ci_low, v.ci_high))
-            ours.append(stats.rel_halfwidth(w.value or v.value, w.ci_low, w.ci_high))
+            ours.append(stats.rel_halfwidth(w.value, w.ci_low, w.ci_high))
             if stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
                 near += 1
                 continue

@@ -3,7 +3,6 @@ paired stop rule (every comparison precise enough, or decided)."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -72,7 +71,7 @@ def paired_stop(
     on_target = True
     for c in comps:
         value, lo, hi = stats.paired_ratio_ci(rounds[c.num], rounds[c.den], 0.95, c.scale, episode)
-        width = (hi - lo) / 2 / value if value > 0 else math.inf
+        width = stats.rel_halfwidth(value, lo, hi)
         on_target &= width <= cfg.target_rel_ci
         _, slo, shi = stats.paired_ratio_ci(rounds[c.num], rounds[c.den], cfg.decided_level, c.scale, episode)
         decided &= (slo >= c.threshold or shi < c.threshold) and width <= cfg.decided_rel_ci
