@@ -81,6 +81,17 @@ class Band:
         return max(abs(p.value / c - 1) for p in self.points)
 
     @property
+    def outliers(self) -> tuple[int, float] | None:
+        """(k, the half-width without the k farthest GPUs) where a few GPUs set the band: each of those k lies more
+        than twice as far from the median of all as any GPU left, and k is at most a tenth of the GPUs; else None."""
+        c = self.center
+        far = sorted((abs(p.value / c - 1) for p in self.points), reverse=True)
+        k = 0
+        while k < len(far) // 10 and far[k] > 2 * far[k + 1]:
+            k += 1
+        return (k, far[k]) if k else None
+
+    @property
     def same_gpu(self) -> tuple[float, int, int] | None:
         """How far one GPU's runs (separate processes) lay from that GPU's value: the largest relative
         distance, over the GPUs with at least two runs, with how many such GPUs and runs; None without any."""

@@ -217,7 +217,7 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     docs = [_parsed(root / f"{rid}.json") for rid in ids]  # read once, for the harness and the band
     _add_harness(name, docs, out)
-    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs), _sources(docs))
+    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs), _sources(docs), _keys(docs))
     _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
     return name, out
 
@@ -246,11 +246,14 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
         out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
 
-def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str], sources: Mapping[str, str]) -> None:
+def _add_band(
+    name: str, repros: list[str], out: _Plan, uuids: set[str], sources: Mapping[str, str], keys: set[band.Key]
+) -> None:
     """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
     torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines), and whether this
     run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them, how many of each band's runs were suspect and
-    how many ran this run's repro source (``sources``: repro id -> its source sha256); ``band.json``: those bands'
+    how many ran this run's repro module (``sources``: repro id -> its source sha256) and whether it is the band
+    the report compares the run with (``keys``: the run's band keys); ``band.json``: those bands'
     data, with each run's per-round headline ratios and its artifact's path in the repository."""
     known = band.load()
     mine = [b for b in known if b.repro in repros]
@@ -263,10 +266,13 @@ def _add_band(name: str, repros: list[str], out: _Plan, uuids: set[str], sources
     for b in mine:
         flagged, known_flags = b.suspect
         same, known_sources = b.same_source(sources.get(b.repro, ""))
+        used = (b.repro, b.gpu, b.params, b.headline) in keys
+        whose = "this run's band" if used else "other params or headline than this run's: not compared with it"
         lines.append(
-            f"{b.repro} ({b.headline or 'headline'}): {flagged} of {known_flags} runs suspect when they ran; "
-            f"{same} of {known_sources} ran this run's repro source "
-            f"({sources.get(b.repro, '')[:12] or 'not recorded'})."
+            f"{b.repro} ({b.headline or 'headline'}; {whose}): {flagged} of {known_flags} runs suspect when they ran; "
+            f"{same} of {known_sources} ran this run's repro module file "
+            f"({sources.get(b.repro, '')[:12] or 'not recorded'}: the sha256 of the repro's own module, not of its "
+            "helper modules, CUDA source or the sampler; the harness digests beside each run cover the whole package)."
         )
     said = lines or ["no re-run band for these repros"]
     head = f"Re-run bands ({band.DATA_FILE.name} of this harness), for {', '.join(sorted(set(repros)))}:"
@@ -309,6 +315,16 @@ def recorded_digests(docs: Iterable[Any]) -> set[str | None]:
             found.add(model.of(doc).machine.harness.source_sha256)
         except (ValueError, AttributeError):  # not an object, or no artifact
             found.add(None)
+    return found
+
+
+def _keys(docs: Iterable[Any]) -> set[band.Key]:
+    """The band keys of the run's measured artifacts (``repro.evidence.band.key_of``): the bands its report uses."""
+    found: set[band.Key] = set()
+    for doc in docs:
+        with contextlib.suppress(ValueError, AttributeError):
+            if (k := band.key_of(doc, joining=False)) is not None:
+                found.add(k)
     return found
 
 

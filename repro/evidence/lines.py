@@ -155,7 +155,12 @@ def seed_method_lines(doc: Artifact) -> list[str]:
     if not parts:
         return []
     note = doc.extra.get("seed_method_note")
-    return [f"{head}: {'. '.join(parts)}." + (f" {text(str(note))}" if isinstance(note, str) and note else "")]
+    why = [f"{SEED_METHOD_WHY} {text(str(note))}"] if isinstance(note, str) and note else []
+    return [f"{head}: {'. '.join(parts)}.", *why]
+
+
+# The bullet on why the seed's method and ours differ (``seed_method_note``): a lean report leaves it to the bundle.
+SEED_METHOD_WHY = "Why the seed's method and ours differ:"
 
 
 def scope_lines(doc: Artifact) -> list[str]:
@@ -224,6 +229,11 @@ def diff_lines(doc: Artifact) -> list[str]:
     total = (
         f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"
     )
+    timed = [v.timing.stats.median if v.timing is not None else None for v in (base, other)]
+    if all(isinstance(t, float) and t > 0 for t in timed):
+        # The timed samples' median per call: CUDA events around calls on an idle queue also count the first
+        # launch's host latency and host gaps inside a call, which the profiled kernel time does not.
+        total += f"; timed {fmt_time(timed[0])} -> {fmt_time(timed[1])}"
     # The headline's own pair was timed outside the profiler (a pure CUDA twin): the nearest profiled pair
     # stands in, and the line says so.
     own = {base.name, other.name} == set(doc.verdict.variants)
@@ -298,7 +308,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     same, known = b.same_source(doc.repro.source_sha256 or "")
     if known and same < known:  # the repro's code differed between runs: part of the spread may be the method's
-        made += f"; {same} of {known} runs with this run's repro source"
+        made += f"; {same} of {known} runs with this run's repro module file, its helpers and the sampler not compared"
     # A suspect run's value is not the GPU's alone: the agreement is never said without that.
     suspect = ", but this run is suspect" if doc.validity.flag == "suspect" else ""
     return (

@@ -215,13 +215,25 @@ def container_words(f: MachineFacts) -> str | None:
         else ("image: not visible from inside the container")
     )
     # An image's own variables (as nvidia/cuda images set them) hint at its base where its name is unseen.
-    hints = [f"{k} {f.container_env[k]}" for k in _IMAGE_HINTS if f.container_env.get(k)]
+    hints = image_vars(f.container_env)
     if hints and not f.image:
-        image += f"; its variables: {', '.join(hints)}"
+        image += f"; its variables: {hints}"
     return f"{marks}; {image}"
 
 
-_IMAGE_HINTS = ("CUDA_VERSION", "NV_CUDNN_VERSION", "NVIDIA_PYTORCH_VERSION")
+# An image's own version variables (nvidia/cuda and NGC images set them), one list wherever the report names them.
+_IMAGE_VARS = (
+    "CUDA_VERSION",
+    "NV_CUDA_CUDART_VERSION",
+    "NV_LIBCUBLAS_VERSION",
+    "NV_CUDNN_VERSION",
+    "NVIDIA_PYTORCH_VERSION",
+)
+
+
+def image_vars(env: Mapping[str, Any]) -> str:
+    """``CUDA_VERSION=13.0.2, NV_CUDNN_VERSION=...``: the image's version variables the fingerprint recorded."""
+    return ", ".join(f"{k}={env[k]}" for k in _IMAGE_VARS if env.get(k))
 
 
 def harness_words(f: MachineFacts) -> str | None:

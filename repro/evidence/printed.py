@@ -107,9 +107,16 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
     for d in docs:
         printed = outputs.get(f"script-{d.repro.id}.out")
         v = d.verdict
-        if printed is None or v.value is None:
+        if printed is None:
             continue
         got = parse_output(printed)
+        if v.value is None:  # no headline measured: what the script timed instead, unchecked
+            said += [
+                f"{d.repro.id} {name} {row['ratio']:.3g} (no headline to check it against)"
+                for name, row in got.items()
+                if row.get("ratio") is not None
+            ][:1]
+            continue
         row = got.get(v.headline or "") or next(iter(got.values()), {})
         ratio = row.get("ratio")
         if ratio is not None:
@@ -122,15 +129,30 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
     )
 
 
-def words(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
-    """The two sentences above, for the report's re-run paragraph."""
-    log = outputs.get(SEEDS_LOG)
+def words(docs: Sequence[Artifact], outputs: Mapping[str, str], with_seeds: bool = True) -> str:
+    """The two sentences above, for the report's re-run paragraph; the scripts' alone unless ``with_seeds``."""
+    log = outputs.get(SEEDS_LOG) if with_seeds else None
     return scripts(docs, outputs) + (seeds(log, [d.repro.id for d in docs]) if log else "")
 
 
 def wanted(name: str) -> bool:
-    """Whether an attached file is one this module reads."""
-    return name == SEEDS_LOG or SCRIPT_OUT.fullmatch(name) is not None
+    """Whether an attached file is one the report reads: these programs' output, and the harness's history."""
+    return name in (SEEDS_LOG, HISTORY) or SCRIPT_OUT.fullmatch(name) is not None
+
+
+# The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh):
+# ``<short hash> <date> <digest's first 12> <subject>``.
+HISTORY = "harness-history.txt"
+_HISTORY_LINE = re.compile(r"^(?P<commit>[0-9a-f]{7,40}) \S+ (?P<digest>[0-9a-f]{12}) ", re.M)
+
+
+def commit_of(digest: str | None, outputs: Mapping[str, str]) -> str | None:
+    """The commit an attached harness history gives for a source digest, or None."""
+    history = outputs.get(HISTORY)
+    if not digest or history is None:
+        return None
+    found = [m["commit"] for m in _HISTORY_LINE.finditer(history) if m["digest"] == digest[:12]]
+    return found[0] if len(set(found)) == 1 else None
 
 
 def read(path: Path) -> str:

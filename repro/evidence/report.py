@@ -24,6 +24,7 @@ from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
+    SEED_METHOD_WHY,
     band_line,
     diff_lines,
     install_block,
@@ -364,7 +365,9 @@ def report(
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
     kernels_said = False
-    ident = identity_lines(runs)
+    at_legend: int | None = None  # where the legend is in ``head``: the lean tiers swap in ``lean_legend``
+    lean_legend = ""
+    ident = identity_lines(runs, printed)
     if len(ident) == 1:
         head += [ident[0], ""]
     elif ident:
@@ -381,14 +384,16 @@ def report(
             "; a `.sh` builds its CUDA program with nvcc and runs it" if any("twin" in d.extra for d in runs) else ""
         )
         if not smoke_run:
-            head += [
-                legend(runs, known)
-                + f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, the "
-                f"harness wheel (this run's whole source), each repro's standalone script "
+            at_legend = len(head)
+            attach = (
+                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, the "
+                f"harness wheel (the whole `repro` package that ran; not the Makefile or tools/ that set it up), each "
+                f"repro's standalone script "
                 f"(`scripts/<id>`{cuda_script}){seeds_words(runs)}"
-                f"{attached_words(attached)}._",
-                "",
-            ]
+                f"{attached_words(attached)}._"
+            )
+            head += [legend(runs, known) + attach, ""]
+            lean_legend = legend(runs, known, lean=True) + attach
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     if any(is_smoke(d) for d in runs):
         where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
@@ -418,8 +423,10 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = "rerun.log" if "rerun.log" in attached else None
-    reran = reruns_words(runs, again, known, log) + printed_words(runs, printed or {})
-    install, install_lean = install_block(runs, reran=reran), install_block(runs, reran=reran, lean=True)
+    reran = reruns_words(runs, again, known, log)
+    install = install_block(runs, reran=reran + printed_words(runs, printed or {}))
+    # Lean: without seeds_raw.py's numbers, which restate the sections' own runs of the seeds' programs.
+    install_lean = install_block(runs, reran=reran + printed_words(runs, printed or {}, with_seeds=False), lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
@@ -430,6 +437,8 @@ def report(
 
     def assemble() -> list[str]:
         parts = list(head)
+        if lean and at_legend is not None:  # the lean sections show no n and no us/call: the legend leaves them out
+            parts[at_legend] = lean_legend
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
@@ -443,8 +452,9 @@ def report(
             gone += ["the environment"] if env_dropped else []
             gone += (
                 [
-                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere and Method lines; the re-run "
-                    "paragraph's command, Python, packages, nvcc build time and plots extra"
+                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and why-the-seed's-"
+                    "method-differs lines; the re-run "
+                    "paragraph's command, Python, packages, nvcc build time, plots extra and seeds_raw.py's numbers"
                 ]
                 if lean
                 else []
@@ -512,7 +522,14 @@ CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
 # environment are gone, before its kernel lines (``_lean``) and then STACK_LINES.
-LEAN_LINES = ("- Holds for:", "- Does not hold for:", "- Impact:", "- Re-run elsewhere", "- Method:")
+LEAN_LINES = (
+    "- Holds for:",
+    "- Does not hold for:",
+    "- Impact:",
+    "- Re-run elsewhere",
+    "- Method:",
+    f"- {SEED_METHOD_WHY}",
+)
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
 

@@ -18,6 +18,7 @@ from repro.evidence.lines import MEASURED, missing_module
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
+from repro.evidence.printed import HISTORY, commit_of
 from repro.evidence.standalone import harness_of
 from repro.evidence.variants import with_whole_steps
 
@@ -50,10 +51,15 @@ def _date(doc: Artifact) -> str | None:
     return created if _DATE.fullmatch(created) else None
 
 
-def identity_lines(docs: Sequence[Artifact]) -> list[str]:
-    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s)."""
+def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None = None) -> list[str]:
+    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s).
+
+    ``printed``: the attached files the report reads (``repro.evidence.printed``); a harness history among them
+    names the commit of a digest recorded without one.
+    """
     seen: dict[str, list[str]] = {}
     for d in docs:
+        h = harness_of(d)
         e = essentials(d.fingerprint)
         cuda = f"CUDA {e['cuda']}" if e["cuda"] else "no CUDA build"
         guest = f" in a {text(g)}" if (g := guest_words(d.machine)) else ""
@@ -62,7 +68,7 @@ def identity_lines(docs: Sequence[Artifact]) -> list[str]:
                 text(e["gpu"]),
                 f"driver {text(e['driver'])}" if e["driver"] else "no GPU driver read",
                 f"torch {text(e['torch'])} ({text(cuda)}, {text(e['lane'])}{guest})" if e["torch"] else "no torch",
-                text(harness_of(d).words()),
+                text(h.words(None if h.commit else commit_of(h.digest, printed or {}))),
             ]
         )
         seen.setdefault(words, []).extend(x for x in [_date(d)] if x)
@@ -82,7 +88,9 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
         return "no cross-GPU data"
     flagged, known = b.suspect
     suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
-    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect})"
+    few = b.outliers
+    rest = f"; without the farthest {few[0]}: ±{fmt_pct(few[1] * 100)}" if few else ""
+    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{rest})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
@@ -174,10 +182,10 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
     return f"; this run's GPU is one of them for {', '.join(among)} only"
 
 
-def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
+def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool = False) -> str:
     """What the summary and the sections' words mean, in one line: the CI and the re-run band (and
     whether this run's GPU is behind it), a "worst of k" level (the first such headline's own numbers),
-    n against rounds, us/call."""
+    timed against kernel time, and (unless ``lean``: sections without details or kernel lists) n and us/call."""
     worst = next((verdict_label(d.verdict) for d in docs if "worst of" in verdict_label(d.verdict)), None)
     said = ""
     if worst:
@@ -194,8 +202,14 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = ()) -> str:
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
-        f"{said} n: rounds (each a median of samples) or samples. us/call: a kernel's time over its launches in "
-        "one call._"
+        f"{said} Timed: median per call by CUDA events, launch latency and host gaps included; kernel time: "
+        "profiled device time only."
+        + (
+            "_"
+            if lean
+            else " n: rounds (each a median of samples) or samples. us/call: a kernel's time over its "
+            "launches in one call._"
+        )
     )
 
 
@@ -207,10 +221,6 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
 def seeds_words(docs: Sequence[Artifact]) -> str:
     """``, the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
     return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
-
-
-# The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh).
-HISTORY = "harness-history.txt"
 
 
 def attached_words(names: Sequence[str]) -> str:

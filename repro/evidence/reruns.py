@@ -83,6 +83,35 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
+def _others_agree(again: Artifact, first: Artifact) -> str:
+    """``; its other comparisons: k of n CIs overlap this run's (not: ...)``: the rows beside the headline that both
+    runs measured, each CI against this run's (only the headline is set against the band); "" without any."""
+    mine = {r.comparison: r for r in first.verdict.breakdown if r.comparison and not r.headline}
+    near, apart = 0, []
+    for r in again.verdict.breakdown:
+        w = mine.get(r.comparison or "")
+        if w is None or r.headline or None in (r.ratio, r.ci_low, r.ci_high, w.ratio, w.ci_low, w.ci_high):
+            continue
+        assert r.ratio is not None and r.ci_low is not None and r.ci_high is not None  # for mypy: checked above
+        assert w.ratio is not None and w.ci_low is not None and w.ci_high is not None
+        if stats.cis_overlap(r.ci_low, r.ci_high, w.ci_low, w.ci_high):
+            near += 1
+        else:
+            theirs, ours = _short(r.ratio, r.ci_low, r.ci_high), _short(w.ratio, w.ci_low, w.ci_high)
+            apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
+    if not near and not apart:
+        return ""
+    return f"; other comparisons: {near} of {near + len(apart)} CIs overlap this run's" + (
+        f" (not: {'; '.join(apart)})" if apart else ""
+    )
+
+
+def _short(value: float, lo: float, hi: float) -> str:
+    """``1.43x (1.42-1.45)``: a ratio and its CI, with the finding's digits."""
+    p = ratio_places(value, lo, hi)
+    return f"{value:.{p}f}x ({lo:.{p}f}-{hi:.{p}f})"
+
+
 def _span(fractions: Sequence[float]) -> str:
     lo, hi = f"{min(fractions):.1%}", f"{max(fractions):.1%}"
     return lo if lo == hi else f"{lo[:-1]}-{hi}"
@@ -122,7 +151,10 @@ def words(
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
             agreement = f", {band.agree(w.value, v.value, band.lookup(first, bands), floor)}"
-        said.append(f"{text(again.repro.id)} {got}{agreement} ({code('attached/' + name)})")
+        agreement += " (the headline)" if agreement else ""
+        said.append(
+            f"{text(again.repro.id)} {got}{agreement}{_others_agree(again, first)} ({code('attached/' + name)})"
+        )
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         installs.add(text(str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")))

@@ -17,7 +17,7 @@ from repro.core.results import VariantResult
 from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.machines import guest_words
+from repro.evidence.machines import guest_words, image_vars
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
 
@@ -279,10 +279,6 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     return lines
 
 
-# An image's own variables (nvidia/cuda images set them): what hints at its base where its name is unseen.
-_IMAGE_VARS = ("CUDA_VERSION", "NV_CUDNN_VERSION", "NV_LIBCUBLAS_VERSION", "NVIDIA_PYTORCH_VERSION")
-
-
 def _unrecorded(docs: Sequence[Artifact]) -> str | None:
     """What the machine had that no artifact could record: a container's image (invisible from inside
     it; its variables named instead) and the package index torch came from (no installer records it)."""
@@ -290,13 +286,15 @@ def _unrecorded(docs: Sequence[Artifact]) -> str | None:
     boxes = [d.machine for d in docs if d.machine.in_container and not d.machine.image]
     if boxes:
         env = boxes[0].container_env
-        hints = ", ".join(f"{k}={env[k]}" for k in _IMAGE_VARS if env.get(k))
+        hints = image_vars(env)
         gone.append(
             "the container image's name and digest (not visible from inside it"
             + (f"; its variables: {hints})" if hints else ")")
         )
     if any(guest_words(d.machine) for d in docs):
         gone.append("the host outside the VM guest (power and clock policy beyond NVML's view, other tenants)")
+    if any(d.machine.torch_has_magma for d in docs):
+        gone.append("the MAGMA version (torch says only that it was built with MAGMA)")
     installers = sorted({str(d.machine.torch_install.get("installer")) for d in docs if d.machine.torch_install})
     if installers and not any(d.machine.torch_install.get("direct_url") for d in docs):
         gone.append(f"the package index torch came from ({', '.join(installers)} recorded none)")

@@ -310,8 +310,11 @@ class Harness:
             name = f"{wheel.DIST}-{self.version}+src.{self.digest[:12]}-py3-none-any.whl"
         return name
 
-    def words(self) -> str:
-        """``gpu-repro 0.1.0, source 1a2b3c4d5e6f, commit 680f57eaec77`` (or why there is none)."""
+    def words(self, listed: str | None = None) -> str:
+        """``gpu-repro 0.1.0, source 1a2b3c4d5e6f, commit 680f57eaec77`` (or why there is none).
+
+        ``listed``: the commit an attached harness history gives for this digest, said where no commit was recorded.
+        """
         parts = [f"gpu-repro {self.version or 'unknown version'}"]
         parts.append(f"source {self.digest[:12]}" if self.digest else "no source digest recorded")
         if self.commit:
@@ -319,6 +322,8 @@ class Harness:
             parts.append(f"commit {self.commit[:12]}{declared}")
         else:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
+            if listed:
+                parts.append(f"attached/harness-history.txt gives this source as commit {listed[:12]}")
         return ", ".join(parts)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from repro.cli.main import app
 from repro.evidence import artifact, model, printed
 from repro.evidence.model import Artifact
-from repro.evidence.report_parts import HISTORY
+from repro.evidence.printed import HISTORY
 
 # evidence18: the run, and what gpu-final.sh attached to it on the same H200.
 RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence18" / "all").iterdir())
@@ -71,8 +72,9 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
     assert lora is not None and f"{0.9859 / lora - 1:+.1%}" == "+5.2%"  # the script's bs2/bs1 line: 0.9859
     assert said == (
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
-        "the check, not its CI): 5090-linear 0.922 (-0.8%), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 "
-        "(+5.2%), solve-512-cliff 9.55 (+0.5%)."
+        "the check, not its CI): 5090-linear 0.922 (-0.8%), fused-adam-capturable torch_fused 0.997 (no headline to "
+        "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%), solve-512-cliff 9.55 "
+        "(+0.5%)."
     )
     assert printed.scripts(_docs(), {}) == ""
     assert printed.scripts(_docs(), {"script-5090-linear.out": "no ratio printed\n"}) == ""
@@ -105,9 +107,15 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
     assert res.exit_code == 0, res.output
     after = (run / "report.md").read_text()
     assert "Standalone scripts run here (`attached/script-<id>.out`;" in after and "(+5.2%)" in after
-    assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in after
+    # seeds_raw.py's numbers restate the sections' own runs of the seeds' programs: a lean report leaves them to the
+    # bundle's full report, and says so.
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/report-full.md"))
+        whole = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+    assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in whole
+    assert "graph-memset torch 0.97x" in after or "seeds_raw.py's numbers" in after
     assert f"`{HISTORY}`: the harness's commits up to this source, each with its digest (no public repository)" in after
-    assert "the harness wheel (this run's whole source)" in after
+    assert "the harness wheel (the whole `repro` package that ran; not the Makefile or tools/ that set it up)" in after
     assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
 
 
@@ -135,8 +143,9 @@ def test_the_rerun_elsewhere_line_counts_the_band_runs_of_this_runs_repro_source
     assert b is not None and solve.repro.source_sha256
     same, known = b.same_source(solve.repro.source_sha256)
     said = band_line(solve, bands) or ""
-    assert f"; {same} of {known} runs with this run's repro source)" in said and same < known
+    words = f"; {same} of {known} runs with this run's repro module file, its helpers and the sampler not compared)"
+    assert words in said and same < known
     # Every run of this source: nothing to say.
     mine = str(solve.repro.source_sha256)[:12]
     points = tuple(dataclasses.replace(p, run_sources=tuple(mine for _ in p.run_sources)) for p in b.points)
-    assert "repro source" not in (band_line(solve, [dataclasses.replace(b, points=points)]) or "")
+    assert "repro module file" not in (band_line(solve, [dataclasses.replace(b, points=points)]) or "")

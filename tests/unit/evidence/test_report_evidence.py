@@ -139,7 +139,7 @@ def test_worst_case_report_fits_one_screen_and_keeps_evidence_intact(docs: list[
     assert "Libraries loaded (from /proc/self/maps)" in text and "cusolver 12.0.4" in text
     assert "`20261129T233452Z-51a4de.bundle.tar.gz`" in text
     # A details block that does not fit is left to the bundle, largest first, and the note names it.
-    left = re.search(r"[:;] the details of ([^;.]+)\. The bundle", text)
+    left = re.search(r"[:;] the details of ([^;.]+)[;.]", text)
     dropped = left.group(1).split(", ") if left else []
     assert len(dropped) <= 2 and text.count("Script: `scripts/") == 5 - len(dropped)
     # The 81-variant sweep's own details block, when there is room for it, tables the compared pair only.
@@ -378,7 +378,7 @@ def test_a_fresh_report_renders_intact_too(docs: list[dict[str, Any]], tmp_path:
     text = _report(_worst_case(docs), figures=figs, limit=10**9, max_lines=None)  # whole, as the bundle has it
     got, want = _gfm_counts(text), _expected(text)
     # A plot lives in its repro's details block: one left to the bundle (the note names it) takes its plot along.
-    left = re.search(r"[:;] the details of ([^;.]+)\. The bundle", text)
+    left = re.search(r"[:;] the details of ([^;.]+)[;.]", text)
     images = sum(1 for f in figs if f.repro_id not in (left.group(1).split(", ") if left else []))
     assert got == want and got["images"] == images >= 1 and got["tables"] >= 9
     if shutil.which("cmark-gfm"):

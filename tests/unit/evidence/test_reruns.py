@@ -32,7 +32,10 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     assert "the same harness digest as this run; what its installs printed: `attached/rerun.log`): 5090" in logged
     assert "torch was the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not installed" in said
     assert "the same harness digest as this run" in said
-    assert "5090-linear 0.920x (95% CI 0.915-0.925), consistent (`attached/rerun-5090-linear.json`)" in said
+    assert (
+        "5090-linear 0.920x (95% CI 0.915-0.925), consistent (the headline); other comparisons: 1 of 1 CIs overlap "
+        "this run's (`attached/rerun-5090-linear.json`)"
+    ) in said
     # The sections whose lines were not run from the bundle are named.
     assert said.endswith(
         "Not run from the bundle: the lines of fused-adam-capturable, graph-memset, "
@@ -60,7 +63,10 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     docs = [d for d in (model.of(artifact.load(p)) for p in artifact.expand([run])) if isinstance(d, Artifact)]
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
     said = reruns.words(docs, attached, band.load())
-    assert "graph-memset 1.51x (95% CI 1.48-1.52), consistent (`attached/rerun-graph-memset.json`)" in said
+    assert (
+        "graph-memset 1.51x (95% CI 1.48-1.52), consistent (the headline); other comparisons: 4 of 4 CIs overlap this "
+        "run's (`attached/rerun-graph-memset.json`)"
+    ) in said
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
     assert said.endswith(
         " Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU (a looser CI target, less "
@@ -87,3 +93,17 @@ def _on_gpu(doc: dict[str, Any], uuid: str) -> dict[str, Any]:
     out = copy.deepcopy(doc)
     out["fingerprint"]["gpu"]["uuid"] = uuid
     return out
+
+
+def test_a_reruns_other_comparisons_outside_this_runs_cis_are_named() -> None:
+    # evidence21: the re-run from the bundle on the same H200 agreed on graph-memset's headline, but its torch-graph
+    # ratio and its re-implementation of the seed's program landed outside this run's CIs.
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence21" / "all").iterdir())
+    docs = [d for d in (model.of(artifact.load(p)) for p in artifact.expand([run])) if isinstance(d, Artifact)]
+    attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("rerun-*.json"))}
+    said = reruns.words(docs, attached, band.load())
+    assert (
+        "graph-memset 1.48x (95% CI 1.47-1.50), consistent (the headline); other comparisons: 2 of 4 CIs overlap "
+        "this run's (not: memset/fill (torch graph) 1.01x (1.01-1.03) against 1.06x (1.05-1.08); memset/kernel (the "
+        "seed's program) 1.43x (1.42-1.45) against 1.49x (1.48-1.49)) (`attached/rerun-graph-memset.json`)"
+    ) in said

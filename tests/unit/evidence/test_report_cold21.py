@@ -1,0 +1,120 @@
+"""The H200 run read cold in artifacts/reference/h200/evidence21 (cold-reader-questions.md): the report names the
+commit its attached harness history gives the run's digest, says what "this run's repro module" covers, which
+GPUs set a band, how the timed medians and the kernel times differ, each script's result, the image's variables
+once, and what the MAGMA build does not record; and it still fits one screen with every section and the
+Not-tested lines."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT
+
+from repro.evidence import artifact, band, bundle, printed
+from repro.evidence.machines import image_vars
+from repro.evidence.model import Artifact, of
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, report
+from repro.evidence.standalone import Harness
+
+RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence21" / "all").iterdir())
+DIGEST = "78836fa168a35a2a21a7580d5a6dc80fdf70a4c6c3072be48bc104fc9feb084a"
+
+
+def _attached(run: Path) -> dict[str, Any]:
+    names = bundle.attached_names(run)
+    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
+    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
+    return {"attached": names, "reruns": reruns, "printed": said}
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return [artifact.load(p) for p in artifact.expand([RUN])]
+
+
+@pytest.fixture(scope="module")
+def pasted(docs: list[dict[str, Any]]) -> str:
+    return report(docs, **_attached(RUN))
+
+
+def test_the_pasted_report_keeps_every_section_and_the_not_tested_lines(pasted: str) -> None:
+    assert len(pasted) <= PASTE_LIMIT and pasted.count("\n") + 1 <= PASTE_LINES
+    assert "Report cut" not in pasted
+    assert "- Not recordable from inside this run:" in pasted and "- One software stack only" in pasted
+
+
+def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
+    assert (
+        "source 78836fa168a3, no commit (not run from a git checkout), attached/harness-history.txt gives this "
+        "source as commit cbba033, 2026-12-02"
+    ) in pasted
+
+
+def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
+    history = {
+        printed.HISTORY: "cbba033 2026-12-02 78836fa168a3 One relative half-width\nd12673a 2026-12-02 d06fb3b6839b x\n"
+    }
+    assert printed.commit_of(DIGEST, history) == "cbba033"
+    assert printed.commit_of("d06fb3b6839b" + "0" * 52, history) == "d12673a"
+    assert printed.commit_of("ab" * 32, history) is None  # not listed
+    assert printed.commit_of(DIGEST, {}) is None  # no history attached
+    # A subject that contains a digest-like word is not a line of its own.
+    odd = {printed.HISTORY: "1234567 2026-12-01 aaaaaaaaaaaa says 0000000 2026-12-01 78836fa168a3 x\n"}
+    assert printed.commit_of(DIGEST, odd) is None
+    # Two commits with one digest (a commit that changed no packaged file): no single commit to name.
+    twice = {printed.HISTORY: "cbba033 2026-12-02 78836fa168a3 a\n7f9a388 2026-12-02 78836fa168a3 b\n"}
+    assert printed.commit_of(DIGEST, twice) is None
+    said = Harness("0.1.0", DIGEST, None, "not_a_checkout").words("cbba033")
+    assert said.endswith("attached/harness-history.txt gives this source as commit cbba033")
+    assert "gives this source" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
+
+
+def test_a_band_set_by_a_few_gpus_says_how_wide_the_rest_is(pasted: str) -> None:
+    memset = next(b for b in band.load() if b.repro == "graph-memset" and len(b.points) > 20)
+    few = memset.outliers
+    assert few is not None and few[0] <= len(memset.points) // 10 and few[1] < memset.half_width / 2
+    assert f"without the farthest {few[0]}: ±" in pasted
+    solve = next(b for b in band.load() if b.repro == "solve-512-cliff")
+    assert solve.outliers is None  # no GPU twice as far as all the rest
+    # A synthetic band: one GPU far out among ten close ones.
+    points = [dataclasses.replace(memset.points[0], value=1.0 + i * 0.001) for i in range(10)]
+    far = dataclasses.replace(memset.points[0], value=1.3)
+    made = dataclasses.replace(memset, points=(*points, far))
+    got = made.outliers
+    assert got is not None and got[0] == 1 and got[1] < 0.01
+    assert dataclasses.replace(memset, points=tuple(points)).outliers is None
+
+
+def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(pasted: str) -> None:
+    assert "(kernel time per call 1.3 ms -> 1.2 ms; timed 1.39 ms -> 1.29 ms" in pasted
+    assert "Timed: median per call by CUDA events, launch latency and host gaps included" in pasted
+
+
+def test_every_script_that_printed_a_ratio_is_listed(pasted: str) -> None:
+    assert "fused-adam-capturable torch_fused 0.998 (no headline to check it against)" in pasted
+
+
+def test_the_image_variables_are_one_list_everywhere(docs: list[dict[str, Any]]) -> None:
+    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    runs = [a for a in map(of, docs) if isinstance(a, Artifact)]
+    listed = image_vars(runs[0].machine.container_env)
+    assert listed.startswith("CUDA_VERSION=13.0.2, NV_CUDA_CUDART_VERSION=13.0.96-1, NV_LIBCUBLAS_VERSION=")
+    assert whole.count(f"its variables: {listed}") == 2  # the Not-tested line and the environment block
+
+
+def test_a_magma_build_says_its_version_is_not_recorded(pasted: str) -> None:
+    assert "the MAGMA version (torch says only that it was built with MAGMA)" in pasted
+
+
+def test_band_txt_says_which_band_the_report_compares_with(docs: list[dict[str, Any]], tmp_path: Path) -> None:
+    keys = {k for k in (band.key_of(d, joining=False) for d in docs) if k is not None}
+    plan = bundle._Plan()
+    sources = {str(d["repro"]["id"]): str(d["repro"].get("source_sha256") or "") for d in docs}
+    bundle._add_band("x", ["graph-memset"], plan, set(), sources, keys)
+    txt = next(body for name, body in plan.members if name.endswith("band.txt")).decode()
+    assert "graph-memset (memset/fill (pure CUDA twin); this run's band):" in txt
+    assert "graph-memset (memset/fill (pure CUDA twin); other params or headline than this run's: not compared" in txt
+    assert "the sha256 of the repro's own module, not of its helper modules, CUDA source or the sampler" in txt
