@@ -423,10 +423,12 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = "rerun.log" if "rerun.log" in attached else None
-    reran = reruns_words(runs, again, known, log)
-    install = install_block(runs, reran=reran + printed_words(runs, printed or {}))
-    # Lean: without seeds_raw.py's numbers, which restate the sections' own runs of the seeds' programs.
-    install_lean = install_block(runs, reran=reran + printed_words(runs, printed or {}, with_seeds=False), lean=True)
+    reran = reruns_words(runs, again, known, log) + printed_words(runs, printed or {})
+    install = install_block(runs, reran=reran)
+    # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'
+    # programs).
+    reran_lean = reruns_words(runs, again, known, log, later=False) + printed_words(runs, printed or {}, False)
+    install_lean = install_block(runs, reran=reran_lean, lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
@@ -453,8 +455,8 @@ def report(
             gone += (
                 [
                     "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and why-the-seed's-"
-                    "method-differs lines; the re-run "
-                    "paragraph's command, Python, packages, nvcc build time, plots extra and seeds_raw.py's numbers"
+                    "method-differs lines; the re-run paragraph's command, Python, packages, nvcc build time, plots "
+                    "extra, later runs and seeds_raw.py's numbers"
                 ]
                 if lean
                 else []

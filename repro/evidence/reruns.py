@@ -131,17 +131,22 @@ def _gloss(flags: str) -> str:
 
 
 def words(
-    docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band], log: str | None = None
+    docs: Sequence[Artifact],
+    reruns: Mapping[str, Any],
+    bands: Sequence[band.Band],
+    log: str | None = None,
+    later: bool = True,
 ) -> str:
     """`` Run here from this run's bundle: ...``, then ``others``; "" when no attached artifact ran one of
     ``docs``' repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this
     run's repros count; ``rerun-*.json`` are re-runs from the bundle (its harness wheel: the same digest says it
     was this run's source; the bundle that carries them was made again after they ran). ``log``: the attached
-    file with what the re-run's installs printed, if any."""
+    file with what the re-run's installs printed, if any; ``later``: with ``others``' sentence."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
+    after = others(docs, reruns) if later else ""
     if not rows:
-        return others(docs, reruns)
+        return after
     said, digests, installs, torches = [], set(), set(), set()
     for name, again, first in rows:
         v, w = again.verdict, first.verdict
@@ -166,5 +171,5 @@ def words(
     printed = f"; what its installs printed: {code('attached/' + log)}" if log else ""
     return (
         f" Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh"
-        f" venv ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + others(docs, reruns)
+        f" venv ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + after
     )

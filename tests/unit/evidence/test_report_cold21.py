@@ -46,6 +46,12 @@ def test_the_pasted_report_keeps_every_section_and_the_not_tested_lines(pasted: 
     assert "- Not recordable from inside this run:" in pasted and "- One software stack only" in pasted
 
 
+def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str, Any]], pasted: str) -> None:
+    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    assert "Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU" in whole
+    assert "Later runs attached" not in pasted and "plots extra, later runs and seeds_raw.py's numbers" in pasted
+
+
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
     assert (
         "source 78836fa168a3, no commit (not run from a git checkout), attached/harness-history.txt gives this "
