@@ -68,6 +68,10 @@ write_readme() {
         python3 -c 'import transformer_engine' 2>/dev/null || echo "- Transformer Engine is not installed on this" \
             "machine, and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than" \
             "what could be brought to it; fused-adam-capturable's claim is untested for that reason;"
+        echo "- Makefile.txt (the tree's Makefile), setup_venv.py (what 'make setup' runs), device-tree.sh and"
+        echo "  harness-history.py (how the tree and its history were made), gpu-final-table.py (the table below"
+        echo "  stdout): the tree's tools this run used besides the harness, which the bundle's wheel holds;"
+        [ -f "$at/seeds_raw.json" ] && echo "- seeds_raw.json: seeds_raw.py's wall time per program (walls.tsv's baseline);"
         echo "- gpu-final.sh: the driver that ran all of this, from a gpu-repro source tree (tools/gpu-final.sh OUT"
         echo "  WHEELS, after 'make setup' installed the harness into .venv, a venv over the machine's Python); it is"
         echo "  here as the record of what ran, and does not run from the bundle;"
@@ -86,7 +90,9 @@ write_readme() {
             "of this run (the same source digest), the digest check and each re-run's artifact."
     } >"$at/README.txt"
 }
-cp tools/seeds_raw.py tools/gpu-final.sh "$run/attached/"
+cp tools/seeds_raw.py tools/gpu-final.sh tools/setup_venv.py tools/gpu-final-table.py tools/device-tree.sh \
+    tools/harness-history.py "$run/attached/"
+cp Makefile "$run/attached/Makefile.txt"  # a .txt: the bundle packs text by extension
 # The harness's commit log, where the tree came with one (tools/device-tree.sh writes it before archiving).
 [ -f harness-history.txt ] && cp harness-history.txt "$run/attached/"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
@@ -220,6 +226,13 @@ for kind in loose quick; do
     for f in "$out/$kind"/*/report.md; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-report.md"; done
     for f in "$out/$kind"/*/*.json; do [ -f "$f" ] && cp "$f" "$run/attached/$kind-$(basename "$f")"; done
 done
+[ -f "$out/seeds_raw.json" ] && cp "$out/seeds_raw.json" "$run/attached/"
+# The steps up to this bundle's own: its line is the last the attached copy can hold. The folder's steps.txt,
+# outside the bundle, has the bundle's exit status and "done".
+echo "[$((SECONDS - t0)) s] next: the bundle that carries this file; 'repro bundle' renders its report.md and" \
+    "report-full.md again from attached/ as it then is ($(find "$run/attached" -maxdepth 1 -type f | wc -l) files" \
+    "before README.txt); the first bundle, which the re-run installed from, is not kept (its wheel, this one's:" \
+    "the same source digest)" >>"$out/steps.txt"
 cp "$out/steps.txt" "$run/attached/steps.txt"
 write_readme
 mv "$bundle" "$out/first.bundle.tar.gz"

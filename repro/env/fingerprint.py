@@ -515,8 +515,21 @@ def _harness_section(probe: Probes) -> dict[str, Any]:
     }
 
 
-# The distributions the harness itself runs on (NVML readings, the CLI, validation, tables, plots).
-HARNESS_LIBRARIES = ("nvidia-ml-py", "typer", "jsonschema", "tabulate", "matplotlib", "cuda-bindings", "psutil")
+# The distributions the harness itself runs on: its wheel's requirements (pyproject's dependencies: the CLI,
+# validation, tables, NVML readings), then what it uses where installed: matplotlib (the plots extra) and
+# cuda-bindings (graph-memset's memset variants; no requirement of the wheel).
+HARNESS_REQUIRES = (
+    "typer",
+    "jsonschema",
+    "referencing",
+    "rfc3339-validator",
+    "rfc3986-validator",
+    "tabulate",
+    "rich",
+    "nvidia-ml-py",
+)
+HARNESS_OPTIONAL = {"matplotlib": "the plots extra", "cuda-bindings": "graph-memset's memset variants, not required"}
+HARNESS_LIBRARIES = HARNESS_REQUIRES + tuple(HARNESS_OPTIONAL)
 
 
 def _installed_version(dist: str) -> str | None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repro.env.fingerprint import essentials
+from repro.env.fingerprint import HARNESS_LIBRARIES, HARNESS_OPTIONAL, HARNESS_REQUIRES, essentials
 from repro.evidence.clocks import during_measurement
 from repro.evidence.markdown import text
 from repro.evidence.model import Artifact, MachineFacts, Nvml
@@ -237,12 +237,23 @@ def image_vars(env: Mapping[str, Any]) -> str:
 
 
 def harness_words(f: MachineFacts) -> str | None:
-    """The versions of the libraries the harness itself ran on (fingerprint ``harness.libraries``)."""
+    """The versions of the libraries the harness itself ran on (fingerprint ``harness.libraries``): its wheel's
+    requirements, then the optional ones with what uses them, then any other an older harness recorded."""
     got = f.harness.libraries
     if not got:
         return None
-    said = [f"{k} {v}" if isinstance(v, str) else f"{k} not installed" for k, v in sorted(got.items())]
-    return text("The harness's own libraries: " + ", ".join(said))
+
+    def one(k: str) -> str:
+        v = got.get(k)
+        return f"{k} {v}" if isinstance(v, str) else f"{k} not installed"
+
+    needed = [one(k) for k in HARNESS_REQUIRES if k in got]
+    extra = [f"{one(k)} ({why})" for k, why in HARNESS_OPTIONAL.items() if k in got]
+    other = [one(k) for k in sorted(got) if k not in HARNESS_LIBRARIES]
+    parts = [f"requirements: {', '.join(needed)}"] if needed else []
+    parts += [f"optional: {', '.join(extra)}"] if extra else []
+    parts += [f"also recorded: {', '.join(other)}"] if other else []
+    return text("The harness's own libraries, " + "; ".join(parts))
 
 
 def _enforced(nv: Nvml) -> str:

@@ -154,12 +154,17 @@ def words(
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
+            # Both: a re-run's CI can miss this run's (another process on the same GPU) and still land in the band.
+            ci = (
+                v.ci_low is not None
+                and v.ci_high is not None
+                and stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high)
+            )
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
-            agreement = f", {band.agree(w.value, v.value, band.lookup(first, bands), floor)}"
-        agreement += " (the headline)" if agreement else ""
-        said.append(
-            f"{text(again.repro.id)} {got}{agreement}{_others_agree(again, first)} ({code('attached/' + name)})"
-        )
+            agreed = band.agree(w.value, v.value, band.lookup(first, bands), floor)
+            agreement = f": CI {'overlaps' if ci else 'misses'} this run's; against the re-run band: {agreed}"
+        where = code("attached/" + name)
+        said.append(f"{text(again.repro.id)} headline {got}{agreement}{_others_agree(again, first)} ({where})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         installs.add(text(str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")))

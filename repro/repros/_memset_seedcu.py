@@ -16,11 +16,11 @@ import os
 import re
 import statistics
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from repro.api import Context, seed_programs
+from repro.api import Context, VariantResult, seed_programs
 from repro.repros._twin import TwinBuild, build_twin, cache_dir, twin_archs
 
 SEED_CU_RUNS = 3  # per form; each a process of its own
@@ -141,3 +141,31 @@ def seed_cu_run(ctx: Context, device_index: int) -> dict[str, Any]:
         return run_seed_cu(build, device_index)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
+
+
+# The re-implementation's variants and the twin's, node by node: (what the report calls it, seed's, twin's).
+_NODES = (("memset node", "twin_seed_memset", "twin_memset"), ("kernel node", "twin_seed_fill", "twin_fill"))
+
+
+def reimplementation_vs_twin(have: Mapping[str, VariantResult], agree: bool) -> str:
+    """The clause after the re-implementation's ratio: the two agree, or which node's per-op time differs from
+    the twin's and by how much (the other's too), from this run's medians; the differences in method are named,
+    and which of them moves that node is left open: the run does not isolate them."""
+    if agree:
+        return "; its CI overlaps the twin's, so the two timing methods agree here."
+    got = []
+    for label, seed, twin in _NODES:
+        s, t = have.get(seed), have.get(twin)
+        if s is None or t is None or s.timing is None or t.timing is None or not t.median:
+            return "; it differs from the twin's headline (a node's time is missing, so this run cannot say which)."
+        got.append((label, s.median, t.median, s.median / t.median - 1))
+    big = max(got, key=lambda g: abs(g[3]))[0]
+    per_op = "; ".join(
+        f"{label} {s * 1e9:.0f} ns against the twin's {t * 1e9:.0f} ns ({d:+.1%})" for label, s, t, d in got
+    )
+    return (
+        f"; it differs from the twin's headline, per op: {per_op}. The larger difference is the {big}'s. "
+        "The seed's method times each replay alone with a host clock (launch included) and its kernels have one "
+        "thread, not 32; the twin times replays back to back with CUDA events; this run does not tell which of "
+        f"these moves the {big}."
+    )

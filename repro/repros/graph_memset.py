@@ -45,7 +45,7 @@ from repro.api import (
     stats,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
-from repro.repros._memset_seedcu import build_seed_cu, seed_cu_extra, seed_cu_run
+from repro.repros._memset_seedcu import build_seed_cu, reimplementation_vs_twin, seed_cu_extra, seed_cu_run
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -476,15 +476,8 @@ class GraphMemset(Repro[MemsetParams]):
                 f"{outcome.fmt(seed)} (per op: memset {_us(have, 'twin_seed_memset')}, kernel "
                 f"{_us(have, 'twin_seed_fill')})"
             )
-            if twin is not None and stats.cis_overlap(seed.ci_low, seed.ci_high, twin.ci_low, twin.ci_high):
-                said += "; its CI overlaps the twin's, so the two timing methods agree here."
-            else:
-                said += (
-                    "; it differs from the twin's headline: its time includes the launch and the idle GPU's start "
-                    "on every replay, while the twin times replays back to back with events, and its kernels have "
-                    "one thread instead of 32."
-                )
-            details.append(said)
+            agree = twin is not None and stats.cis_overlap(seed.ci_low, seed.ci_high, twin.ci_low, twin.ci_high)
+            details.append(said + reimplementation_vs_twin(have, agree))
         if isinstance(got := result.extra.get("seed_torch_program"), Mapping) and (said := seed_torch_clause(got)):
             details.append(said)
         return Finding(sentence, tuple(details))

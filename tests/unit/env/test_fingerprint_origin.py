@@ -3,10 +3,13 @@ NVML's virtualization and compute modes, the CPU's hypervisor flag, and how the 
 
 from __future__ import annotations
 
+import re
 import time
 from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
+
+from helpers import ROOT
 
 from repro.env import fingerprint, nvml
 from repro.evidence.machines import container_words, host_words, install_words
@@ -119,9 +122,23 @@ def test_the_harness_records_its_own_libraries_and_the_report_names_them() -> No
 
     got = _harness_libraries()
     assert set(got) == set(HARNESS_LIBRARIES) and got["typer"] and got["jsonschema"]  # the test env has both
-    facts = MachineFacts(harness=Harness(libraries={"typer": "0.29.2", "psutil": None}))
-    assert harness_words(facts) == "The harness's own libraries: psutil not installed, typer 0.29.2"
+    facts = MachineFacts(harness=Harness(libraries={"typer": "0.29.2", "cuda-bindings": None, "psutil": None}))
+    assert harness_words(facts) == (
+        "The harness's own libraries, requirements: typer 0.29.2; optional: cuda-bindings not installed "
+        "(graph-memset's memset variants, not required); also recorded: psutil not installed"
+    )
     assert harness_words(MachineFacts()) is None
+
+
+def test_the_harness_libraries_named_required_are_the_wheels_requirements() -> None:
+    import tomllib
+
+    from repro.env.fingerprint import HARNESS_OPTIONAL, HARNESS_REQUIRES
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() for d in deps]
+    assert sorted(names) == sorted(HARNESS_REQUIRES)
+    assert not set(HARNESS_OPTIONAL) & set(names)
 
 
 def test_the_install_line_says_a_wheel_without_a_local_tag_is_pypis_and_names_its_record() -> None:

@@ -4,6 +4,7 @@ whose bundled harness re-ran 5090-linear (artifacts/reference/h200/evidence12)."
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from helpers import ROOT
@@ -33,7 +34,8 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     assert "torch was the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not installed" in said
     assert "the same harness digest as this run" in said
     assert (
-        "5090-linear 0.920x (95% CI 0.915-0.925), consistent (the headline); other comparisons: 1 of 1 CIs overlap "
+        "5090-linear headline 0.920x (95% CI 0.915-0.925): CI overlaps this run's; against the re-run band: "
+        "consistent; other comparisons: 1 of 1 CIs overlap "
         "this run's (`attached/rerun-5090-linear.json`)"
     ) in said
     # The sections whose lines were not run from the bundle are named.
@@ -64,7 +66,8 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset 1.51x (95% CI 1.48-1.52), consistent (the headline); other comparisons: 4 of 4 CIs overlap this "
+        "graph-memset headline 1.51x (95% CI 1.48-1.52): CI overlaps this run's; against the re-run band: consistent; "
+        "other comparisons: 4 of 4 CIs overlap this "
         "run's (`attached/rerun-graph-memset.json`)"
     ) in said
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
@@ -103,7 +106,18 @@ def test_a_reruns_other_comparisons_outside_this_runs_cis_are_named() -> None:
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("rerun-*.json"))}
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset 1.48x (95% CI 1.47-1.50), consistent (the headline); other comparisons: 2 of 4 CIs overlap "
+        "graph-memset headline 1.48x (95% CI 1.47-1.50): CI overlaps this run's; against the re-run band: "
+        "consistent; other comparisons: 2 of 4 CIs overlap "
         "this run's (not: memset/fill (torch graph) 1.01x (1.01-1.03) against 1.06x (1.05-1.08); memset/kernel (the "
         "seed's program) 1.43x (1.42-1.45) against 1.49x (1.48-1.49)) (`attached/rerun-graph-memset.json`)"
     ) in said
+
+
+def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
+    docs, again = _docs()
+    moved = model.of(again)
+    assert isinstance(moved, Artifact)
+    v = moved.verdict
+    off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
+    said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
+    assert "5090-linear headline 0.930x (95% CI 0.929-0.931): CI misses this run's; against the re-run band: " in said
