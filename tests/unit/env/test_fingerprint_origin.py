@@ -9,8 +9,6 @@ from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT
-
 from repro.env import fingerprint, nvml
 from repro.evidence.machines import container_words, host_words, install_words
 from repro.evidence.model_machine import facts
@@ -131,12 +129,13 @@ def test_the_harness_records_its_own_libraries_and_the_report_names_them() -> No
 
 
 def test_the_harness_libraries_named_required_are_the_wheels_requirements() -> None:
-    import tomllib
+    from importlib.metadata import requires
 
     from repro.env.fingerprint import HARNESS_OPTIONAL, HARNESS_REQUIRES
 
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() for d in deps]
+    # The installed distribution's metadata, which pyproject's dependencies and extras write.
+    reqs = [r for r in requires("gpu-repro") or [] if "extra ==" not in r]
+    names = [re.split(r"[<>=!~ ;\[(]", r, maxsplit=1)[0].lower() for r in reqs]
     assert sorted(names) == sorted(HARNESS_REQUIRES)
     assert not set(HARNESS_OPTIONAL) & set(names)
 
