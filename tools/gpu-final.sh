@@ -63,7 +63,7 @@ write_readme() {
             "$GPU_REPRO_TREE_COMMIT (its maker's record: without .git the artifacts record no commit, only the" \
             "harness digest; the repository has no public URL here);"
         [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the harness's commits up to the commit" \
-            "above, one line each (short hash, date, the source digest a run of it records, subject), written by its" \
+            "above that changed repro/, schemas/ or pyproject.toml (the package's digest changes with no other), one line each (short hash, date, the source digest a run of it records, subject), written by its" \
             "maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"
         python3 -c 'import transformer_engine' 2>/dev/null || echo "- Transformer Engine is not installed on this" \
             "machine, and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than" \

@@ -198,7 +198,8 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool
         said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
     return (
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
-        "cover its episodes' medians (episode: rounds between idle gaps). Re-run column (committed default "
+        "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
+        "outside). Re-run column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."

@@ -323,7 +323,10 @@ class Harness:
         else:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
-                parts.append(f"attached/harness-history.txt gives this source as commit {listed[:12]}")
+                parts.append(
+                    f"attached/harness-history.txt gives this source as commit {listed[:12]}'s package (it lists the "
+                    "commits that changed the package)"
+                )
         return ", ".join(parts)
 
 

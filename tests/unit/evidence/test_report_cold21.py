@@ -55,7 +55,7 @@ def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
     assert (
         "source 78836fa168a3, no commit (not run from a git checkout), attached/harness-history.txt gives this "
-        "source as commit cbba033, 2026-12-02"
+        "source as commit cbba033's package (it lists the commits that changed the package), 2026-12-02"
     ) in pasted
 
 
@@ -74,7 +74,10 @@ def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
     twice = {printed.HISTORY: "cbba033 2026-12-02 78836fa168a3 a\n7f9a388 2026-12-02 78836fa168a3 b\n"}
     assert printed.commit_of(DIGEST, twice) is None
     said = Harness("0.1.0", DIGEST, None, "not_a_checkout").words("cbba033")
-    assert said.endswith("attached/harness-history.txt gives this source as commit cbba033")
+    assert said.endswith(
+        "attached/harness-history.txt gives this source as commit cbba033's package (it lists the commits that "
+        "changed the package)"
+    )
     assert "gives this source" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
 
 
