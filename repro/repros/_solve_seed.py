@@ -45,21 +45,30 @@ def seed_snippet(torch: Any, backends: Sequence[str], sizes: Sequence[int], batc
     return out
 
 
-def seed_clause(seed: Mapping[str, Any]) -> str:
-    """The seed's snippet as re-run here, in one clause (no full stop); "" when it did not run."""
+def seed_clause(seed: Mapping[str, Any], medians: Mapping[str, float] | None = None) -> str:
+    """The seed's snippet as re-run here, in one clause (no full stop); "" when it did not run. ``medians``:
+    our variants' median seconds by name (``<backend>_b<batch>_n<n>``): the same points of our rounds are set
+    beside the snippet's single calls, which is where the two ratios part."""
     runs = seed.get("backends")
     sizes = seed.get("sizes") or []
     if not isinstance(runs, Mapping) or not runs or len(sizes) != 2:
         return ""
-    said = []
+    said, ours = [], []
     for backend, got in runs.items():
         ms = got.get("ms") or {} if isinstance(got, Mapping) else {}
         lo, hi = ms.get(str(sizes[0])), ms.get(str(sizes[1]))
         if isinstance(lo, float) and isinstance(hi, float) and lo > 0:
             said.append(f"{backend} {hi / lo:.2f}x ({lo:.2f} -> {hi:.2f} ms)")
+            a, b = ((medians or {}).get(f"{backend}_b{seed.get('batch')}_n{n}") for n in sizes)
+            if isinstance(a, float) and isinstance(b, float) and a > 0 and b > 0:
+                ours.append(
+                    f"{backend} {b / a:.2f}x ({a * 1e3:.2f} -> {b * 1e3:.2f} ms; the snippet's calls "
+                    f"{lo / (a * 1e3) - 1:+.0%}, {hi / (b * 1e3) - 1:+.0%} from them)"
+                )
     if not said:
         return ""
+    beside = f"; our rounds' medians of the same points: {', '.join(ours)}" if ours else ""
     return (
         f"the seed's own snippet (batch {seed.get('batch')}, n={sizes[0]} vs {sizes[1]}, one warm-up call, one call "
-        f"timed by CUDA events, not work-scaled) gave {', '.join(said)} here (one call each, no CI)"
+        f"timed by CUDA events, not work-scaled) gave {', '.join(said)} here (one call each, no CI){beside}"
     )

@@ -535,7 +535,8 @@ class Solve512Cliff(Repro[SolveParams]):
         if per := per_matrix_clause(group, int(head.comparison.qualifiers["batch"])):
             sentence += f"; {per}"
         seed = result.extra.get("seed_method")
-        if isinstance(seed, Mapping) and (said := seed_clause(seed)):
+        medians = {v.name: v.median for v in result.variants if v.timing is not None}
+        if isinstance(seed, Mapping) and (said := seed_clause(seed, medians)):
             sentence += f"; {said}"
         hits = [r for r in outcome.ratios if r.status == "reproduced"]
         others = [f"{r.comparison.name} {r.value:.2f}x" for r in hits if r is not head]

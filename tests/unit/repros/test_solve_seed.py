@@ -60,3 +60,22 @@ def test_the_snippet_warms_once_times_once_per_size_and_restores_the_backend() -
     assert said.startswith("the seed's own snippet (batch 64, n=511 vs 512, one warm-up call")
     assert "default 0.98x (6.60 -> 6.50 ms), cusolver 4.50x (12.00 -> 54.00 ms)" in said
     assert seed_clause({"error": "RuntimeError: x"}) == "" and seed_clause({}) == ""
+
+
+def test_the_seed_snippet_is_set_beside_our_medians_of_the_same_points() -> None:
+    # evidence23: the snippet's one n=511 cuSOLVER call took 12.21 ms against our rounds' median 10.15 ms, so its
+    # 4.47x sits under our 5.36x at the same points; the clause says where the two part.
+    from helpers import ROOT
+
+    from repro.evidence import artifact, model
+
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence23" / "all").iterdir())
+    doc = model.of(artifact.load(run / "solve-512-cliff.json"))
+    assert isinstance(doc, model.Artifact)
+    medians = {v.name: v.median for v in doc.variants if v.timing is not None}
+    said = seed_clause(doc.extra["seed_method"], medians)
+    assert said.endswith(
+        "; our rounds' medians of the same points: default 0.96x (6.55 -> 6.27 ms; the snippet's calls +11%, -3% "
+        "from them), cusolver 5.36x (10.15 -> 54.45 ms; the snippet's calls +20%, +0% from them)"
+    )
+    assert "our rounds' medians" not in seed_clause(doc.extra["seed_method"])
