@@ -22,7 +22,8 @@ MULTI_TENSOR_KEYS = ("adam", "multi_tensor", "foreach")
 SEED_STEPS = 6
 SEED_METHOD = (
     f"{SEED_STEPS} consecutive steps of one form profiled, then {SEED_STEPS} of the other; the multi-tensor "
-    "kernels' device time per step; capturable over regular"
+    "kernels' device time per step, where the seed's program takes the mean per launch of its kernels named adam; "
+    "capturable over regular"
 )
 STEP_KERNELS = "every kernel, memset and copy launched inside the step's profiled range"
 _CAPTURABLE_WARNING = r"This instance was constructed with capturable=True"
@@ -100,8 +101,9 @@ def _top(entry: Mapping[str, Any]) -> str:
 def seed_method_note(entries: Sequence[Mapping[str, Any]]) -> str:
     """One sentence on why the seed's method and ours differ, from what this run recorded."""
     words = (
-        "The seed's program averages the kernels named adam (torch's foreach ones have none: here adam, "
-        f"multi_tensor or foreach names are summed per step); ours counts {STEP_KERNELS}, in paired rounds"
+        "The seed's program averages the device time per launch of the kernels named adam (torch's foreach ones "
+        "have none: here adam, multi_tensor or foreach names are summed per step, which is per launch times "
+        f"launches per step); ours counts {STEP_KERNELS}, in paired rounds"
     )
     split = [e for e in entries if e.get("other_launches") and e.get("label")]
     if split:

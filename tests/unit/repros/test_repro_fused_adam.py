@@ -464,7 +464,9 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     assert seed["comparison"] == "torch_fused" and seed["subject"] is False and seed["steps"] == 6
     assert seed["ratio"] == pytest.approx(expect) and seed["ratio"] == pytest.approx(1.9, rel=1e-2)
     assert res.extra["seed_method_how"].startswith("6 consecutive steps of one form profiled")
-    assert res.extra["seed_method_note"].startswith("The seed's program averages the kernels named adam")
+    assert res.extra["seed_method_note"].startswith(
+        "The seed's program averages the device time per launch of the kernels named adam"
+    )
     assert res.extra["claim_needs"]["pip"] == "transformer_engine[pytorch]"
     # The foreach capturable optimizer fails on CPU tensors when it first steps: that backend's
     # variants are errors (regular and capturable live at once), and the run goes on.
