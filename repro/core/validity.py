@@ -14,7 +14,8 @@ POWER_CAP_FLOOR = 0.90
 HARD_THROTTLE = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 RULE_WORDS = (
-    f"suspect: while timed, the median SM clock fell under {POWER_CAP_FLOOR:.0%} of max under the power cap "
+    f"suspect: in NVML's polls right after each timed block, the median SM clock read under {POWER_CAP_FLOOR:.0%} of "
+    "max under the power cap "
     f"({CLOCK_FLOOR:.0%} otherwise), or a hard throttle, another process or new ECC errors showed, or the "
     "headline's rounds split by the arms' order"
 )
