@@ -77,8 +77,9 @@ def _seed_rows(doc: Artifact) -> list[Row]:
     ]
 
 
-def _agreement(row: Row, v: Verdict) -> str:
-    """Whether the seed's program and the headline agree, from their numbers: CIs that overlap agree."""
+def _agreement(row: Row, v: Verdict, nodes: object = None) -> str:
+    """Whether the seed's program and the headline agree, from their numbers: CIs that overlap agree. ``nodes``:
+    the repro's words on where the two differ (graph-memset's ``seed_vs_twin_nodes``), said where they differ."""
     raw = [row.ratio, row.ci_low, row.ci_high, v.value, v.ci_low, v.ci_high]
     nums = [float(x) for x in raw if x is not None]
     if len(nums) != len(raw):
@@ -87,6 +88,8 @@ def _agreement(row: Row, v: Verdict) -> str:
     if stats.cis_overlap(lo, hi, hlo, hhi):
         return f"the two agree: their CIs overlap ({r:.4g} against {h:.4g})"
     gap = (r / h - 1) * 100 if h else 0.0
+    if isinstance(nodes, str) and nodes:
+        return f"the two differ by {gap:+.2g}%, beyond both CIs, {nodes}"
     return f"the two differ by {gap:+.2g}%, beyond both CIs: the seed's experiment vs ours above says how they differ"
 
 
@@ -109,7 +112,8 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
         # The headline's own ratio and CI are in the finding just above: only the comparison is said here.
         line = (
             f"The seed's program, re-implemented here: {seed} "
-            f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, {text(_agreement(row, v))}"
+            f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, "
+            f"{text(_agreement(row, v, doc.extra.get('seed_vs_twin_nodes')))}"
         )
         own, vs = _num(doc.extra.get("seed_as_posted_ratio")), doc.extra.get("seed_as_posted_vs")
         if own and isinstance(row.ratio, float):

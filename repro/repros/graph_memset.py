@@ -45,7 +45,13 @@ from repro.api import (
     stats,
 )
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
-from repro.repros._memset_seedcu import build_seed_cu, reimplementation_vs_twin, seed_cu_extra, seed_cu_run
+from repro.repros._memset_seedcu import (
+    build_seed_cu,
+    node_differences,
+    reimplementation_vs_twin,
+    seed_cu_extra,
+    seed_cu_run,
+)
 from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
@@ -375,6 +381,8 @@ class GraphMemset(Repro[MemsetParams]):
         if p.twin:
             variants += twin
             extra["twin"] = info
+            if (nodes := node_differences({v.name: v for v in twin})) is not None:
+                extra["seed_vs_twin_nodes"] = nodes  # lines.seed_vs_ours: where the two differ, per node
             if info.get("status") != "ok":
                 notes.append(f"pure CUDA twin {info.get('status')}: {info.get('reason')}")
         return RunResult(variants=tuple(variants), extra=extra, notes=tuple(notes))

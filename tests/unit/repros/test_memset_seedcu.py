@@ -81,7 +81,7 @@ def test_the_reimplementation_says_which_node_differs_from_the_twins() -> None:
     said = sc.reimplementation_vs_twin(have, agree=False)
     assert said.startswith(
         "; it differs from the twin's headline, per op: memset node 873 ns against the twin's 898 ns (-2.8%); "
-        "kernel node 619 ns against the twin's 618 ns (+0.2%). The larger difference is the memset node's."
+        "kernel node 619 ns against the twin's 618 ns (+0.2%); the larger difference is the memset node's. "
     )
     assert said.endswith("this run does not tell which of these moves the memset node.")
     assert (
@@ -90,3 +90,22 @@ def test_the_reimplementation_says_which_node_differs_from_the_twins() -> None:
     )
     gone = {k: v for k, v in have.items() if k != "twin_seed_fill"}
     assert "cannot say which" in sc.reimplementation_vs_twin(gone, agree=False)
+
+
+def test_the_report_line_on_the_reimplementation_says_which_node_differs() -> None:
+    # The run records the per-node words in extra (seed_vs_twin_nodes); the report's line on the re-implemented
+    # seed's program, which a pasted report keeps, says them where the two differ beyond both CIs.
+    from repro.evidence.lines import seed_vs_ours
+
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence22" / "all").iterdir())
+    raw = artifact.load(run / "graph-memset.json")
+    doc = model.of(raw)
+    assert isinstance(doc, model.Artifact)
+    nodes = sc.node_differences({v.name: v for v in doc.variants})
+    assert nodes is not None and nodes.startswith("per op: memset node 873 ns against the twin's 898 ns (-2.8%)")
+    with_nodes = model.of({**raw, "extra": {**raw["extra"], "seed_vs_twin_nodes": nodes}})
+    assert isinstance(with_nodes, model.Artifact)
+    line = next(ln for ln in seed_vs_ours(with_nodes) if ln.startswith("The seed's program, re-implemented here"))
+    assert "the two differ by -2.9%, beyond both CIs, per op: memset node 873 ns against the twin's 898 ns" in line
+    old = next(ln for ln in seed_vs_ours(doc) if ln.startswith("The seed's program, re-implemented here"))
+    assert "the seed's experiment vs ours above says how they differ" in old  # a run that recorded none
