@@ -219,7 +219,16 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     _add_harness(name, docs, out)
     _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs), _sources(docs), _keys(docs))
     _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
+    if any(rid.split(".cliff-", 1)[0] == "graph-memset" for rid in ids):
+        out.members.append((f"{name}/context/graph-memset.md", twin_context().encode()))
     return name, out
+
+
+def twin_context() -> str:
+    """The committed side experiment on graph-memset's twin beside other CUDA contexts (``data/twin_context.json``),
+    as markdown: its Not-tested line on another process's graph cites it."""
+    raw = (Path(__file__).parent / "data" / "twin_context.json").read_text()
+    return str(json.loads(raw)["markdown"])
 
 
 def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:

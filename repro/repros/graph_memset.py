@@ -171,7 +171,8 @@ class GraphMemset(Repro[MemsetParams]):
         "other drivers (graph node scheduling is the driver's)",
         "other architectures (Ada, Blackwell)",
         "a per-node trace of the twin's graphs (nsys: the twin's times are per-replay CUDA-event totals)",
-        "another process's replayed CUDA graph on the GPU (not run here; it may change the twin's node times)",
+        "another process's replayed CUDA graph on the GPU (not here; on another H200 one made the twin's fill node "
+        "0.70 us, not 0.62: 1.30-1.33x, the bundle's context/graph-memset.md)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

@@ -7,6 +7,7 @@ Not-tested lines."""
 from __future__ import annotations
 
 import dataclasses
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,21 @@ def test_band_txt_says_which_band_the_report_compares_with(docs: list[dict[str, 
     assert "graph-memset (memset/fill (pure CUDA twin); this run's band):" in txt
     assert "graph-memset (memset/fill (pure CUDA twin); other params or headline than this run's: not compared" in txt
     assert "the sha256 of the repro's own module, not of its helper modules, CUDA source or the sampler" in txt
+
+
+def test_a_graph_memset_bundle_carries_the_contention_experiment_its_not_tested_line_cites(tmp_path: Path) -> None:
+    # evidence22's and evidence23's readers asked for the data behind "another process's replayed CUDA graph":
+    # the committed side experiment's table and finding, word for word, travel in the bundle.
+    committed = (ROOT / "artifacts" / "reference" / "h200" / "twin-context" / "README.md").read_text()
+    said = bundle.twin_context()
+    table = committed[committed.index("| call | condition") : committed.index("**Finding.**")].strip()
+    finding = committed[committed.index("**Finding.**") : committed.index("**What changed in the harness.**")].strip()
+    assert table in said and finding in said and "GPU-7cdca575-6033-dcf6-4cd5-517a78d486c0" in committed
+    assert "| call1 | parent_ctx | 0 | 0.9118 | 0.7009 | 1.3009 |" in said
+    run = tmp_path / RUN.name
+    run.mkdir()
+    for p in RUN.glob("*.json"):
+        (run / p.name).write_bytes(p.read_bytes())
+    with tarfile.open(bundle.build(run, tmp_path / "b.tar.gz")) as tar:
+        member = tar.extractfile(f"{RUN.name}/context/graph-memset.md")
+        assert member is not None and member.read().decode() == said
