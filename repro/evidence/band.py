@@ -86,9 +86,7 @@ class Band:
         than twice as far from the median of all as any GPU left, and k is at most a tenth of the GPUs; else None."""
         c = self.center
         far = sorted((abs(p.value / c - 1) for p in self.points), reverse=True)
-        k = 0
-        while k < len(far) // 10 and far[k] > 2 * far[k + 1]:
-            k += 1
+        k = max((j for j in range(1, len(far) // 10 + 1) if far[j - 1] > 2 * far[j]), default=0)
         return (k, far[k]) if k else None
 
     @property

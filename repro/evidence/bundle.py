@@ -276,7 +276,7 @@ def _add_band(
         flagged, known_flags = b.suspect
         same, known_sources = b.same_source(sources.get(b.repro, ""))
         used = (b.repro, b.gpu, b.params, b.headline) in keys
-        whose = "this run's band" if used else "other params or headline than this run's: not compared with it"
+        whose = "this run's band" if used else "not this run's band (another GPU, params or headline, or no headline)"
         lines.append(
             f"{b.repro} ({b.headline or 'headline'}; {whose}): {flagged} of {known_flags} runs suspect when they ran; "
             f"{same} of {known_sources} ran this run's repro module file "

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from repro.evidence.markdown import text
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
 
@@ -109,10 +110,13 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> str:
         v = d.verdict
         if printed is None:
             continue
-        got = parse_output(printed)
+        try:
+            got = parse_output(printed)
+        except (ValueError, IndexError):  # a garbled output: nothing to set beside the run
+            continue
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
             said += [
-                f"{d.repro.id} {name} {row['ratio']:.3g} (no headline to check it against)"
+                f"{text(d.repro.id)} {text(name)} {row['ratio']:.3g} (no headline to check it against)"
                 for name, row in got.items()
                 if row.get("ratio") is not None
             ][:1]
@@ -147,12 +151,12 @@ _HISTORY_LINE = re.compile(r"^(?P<commit>[0-9a-f]{7,40}) \S+ (?P<digest>[0-9a-f]
 
 
 def commit_of(digest: str | None, outputs: Mapping[str, str]) -> str | None:
-    """The commit an attached harness history gives for a source digest, or None."""
+    """The newest commit an attached harness history lists with a source digest, or None."""
     history = outputs.get(HISTORY)
     if not digest or history is None:
         return None
     found = [m["commit"] for m in _HISTORY_LINE.finditer(history) if m["digest"] == digest[:12]]
-    return found[0] if len(set(found)) == 1 else None
+    return found[0] if found else None  # newest first: a commit that left the package as it was repeats its digest
 
 
 def read(path: Path) -> str:

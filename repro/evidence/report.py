@@ -365,7 +365,9 @@ def report(
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
     kernels_said = False
-    at_legend: int | None = None  # where the legend is in ``head``: the lean tiers swap in ``lean_legend``
+    at_legend: int | None = (
+        None  # where the legend is in ``head``: the tier without kernel lists swaps in ``lean_legend``
+    )
     lean_legend = ""
     ident = identity_lines(runs, printed)
     if len(ident) == 1:
@@ -439,7 +441,7 @@ def report(
 
     def assemble() -> list[str]:
         parts = list(head)
-        if lean and at_legend is not None:  # the lean sections show no n and no us/call: the legend leaves them out
+        if kernel_lines == 0 and at_legend is not None:  # no details, no kernel list: no n and no us/call to define
             parts[at_legend] = lean_legend
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)

@@ -203,8 +203,8 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
-        f"{said} Timed: median per call by CUDA events, launch latency and host gaps included; kernel time: "
-        "profiled device time only."
+        f"{said} Timed: median per call, CUDA events over samples of 1 ms or more (launch latency, host gaps "
+        "included); kernel time: profiled device time only."
         + (
             "_"
             if lean

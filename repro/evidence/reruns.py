@@ -155,14 +155,15 @@ def words(
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
             # Both: a re-run's CI can miss this run's (another process on the same GPU) and still land in the band.
-            ci = (
-                v.ci_low is not None
-                and v.ci_high is not None
-                and stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high)
-            )
+            if v.ci_low is None or v.ci_high is None:
+                ci = "has no CI"
+            elif stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
+                ci = "CI overlaps this run's"
+            else:
+                ci = "CI misses this run's"
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
             agreed = band.agree(w.value, v.value, band.lookup(first, bands), floor)
-            agreement = f": CI {'overlaps' if ci else 'misses'} this run's; against the re-run band: {agreed}"
+            agreement = f": {ci}; against the re-run band: {agreed}"
         where = code("attached/" + name)
         said.append(f"{text(again.repro.id)} headline {got}{agreement}{_others_agree(again, first)} ({where})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256

@@ -324,8 +324,8 @@ class Harness:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
                 parts.append(
-                    f"attached/harness-history.txt gives this source as commit {listed[:12]}'s package (it lists the "
-                    "commits that changed the package)"
+                    f"attached/harness-history.txt gives this source as commit {listed[:12]}'s package (the newest "
+                    "commit it lists with this digest)"
                 )
         return ", ".join(parts)
 

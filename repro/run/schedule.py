@@ -134,12 +134,6 @@ def measure_groups(
                 runner, take, calls, warm = ctx._setup_arm(a, warm_cfg)
                 setups.append(_Arm(a, runner, take, calls, warm, ctx.clock() - t))
                 ctx.spent["warm-up"] = ctx.spent.get("warm-up", 0.0) + setups[-1].warm_s
-            for i, need in _paired_calls(setups, comps).items():
-                # Set up again at its partner's calls per sample (warm-up included, calibration not).
-                a, t = setups[i].arm, ctx.clock()
-                runner, take, calls, warm = ctx._setup_arm(dataclasses.replace(a, calls_per_sample=need), warm_cfg)
-                setups[i] = _Arm(a, runner, take, calls, warm, setups[i].warm_s + ctx.clock() - t)
-                ctx.spent["warm-up"] = ctx.spent.get("warm-up", 0.0) + ctx.clock() - t
         except Exception as exc:  # this group's error; the others are still timed
             group.error = exc
         sched.append(group)
@@ -192,28 +186,6 @@ def measure_groups(
         done = {v.name: v for v in out[name]}
         out[name] = [done.get(a.name) or ctx.skipped(a.name, a.label or a.name, QUICK_SKIP, **a.config) for a in given]
     return out
-
-
-def _paired_calls(arms: Sequence[_Arm], comps: Sequence[Comparison]) -> dict[int, int]:
-    """Index -> calls per sample for the arms a comparison pairs with one that calibrated to more.
-
-    A sample's CUDA events also count the launch of its first call, spread over its calls; two arms of one
-    comparison with different calls per sample would carry different shares of it. So both arms of a comparison
-    take the larger count, unless one of them is a graph (its calls are in the captured graph) or set its own.
-    """
-    index = {a.arm.name: i for i, a in enumerate(arms)}
-    free = {i for i, a in enumerate(arms) if not a.arm.graph and not a.arm.calls_per_sample}
-    calls = [a.calls for a in arms]
-    changed = True
-    while changed:  # an arm in two comparisons carries the larger count to both
-        changed = False
-        for c in comps:
-            i, j = index.get(c.num), index.get(c.den)
-            if i is None or j is None or i not in free or j not in free or calls[i] == calls[j]:
-                continue
-            calls[i] = calls[j] = max(calls[i], calls[j])
-            changed = True
-    return {i: n for i, n in enumerate(calls) if n != arms[i].calls}
 
 
 def _wanted(ctx: ScheduleContext) -> set[str] | None:

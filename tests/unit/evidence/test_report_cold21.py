@@ -56,7 +56,7 @@ def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
     assert (
         "source 78836fa168a3, no commit (not run from a git checkout), attached/harness-history.txt gives this "
-        "source as commit cbba033's package (it lists the commits that changed the package), 2026-12-02"
+        "source as commit cbba033's package (the newest commit it lists with this digest), 2026-12-02"
     ) in pasted
 
 
@@ -71,13 +71,13 @@ def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
     # A subject that contains a digest-like word is not a line of its own.
     odd = {printed.HISTORY: "1234567 2026-12-01 aaaaaaaaaaaa says 0000000 2026-12-01 78836fa168a3 x\n"}
     assert printed.commit_of(DIGEST, odd) is None
-    # Two commits with one digest (a commit that changed no packaged file): no single commit to name.
-    twice = {printed.HISTORY: "cbba033 2026-12-02 78836fa168a3 a\n7f9a388 2026-12-02 78836fa168a3 b\n"}
-    assert printed.commit_of(DIGEST, twice) is None
+    # Two commits with one digest (the newer left the package as it was): the newest, listed first, is named.
+    twice = {printed.HISTORY: "7f9a388 2026-12-02 78836fa168a3 b\ncbba033 2026-12-02 78836fa168a3 a\n"}
+    assert printed.commit_of(DIGEST, twice) == "7f9a388"
     said = Harness("0.1.0", DIGEST, None, "not_a_checkout").words("cbba033")
     assert said.endswith(
-        "attached/harness-history.txt gives this source as commit cbba033's package (it lists the commits that "
-        "changed the package)"
+        "attached/harness-history.txt gives this source as commit cbba033's package (the newest commit it lists "
+        "with this digest)"
     )
     assert "gives this source" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
 
@@ -96,11 +96,16 @@ def test_a_band_set_by_a_few_gpus_says_how_wide_the_rest_is(pasted: str) -> None
     got = made.outliers
     assert got is not None and got[0] == 1 and got[1] < 0.01
     assert dataclasses.replace(memset, points=tuple(points)).outliers is None
+    # Two far GPUs among twenty: each more than twice as far as any other, though not twice as far as each other.
+    twenty = [dataclasses.replace(memset.points[0], value=1.0 + (i % 3) * 0.003) for i in range(18)]
+    both = (*twenty, dataclasses.replace(far, value=1.09), dataclasses.replace(far, value=1.05))
+    two = dataclasses.replace(memset, points=both).outliers
+    assert two is not None and two[0] == 2 and two[1] < 0.01
 
 
 def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(pasted: str) -> None:
     assert "(kernel time per call 1.3 ms -> 1.2 ms; timed 1.39 ms -> 1.29 ms" in pasted
-    assert "Timed: median per call by CUDA events, launch latency and host gaps included" in pasted
+    assert "Timed: median per call, CUDA events over samples of 1 ms or more (launch latency, host gaps" in pasted
 
 
 def test_every_script_that_printed_a_ratio_is_listed(pasted: str) -> None:
@@ -126,7 +131,7 @@ def test_band_txt_says_which_band_the_report_compares_with(docs: list[dict[str, 
     bundle._add_band("x", ["graph-memset"], plan, set(), sources, keys)
     txt = next(body for name, body in plan.members if name.endswith("band.txt")).decode()
     assert "graph-memset (memset/fill (pure CUDA twin); this run's band):" in txt
-    assert "graph-memset (memset/fill (pure CUDA twin); other params or headline than this run's: not compared" in txt
+    assert "graph-memset (memset/fill (pure CUDA twin); not this run's band (another GPU, params or headline" in txt
     assert "the sha256 of the repro's own module, not of its helper modules, CUDA source or the sampler" in txt
 
 
@@ -146,3 +151,14 @@ def test_a_graph_memset_bundle_carries_the_contention_experiment_its_not_tested_
     with tarfile.open(bundle.build(run, tmp_path / "b.tar.gz")) as tar:
         member = tar.extractfile(f"{RUN.name}/context/graph-memset.md")
         assert member is not None and member.read().decode() == said
+
+
+def test_a_scripts_printed_label_reaches_the_report_as_inert_text() -> None:
+    docs = [a for a in map(of, [artifact.load(p) for p in artifact.expand([RUN])]) if isinstance(a, Artifact)]
+    adam = [d for d in docs if d.repro.id == "fused-adam-capturable"]  # no headline value: the label is said
+    evil = "[<img src=x onerror=alert(1)> **x** [link](javascript:x)] ratio = 1.5\n"
+    said = printed.scripts(adam, {"script-fused-adam-capturable.out": evil})
+    assert "<img" not in said and "&lt;img" in said and "\\[link\\](javascript" in said  # escaped: no link, no tag
+    assert "1.5 (no headline to check it against)" in said
+    for garbled in ("[h] ratio = abc\n", "[h] t = \n"):  # a broken output is left out, never a crash
+        assert printed.scripts(adam, {"script-fused-adam-capturable.out": garbled}) == ""

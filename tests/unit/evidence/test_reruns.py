@@ -121,3 +121,12 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
     assert "5090-linear headline 0.930x (95% CI 0.929-0.931): CI misses this run's; against the re-run band: " in said
+
+
+def test_a_rerun_without_a_ci_says_so() -> None:
+    docs, again = _docs()
+    moved = model.of(again)
+    assert isinstance(moved, Artifact)
+    bare = dataclasses.replace(moved.verdict, ci_low=None, ci_high=None)
+    said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=bare)}, band.load())
+    assert ": has no CI; against the re-run band: " in said and "CI misses" not in said
