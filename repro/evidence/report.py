@@ -365,9 +365,8 @@ def report(
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
     kernels_said = False
-    at_legend: int | None = (
-        None  # where the legend is in ``head``: the tier without kernel lists swaps in ``lean_legend``
-    )
+    # Where the legend is in ``head``: the tier without kernel lists swaps in ``lean_legend``.
+    at_legend: int | None = None
     lean_legend = ""
     ident = identity_lines(runs, printed)
     if len(ident) == 1:
