@@ -217,9 +217,11 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
         raise UsageError(f"{run_dir}: no artifact could be packed (see links or sizes); expected regular files")
     docs = [_parsed(root / f"{rid}.json") for rid in ids]  # read once, for the harness and the band
     _add_harness(name, docs, out)
-    _add_band(name, [rid.split(".cliff-", 1)[0] for rid in ids], out, _uuids(docs), _sources(docs), _keys(docs))
-    _add_seeds(name, [rid.split(".cliff-", 1)[0] for rid in ids], out)
-    if any(rid.split(".cliff-", 1)[0] == "graph-memset" for rid in ids):
+    repros = [rid.split(".cliff-", 1)[0] for rid in ids]
+    typed = _typed(docs)
+    _add_band(name, repros, out, _uuids(typed), _sources(typed), _keys(typed))
+    _add_seeds(name, repros, out)
+    if "graph-memset" in repros:
         out.members.append((f"{name}/context/graph-memset.md", twin_context().encode()))
     return name, out
 
@@ -327,36 +329,28 @@ def recorded_digests(docs: Iterable[Any]) -> set[str | None]:
     return found
 
 
-def _keys(docs: Iterable[Any]) -> set[band.Key]:
+def _typed(docs: Iterable[Any]) -> list[model.Doc]:
+    """The run's documents in their typed form (``model.of``); unreadable ones are skipped."""
+    found: list[model.Doc] = []
+    for doc in docs:
+        with contextlib.suppress(ValueError, AttributeError):
+            found.append(model.of(doc))
+    return found
+
+
+def _keys(docs: Iterable[model.Doc]) -> set[band.Key]:
     """The band keys of the run's measured artifacts (``repro.evidence.band.key_of``): the bands its report uses."""
-    found: set[band.Key] = set()
-    for doc in docs:
-        with contextlib.suppress(ValueError, AttributeError):
-            if (k := band.key_of(doc, joining=False)) is not None:
-                found.add(k)
-    return found
+    return {k for d in docs if isinstance(d, model.Artifact) and (k := band.key_of(d, joining=False)) is not None}
 
 
-def _sources(docs: Iterable[Any]) -> dict[str, str]:
-    """Repro id -> the repro source sha256 the run's artifacts recorded; unreadable ones are skipped."""
-    found: dict[str, str] = {}
-    for doc in docs:
-        with contextlib.suppress(ValueError, AttributeError):
-            a = model.of(doc)
-            if isinstance(a, model.Artifact) and a.repro.source_sha256:
-                found[a.repro.id] = a.repro.source_sha256
-    return found
+def _sources(docs: Iterable[model.Doc]) -> dict[str, str]:
+    """Repro id -> the repro source sha256 the run's artifacts recorded."""
+    return {d.repro.id: d.repro.source_sha256 for d in docs if isinstance(d, model.Artifact) and d.repro.source_sha256}
 
 
-def _uuids(docs: Iterable[Any]) -> set[str]:
-    """The GPU UUIDs the run's artifacts recorded (the NVML ``GPU-...`` form); unreadable ones are skipped."""
-    found: set[str] = set()
-    for doc in docs:
-        with contextlib.suppress(ValueError, AttributeError):
-            uuid = model.of(doc).machine.gpu_uuid
-            if uuid:
-                found.add(uuid.removeprefix("GPU-"))
-    return found
+def _uuids(docs: Iterable[model.Doc]) -> set[str]:
+    """The GPU UUIDs the run's documents recorded (the NVML ``GPU-...`` form)."""
+    return {d.machine.gpu_uuid.removeprefix("GPU-") for d in docs if d.machine.gpu_uuid}
 
 
 def _add_harness(name: str, docs: Sequence[Any], out: _Plan) -> None:

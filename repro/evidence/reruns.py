@@ -90,26 +90,23 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
     near, apart = 0, []
     for r in again.verdict.breakdown:
         w = mine.get(r.comparison or "")
-        if w is None or r.headline or None in (r.ratio, r.ci_low, r.ci_high, w.ratio, w.ci_low, w.ci_high):
+        if w is None or r.headline or r.ratio is None or w.ratio is None:
             continue
-        assert r.ratio is not None and r.ci_low is not None and r.ci_high is not None  # for mypy: checked above
-        assert w.ratio is not None and w.ci_low is not None and w.ci_high is not None
+        if r.ci_low is None or r.ci_high is None or w.ci_low is None or w.ci_high is None:
+            continue
         if stats.cis_overlap(r.ci_low, r.ci_high, w.ci_low, w.ci_high):
             near += 1
-        else:
-            theirs, ours = _short(r.ratio, r.ci_low, r.ci_high), _short(w.ratio, w.ci_low, w.ci_high)
+        else:  # ratio_with_ci without a label: ``1.43x (1.42-1.45)``
+            theirs, ours = (
+                ratio_with_ci(r.ratio, r.ci_low, r.ci_high, ""),
+                ratio_with_ci(w.ratio, w.ci_low, w.ci_high, ""),
+            )
             apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
     if not near and not apart:
         return ""
     return f"; other comparisons: {near} of {near + len(apart)} CIs overlap this run's" + (
         f" (not: {'; '.join(apart)})" if apart else ""
     )
-
-
-def _short(value: float, lo: float, hi: float) -> str:
-    """``1.43x (1.42-1.45)``: a ratio and its CI, with the finding's digits."""
-    p = ratio_places(value, lo, hi)
-    return f"{value:.{p}f}x ({lo:.{p}f}-{hi:.{p}f})"
 
 
 def _span(fractions: Sequence[float]) -> str:

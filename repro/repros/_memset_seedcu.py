@@ -147,9 +147,9 @@ def seed_cu_run(ctx: Context, device_index: int) -> dict[str, Any]:
 _NODES = (("memset node", "twin_seed_memset", "twin_memset"), ("kernel node", "twin_seed_fill", "twin_fill"))
 
 
-def node_differences(have: Mapping[str, VariantResult]) -> str | None:
-    """``per op: memset node 887 ns against the twin's 915 ns (-3.0%); kernel node ...; the larger difference is
-    the memset node's``, from the re-implementation's and the twin's per-op medians; None where one is missing."""
+def _node_split(have: Mapping[str, VariantResult]) -> tuple[str, str] | None:
+    """(``per op: memset node 887 ns against the twin's 915 ns (-3.0%); kernel node ...``, the node whose per-op
+    median differs more) from the re-implementation's and the twin's per-op medians; None where one is missing."""
     got = []
     for label, seed, twin in _NODES:
         s, t = have.get(seed), have.get(twin)
@@ -160,7 +160,14 @@ def node_differences(have: Mapping[str, VariantResult]) -> str | None:
     per_op = "; ".join(
         f"{label} {s * 1e9:.0f} ns against the twin's {t * 1e9:.0f} ns ({d:+.1%})" for label, s, t, d in got
     )
-    return f"per op: {per_op}; the larger difference is the {big}'s"
+    return f"per op: {per_op}", big
+
+
+def node_differences(have: Mapping[str, VariantResult]) -> str | None:
+    """``per op: memset node 887 ns against the twin's 915 ns (-3.0%); kernel node ...; the larger difference is
+    the memset node's``; None where a node's median is missing."""
+    split = _node_split(have)
+    return None if split is None else f"{split[0]}; the larger difference is the {split[1]}'s"
 
 
 def reimplementation_vs_twin(have: Mapping[str, VariantResult], agree: bool) -> str:
@@ -169,12 +176,12 @@ def reimplementation_vs_twin(have: Mapping[str, VariantResult], agree: bool) -> 
     and which of them moves that node is left open: the run does not isolate them."""
     if agree:
         return "; its CI overlaps the twin's, so the two timing methods agree here."
-    nodes = node_differences(have)
-    if nodes is None:
+    split = _node_split(have)
+    if split is None:
         return "; it differs from the twin's headline (a node's time is missing, so this run cannot say which)."
-    big = "memset node" if nodes.endswith("memset node's") else "kernel node"
+    per_op, big = split
     return (
-        f"; it differs from the twin's headline, {nodes}. "
+        f"; it differs from the twin's headline, {per_op}; the larger difference is the {big}'s. "
         "The seed's method times each replay alone with a host clock (launch included) and its kernels have one "
         "thread, not 32; the twin times replays back to back with CUDA events; this run does not tell which of "
         f"these moves the {big}."
