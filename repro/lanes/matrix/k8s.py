@@ -131,7 +131,7 @@ def job(plan: Plan, cells: Sequence[Cell], name: str, plan_map: str) -> Any:
         image_pull_policy="IfNotPresent",
         args=args,  # the images' ENTRYPOINT is `repro`
         env=[
-            # The fingerprint records the pod and its node (fingerprint.SCHEDULER_ENV).
+            # The fingerprint records the pod and its node (placement.SCHEDULER_ENV).
             field_env("GPU_REPRO_POD_NAME", "metadata.name"),
             field_env("GPU_REPRO_POD_NAMESPACE", "metadata.namespace"),
             field_env("GPU_REPRO_NODE_NAME", "spec.nodeName"),

@@ -9,7 +9,7 @@ from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
-from repro.env import fingerprint, nvml
+from repro.env import fingerprint, nvml, placement
 from repro.evidence.machines import container_words, host_words, install_words
 from repro.evidence.model_machine import facts
 
@@ -24,8 +24,8 @@ def test_the_install_record_reads_a_distributions_metadata() -> None:
 
 def test_cgroup_hints_name_the_runtimes_once() -> None:
     text = "0::/system.slice/docker-abc.scope\n1:cpu:/kubepods/besteffort/pod1/docker-abc\n"
-    assert fingerprint.cgroup_hints(text) == ["docker", "kubepods"]
-    assert fingerprint.cgroup_hints("0::/\n") == []
+    assert placement.cgroup_hints(text) == ["docker", "kubepods"]
+    assert placement.cgroup_hints("0::/\n") == []
 
 
 class FakeNvml:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from repro.cli.main import app
 from repro.core.errors import UsageError
-from repro.env.fingerprint import scheduler_section
+from repro.env.placement import scheduler_section
 from repro.lanes.matrix import collect, k8s, launch, local, slurm
 from repro.lanes.matrix import plan as plan_mod
 from repro.lanes.matrix import run as run_mod
