@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import shutil
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,6 +43,7 @@ from repro.api import (
     standalone,
     stats,
 )
+from repro.repros._memset_episodes import episode_lines
 from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
 from repro.repros._memset_seedcu import (
     build_seed_cu,
@@ -474,9 +474,7 @@ class GraphMemset(Repro[MemsetParams]):
                 f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)} (informational: the matmul "
                 "dilutes it)."
             )
-        spread = _episode_spread(have)
-        if spread:
-            details.append(spread)
+        details.extend(episode_lines(have))
         seed = outcome.get(_SEED)
         if seed is not None:
             said = (
@@ -538,33 +536,6 @@ def _after_work(have: Mapping[str, VariantResult], work: Ratio, outcome: Outcome
         f"after a {c.median * 1e6:.2f} us work kernel, a memset node added {_per_op(a.median - c.median)} per op "
         f"and a fill kernel node {_per_op(b.median - c.median)} (twin; {ratio})"
     )
-
-
-def _episode_medians(v: VariantResult | None) -> list[float]:
-    """The medians of a variant's episodes (its rounds cut at ``episode_rounds``), or [] without episodes."""
-    t = v.timing if v is not None else None
-    if t is None or not t.rounds or not t.episode_rounds or len(t.rounds) < 2 * t.episode_rounds:
-        return []
-    k = t.episode_rounds
-    return [statistics.median(t.rounds[i : i + k]) for i in range(0, len(t.rounds), k)]
-
-
-def _episode_spread(have: Mapping[str, VariantResult]) -> str | None:
-    """How far the twin's memset and fill moved between episodes (idle gaps apart), from their rounds."""
-    memset, fill = _episode_medians(have.get("twin_memset")), _episode_medians(have.get("twin_fill"))
-    if not memset or not fill:
-        return None
-
-    def rel(meds: list[float]) -> float:
-        return (max(meds) - min(meds)) / min(meds)
-
-    def span(meds: list[float]) -> str:
-        return f"{min(meds) * 1e9:.1f}-{max(meds) * 1e9:.1f} ns ({rel(meds):.2%} apart)"
-
-    said = f"Twin episode medians ({len(memset)} episodes): memset {span(memset)}, fill {span(fill)}"
-    if rel(memset) > 2 * rel(fill):
-        said += "; the memset node's time varies between episodes, so the headline moves with it"
-    return said + "."
 
 
 def _with_op_bytes(work: Work | None, kind: str | None) -> Work | None:
