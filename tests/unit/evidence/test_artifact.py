@@ -27,7 +27,7 @@ from repro.run.execute import RunRequest, execute
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}$")
 # Every artifact committed as evidence: the *.json files of each run folder (`repro cliff`
-# artifacts have their own schema and golden test in test_cliff.py).
+# artifacts have their own schema and golden test in tests/unit/cliff/test_cliff_command.py).
 COMMITTED_DOCS = {
     p: json.loads(p.read_text())
     for p in sorted((ROOT / "artifacts" / "reference").rglob("*.json"))
