@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class ReproError(Exception):
     """Base class: a failure the user can act on; its message is one line."""
@@ -19,3 +21,12 @@ class CliffReproduced(ReproError):
     """``--fail-on reproduced`` tripped: exit code 3 so a downstream CI can gate on it."""
 
     exit_code = 3
+
+
+# Where a reason goes on to name the exception it came from ("...: ModuleNotFoundError: No module named 'x'").
+_EXCEPTION = re.compile(r": (?=[A-Z][A-Za-z]*(?:Error|Exception): )")
+
+
+def reason_only(reason: str | None) -> str:
+    """A skip or error reason without the exception that says it again (that stays in the artifact)."""
+    return _EXCEPTION.split(reason or "", maxsplit=1)[0]

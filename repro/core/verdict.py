@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from repro.core import stats
+from repro.core.errors import reason_only
 from repro.core.results import (
     DECIDED,
     ROW_KEYS,
@@ -124,7 +125,7 @@ def compute(c: Comparison, have: Mapping[str, VariantResult], level: float = CI_
         if v is None:
             return f"variant {name} was not measured"
         if not _ok(v):
-            return f"variant {name} was {v.status}: {v.reason}"
+            return f"variant {name} was {v.status}: {reason_only(v.reason)}"
     if c.basis == "kernel" and isinstance(why := have[c.num].extra.get("kernel_rounds_skipped"), str):
         return why  # the repro chose not to time these per kernel, and says why
     value, lo, hi, paired, n, basis = variant_ratio(have[c.num], have[c.den], c.scale, c.basis, level)
@@ -435,9 +436,9 @@ def off_architecture(v: Verdict, claim_arch: Sequence[str], cc: str | None, gpu:
     """
     if v.status not in DECIDED or not claim_arch or not cc or cc in claim_arch:
         return v
-    want = ", ".join(f"{a} (sm_{a.replace('.', '')})" for a in claim_arch)
-    here = f"{gpu or 'this GPU'} is {cc} (sm_{cc.replace('.', '')})"
-    reason = f"not on this architecture: the claim is about compute capability {want}; {here}"
+    want = ", ".join(f"sm_{a.replace('.', '')}" for a in claim_arch)
+    here = f"{gpu or 'this GPU'} is sm_{cc.replace('.', '')}"
+    reason = f"not on this architecture: the claim is about {want}; {here}"
     measured_words = v.finding
     for lead_words in ("Reproduced: ", "Not reproduced (inconclusive): ", "Not reproduced: "):
         if measured_words.startswith(lead_words):

@@ -381,9 +381,7 @@ def report(
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
-        cuda_script = (
-            "; a `.sh` builds its CUDA program with nvcc and runs it" if any("twin" in d.extra for d in runs) else ""
-        )
+        cuda_script = "; a `.sh` builds and runs a CUDA program" if any("twin" in d.extra for d in runs) else ""
         if not smoke_run:
             at_legend = len(head)
             attach = (
@@ -455,9 +453,9 @@ def report(
             gone += ["the environment"] if env_dropped else []
             gone += (
                 [
-                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and why-the-seed's-"
-                    "method-differs lines; the re-run paragraph's command, Python, packages, nvcc build time, plots "
-                    "extra, later runs and seeds_raw.py's numbers"
+                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
+                    "differ lines; the re-run paragraph's command, packages, later runs, seeds_raw.py's numbers and "
+                    "each script's ratio"
                 ]
                 if lean
                 else []

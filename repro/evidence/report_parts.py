@@ -258,7 +258,7 @@ def traces_words(docs: Sequence[Artifact]) -> str:
         if isinstance(d.extra.get("twin"), Mapping) and all(v.timing and v.timing.method == "external" for v in bare):
             twin = d.extra["twin"]
             why = ", no nsys here" if "nsys" in twin and not twin.get("nsys") else ""
-            notes.append(f"{rid}'s pure CUDA twin: its own CUDA events, no trace{why}")
+            notes.append(f"not of {rid}'s CUDA twin: CUDA events only{why}")
         else:
             notes.append(f"{rid}'s {len(bare)} variants timed outside the profiler have none")
     if not have:

@@ -165,7 +165,10 @@ def words(
         said.append(f"{text(again.repro.id)} headline {got}{agreement}{_others_agree(again, first)} ({where})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
-        installs.add(text(str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")))
+        install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
+        if ours and install.startswith("installed from gpu_repro-") and f"+src.{ours[:12]}-" in install:
+            install = "installed from the bundled wheel"  # the install block below names it
+        installs.add(text(install))
         torches.add(_torch_words(again))
     same = "the same harness digest as this run" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs | torches))  # each already inert text

@@ -9,10 +9,10 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from repro.core.errors import reason_only
 from repro.core.results import VariantResult
 from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
@@ -211,7 +211,11 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
     return var.name not in used and not named
 
 
-_EXCEPTION = re.compile(r": (?=[A-Z][A-Za-z]*(?:Error|Exception): )")
+# The seeds' sources: what the project kept of them, and so what a claim's numbers rest on.
+SEED_DOCUMENTS = (
+    "Not available to this run: the seed documents' text (this project kept each one's claim and program, seeds/; "
+    "the seeds' numbers here are theirs as recorded, unchecked upstream)."
+)
 
 
 def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
@@ -234,7 +238,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         for var in doc.variants:
             if var.status != "ok" and not _by_design(doc, var):
                 # The exception that says it again ("...: ModuleNotFoundError: No module named 'x'") is in the artifact.
-                reason = _EXCEPTION.split(var.reason or "", maxsplit=1)[0] or "no reason recorded"
+                reason = reason_only(var.reason) or "no reason recorded"
                 why = f"{var.status}: {reason}"
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
         for why, labels in by_reason.items():
@@ -270,6 +274,8 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         lines.append(f"{whose} no GPU, so the seed's GPU could not be matched.")
     if unseen := _unrecorded(docs):
         lines.append(unseen)
+    if any(not d.smoke for d in docs):
+        lines.append(SEED_DOCUMENTS)
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(

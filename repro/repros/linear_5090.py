@@ -400,7 +400,7 @@ class Linear5090(Repro[LinearParams]):
         else:
             sentence = f"the heaviest ops were {top_kernel(lin)} and {top_kernel(man)}"
         if said := forms_clause(result.extra.get("api_log")):
-            sentence += f"; {said}"
+            details.append(f"{said[0].upper()}{said[1:]}.")
         seed = result.extra.get("seed_method")
         if isinstance(seed, Mapping) and (said := seed_clause(seed, lin, man, outcome.get("fp32"))):
             sentence += f"; {said}"

@@ -173,12 +173,11 @@ class Solve512Cliff(Repro[SolveParams]):
     # The rule was read in the two versions of pytorch/pytorch's BatchLinearAlgebra.cpp the project's source
     # index held (commits 7cf55ed6b736 and 006b3e67c188); that index gave no date, tag or history for them.
     stack = (
-        "the LU routine changed, so the cutoff is in the caller: lu_factor in PyTorch's "
-        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp sends a square batch with n < 512 to cuBLAS "
-        "getrfBatched and larger n to looped cuSOLVER getrf under the cusolver preference (read in pytorch/pytorch "
-        "at 7cf55ed6b736 and 006b3e67c188, of unknown release, not this build's commit, whose source was not "
-        "available here; here the kernel names show "
-        "the switch at 512). Not shown: cuSOLVER's looped getrf at n=511 (torch never calls it there)."
+        "the LU routine changed, so the cutoff is in the caller: lu_factor "
+        "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends a square batch with n < 512 to cuBLAS "
+        "getrfBatched, larger n to looped cuSOLVER getrf under the cusolver preference (source read at "
+        "pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's commit, which was not available here). "
+        "Not shown: cuSOLVER's looped getrf at n=511 (torch never calls it there)."
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
@@ -516,24 +515,23 @@ class Solve512Cliff(Repro[SolveParams]):
         said = api_clause(api) if isinstance(api, Mapping) else ""
         if isinstance(api, Mapping) and isinstance(api.get("error"), str):
             said = f"the API log failed: {api['error']}"
-        named = (
-            (f" (paths from kernel names; {said})" if said else " (paths from kernel names, no API trace)")
-            if outcome.device == "cuda"
-            else ""
-        )
+        named = " (paths from kernel names)" if outcome.device == "cuda" else ""
         if have[head.comparison.num].kernel_source == QUICK_UNPROFILED:
             path = f"the LU path was not read: {QUICK_UNPROFILED}"
         elif p_below != p_at:
             path = f"the LU switched from {p_below} at n={below} to {p_at} at n={at} on torch {torch_version}{named}"
         else:
             path = f"the LU ran {p_at} on both sides on torch {torch_version}{named}"
-        details: list[str] = []
+        # The API log backs the kernel names' paths; it lives in the details.
+        details = [f"{said[0].upper()}{said[1:]}."] if said else []
+        if not said and outcome.device == "cuda":
+            details.append("No API trace of the LU paths.")
         if outcome.smoke:
             return Finding(path)
         sentence = "; ".join([*_backend_words(head, outcome, result.extra.get("has_magma")), path])
         group = [v for v in result.variants if v.name.startswith(head.comparison.num.rsplit("_n", 1)[0] + "_n")]
         if per := per_matrix_clause(group, int(head.comparison.qualifiers["batch"])):
-            sentence += f"; {per}"
+            details.append(f"{per[0].upper()}{per[1:]}.")
         seed = result.extra.get("seed_method")
         medians = {v.name: v.median for v in result.variants if v.timing is not None}
         if isinstance(seed, Mapping) and (said := seed_clause(seed, medians)):

@@ -72,9 +72,7 @@ def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measur
     assert decided.status == "not_reproduced"
     v = off_architecture(decided, ("12.0",), "9.0", "NVIDIA H200")
     assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
-    assert v.claim["reason"] == (
-        "not on this architecture: the claim is about compute capability 12.0 (sm_120); NVIDIA H200 is 9.0 (sm_90)"
-    )
+    assert v.claim["reason"] == ("not on this architecture: the claim is about sm_120; NVIDIA H200 is sm_90")
     assert v.finding.startswith("Inconclusive, the seed's claim was not tested (not on this architecture: ")
     assert "); instead, on this GPU: the seed's library was 1.00x (95% CI " in v.finding
     assert v.not_run[-1] == {
@@ -138,3 +136,16 @@ def test_a_subject_that_did_not_run_keeps_the_thresholds_reason() -> None:
     variants = tuple(_v(n, m, "cuda") for n, m in {"s_a": None, "s_b": None, "t_a": 1.0, "t_b": 1.0}.items())
     v = judge(COMPS, "first", metric, RunResult(variants=variants), lambda out: Finding(""))
     assert v.status == "inconclusive" and v.threshold_why == "halfway between the seeds' two GPUs"
+
+
+def test_a_skip_reason_is_said_without_the_exception_that_repeats_it() -> None:
+    from repro.core.errors import reason_only
+
+    said = "transformer_engine.pytorch is not importable: ModuleNotFoundError: No module named 'transformer_engine'"
+    assert reason_only(said) == "transformer_engine.pytorch is not importable"
+    assert reason_only("the library is absent") == "the library is absent" and reason_only(None) == ""
+    skipped = VariantResult(name="s_a", label="s_a", config={}, status="skipped", reason=said)
+    v = judge(SIDE, "first", METRIC, RunResult(variants=(skipped, _v("s_b", 1.0, "cuda"))), lambda out: Finding(""))
+    assert v.claim is not None and v.claim["reason"].endswith(
+        "variant s_a was skipped: transformer_engine.pytorch is not importable"
+    )

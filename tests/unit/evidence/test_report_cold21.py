@@ -50,7 +50,9 @@ def test_the_pasted_report_keeps_every_section_and_the_not_tested_lines(pasted: 
 def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str, Any]], pasted: str) -> None:
     whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
     assert "Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU" in whole
-    assert "Later runs attached" not in pasted and "plots extra, later runs and seeds_raw.py's numbers" in pasted
+    assert (
+        "Later runs attached" not in pasted and "later runs, seeds_raw.py's numbers and each script's ratio" in pasted
+    )
 
 
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
@@ -108,8 +110,16 @@ def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(pasted: st
     assert "Timed: median per call, CUDA events over samples of 1 ms or more (launch latency, host gaps" in pasted
 
 
-def test_every_script_that_printed_a_ratio_is_listed(pasted: str) -> None:
-    assert "fused-adam-capturable torch_fused 0.998 (no headline to check it against)" in pasted
+def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]], pasted: str) -> None:
+    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    assert "fused-adam-capturable torch_fused 0.998 (no headline to check it against)" in whole
+    assert "5090-linear 0.92 (-0.9%), fused-adam-capturable" in whole
+    # A lean report counts the scripts within the check, names the farthest, and lists the unchecked one.
+    assert (
+        "Standalone scripts run here (`attached/script-<id>.out`; one process each): 4 of 4 within 10% of their "
+        "headlines (farthest: lora-batch-scaling 0.972 (+4.3%)); fused-adam-capturable torch_fused 0.998 (no "
+        "headline)."
+    ) in pasted
 
 
 def test_the_image_variables_are_one_list_everywhere(docs: list[dict[str, Any]]) -> None:
@@ -162,3 +172,8 @@ def test_a_scripts_printed_label_reaches_the_report_as_inert_text() -> None:
     assert "1.5 (no headline to check it against)" in said
     for garbled in ("[h] ratio = abc\n", "[h] t = \n"):  # a broken output is left out, never a crash
         assert printed.scripts(adam, {"script-fused-adam-capturable.out": garbled}) == ""
+
+
+def test_the_scope_says_the_seed_documents_were_not_available(pasted: str) -> None:
+    scope = pasted.split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
+    assert "- Not available to this run: the seed documents' text (this project kept each one's claim and" in scope

@@ -138,20 +138,20 @@ def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> Non
 
 def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:
     attach = line(rendered, "_The CI covers").split("_Attach ", 1)[1]
-    assert "traces of every repro (graph-memset's pure CUDA twin: its own CUDA events, no trace);" in attach
+    assert "traces of every repro (not of graph-memset's CUDA twin: CUDA events only);" in attach
     doc = by_id(docs, "5090-linear")
     for v in doc["variants"]:
         v.update(kernels=[], profiled_iterations=0)
     assert "no traces; none of 5090-linear (not profiled)" in report([doc])
     two = [doc, by_id(docs, "graph-memset")]
-    assert "traces of graph-memset (graph-memset's pure CUDA twin" in report(two)
+    assert "traces of graph-memset (not of graph-memset's CUDA twin" in report(two)
     assert "; none of 5090-linear (not profiled)" in report(two)
     # A twin that recorded no nsys on the machine says why it has no trace; one from before says nothing.
     memset = by_id(docs, "graph-memset")
     memset["extra"]["twin"]["nsys"] = None
-    assert "its own CUDA events, no trace, no nsys here" in report([memset])
+    assert "CUDA twin: CUDA events only, no nsys here" in report([memset])
     memset["extra"]["twin"]["nsys"] = "/usr/local/cuda/bin/nsys"
-    assert "its own CUDA events, no trace);" in report([memset])
+    assert "CUDA twin: CUDA events only);" in report([memset])
 
 
 def test_the_bundle_keeps_a_trace_named_by_joined_groups(tmp_path: Path) -> None:

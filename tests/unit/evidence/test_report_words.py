@@ -118,8 +118,8 @@ def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(rendered: str, d
 def test_solve_says_where_in_the_stack_and_what_it_does_not_show(rendered: str, docs: list[dict[str, Any]]) -> None:
     line = next(ln for ln in section(rendered, "solve-512-cliff").splitlines() if "Where in the stack" in ln)
     assert line.startswith("- Where in the stack: `getrf_panel` gives way to `getrf_pivot<getrf_params_>` across")
-    assert "lu_factor in PyTorch's aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp sends" in line
-    assert "(read in pytorch/pytorch at 7cf55ed6b736 and 006b3e67c188, of unknown release, not this build's" in line
+    assert "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends" in line
+    assert "(source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's commit" in line
     assert "Not shown: " in line
     assert "Where in the stack" not in section(rendered, "graph-memset")  # declared by solve only
     doc = by_id(docs, "solve-512-cliff")

@@ -26,7 +26,7 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     said = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load())
     assert said.startswith(
         " Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh "
-        "venv (installed from gpu_repro-0.1.0+src."
+        "venv (installed from the bundled wheel; torch was the machine's"
     )
     assert "what its installs printed" not in said
     logged = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load(), "rerun.log")

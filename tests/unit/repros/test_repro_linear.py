@@ -99,3 +99,16 @@ def test_the_seed_experiment_runs_in_a_full_run_and_not_in_a_quick_one(fast: Sam
     assert ("seed_method" in res.extra) is not quick
     if not quick:
         assert res.extra["seed_method"]["timer"] == "time.perf_counter"
+
+
+def test_the_api_log_is_a_detail_not_part_of_the_finding() -> None:
+    from repro.core.results import RunResult
+    from repro.repros.linear_5090 import Linear5090, LinearParams
+
+    lin, man = _variant("linear_fp32", 0.00126), _variant("manual_fp32", 0.00136)
+    log = {
+        "forms": {"nn.Linear": {"cublasLt": {"cublasLtMatmul": 1}}, "x @ w.t() + b": {"cublas": {"cublasSgemm_v2": 1}}}
+    }
+    v = Linear5090().verdict(LinearParams(tf32_variants=False), RunResult((lin, man), extra={"api_log": log}))
+    assert "API log" not in v.finding
+    assert any(d.startswith("The cuBLAS") and "API log (one fp32 call each): nn.Linear called" in d for d in v.details)

@@ -151,16 +151,18 @@ def test_the_finding_opens_with_the_cusolver_backend_and_the_default_backends_ra
     assert lead[2] == "torch.cuda.has_magma is True), the default only in builds without MAGMA"
     assert lead[3] == "the default backend (MAGMA here) showed no cliff: 0.97x, 0.97x at batches 16, 128"
     assert lead[4].startswith(f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512")
-    assert v.finding.endswith("on torch 2.11.0+cu130 (paths from kernel names, no API trace).")
-    # With the libraries' API logs the finding names the entry point each side called.
+    assert v.finding.endswith("on torch 2.11.0+cu130 (paths from kernel names).")
+    assert "No API trace of the LU paths." in v.details
+    # With the libraries' API logs the details name the entry point each side called.
     log = {
         "batch": 4,
         "sizes": {"511": {"cublas": {"cublasSgetrfBatched": 1}}, "512": {"cusolver": {"cusolverDnXgetrf": 4}}},
     }
     logged = Solve512Cliff().verdict(p, dataclasses.replace(res, extra={**res.extra, "api_log": log}))
-    assert logged.finding.endswith(
-        "(paths from kernel names; the cuBLAS/cuSOLVER API log (one call each, batch 4): n=511 called "
-        "cublasSgetrfBatched; n=512 called cusolverDnXgetrf x4)."
+    assert logged.finding.endswith("(paths from kernel names).")
+    assert logged.details[0] == (
+        "The cuBLAS/cuSOLVER API log (one call each, batch 4): n=511 called cublasSgetrfBatched; n=512 called "
+        "cusolverDnXgetrf x4."
     )
     assert "PyTorch 2.13 or later" in " ".join(Solve512Cliff.untested)
     assert "a torch build without MAGMA" in " ".join(Solve512Cliff.untested)
