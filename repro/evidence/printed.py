@@ -103,8 +103,8 @@ def seeds(log: str, ids: Sequence[str]) -> str:
         return ""
     each = "; ".join(f"{rid} {', '.join(v)}" for rid, v in said.items())
     return (
-        f" The seeds' programs again, by seeds_raw.py (`attached/{SEEDS_LOG}`; one process each, no CI): {each}. "
-        "A program's processes differ by a few percent."
+        f" The seeds' programs again, by seeds_raw.py (`attached/{SEEDS_LOG}`; one process each, no CI; a "
+        f"program that times one call moves between processes more than one that times many): {each}."
     )
 
 
