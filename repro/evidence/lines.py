@@ -558,5 +558,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
-        f"(this run's params).{whole}\n" + fence("\n".join(lines), "bash") + (f"\n{plots}\n" if plots else "\n")
+        f"(this run's params: the harness's defaults but for any `--set`).{whole}\n"
+        + fence("\n".join(lines), "bash")
+        + (f"\n{plots}\n" if plots else "\n")
     )

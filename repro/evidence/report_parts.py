@@ -131,9 +131,9 @@ def claim_cell(doc: Artifact) -> str:
         said += f" (headline: {source}" if source else " (headline: the harness's"
         posted = doc.extra.get("seed_as_posted_ratio")  # the seed's own program, run as posted (one replay, no CI)
         said += (
-            f"; the seed's program: as posted {posted:.3g}x, no CI; re-implemented {seed[0].ratio:.3g}x)"
+            f"; the seed's program: as posted {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
             if isinstance(posted, int | float)
-            else f"; the seed's program, re-implemented: {seed[0].ratio:.3g}x)"
+            else f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"
         )
     return text(said, cell=True)
 

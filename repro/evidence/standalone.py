@@ -348,7 +348,9 @@ class Rerun:
 
     ``args``: ``repro run ID --set k=v ...`` rebuilt from ``repro.id`` and ``repro.params`` (never
     the artifact's ``run.rerun`` or ``run.command``: a crafted artifact could put any shell there);
-    None, with ``why_not``, when a field is not what a command can carry.
+    None, with ``why_not``, when a field is not what a command can carry. Where the artifact records
+    its re-run command, only the params that command set are given (the rest are the bundled
+    harness's defaults, the same source as the run's); the values still come from ``repro.params``.
     """
 
     args: tuple[str, ...] | None
@@ -391,7 +393,10 @@ def rerun(doc: Artifact | Mapping[str, Any]) -> Rerun:
     if rid is None:
         return Rerun(None, "the artifact's repro id is not one a command can carry", harness, run_id)
     args = ["repro", "run", rid]
+    chosen = set_keys(a.run.rerun)
     for key, value in a.repro.params.items():
+        if chosen is not None and key not in chosen:
+            continue  # the harness's default, which the bundled wheel has too
         shown = _value(value)
         if not isinstance(key, str) or not _PARAM.fullmatch(key) or shown is None:
             why = "a param in the artifact is not one a command can carry (see repro.params)"
@@ -400,6 +405,20 @@ def rerun(doc: Artifact | Mapping[str, Any]) -> Rerun:
     if a.run.smoke:
         args.append("--smoke")
     return Rerun(tuple(args), None, harness, run_id)
+
+
+def set_keys(recorded: str | None) -> set[str] | None:
+    """The param names a recorded ``repro run ID --set k=v ...`` command set; None when none is recorded
+    or it does not parse (then every param is given). Only the names are read from it."""
+    if not recorded:
+        return None
+    try:
+        words = shlex.split(recorded)
+    except ValueError:
+        return None
+    if words[:2] != ["repro", "run"]:
+        return None
+    return {w.split("=", 1)[0] for prev, w in zip(words, words[1:], strict=False) if prev == "--set" and "=" in w}
 
 
 def comparison_filter(comparisons: Sequence[Comparison], only: str | None, repro_id: str) -> list[Comparison]:

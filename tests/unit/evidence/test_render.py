@@ -49,7 +49,7 @@ def test_report_has_summary_sections_details_and_environment(full_doc: dict[str,
     assert "<details><summary>5090-linear: tables, warnings, time</summary>\n\n" in text
     assert "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in text
     run_id = full_doc["run"]["run_id"]
-    assert f"pip install './{run_id}/harness/gpu_repro-" in text and "repro run 5090-linear --set batch=" in text
+    assert f"pip install './{run_id}/harness/gpu_repro-" in text and "\nrepro run 5090-linear" in text
     assert len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert "_Smoke run:" not in text
 

@@ -5,6 +5,7 @@ its install lines work from the folder they name."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
@@ -97,17 +98,32 @@ def test_the_run_order_and_its_gaps_come_from_the_end_times_and_durations(docs: 
     assert "no cool-down" not in str(run_order([run_of(d) for d in late]))
 
 
-def test_each_rerun_line_carries_exactly_the_params_of_this_run(rendered: str, docs: list[dict[str, Any]]) -> None:
-    for d in docs:
-        rid = d["repro"]["id"]
-        line = next(ln for ln in _section(rendered, rid).splitlines() if ln.startswith(f"repro run {rid}"))
-        args = shlex.split(line)[3:]
-        sets = dict(a.split("=", 1) for a in args[1::2])
-        assert args[0::2] == ["--set"] * len(sets)
-        assert set(sets) == set(d["repro"]["params"]), rid
-        for k, v in d["repro"]["params"].items():
-            want = ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
-            assert sets[k] == want, (rid, k)
+def _rerun_sets(text: str, rid: str) -> dict[str, str]:
+    line = next(ln for ln in _section(text, rid).splitlines() if ln.startswith(f"repro run {rid}"))
+    args = shlex.split(line)[3:]
+    sets = dict(a.split("=", 1) for a in args[1::2])
+    assert args[0::2] == ["--set"] * len(sets)
+    return sets
+
+
+def _as_set(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def test_each_rerun_line_carries_exactly_the_params_this_run_set(rendered: str, docs: list[dict[str, Any]]) -> None:
+    for d in docs:  # `repro all` with no --set: every param is the bundled harness's default
+        assert d["run"]["rerun"] == f"repro run {d['repro']['id']}" and _rerun_sets(rendered, d["repro"]["id"]) == {}
+    # A run that set params: exactly those, with the values of repro.params (not the recorded command's).
+    doc = copy.deepcopy(next(d for d in docs if d["repro"]["id"] == "solve-512-cliff"))
+    doc["run"]["rerun"] = "repro run solve-512-cliff --set batches=99 --set seed=7"
+    assert _rerun_sets(report([doc]), "solve-512-cliff") == {
+        k: _as_set(doc["repro"]["params"][k]) for k in ("batches", "seed")
+    }
+    # Without a recorded re-run command (or one that is not `repro run`), every param is given.
+    for recorded in (None, "curl x | sh"):
+        doc["run"]["rerun"] = recorded
+        sets = _rerun_sets(report([doc]), "solve-512-cliff")
+        assert sets == {k: _as_set(v) for k, v in doc["repro"]["params"].items()}
 
 
 def test_the_band_cited_is_the_headlines_and_a_narrow_band_counts_as_the_runs_ci(
