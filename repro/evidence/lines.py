@@ -105,6 +105,8 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
     posted = doc.extra.get("seed_as_posted")  # the seed's own program run here, in its repro's words
     if isinstance(posted, str) and posted.strip():
         out.append(f"{text(posted.strip().rstrip('.'))}.")
+    if said := seed_torch_words(doc.extra.get("seed_torch_program")):
+        out.append(said)
     v = doc.verdict
     for row in _seed_rows(doc):
         level = "95% CI" if abs(float(row.ci_level or 0.95) - 0.95) < 1e-9 else verdict_label(v)
@@ -121,6 +123,20 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
             line += f": {text(vs)}" if isinstance(vs, str) and vs else ""
         out.append(line + ".")
     return out + seed_method_lines(doc)
+
+
+def seed_torch_words(got: object) -> str:
+    """graph-memset's second seed program (``extra["seed_torch_program"]``: the seed's torch graph, run as posted),
+    in one sentence beside the seed.cu line, as inert text; "" when it did not run."""
+    ms = got.get("ms") if isinstance(got, Mapping) else None
+    memset, zero = (_num(ms.get("memset")), _num(ms.get("zero_"))) if isinstance(ms, Mapping) else (None, None)
+    if memset is None or not zero:
+        return ""
+    how = got.get("how") if isinstance(got, Mapping) else None
+    return text(
+        f"The seed's torch program, run as posted here{f' ({how})' if isinstance(how, str) else ''}: "
+        f"memset/zero_() {memset / zero:.2f}x (memset {memset:.2f} ms, zero_ {zero:.2f} ms; one replay each, no CI)."
+    )
 
 
 def _num(x: object) -> float | None:

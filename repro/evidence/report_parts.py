@@ -130,11 +130,17 @@ def claim_cell(doc: Artifact) -> str:
         source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
         said += f" (headline: {source}" if source else " (headline: the harness's"
         posted = doc.extra.get("seed_as_posted_ratio")  # the seed's own program, run as posted (one replay, no CI)
-        said += (
-            f"; the seed's program: as posted {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
-            if isinstance(posted, int | float)
-            else f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"
-        )
+        other = doc.extra.get("seed_torch_program")  # graph-memset's seed also posted a torch program
+        torch_ratio = other.get("ratio") if isinstance(other, Mapping) else None
+        if isinstance(posted, int | float) and isinstance(torch_ratio, int | float):
+            said += (
+                f"; the seed's programs as posted, no CI: seed.cu {posted:.2f}x, torch {torch_ratio:.2f}x; seed.cu "
+                f"re-implemented {seed[0].ratio:.2f}x)"
+            )
+        elif isinstance(posted, int | float):
+            said += f"; the seed's program: as posted {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
+        else:
+            said += f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"
     return text(said, cell=True)
 
 
@@ -208,8 +214,8 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
-        f"{said} Timed: median per call, CUDA events over samples of 1 ms or more (launch latency, host gaps "
-        "included); kernel time: profiled device time only."
+        f"{said} Timed: median per call, CUDA events over samples sized to about 1 ms (launch latency, host "
+        "gaps included); kernel time: profiled device time only."
         + (
             "_"
             if lean

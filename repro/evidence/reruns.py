@@ -96,10 +96,11 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
             continue
         if stats.cis_overlap(r.ci_low, r.ci_high, w.ci_low, w.ci_high):
             near += 1
-        else:  # ratio_with_ci without a label: ``1.43x (1.42-1.45)``
+        else:  # ratio_with_ci without a label: ``1.43x (1.42-1.45)``, both at places that show the gap
+            places = apart_places((r.ratio, r.ci_low, r.ci_high), (w.ratio, w.ci_low, w.ci_high))
             theirs, ours = (
-                ratio_with_ci(r.ratio, r.ci_low, r.ci_high, ""),
-                ratio_with_ci(w.ratio, w.ci_low, w.ci_high, ""),
+                ratio_with_ci(r.ratio, r.ci_low, r.ci_high, "", places),
+                ratio_with_ci(w.ratio, w.ci_low, w.ci_high, "", places),
             )
             apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
     if not near and not apart:
@@ -107,6 +108,16 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
     return f"; other comparisons: {near} of {near + len(apart)} CIs overlap this run's" + (
         f" (not: {'; '.join(apart)})" if apart else ""
     )
+
+
+def apart_places(a: tuple[float, float, float], b: tuple[float, float, float], most: int = 6) -> int:
+    """Decimals for two (ratio, low, high) whose CIs do not overlap: the same for both, and enough that the
+    printed intervals do not seem to overlap either (a gap of 0.0002 needs four)."""
+    places = max(ratio_places(*a), ratio_places(*b))
+    (lo, hi), (lo2, hi2) = sorted([(a[1], a[2]), (b[1], b[2])])
+    while places < most and round(hi, places) >= round(lo2, places):
+        places += 1
+    return places
 
 
 def _span(fractions: Sequence[float]) -> str:

@@ -206,7 +206,7 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
         return False
     v = doc.verdict
     used = {n for r in v.breakdown for n in (r.num, r.den)}
-    reason = str(var.reason or "")
+    reason = reason_only(var.reason)  # an unrun comparison's reason is said without the exception too
     named = any(var.name in x.reason or (reason and reason in x.reason) for x in v.not_run)
     return var.name not in used and not named
 
@@ -276,6 +276,8 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         lines.append(unseen)
     if any(not d.smoke for d in docs):
         lines.append(SEED_DOCUMENTS)
+        host = "; a bare-metal host (this run was a VM guest)" if any(guest_words(d.machine) for d in docs) else ""
+        lines.append(f"Not run: the GPU with locked clocks or another power limit (measured as found){host}.")
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(

@@ -10,7 +10,7 @@ first, then zero_. One replay per form, so it has no CI.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 SEED_OPS = 1000
@@ -89,15 +89,3 @@ def seed_torch_program(
     memset, zero = out["ms"]["memset"], out["ms"]["zero_"]
     out["ratio"] = memset / zero if zero > 0 else None
     return out
-
-
-def seed_torch_clause(got: Mapping[str, Any]) -> str:
-    """The seed's torch program as re-run here, in one sentence; "" when it did not run."""
-    ms = got.get("ms") or {}
-    memset, zero = ms.get("memset"), ms.get("zero_")
-    if not isinstance(memset, float) or not isinstance(zero, float) or zero <= 0:
-        return ""
-    return (
-        f"The seed's torch program ({got.get('how')}) gave {memset / zero:.2f}x here (memset {memset:.2f} ms, "
-        f"zero_ {zero:.2f} ms; one replay each, no CI)."
-    )

@@ -44,7 +44,7 @@ from repro.api import (
     stats,
 )
 from repro.repros._memset_episodes import episode_lines
-from repro.repros._memset_seed import memset_op, seed_torch_clause, seed_torch_program
+from repro.repros._memset_seed import memset_op, seed_torch_program
 from repro.repros._memset_seedcu import (
     build_seed_cu,
     node_differences,
@@ -485,8 +485,6 @@ class GraphMemset(Repro[MemsetParams]):
             )
             agree = twin is not None and stats.cis_overlap(seed.ci_low, seed.ci_high, twin.ci_low, twin.ci_high)
             details.append(said + reimplementation_vs_twin(have, agree))
-        if isinstance(got := result.extra.get("seed_torch_program"), Mapping) and (said := seed_torch_clause(got)):
-            details.append(said)
         return Finding(sentence, tuple(details))
 
 

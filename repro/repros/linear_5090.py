@@ -182,11 +182,11 @@ class Linear5090(Repro[LinearParams]):
     )
     seed_gpus = ("RTX 5090", "RTX 4090")
     # A gap points at the GEMM cuBLAS picks for each call: another cuBLAS may pick another.
-    # The issue's title names an RTX 5090D; later comments there report the slowdown gone with the torch 2.8
-    # nightlies that moved to cuBLAS 12.8.4.1 (on a 5090): the cuBLAS of the seed's stack is what matters.
+    # The issue's title names an RTX 5090D; one later comment there (seeds/README.txt) reports the slowdown gone
+    # with the torch 2.8 nightlies on a 5090 and says their cuBLAS seems to have moved to 12.8.4.1.
     untested = (
-        "other cuBLAS versions (cuBLAS picks each form's GEMM; comments on the issue report the slowdown gone on "
-        "an RTX 5090 with torch 2.8 nightlies, which moved to cuBLAS 12.8.4.1)",
+        "other cuBLAS versions (cuBLAS picks each form's GEMM; a comment on the issue reports the slowdown gone on "
+        "an RTX 5090 with torch 2.8 nightlies, whose cuBLAS it says seems to have moved to 12.8.4.1)",
         "the RTX 5090D the issue's title names",
     )
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).

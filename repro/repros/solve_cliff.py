@@ -176,7 +176,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "the LU routine changed, so the cutoff is in the caller: lu_factor "
         "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends a square batch with n < 512 to cuBLAS "
         "getrfBatched, larger n to looped cuSOLVER getrf under the cusolver preference (source read at "
-        "pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's commit, which was not available here). "
+        "pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's). "
         "Not shown: cuSOLVER's looped getrf at n=511 (torch never calls it there)."
     )
     seed_gpus = ("RTX 6000 Ada",)
@@ -184,6 +184,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "PyTorch 2.13 or later (per the seed document, unchecked here: a batch-aware heuristic replaced the n=512 "
         "cutoff)",
         "a torch build without MAGMA (the default backend then takes cuSOLVER)",
+        "this build's own lu_factor source (the cutoff was read at other commits)",
     )
     plots = (
         Plot(

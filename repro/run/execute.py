@@ -286,7 +286,8 @@ def execute(
         verdict=verdict,
         fp=fp,
         extra=result.extra if result else {},
-        warnings=_warnings(variants, result),
+        # A side row's order split is a warning; the headline's also makes the run suspect (``order``).
+        warnings=[*_warnings(variants, result), *order_warnings(verdict.breakdown, variants, headline=False)],
         order=order_warnings(verdict.breakdown, variants),
         error=error,
         phases=phases,

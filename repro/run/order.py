@@ -20,13 +20,16 @@ MIN_ROUNDS = 3  # per half: fewer say nothing about an order effect
 FLOOR = 0.01  # a gap under 1% is not worth a warning, whatever the CI
 
 
-def order_warnings(breakdown: Sequence[Mapping[str, Any]], variants: Sequence[VariantResult]) -> list[str]:
-    """One warning per paired headline row whose forward and reversed rounds part by more than twice
-    its CI's relative half-width (and FLOOR); [] when none does or the rounds are not recorded."""
+def order_warnings(
+    breakdown: Sequence[Mapping[str, Any]], variants: Sequence[VariantResult], headline: bool = True
+) -> list[str]:
+    """One warning per paired row whose forward and reversed rounds part by more than twice its CI's
+    relative half-width (and FLOOR): the headline row, or with ``headline=False`` every other row; []
+    when none does or the rounds are not recorded."""
     have = {v.name: v for v in variants}
     out = []
     for row in breakdown:
-        if not row.get("headline") or not row.get("paired"):
+        if bool(row.get("headline")) != headline or not row.get("paired"):
             continue
         num, den = have.get(str(row.get("num"))), have.get(str(row.get("den")))
         a = (num.timing.rounds if num is not None and num.timing is not None else None) or ()

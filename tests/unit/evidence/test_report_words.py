@@ -119,7 +119,7 @@ def test_solve_says_where_in_the_stack_and_what_it_does_not_show(rendered: str, 
     line = next(ln for ln in section(rendered, "solve-512-cliff").splitlines() if "Where in the stack" in ln)
     assert line.startswith("- Where in the stack: `getrf_panel` gives way to `getrf_pivot<getrf_params_>` across")
     assert "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends" in line
-    assert "(source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's commit" in line
+    assert "(source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's)" in line
     assert "Not shown: " in line
     assert "Where in the stack" not in section(rendered, "graph-memset")  # declared by solve only
     doc = by_id(docs, "solve-512-cliff")

@@ -130,3 +130,11 @@ def test_a_rerun_without_a_ci_says_so() -> None:
     bare = dataclasses.replace(moved.verdict, ci_low=None, ci_high=None)
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=bare)}, band.load())
     assert ": has no CI; against the re-run band: " in said and "CI misses" not in said
+
+
+def test_cis_that_do_not_overlap_are_printed_so_they_do_not_seem_to() -> None:
+    # evidence25's graph-memset re-run: 1.1227 (1.11609-1.12486) against this run's 1.1150 (1.11360-1.11588).
+    places = reruns.apart_places((1.12269, 1.11609, 1.12486), (1.11503, 1.11360, 1.11588))
+    assert places == 4
+    assert f"{1.11588:.{places}f}" < f"{1.11609:.{places}f}"
+    assert reruns.apart_places((2.0, 1.9, 2.1), (1.0, 0.9, 1.1)) == 2  # far apart: the usual places

@@ -256,20 +256,3 @@ def test_verdict_without_memset_anywhere_is_inconclusive_with_the_reason() -> No
     assert v.claim is not None and v.claim["tested"] is False
     assert v.finding.startswith("Inconclusive, the seed's claim was not tested (")
     assert f"variant twin_memset was skipped: {twin_reason}" in v.finding
-
-
-def test_the_seeds_torch_program_is_said_beside_the_rounds() -> None:
-    from repro.repros._memset_seed import SEED_HOW, seed_torch_clause
-
-    got = {"ops": 1000, "how": SEED_HOW, "ms": {"memset": 35.16, "zero_": 35.9}, "ratio": 35.16 / 35.9}
-    said = seed_torch_clause(got)
-    assert said == (
-        f"The seed's torch program ({SEED_HOW}) gave 0.98x here (memset 35.16 ms, zero_ 35.90 ms; "
-        "one replay each, no CI)."
-    )
-    res = dataclasses.replace(_result(FULL), extra={"seed_torch_program": got})
-    assert said in GraphMemset().verdict(MemsetParams(), res).details
-    # A program that did not run (no cuda-bindings, a failed capture) says nothing of a number.
-    assert seed_torch_clause({"error": "cuda-bindings could not issue the memset", "ms": {}}) == ""
-    bare = dataclasses.replace(_result(FULL), extra={"seed_torch_program": {"error": "x"}})
-    assert not any("seed's torch program" in d for d in GraphMemset().verdict(MemsetParams(), bare).details)

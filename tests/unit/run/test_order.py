@@ -51,7 +51,10 @@ def test_no_rounds_no_pairing_or_too_few_rounds_say_nothing() -> None:
         )
         for n, r in (("a", zig), ("b", [1.0] * 10))
     ]
-    assert order_warnings([{**row, "headline": False, "paired": True}], vs) == []  # not the headline
+    side = [{**row, "headline": False, "paired": True}]
+    assert order_warnings(side, vs) == []  # not the headline: not a reason to call the run suspect
+    (aside,) = order_warnings(side, vs, headline=False)  # but a warning of its own
+    assert aside.startswith("a/b: the per-round ratios depend on the arms' order within a round: 1 in forward")
     assert order_warnings([{**row, "headline": True, "paired": False}], vs) == []  # unpaired: no rounds to split
     (said,) = order_warnings([{**row, "headline": True, "paired": True}], vs)
     assert "1 in forward rounds, 1.2 in reversed ones (16.7% apart" in said
@@ -76,3 +79,12 @@ def test_an_order_split_makes_the_artifact_suspect_and_says_why(tmp_path: Any) -
     assert doc["warnings"][-1] == order[0]
     plain = document(req, LoraBatchScaling, LoraParams(), tmp_path, **common)
     assert plain["validity"] == {"flag": "valid", "reasons": []}  # the same run without the split
+
+
+def test_evidence25s_lora_side_row_splits_by_order_and_is_a_warning() -> None:
+    # evidence25's cold read: bs4/bs1's rounds part 0.9001 (forward) against 0.9202 (reversed), 2.2% apart.
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence25" / "all").iterdir())
+    lora = json.loads((run / "lora-batch-scaling.json").read_text())
+    said = order_warnings(lora["verdict"]["breakdown"], _variants(lora, "bs1", "bs2", "bs4"), headline=False)
+    assert [w.split(":", 1)[0] for w in said] == ["bs4/bs1"]
+    assert "0.9001 in forward rounds, 0.9202 in reversed ones (2.2% apart" in said[0]

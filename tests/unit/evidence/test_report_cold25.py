@@ -1,0 +1,100 @@
+"""What evidence25's cold read found the report showed wrongly or not at all, rendered from that run's artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT
+
+from repro.evidence import artifact, bundle, printed
+from repro.evidence.lines import seed_torch_words
+from repro.evidence.model import run_of
+from repro.evidence.report import report
+from repro.evidence.report_parts import claim_cell
+
+RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence25" / "all").iterdir())
+
+
+def _attached(run: Path) -> dict[str, Any]:
+    names = bundle.attached_names(run)
+    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
+    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
+    return {"attached": names, "reruns": reruns, "printed": said}
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return [artifact.load(p) for p in artifact.expand([RUN])]
+
+
+@pytest.fixture(scope="module")
+def pasted(docs: list[dict[str, Any]]) -> str:
+    return report(docs, **_attached(RUN))
+
+
+def _doc(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    return next(d for d in docs if d["repro"]["id"] == rid)
+
+
+def test_a_rerun_ci_that_misses_is_printed_so_it_does_not_seem_to_overlap(pasted: str) -> None:
+    # This run 1.11503 (1.11360-1.11588); the re-run 1.12269 (1.11609-1.12486): four places show the gap.
+    assert "(memset+work)/(fill+work) (pure CUDA twin) 1.1227x (1.1161-1.1249) against 1.1150x (1.1136-1.1159)" in (
+        pasted.replace("\\_", "_")
+    )
+
+
+def test_every_skipped_te_variant_is_named_not_tested(pasted: str) -> None:
+    assert (
+        "- fused-adam-capturable: TE FusedAdam (capturable=False, eager; capturable=True, eager; capturable=True, "
+        "CUDA graph replay) (skipped: transformer_engine.pytorch is not importable)"
+    ) in pasted
+
+
+def test_the_cublas_comment_keeps_its_hedge(pasted: str) -> None:
+    from repro.repros.linear_5090 import Linear5090
+
+    said = " ".join(Linear5090.untested)
+    assert "a comment on the issue reports" in said and "seems to have moved to 12.8.4.1" in said
+
+
+def test_both_seed_programs_of_graph_memset_are_shown(docs: list[dict[str, Any]], pasted: str) -> None:
+    memset = _doc(docs, "graph-memset")
+    assert claim_cell(run_of(memset)) == (
+        "tested (headline: pure CUDA twin; the seed's programs as posted, no CI: seed.cu 1.46x, torch 0.95x; "
+        "seed.cu re-implemented 1.43x)"
+    )
+    said = seed_torch_words(memset["extra"]["seed_torch_program"])
+    assert said.startswith("The seed's torch program, run as posted here (1000 ops in one graph, each a 4-byte ")
+    assert said.endswith("memset/zero\\_() 0.95x (memset 35.49 ms, zero\\_ 37.26 ms; one replay each, no CI).")
+    assert said in pasted.split("## `graph-memset`", 1)[1]
+    # A program that did not run says nothing of a number.
+    assert seed_torch_words({"error": "cuda-bindings could not issue the memset", "ms": {}}) == ""
+    assert seed_torch_words(None) == ""
+
+
+def test_the_legend_says_samples_are_sized_to_about_a_millisecond(pasted: str, docs: list[dict[str, Any]]) -> None:
+    # graph-memset's torch-graph samples are one replay (0.89 ms); 5090-linear's tf32 arm 5 calls (0.84 ms).
+    memset = {v["name"]: v for v in _doc(docs, "graph-memset")["variants"]}
+    assert min(memset["memset"]["timing"]["samples"]) < 1e-3
+    assert "samples of 1 ms or more" not in pasted
+    assert "samples sized to about 1 ms" in pasted
+
+
+def test_the_report_still_fits_with_every_kernel_list(pasted: str) -> None:
+    assert len(pasted) <= 20_000 and pasted.count("\n") + 1 <= 250
+    assert "each section's kernel lines" not in pasted
+    assert json.dumps(pasted).count("Kernels") >= 4
+
+
+def test_clock_control_bare_metal_and_the_builds_own_source_are_named_not_tested() -> None:
+    from repro.repros.solve_cliff import Solve512Cliff
+
+    docs = [artifact.load(p) for p in artifact.expand([RUN])]
+    scope = report(docs, **_attached(RUN)).split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
+    assert (
+        "- Not run: the GPU with locked clocks or another power limit (measured as found); a bare-metal host" in scope
+    )
+    assert "this build's own lu_factor source (the cutoff was read at other commits)" in Solve512Cliff.untested
