@@ -18,7 +18,8 @@ GIB = 2**30
 LINEAR_LOW, LINEAR_HIGH = 0.9, 1.1
 THRESHOLD = 1.3
 THRESHOLD_WHY = (
-    "linear scaling reads 1.0 and the seed's cliff ~2; 1.3 leaves room for run-to-run noise and mild allocator effects"
+    "linear scaling reads 1.0, and the seed's 2x read per sample ~2 (read as step time it is linear scaling, 1.0); "
+    "1.3 leaves room for run-to-run noise and mild allocator effects"
 )
 
 
@@ -50,7 +51,11 @@ def lora_sentence(head: Ratio) -> str:
     if head.value < LINEAR_LOW:
         return f"{step}: batching made each sample cheaper on this stack, the opposite of a cliff"
     if head.value <= LINEAR_HIGH:
-        return f"{step}: per sample, linear scaling on this stack, not a cliff"
+        # The seed's "2x slower" is a step time or a per-sample time; it does not say which.
+        return (
+            f"{step}: per sample, linear scaling on this stack, not a cliff (if the seed's 2x is step time, it is "
+            "this same linear scaling, with nothing to fix)"
+        )
     return f"{step}, a little worse than linear scaling but below the {THRESHOLD} threshold"
 
 

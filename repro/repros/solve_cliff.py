@@ -174,10 +174,10 @@ class Solve512Cliff(Repro[SolveParams]):
     # index held (commits 7cf55ed6b736 and 006b3e67c188); that index gave no date, tag or history for them.
     stack = (
         "the LU routine changed, so the cutoff is in the caller: lu_factor "
-        "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends a square batch with n < 512 to cuBLAS "
-        "getrfBatched, larger n to looped cuSOLVER getrf under the cusolver preference (source read at "
-        "pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's). "
-        "Not shown: cuSOLVER's looped getrf at n=511 (torch never calls it there)."
+        "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends a square batch of two or more with n < 512 "
+        "to cuBLAS getrfBatched; n >= 512, a batch of one or a non-square matrix go to looped cuSOLVER getrf under "
+        "the cusolver preference (source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's). "
+        "Not timed: looped cuSOLVER getrf at n=511 (a batch of one would take it)."
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
@@ -185,6 +185,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "cutoff)",
         "a torch build without MAGMA (the default backend then takes cuSOLVER)",
         "this build's own lu_factor source (the cutoff was read at other commits)",
+        "looped cuSOLVER getrf at n=511 (a batch of one takes it), which would tell the cutoff from getrf's own cost",
     )
     plots = (
         Plot(

@@ -43,7 +43,9 @@ def script_for(
 
 
 def regenerate(doc: Artifact | Mapping[str, Any], repro_paths: Iterable[Path] = ()) -> tuple[str | None, str | None]:
-    """The script of an artifact's headline comparison, from this catalog's code for its repro id and params.
+    """The standalone script of an artifact's repro, from this catalog's code for its repro id and params: the
+    one ``repro script ID`` prints for them (its headline comparisons with their controls), so the bundle ships
+    the script whose output a run's maker attaches.
 
     Returns ``(script, note)``: with a script, the note says when this checkout's source of the
     repro differs from the one that made the artifact; without one, it says why none was made.
@@ -54,14 +56,10 @@ def regenerate(doc: Artifact | Mapping[str, Any], repro_paths: Iterable[Path] = 
     if cls is None:
         return None, f"{rid} is not in this installation's catalog"
     raw = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in a.repro.params.items()}
-    head = a.verdict.headline
     notes: list[str] = []
     try:
         params = build_params(cls.id, cls.Params, raw)
-        try:
-            script = cls().script(params, head)
-        except UsageError:  # a headline this catalog's repro cannot script alone: its default script
-            script = cls().script(params)
+        script = cls().script(params)
     except Exception as exc:  # params this catalog does not accept, or a plugin's script() failing: no script
         return None, f"this catalog's {rid} could not build a script for the artifact's params ({type(exc).__name__})"
     if script is None:

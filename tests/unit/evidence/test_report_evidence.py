@@ -196,9 +196,9 @@ def test_one_kernel_diff_per_repro_and_small_percentages(docs: list[dict[str, An
     assert pct(96.4) == "96%" and pct(4.23) == "4.2%" and pct(0.0021) == "0.0021%"
 
 
-def test_standalone_script_of_an_old_artifact_is_its_headline(docs: list[dict[str, Any]]) -> None:
+def test_standalone_script_of_an_old_artifact_is_what_repro_script_prints(docs: list[dict[str, Any]]) -> None:
     script = scripts.regenerate(_by_id(docs, "solve-512-cliff"))[0]
-    assert script and "[('cusolver/b128', 'cusolver', 128)]" in script
+    assert script and "('cusolver/b128', 'cusolver', 128)" in script and "('default/b16', 'default', 16)" in script
     memset, _ = scripts.regenerate(_by_id(docs, "graph-memset"))  # the twin headline: a bash script, .cu inside
     assert memset is not None and memset.startswith("#!/usr/bin/env bash")
     text = _report(docs)

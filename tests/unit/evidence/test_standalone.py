@@ -388,10 +388,18 @@ def test_solve_script_of_a_cusolver_headline_keeps_the_default_backend_as_contro
     assert "CONTROLS = []" in both and "('default/b64', 'default', 64)" in both
 
 
-def test_regenerated_scripts_keep_the_solve_control_and_give_the_twin_script() -> None:
+def test_regenerated_scripts_are_what_repro_script_prints_and_give_the_twin_script() -> None:
+    from repro.repros.fused_adam import AdamParams, FusedAdamCapturable
+    from repro.repros.solve_cliff import Solve512Cliff, SolveParams
+
+    # evidence26's cold read: the bundle shipped headline-only scripts, not the ones whose output it quotes.
     solve = {"repro": {"id": "solve-512-cliff", "params": {}}, "verdict": {"headline": "cusolver/b128"}}
     script, note = scripts.regenerate(solve)
-    assert script and "CONTROLS = [('default/b128 (control)', 'default', 128)]" in script and note is None
+    assert script == Solve512Cliff().script(SolveParams()) and note is None
+    assert "('default/b128', 'default', 128)" in script and "('cusolver/b128', 'cusolver', 128)" in script
+    adam = {"repro": {"id": "fused-adam-capturable", "params": {}}, "verdict": {"headline": "te"}}
+    script, _ = scripts.regenerate(adam)
+    assert script == FusedAdamCapturable().script(AdamParams()) and "'torch_fused'" in str(script)
     memset = {"repro": {"id": "graph-memset", "params": {}}, "verdict": {"headline": "memset/fill (pure CUDA twin)"}}
     script, note = scripts.regenerate(memset)  # the bundle carries the twin's bash script, .cu inside
     assert script is not None and script.startswith("#!/usr/bin/env bash\n") and note is None
