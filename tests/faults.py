@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from repro.core.context import SamplingConfig
@@ -57,11 +57,11 @@ def kill_marked(token: str) -> None:
 
 
 def start(
-    args: Sequence[str], token: str | None = None, cwd: Path | None = None
+    args: Sequence[str], token: str | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m repro ARGS`` in the background, marked with a fresh token."""
+    """``python -m repro ARGS`` in the background, marked with a fresh token (``env``: more variables)."""
     token = token or uuid.uuid4().hex
-    env = dict(os.environ, **{MARK: token, "COLUMNS": "120"})
+    env = {**os.environ, **(env or {}), MARK: token, "COLUMNS": "120"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "repro", *args],
         stdin=subprocess.DEVNULL,
@@ -71,6 +71,35 @@ def start(
         cwd=cwd,
     )
     return proc, token
+
+
+def end(proc: subprocess.Popen[bytes], token: str) -> None:
+    """After a test, passed or failed: kill whatever carries ``token`` (the CLI too), then reap the CLI
+    and close its pipes, so that neither a process nor an unclosed Popen (a ResourceWarning in some
+    later test) outlives the test that started it."""
+    kill_marked(token)
+    proc.kill()  # a no-op once it was reaped
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # a process of another tree holds its pipes: close ours anyway
+        pass
+    finally:
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+
+
+def stacks(proc: subprocess.Popen[bytes]) -> str:
+    """What a CLI started with ``PYTHONFAULTHANDLER=1`` was doing when it did not exit in time: SIGABRT
+    makes it print every thread's Python stack on its stderr as it dies (the end of that stderr)."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr or b""
+    return err.decode(errors="replace")[-8000:]
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 60.0) -> bool:

@@ -30,11 +30,18 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 TOKEN_VAR = "GPU_REPRO_TREE"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class Cancel(Protocol):
+    """Whatever says that a wait for a child should end early: a ``threading.Event``, or a Ctrl-C
+    that a CLI recorded (``repro.run.runner.Interrupts``)."""
+
+    def is_set(self) -> bool: ...
 
 
 def _prctl(option: int, arg: int) -> bool:

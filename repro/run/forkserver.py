@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from types import TracebackType
@@ -222,7 +221,7 @@ class ForkServer:
             return False
         return True
 
-    def start(self, cancel: threading.Event | None = None) -> ForkServer:
+    def start(self, cancel: procs.Cancel | None = None) -> ForkServer:
         """Start the server and wait until it has imported torch; ForkServerError if it cannot
         (or if ``cancel`` is set meanwhile: an interrupt must not wait for an import)."""
         # Unnamed: a runner killed at any moment leaves no file, folder or socket behind.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -77,7 +76,7 @@ class Builds:
         except BrokenPipeError:
             pass
 
-    def wait(self, timeout_s: float = WAIT_S, cancel: threading.Event | None = None) -> str:
+    def wait(self, timeout_s: float = WAIT_S, cancel: procs.Cancel | None = None) -> str:
         """Its one line of output once it ends ("" when it built nothing), or why it was stopped: past
         ``timeout_s``, or as soon as ``cancel`` is set (a Ctrl-C the batch recorded)."""
         deadline = time.monotonic() + timeout_s

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from select import POLLIN, poll
 from typing import IO, Any
 
 from repro.core import fsio, procs
@@ -52,31 +53,64 @@ class Outcome:
 class Interrupts:
     """SIGINT and SIGTERM, recorded instead of obeyed at once.
 
-    While installed, the first signal sets ``signum`` and ``event``; the batch polls
-    the event, stops the repro in flight (its whole process tree), writes its
-    ``interrupted`` artifact and the report, and the CLI then exits 128 + signum.
-    Nothing is raised asynchronously, so no write is ever cut in half by a signal.
+    While installed, the first signal sets ``signum``; the batch polls ``is_set()``, stops the
+    repro in flight (its whole process tree), writes its ``interrupted`` artifact and the report,
+    and the CLI then exits 128 + signum. Nothing is raised asynchronously, so no write is ever cut
+    in half by a signal.
+
+    The handler takes no lock. Python runs it in the main thread between two bytecodes, whatever
+    that thread holds just then; a ``threading.Event.set()`` there would wait forever for the
+    event's own lock whenever the signal lands while the same thread is inside that event's
+    ``wait()`` (which holds the lock on its way in and out). So the handler only records the
+    signal and writes a byte to a pipe, and ``wait()`` sleeps in poll(2) on that pipe: a signal
+    ends the sleep at once.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.event = threading.Event()
         self._previous: dict[int, Any] = {}
+        self._wake: tuple[int, int] | None = None  # the wake-up pipe (read end, write end) while installed
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.signum is None:
             self.signum = signum
-        self.event.set()
+        wake = self._wake
+        if wake is not None:
+            with contextlib.suppress(OSError):  # full: a wake-up is already pending
+                os.write(wake[1], b"\0")
 
     @property
     def name(self) -> str:
         """The name of the signal received (empty when none was)."""
         return signal.Signals(self.signum).name if self.signum else ""
 
+    def is_set(self) -> bool:
+        """Whether a signal came."""
+        return self.signum is not None
+
+    def wait(self, timeout_s: float) -> bool:
+        """``is_set()`` after up to ``timeout_s`` seconds of waiting for a signal (one ends the wait).
+
+        A signal that comes before the poll has already written its byte, one that comes during it
+        runs the handler and poll(2) is retried (PEP 475) with the byte there: either way no sleep
+        outlasts it. Not installed, this only sleeps.
+        """
+        wake = self._wake
+        if self.signum is None and wake is not None:
+            poller = poll()  # select.poll (this module's select() picks the batch's ids)
+            poller.register(wake[0], POLLIN)
+            poller.poll(timeout_s * 1000)
+        elif self.signum is None:
+            time.sleep(timeout_s)
+        return self.signum is not None
+
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
+            r, w = os.pipe()
+            os.set_blocking(w, False)  # the handler must never block on a full pipe
+            self._wake = (r, w)
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
@@ -85,6 +119,9 @@ class Interrupts:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        wake, self._wake = self._wake, None
+        for fd in wake or ():
+            os.close(fd)
 
 
 class _Pump(threading.Thread):
@@ -226,7 +263,7 @@ def run_one_isolated(
     cls, _ = resolve(req)  # bad input fails here, before any child starts
     fingerprint.record_run_start(run_dir)  # the first repro's call reads it; the rest find it
     log, log_error = _open_log(run_dir / "logs" / f"{req.repro_id}.log")
-    stop = interrupts.event if interrupts is not None else threading.Event()
+    stop = interrupts if interrupts is not None else Interrupts()  # one never installed only sleeps
     t0 = time.monotonic()
     tree = _start_child(_worker_spec(req, run_dir), server)
     pump = _Pump(tree.stdout, log)
@@ -429,7 +466,7 @@ def run_all(
     try:
         server = _fork_server(interrupts) if fork_server and ids else None
         if builds is not None:
-            said = builds.wait(cancel=interrupts.event if interrupts is not None else None)
+            said = builds.wait(cancel=interrupts)
             if said:
                 print(f"repro all: builds ahead: {said}", file=sys.stderr, flush=True)
     except BaseException:
@@ -442,7 +479,7 @@ def run_all(
         outcomes: list[Outcome] = []
 
         def stopped() -> bool:
-            return interrupts is not None and interrupts.event.is_set()
+            return interrupts is not None and interrupts.is_set()
 
         if not progress:
             for req in reqs:
@@ -490,7 +527,7 @@ def _fork_server(interrupts: Interrupts | None) -> ForkServer | None:
     t0 = time.monotonic()
     print("repro all: importing torch once (fork server)", file=sys.stderr, flush=True)
     try:
-        server = ForkServer().start(cancel=interrupts.event if interrupts is not None else None)
+        server = ForkServer().start(cancel=interrupts)
     except (ForkServerError, OSError) as exc:
         print(f"repro all: no fork server ({exc}); each repro starts its own process", file=sys.stderr, flush=True)
         return None

@@ -8,39 +8,51 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from faults import PLUGINS, kill_marked, log_says, running, start, summary, survivors, torn_files, wait_for
+from faults import PLUGINS, end, log_says, running, stacks, start, summary, survivors, torn_files, wait_for
 
 from repro.core import procs
 from repro.evidence import artifact
 
 BASE = ["all", "--repro-path", str(PLUGINS), "--budget", "0.2", "--target-ci", "0.2"]
 
+Start = Callable[..., tuple[subprocess.Popen[bytes], str]]
+
 
 @pytest.fixture
-def tokens() -> Iterator[list[str]]:
-    """Tokens of the CLIs a test started; whatever still carries one is killed afterwards."""
-    made: list[str] = []
-    yield made
-    for t in made:
-        kill_marked(t)
+def cli() -> Iterator[Start]:
+    """``faults.start`` for one test: each CLI it started is ended afterwards (``faults.end``: all it
+    started killed, the CLI reaped, its pipes closed), whether the test passed, failed or timed out."""
+    made: list[tuple[subprocess.Popen[bytes], str]] = []
+
+    def run(args: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+        made.append(start(args, env=env))
+        return made[-1]
+
+    yield run
+    for proc, token in made:
+        end(proc, token)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_stops_the_tree_and_writes_what_finished(
-    tmp_path: Path, tokens: list[str], sig: int, progress: Callable[[str], None]
+    tmp_path: Path, cli: Start, sig: int, progress: Callable[[str], None]
 ) -> None:
     ids = ["--only", "test-fine", "--only", "test-forks-hang", "--only", "test-gap"]
-    proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", *ids])
-    tokens.append(token)
+    # PYTHONFAULTHANDLER: a CLI that does not exit is asked for its stacks (SIGABRT) before it is killed.
+    proc, token = cli([*BASE, "--out", str(tmp_path), "--no-collect-env", *ids], env={"PYTHONFAULTHANDLER": "1"})
     # test-fine runs first (ids in order), then test-forks-hang detaches a grandchild and hangs.
     assert wait_for(lambda: log_says(tmp_path, "test-forks-hang: forked"), 120), "the hanging repro never started"
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"repro all still ran 60 s after {signal.Signals(sig).name}; its stacks:\n{stacks(proc)}")
     assert proc.returncode == 128 + sig, err.decode()
     assert summary(progress, f"{signal.Signals(sig).name} of repro all", token, tmp_path) == (0, 0)
     (run_dir,) = tmp_path.iterdir()
@@ -56,12 +68,50 @@ def test_interrupt_stops_the_tree_and_writes_what_finished(
     assert err.decode().strip().splitlines()[-1].startswith("error: interrupted by")
 
 
+# A SIGINT at each line that Interrupts.wait runs, in turn: the handler then runs right there, with
+# whatever the main thread holds at that line (a trace function sends the signal, and Python runs the
+# handler before the traced line). Each wait must see its signal and end, never wait on itself.
+_SIGNAL_AT_EVERY_LINE = """
+import faulthandler, os, signal, sys
+from repro.run.runner import Interrupts
+
+faulthandler.dump_traceback_later(30, exit=True)  # a wait that hangs shows where, and ends the run
+for k in range(1, 1000):
+    lines = 0
+
+    def tracer(frame, event, arg):
+        global lines
+        if event == "line":
+            lines += 1
+            if lines == k:
+                os.kill(os.getpid(), signal.SIGINT)
+        return tracer
+
+    with Interrupts() as ints:
+        sys.settrace(tracer)
+        try:
+            seen = ints.wait(0.2)
+        finally:
+            sys.settrace(None)
+    if lines < k:  # every line has had its signal
+        print(k - 1)
+        break
+    assert seen and ints.signum == signal.SIGINT, f"the signal at line {k} of the wait was missed"
+"""
+
+
+def test_a_signal_at_any_line_of_the_interrupt_wait_is_seen_at_once() -> None:
+    # The batch sleeps in this wait between its polls of the repro in flight.
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_AT_EVERY_LINE], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert int(done.stdout) >= 3  # the wait's lines were all tried (a check that the tracing took)
+
+
 def test_sigkill_of_the_cli_leaves_no_process_behind(
-    tmp_path: Path, tokens: list[str], progress: Callable[[str], None]
+    tmp_path: Path, cli: Start, progress: Callable[[str], None]
 ) -> None:
     # collect_env on: its guard and pip list must die too.
-    proc, token = start([*BASE, "--out", str(tmp_path), "--only", "test-forks-hang"])
-    tokens.append(token)
+    proc, token = cli([*BASE, "--out", str(tmp_path), "--only", "test-forks-hang"])
     assert wait_for(lambda: log_says(tmp_path, "test-forks-hang: forked"), 120)
     assert len(survivors(token, 0)) >= 4  # guard, worker, detached grandchild, its double-forked child
     proc.kill()
@@ -71,23 +121,21 @@ def test_sigkill_of_the_cli_leaves_no_process_behind(
 
 
 def test_sigkill_during_collect_env_kills_collect_env_and_pip(
-    tmp_path: Path, tokens: list[str], progress: Callable[[str], None]
+    tmp_path: Path, cli: Start, progress: Callable[[str], None]
 ) -> None:
     # collect_env runs in-process after the measurement; each of its probes (pip list first) runs
     # under a guard, so killing the CLI then must take them down too.
-    proc, token = start(["run", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--budget", "0.2"])
-    tokens.append(token)
+    proc, token = cli(["run", "test-gap", "--repro-path", str(PLUGINS), "--out", str(tmp_path), "--budget", "0.2"])
     assert wait_for(lambda: running(token, "pip"), 120), "collect_env's pip list never started"
     proc.kill()
     proc.communicate()
     assert summary(progress, "SIGKILL of repro run during collect_env", token, tmp_path) == (0, 0)
 
 
-def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, tokens: list[str]) -> None:
-    proc, token = start(
+def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, cli: Start) -> None:
+    proc, token = cli(
         [*BASE, "--out", str(tmp_path), "--no-collect-env", "--timeout", "15", "--only", "test-forks-hang"]
     )
-    tokens.append(token)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     (doc_path,) = tmp_path.glob("*/test-forks-hang.json")
@@ -95,9 +143,8 @@ def test_timeout_kills_a_hang_and_its_grandchildren(tmp_path: Path, tokens: list
     assert survivors(token) == []
 
 
-def test_grandchildren_of_a_finished_repro_die_with_it(tmp_path: Path, tokens: list[str]) -> None:
-    proc, token = start([*BASE, "--out", str(tmp_path), "--no-collect-env", "--only", "test-forks"])
-    tokens.append(token)
+def test_grandchildren_of_a_finished_repro_die_with_it(tmp_path: Path, cli: Start) -> None:
+    proc, token = cli([*BASE, "--out", str(tmp_path), "--no-collect-env", "--only", "test-forks"])
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     assert survivors(token, 2) == []
