@@ -12,7 +12,7 @@ from pathlib import Path
 from repro.core import stats
 from repro.evidence import band, scope
 from repro.evidence.declared import Declared
-from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
+from repro.evidence.markdown import code, fence, finite, fmt_pct, fmt_time, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, Row, Verdict
 from repro.evidence.seeds import checked
 from repro.evidence.standalone import rerun
@@ -117,7 +117,7 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
             f"({text(str(row.status or '-').replace('_', ' '))}); against the headline, "
             f"{text(_agreement(row, v, doc.extra.get('seed_vs_twin_nodes')))}"
         )
-        own, vs = _num(doc.extra.get("seed_as_posted_ratio")), doc.extra.get("seed_as_posted_vs")
+        own, vs = finite(doc.extra.get("seed_as_posted_ratio")), doc.extra.get("seed_as_posted_vs")
         if own and isinstance(row.ratio, float):
             line += f"; against the seed's own program above ({own:.2f}x), {(row.ratio / own - 1) * 100:+.1f}%"
             line += f": {text(vs)}" if isinstance(vs, str) and vs else ""
@@ -129,18 +129,15 @@ def seed_torch_words(got: object) -> str:
     """graph-memset's second seed program (``extra["seed_torch_program"]``: the seed's torch graph, run as posted),
     in one sentence beside the seed.cu line, as inert text; "" when it did not run."""
     ms = got.get("ms") if isinstance(got, Mapping) else None
-    memset, zero = (_num(ms.get("memset")), _num(ms.get("zero_"))) if isinstance(ms, Mapping) else (None, None)
-    if memset is None or not zero:
+    memset, zero = (finite(ms.get("memset")), finite(ms.get("zero_"))) if isinstance(ms, Mapping) else (None, None)
+    if memset is None or zero is None or memset <= 0 or zero <= 0:
         return ""
     how = got.get("how") if isinstance(got, Mapping) else None
+    how = how[:300] if isinstance(how, str) else None  # the repro's words; an artifact's, so bounded
     return text(
         f"The seed's torch program, run as posted here{f' ({how})' if isinstance(how, str) else ''}: "
         f"memset/zero_() {memset / zero:.2f}x (memset {memset:.2f} ms, zero_ {zero:.2f} ms; one replay each, no CI)."
     )
-
-
-def _num(x: object) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and x == x else None
 
 
 def seed_method_lines(doc: Artifact) -> list[str]:
@@ -156,13 +153,13 @@ def seed_method_lines(doc: Artifact) -> list[str]:
         if not isinstance(e, Mapping):
             continue
         label = text(str(e.get("label") or e.get("comparison") or "?"))
-        ratio = _num(e.get("ratio"))
+        ratio = finite(e.get("ratio"))
         if ratio is None:
             why = e.get("error")
             said[e.get("subject") is True].append(f"{label} not measured ({text(str(why or 'no ratio'))})")
             continue
         row = rows.get(str(e.get("comparison")))
-        ours = _num(row.ratio) if row is not None else None
+        ours = finite(row.ratio) if row is not None else None
         words = f"{label} {ratio:.3f}x" + (f" (ours {ours:.3f}x)" if ours is not None else "")
         said[e.get("subject") is True].append(words)
     how = doc.extra.get("seed_method_how")

@@ -8,6 +8,7 @@ links no ``@name`` or ``#123`` in it (code spans and fences link none anyway).
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -230,3 +231,10 @@ def current_ratios(words: str, v: Verdict) -> str:
         at = float(level) if level is not None else CI_LEVEL
         words = words.replace(_two_places(value, lo, hi, at), fmt_ratio(value, lo, hi, at))
     return words
+
+
+def finite(x: object) -> float | None:
+    """A number an artifact gives as a finite int or float (not a bool, NaN or infinity), else None."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return float(x)

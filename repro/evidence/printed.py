@@ -54,7 +54,7 @@ def _lora(body: str) -> str | None:
     rounding = 0.0005 / one[0] + 0.0005 / two[0]  # the times are printed to 3 decimals
     return (
         f"no seed program (seeds_raw.py's stand-in for the speed baseline, a LayerNorm block stack unlike this "
-        f"repro's model, gave {_x(two[0] / 2 / one[0])} per sample, ±{rounding:.0%} from its 3-decimal times: not "
+        f"repro's model, gave {_x(two[0] / 2 / one[0])} per sample, ±{rounding:.1%} from its 3-decimal times: not "
         "a measure of the claim)"
     )
 
@@ -123,12 +123,13 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         except (ValueError, IndexError):  # a garbled output: nothing to set beside the run
             continue
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
-            unchecked += [
+            first = [
                 f"{text(d.repro.id)} {text(name)} {row['ratio']:.3g} (no headline to check it against)"
                 for name, row in got.items()
                 if row.get("ratio") is not None
             ][:1]
-            said += unchecked[-1:]
+            unchecked += first
+            said += first
             continue
         row = got.get(v.headline or "") or next(iter(got.values()), {})
         ratio = row.get("ratio")
@@ -142,7 +143,8 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         return f"{lead}: within {SCRIPT_CHECK:.0%} of the headline is the check, not its CI): {', '.join(said)}."
     far = max(off)
     out = [x for x in off if x[0] > SCRIPT_CHECK]
-    agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines (farthest: {far[2]})"
+    agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines, the check, not a CI"
+    agree += f" (farthest: {far[2]})" if far not in out else ""
     rest = [x[2] for x in out] + [x.split(" (no headline")[0] + " (no headline)" for x in unchecked]
     return f"{lead}): {agree}" + (f"; {', '.join(rest)}" if rest else "") + "."
 

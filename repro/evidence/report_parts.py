@@ -16,7 +16,7 @@ from repro.evidence import band, scope, seeds
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, missing_module
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
-from repro.evidence.markdown import code, fence, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
+from repro.evidence.markdown import code, fence, finite, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.printed import HISTORY, commit_of
 from repro.evidence.standalone import harness_of
@@ -129,15 +129,15 @@ def claim_cell(doc: Artifact) -> str:
         head = next((r for r in doc.verdict.breakdown if r.headline), None)
         source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
         said += f" (headline: {source}" if source else " (headline: the harness's"
-        posted = doc.extra.get("seed_as_posted_ratio")  # the seed's own program, run as posted (one replay, no CI)
+        posted = finite(doc.extra.get("seed_as_posted_ratio"))  # the seed's own program, run as posted, no CI
         other = doc.extra.get("seed_torch_program")  # graph-memset's seed also posted a torch program
-        torch_ratio = other.get("ratio") if isinstance(other, Mapping) else None
-        if isinstance(posted, int | float) and isinstance(torch_ratio, int | float):
+        torch_ratio = finite(other.get("ratio")) if isinstance(other, Mapping) else None
+        if posted is not None and torch_ratio is not None:
             said += (
                 f"; the seed's programs as posted, no CI: seed.cu {posted:.2f}x, torch {torch_ratio:.2f}x; seed.cu "
                 f"re-implemented {seed[0].ratio:.2f}x)"
             )
-        elif isinstance(posted, int | float):
+        elif posted is not None:
             said += f"; the seed's program: as posted {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
         else:
             said += f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"

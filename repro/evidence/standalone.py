@@ -349,8 +349,9 @@ class Rerun:
     ``args``: ``repro run ID --set k=v ...`` rebuilt from ``repro.id`` and ``repro.params`` (never
     the artifact's ``run.rerun`` or ``run.command``: a crafted artifact could put any shell there);
     None, with ``why_not``, when a field is not what a command can carry. Where the artifact records
-    its re-run command, only the params that command set are given (the rest are the bundled
-    harness's defaults, the same source as the run's); the values still come from ``repro.params``.
+    its re-run command and its harness has a wheel to bundle, only the params that command set are
+    given (the rest are the bundled harness's defaults, the same source as the run's); the values still
+    come from ``repro.params``.
     """
 
     args: tuple[str, ...] | None
@@ -393,7 +394,8 @@ def rerun(doc: Artifact | Mapping[str, Any]) -> Rerun:
     if rid is None:
         return Rerun(None, "the artifact's repro id is not one a command can carry", harness, run_id)
     args = ["repro", "run", rid]
-    chosen = set_keys(a.run.rerun)
+    # Only a bundled wheel has the run's defaults; without one (a run before harness digests) every param is given.
+    chosen = set_keys(a.run.rerun) if harness.wheel() and run_id else None
     for key, value in a.repro.params.items():
         if chosen is not None and key not in chosen:
             continue  # the harness's default, which the bundled wheel has too

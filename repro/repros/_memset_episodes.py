@@ -38,6 +38,9 @@ def _spread(have: Mapping[str, VariantResult]) -> str | None:
     if not memset or not fill:
         return None
 
+    if min(memset) <= 0 or min(fill) <= 0:
+        return None  # no time to set a spread against
+
     def rel(meds: list[float]) -> float:
         return (max(meds) - min(meds)) / min(meds)
 
@@ -53,6 +56,8 @@ def _spread(have: Mapping[str, VariantResult]) -> str | None:
 def _off(meds: list[float]) -> list[tuple[int, float, float]]:
     """(episode number from 1, median, relative offset) for each episode over OFF_EPISODES from the middle."""
     mid = statistics.median(meds)
+    if mid <= 0:
+        return []
     return [(i + 1, m, m / mid - 1) for i, m in enumerate(meds) if abs(m / mid - 1) > OFF_EPISODES]
 
 
@@ -77,9 +82,9 @@ def episode_lines(have: Mapping[str, VariantResult]) -> list[str]:
     if all("memset" in words for words in moved):
         episodes = [{i for i, _, _ in eps} for eps in off.values() if eps]
         same = sorted(set.intersection(*episodes)) if len(episodes) > 1 else []
-        where = f", in the same episode{'s' if len(same) > 1 else ''} ({', '.join(map(str, same))})" if same else ""
+        where = f", both forms in episode{'s' if len(same) > 1 else ''} {', '.join(map(str, same))}" if same else ""
         said += (
-            f" Only memset nodes moved{where}; the kernels beside them held: the memset node's cost shifts after "
-            "some idle gaps, which this run does not explain (no per-node trace here)."
+            f" Only memset nodes moved{where}; the kernel forms measured held: the memset node's cost shifts between "
+            "episodes, which this run does not explain (no per-node trace here)."
         )
     return [spread, said]

@@ -286,8 +286,7 @@ def execute(
         verdict=verdict,
         fp=fp,
         extra=result.extra if result else {},
-        # A side row's order split is a warning; the headline's also makes the run suspect (``order``).
-        warnings=[*_warnings(variants, result), *order_warnings(verdict.breakdown, variants, headline=False)],
+        warnings=_warnings(variants, result),
         order=order_warnings(verdict.breakdown, variants),
         error=error,
         phases=phases,
@@ -320,7 +319,7 @@ def document(
     ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran;
     ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``);
     ``order``: a headline whose rounds split by the arms' order (``repro.run.order``): a warning, and the
-    run is suspect.
+    run is suspect. A side row's split is a warning only, and not on a smoke run (order noise is normal there).
     """
     judged = validity(variants, fp.get("gpu"))
     if order and judged["flag"] != "not_applicable":
@@ -345,7 +344,11 @@ def document(
         validity=judged,
         fingerprint=fp,
         extra=extra or {},
-        warnings=[*warnings, *order],
+        warnings=[
+            *warnings,
+            *order,
+            *(() if req.smoke else order_warnings(verdict.breakdown, variants, headline=False)),
+        ],
         error=error,
     )
     return dict(redact.redactor()(doc))

@@ -1,4 +1,5 @@
-"""Whether a paired headline's per-round ratios depend on the arms' order within a round.
+"""Whether a paired comparison's per-round ratios depend on the arms' order within a round (the headline's
+makes a run suspect; another row's is a warning).
 
 ``round_order`` runs the arms forward in even rounds and reversed in odd ones, so a trend over time
 cancels in the median. An order effect (the arm that runs after another is slower or faster: heat,

@@ -36,7 +36,7 @@ def test_the_seeds_programs_ratios_are_read_from_seeds_raw_log() -> None:
         "program that times one call moves between processes more than one that times many): "
         "5090-linear 0.95x; fused-adam-capturable (torch's fused AdamW, TE absent) kernels 1.00x, step 1.00x; "
         "lora-batch-scaling no seed program (seeds_raw.py's stand-in for the speed baseline, a LayerNorm block stack "
-        "unlike this repro's model, gave 1.00x per sample, ±3% from its 3-decimal times: not a measure of the "
+        "unlike this repro's model, gave 1.00x per sample, ±3.0% from its 3-decimal times: not a measure of the "
         "claim); solve-512-cliff default 0.93x, cusolver 4.47x; "
         "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)."
     )

@@ -1,4 +1,4 @@
-"""What evidence25's cold read found the report showed wrongly or not at all, rendered from that run's artifacts."""
+"""evidence25's run rendered: non-overlapping CIs, skipped variants, hedged sources, both seed programs, the legend."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def test_solve_says_where_in_the_stack_and_what_it_does_not_show(rendered: str, 
     assert line.startswith("- Where in the stack: `getrf_panel` gives way to `getrf_pivot<getrf_params_>` across")
     assert "lu_factor (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends" in line
     assert "(source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's)" in line
-    # evidence26's cold read: a batch of one (or a non-square matrix) takes looped cuSOLVER below 512 too.
+    # A batch of one (or a non-square matrix) takes looped cuSOLVER below 512 too.
     assert "a batch of one or a non-square matrix go to looped cuSOLVER getrf" in line
     assert "Not timed: looped cuSOLVER getrf at n=511 (a batch of one would take it)." in line
     assert "never calls" not in line

@@ -392,7 +392,7 @@ def test_regenerated_scripts_are_what_repro_script_prints_and_give_the_twin_scri
     from repro.repros.fused_adam import AdamParams, FusedAdamCapturable
     from repro.repros.solve_cliff import Solve512Cliff, SolveParams
 
-    # evidence26's cold read: the bundle shipped headline-only scripts, not the ones whose output it quotes.
+    # The bundle's script is the one `repro script ID` prints, whose output a run's maker attaches.
     solve = {"repro": {"id": "solve-512-cliff", "params": {}}, "verdict": {"headline": "cusolver/b128"}}
     script, note = scripts.regenerate(solve)
     assert script == Solve512Cliff().script(SolveParams()) and note is None

@@ -38,7 +38,7 @@ def test_a_memset_episode_off_the_rest_is_named_with_its_offset() -> None:
     assert listed.startswith("Per episode, in run order (ns): memset 910, 912, 830, 915; fill 612, 612, 613, 612; ")
     assert "memset episode 3 (830 ns, -8.9%)" in listed
     assert "the seed's form's memset episode 3 (935 ns, +5.9%)" in listed
-    assert "Only memset nodes moved, in the same episode (3); the kernels beside them held" in listed
+    assert "Only memset nodes moved, both forms in episode 3; the kernel forms measured held" in listed
 
 
 def test_a_kernel_that_moves_is_named_and_no_memset_only_claim_is_made() -> None:

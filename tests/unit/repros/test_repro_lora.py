@@ -383,5 +383,5 @@ def test_the_finding_sets_the_kernels_alone_beside_the_event_timed_ratio() -> No
 def test_the_seeds_2x_is_read_both_ways() -> None:
     from repro.repros._lora_finding import THRESHOLD_WHY
 
-    # evidence26's cold read: the threshold read the seed per sample, the finding set it beside the step time.
+    # The seed's 2x is a per-sample or a step time; the threshold's words give both readings.
     assert "read as step time it is linear scaling" in THRESHOLD_WHY
