@@ -5,12 +5,13 @@ fixtures (a plugin of tests/conftest.py; the run's numbers with today's prose, s
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import ROOT
 
-from repro.evidence import artifact
+from repro.evidence import artifact, bundle, printed
 from repro.evidence.report import report
 from repro.run import scripts
 
@@ -53,3 +54,12 @@ def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
 def section(text: str, rid: str) -> str:
     """Repro ``rid``'s section of a rendered report."""
     return text.split(f"## `{rid}`", 1)[1].split("\n## ", 1)[0]
+
+
+def attached_of(run: Path) -> dict[str, Any]:
+    """``report``'s keywords for what a run folder's ``attached/`` holds, as ``repro bundle`` reads it: the names,
+    the artifacts among them (re-runs and later runs) and what the programs run beside it printed."""
+    names = bundle.attached_names(run)
+    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
+    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
+    return {"attached": names, "reruns": reruns, "printed": said}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_run import attached_of
 from helpers import ROOT
 
 from repro.evidence import artifact, band, bundle, printed
@@ -24,13 +25,6 @@ RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence21" / "all").it
 DIGEST = "78836fa168a35a2a21a7580d5a6dc80fdf70a4c6c3072be48bc104fc9feb084a"
 
 
-def _attached(run: Path) -> dict[str, Any]:
-    names = bundle.attached_names(run)
-    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
-    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
-    return {"attached": names, "reruns": reruns, "printed": said}
-
-
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
     return [artifact.load(p) for p in artifact.expand([RUN])]
@@ -38,7 +32,7 @@ def docs() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def pasted(docs: list[dict[str, Any]]) -> str:
-    return report(docs, **_attached(RUN))
+    return report(docs, **attached_of(RUN))
 
 
 def test_the_pasted_report_keeps_every_section_and_the_not_tested_lines(pasted: str) -> None:
@@ -48,7 +42,7 @@ def test_the_pasted_report_keeps_every_section_and_the_not_tested_lines(pasted: 
 
 
 def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str, Any]], pasted: str) -> None:
-    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    whole = report(docs, limit=10**9, max_lines=None, **attached_of(RUN))
     assert "Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU" in whole
     assert (
         "Later runs attached" not in pasted and "later runs, seeds_raw.py's numbers and each script's ratio" in pasted
@@ -111,7 +105,7 @@ def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(pasted: st
 
 
 def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]], pasted: str) -> None:
-    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    whole = report(docs, limit=10**9, max_lines=None, **attached_of(RUN))
     assert "fused-adam-capturable torch_fused 0.998 (no headline to check it against)" in whole
     assert "5090-linear 0.92 (-0.9%), fused-adam-capturable" in whole
     # A lean report counts the scripts within the check, names the farthest, and lists the unchecked one.
@@ -123,7 +117,7 @@ def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]],
 
 
 def test_the_image_variables_are_one_list_everywhere(docs: list[dict[str, Any]]) -> None:
-    whole = report(docs, limit=10**9, max_lines=None, **_attached(RUN))
+    whole = report(docs, limit=10**9, max_lines=None, **attached_of(RUN))
     runs = [a for a in map(of, docs) if isinstance(a, Artifact)]
     listed = image_vars(runs[0].machine.container_env)
     assert listed.startswith("CUDA_VERSION=13.0.2, NV_CUDA_CUDART_VERSION=13.0.96-1, NV_LIBCUBLAS_VERSION=")

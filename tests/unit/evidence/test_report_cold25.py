@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_run import attached_of
 from helpers import ROOT
 
-from repro.evidence import artifact, bundle, printed
+from repro.evidence import artifact
 from repro.evidence.lines import seed_torch_words
 from repro.evidence.model import run_of
 from repro.evidence.report import report
 from repro.evidence.report_parts import claim_cell
 
 RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence25" / "all").iterdir())
-
-
-def _attached(run: Path) -> dict[str, Any]:
-    names = bundle.attached_names(run)
-    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
-    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
-    return {"attached": names, "reruns": reruns, "printed": said}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +25,7 @@ def docs() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def pasted(docs: list[dict[str, Any]]) -> str:
-    return report(docs, **_attached(RUN))
+    return report(docs, **attached_of(RUN))
 
 
 def _doc(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:
@@ -93,7 +86,7 @@ def test_clock_control_bare_metal_and_the_builds_own_source_are_named_not_tested
     from repro.repros.solve_cliff import Solve512Cliff
 
     docs = [artifact.load(p) for p in artifact.expand([RUN])]
-    scope = report(docs, **_attached(RUN)).split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
+    scope = report(docs, **attached_of(RUN)).split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
     assert (
         "- Not run: the GPU with locked clocks or another power limit (measured as found); a bare-metal host" in scope
     )
