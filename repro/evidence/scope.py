@@ -277,7 +277,10 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     if any(not d.smoke for d in docs):
         lines.append(SEED_DOCUMENTS)
         host = "; a bare-metal host (this run was a VM guest)" if any(guest_words(d.machine) for d in docs) else ""
-        lines.append(f"Not run: the GPU with locked clocks or another power limit (measured as found){host}.")
+        lines.append(
+            f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
+            "or WSL2, where the seeds may have run."
+        )
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
         lines.append(

@@ -186,6 +186,9 @@ class Solve512Cliff(Repro[SolveParams]):
         "a torch build without MAGMA (the default backend then takes cuSOLVER)",
         "this build's own lu_factor source (the cutoff was read at other commits)",
         "looped cuSOLVER getrf at n=511 (a batch of one takes it), which would tell the cutoff from getrf's own cost",
+        "a cuSOLVER API log and Nsight Compute metrics of getrf_pivot (this build's cuSOLVER has no logger; no ncu "
+        "run here)",
+        "the upstream commit that closed the issue and its first release (not read here)",
     )
     plots = (
         Plot(

@@ -91,3 +91,14 @@ def test_clock_control_bare_metal_and_the_builds_own_source_are_named_not_tested
         "- Not run: the GPU with locked clocks or another power limit (measured as found); a bare-metal host" in scope
     )
     assert "this build's own lu_factor source (the cutoff was read at other commits)" in Solve512Cliff.untested
+
+
+def test_the_platforms_and_sources_the_run_lacked_are_named() -> None:
+    from repro.repros.fused_adam import FusedAdamCapturable
+    from repro.repros.solve_cliff import Solve512Cliff
+
+    docs = [artifact.load(p) for p in artifact.expand([RUN])]
+    scope = report(docs, **attached_of(RUN)).split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
+    assert "; Windows (WDDM) or WSL2, where the seeds may have run." in scope
+    assert any("Grace (aarch64) host and the TE version" in u for u in FusedAdamCapturable.untested)
+    assert any("Nsight Compute metrics of getrf\\_pivot" in u or "getrf_pivot" in u for u in Solve512Cliff.untested)

@@ -43,7 +43,9 @@ def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cove
     flux = "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card"
     assert flux in said["lora-batch-scaling"]
     assert "other cuBLAS versions" in said["5090-linear"]
-    assert said["fused-adam-capturable"] == ""  # its module states nothing beyond the skipped TE variants
+    assert said["fused-adam-capturable"] == (
+        "the GB300's Grace (aarch64) host and the TE version the issue used (it names none)"
+    )
 
 
 def test_untested_is_recorded_in_the_artifact_and_fits_the_schema(docs: list[dict[str, Any]]) -> None:
@@ -66,7 +68,7 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other architectures"
     assert f"{memset} (Ada, Blackwell)" in lines
     assert "- lora-batch-scaling, not covered: the real FLUX pipeline" in lines
-    assert "fused-adam-capturable, not covered" not in lines
+    assert "- fused-adam-capturable, not covered: the GB300's Grace (aarch64) host and the TE version" in lines
     assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
     # The artifact's own list comes first, an empty one included; without either, nothing is said.
     doc = by_id(docs, "solve-512-cliff")
