@@ -47,7 +47,7 @@ def _ratio(vs: dict[str, Any], num: str, den: str, half: bool) -> tuple[float, f
     keep = max(1, per // 2) if half else per
     r = [a / b for a, b in zip(_rounds(tn["samples"], per, keep), _rounds(td["samples"], per, keep), strict=True)]
     s = stats.summarize_rounds(r, ep)
-    return s.median, s.rel_ci_halfwidth, [statistics.median(r[i : i + ep]) for i in range(0, len(r), ep)]
+    return s.median, s.rel_ci_halfwidth, stats.episode_medians(r, ep)
 
 
 def main() -> None:

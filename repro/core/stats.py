@@ -127,14 +127,20 @@ def episodes_for(level: float) -> int:
     return n
 
 
+def episode_medians(values: Sequence[float], episode: int | None) -> list[float]:
+    """The medians of ``values`` cut into episodes of ``episode`` values each, in order (the last may be
+    shorter); [] without episodes or with fewer than two of them."""
+    if not episode or len(values) < 2 * episode:
+        return []
+    return [quantile(sorted(values[i : i + episode]), 0.5) for i in range(0, len(values), episode)]
+
+
 def episode_widened(
     values: Sequence[float], lo: float, hi: float, episode: int | None, level: float = 0.95
 ) -> tuple[float, float]:
     """(lo, hi) widened to the order-statistic CI of the medians of ``values``' episodes of
     ``episode`` values each, where there are at least MIN_EPISODES of them (see paired_ratio_ci)."""
-    if not episode or len(values) < 2 * episode:
-        return lo, hi
-    meds = [quantile(sorted(values[i : i + episode]), 0.5) for i in range(0, len(values), episode)]
+    meds = episode_medians(values, episode)
     if len(meds) < MIN_EPISODES:
         return lo, hi
     ep = summarize(meds, level)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 
-from repro.api import VariantResult
+from repro.api import VariantResult, stats
 
 # An episode this far from the median of its variant's episode medians is named.
 OFF_EPISODES = 0.02
@@ -26,10 +26,7 @@ _FORMS = (
 def episode_medians(v: VariantResult | None) -> list[float]:
     """The medians of a variant's episodes (its rounds cut at ``episode_rounds``), or [] without episodes."""
     t = v.timing if v is not None else None
-    if t is None or not t.rounds or not t.episode_rounds or len(t.rounds) < 2 * t.episode_rounds:
-        return []
-    k = t.episode_rounds
-    return [statistics.median(t.rounds[i : i + k]) for i in range(0, len(t.rounds), k)]
+    return stats.episode_medians(t.rounds or (), t.episode_rounds) if t is not None else []
 
 
 def _spread(have: Mapping[str, VariantResult]) -> str | None:
