@@ -124,12 +124,12 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
             continue
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
             first = [
-                f"{text(d.repro.id)} {text(name)} {row['ratio']:.3g} (no headline to check it against)"
+                f"{text(d.repro.id)} {text(name)} {row['ratio']:.3g}"
                 for name, row in got.items()
                 if row.get("ratio") is not None
-            ][:1]
-            unchecked += first
-            said += first
+            ]
+            unchecked += first[:1]
+            said += [f"{x} (no headline to check it against)" for x in first[:1]]
             continue
         row = got.get(v.headline or "") or next(iter(got.values()), {})
         ratio = row.get("ratio")
@@ -145,7 +145,7 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
     out = [x for x in off if x[0] > SCRIPT_CHECK]
     agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines, the check, not a CI"
     agree += f" (farthest: {far[2]})" if far not in out else ""
-    rest = [x[2] for x in out] + [x.split(" (no headline")[0] + " (no headline)" for x in unchecked]
+    rest = [x[2] for x in out] + [f"{x} (no headline)" for x in unchecked]
     return f"{lead}): {agree}" + (f"; {', '.join(rest)}" if rest else "") + "."
 
 

@@ -14,6 +14,7 @@ from repro.core.verdict import ratio_places
 from repro.evidence import band
 from repro.evidence.markdown import code, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact
+from repro.evidence.standalone import harness_of
 
 
 def _torch_words(doc: Artifact) -> str:
@@ -177,7 +178,7 @@ def words(
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
-        if ours and install.startswith("installed from gpu_repro-") and f"+src.{ours[:12]}-" in install:
+        if (bundled := harness_of(first).wheel()) and install == f"installed from {bundled}":
             install = "installed from the bundled wheel"  # the install block below names it
         installs.add(text(install))
         torches.add(_torch_words(again))
