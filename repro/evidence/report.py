@@ -365,9 +365,9 @@ def report(
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
     kernels_said = False
-    # Where the legend is in ``head``: the tier without kernel lists swaps in ``lean_legend``.
+    # Where the legend is in ``head``: the lean tiers swap in ``legends[kernel lists kept]``, without n.
     at_legend: int | None = None
-    lean_legend = ""
+    legends: dict[bool, str] = {}
     ident = identity_lines(runs, printed)
     if len(ident) == 1:
         head += [ident[0], ""]
@@ -381,18 +381,17 @@ def report(
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
-        cuda_script = "; a `.sh` builds and runs a CUDA program" if any("twin" in d.extra for d in runs) else ""
+        cuda_script = "; a `.sh` builds a CUDA program" if any("twin" in d.extra for d in runs) else ""
         if not smoke_run:
             at_legend = len(head)
             attach = (
-                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs, the "
-                f"harness wheel (the whole `repro` package that ran; not the Makefile or tools/ that set it up), each "
-                f"repro's standalone script "
+                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs; the "
+                f"harness wheel (the `repro` package that ran, not the Makefile or tools/); standalone scripts "
                 f"(`scripts/<id>`{cuda_script}){seeds_words(runs)}"
                 f"{attached_words(attached)}._"
             )
             head += [legend(runs, known) + attach, ""]
-            lean_legend = legend(runs, known, lean=True) + attach
+            legends = {kept: legend(runs, known, False, kept) + attach for kept in (True, False)}
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     if any(is_smoke(d) for d in runs):
         where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
@@ -438,8 +437,8 @@ def report(
 
     def assemble() -> list[str]:
         parts = list(head)
-        if kernel_lines == 0 and at_legend is not None:  # no details, no kernel list: no n and no us/call to define
-            parts[at_legend] = lean_legend
+        if lean and at_legend is not None:  # no details: no n to define; without kernel lists no us/call either
+            parts[at_legend] = legends[kernel_lines != 0]
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
@@ -462,7 +461,9 @@ def report(
             )
             if kernel_lines is not None:
                 gone += [
-                    "each section's kernel lines after its first" if kernel_lines else "each section's kernel lines"
+                    f"each section's kernel lines after its {_NTH[kernel_lines]}"
+                    if kernel_lines
+                    else "each section's kernel lines"
                 ]
             gone += [] if stack_lines else ["the Not-tested lines on what this run could not record and on its stack"]
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
@@ -506,7 +507,7 @@ def report(
     if not fits(parts):
         lean = True
         parts = assemble()
-    for kept in (1, 0) if not fits(parts) else ():
+    for kept in (2, 1, 0) if not fits(parts) else ():
         kernel_lines = kept
         parts = assemble()
         if fits(parts):
@@ -519,6 +520,7 @@ def report(
     return cut_at_blocks(parts, limit, max_lines)
 
 
+_NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
@@ -559,6 +561,8 @@ def _lean(section: str, kernels: int | None = None) -> str:
                     continue
             else:
                 listed = 0 if ln.startswith("- Kernels") else None
+                if listed is not None and kernels == 0:  # no list follows: the line ends as a sentence
+                    ln = ln.removesuffix(":") + "."
         kept.append(ln)
     return "\n".join(kept)
 

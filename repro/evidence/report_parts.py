@@ -193,10 +193,13 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
     return f"; this run's GPU is one of them for {', '.join(among)} only"
 
 
-def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool = False) -> str:
+def legend(
+    docs: Sequence[Artifact], bands: Sequence[band.Band] = (), details: bool = True, kernels: bool = True
+) -> str:
     """What the summary and the sections' words mean, in one line: the CI and the re-run band (and
     whether this run's GPU is behind it), a "worst of k" level (the first such headline's own numbers),
-    timed against kernel time, and (unless ``lean``: sections without details or kernel lists) n and us/call."""
+    timed against kernel time, n where the ``details`` blocks' tables are shown and us/call where the
+    ``kernels`` lists are."""
     worst = next((verdict_label(d.verdict) for d in docs if "worst of" in verdict_label(d.verdict)), None)
     said = ""
     if worst:
@@ -216,12 +219,9 @@ def legend(docs: Sequence[Artifact], bands: Sequence[band.Band] = (), lean: bool
         "They say where a re-run lands; the CI does not."
         f"{said} Timed: median per call, CUDA events over samples sized to about 1 ms (launch latency, host "
         "gaps included); kernel time: profiled device time only."
-        + (
-            "_"
-            if lean
-            else " n: rounds (each a median of samples) or samples. us/call: a kernel's time over its "
-            "launches in one call._"
-        )
+        + (" n: rounds (each a median of samples) or samples." if details else "")
+        + (" us/call: a kernel's time over its launches in one call." if kernels or details else "")
+        + "_"
     )
 
 
@@ -231,8 +231,8 @@ def bundle_names(docs: Sequence[Artifact]) -> str:
 
 
 def seeds_words(docs: Sequence[Artifact]) -> str:
-    """``, the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
-    return ", the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
+    """``; the seeds' own code (seeds/)`` where the bundle carries a seed's program for one of the repros."""
+    return "; the seeds' own code (`seeds/`)" if any(seeds.folder(d.repro.id) for d in docs) else ""
 
 
 def attached_words(names: Sequence[str]) -> str:
@@ -240,13 +240,13 @@ def attached_words(names: Sequence[str]) -> str:
     if not names:
         return ""
     history = (
-        f"; `{HISTORY}`: the harness's commits up to this source, each with its digest (no public repository)"
+        f"; `{HISTORY}`: the harness's commits up to this source with their digests, no public repository"
         if HISTORY in names
         else ""
     )
     if "README.txt" in names:
         return (
-            f"; `attached/`: {len(names)} files added to the run folder after it ran (its `README.txt` lists them"
+            f"; `attached/`: {len(names)} files added after the run (listed in its `README.txt`"
             f"{history})"
         )
     return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"

@@ -106,7 +106,7 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
             apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
     if not near and not apart:
         return ""
-    return f"; other comparisons: {near} of {near + len(apart)} CIs overlap this run's" + (
+    return f"; {near} of {near + len(apart)} other CIs overlap this run's" + (
         f" (not: {'; '.join(apart)})" if apart else ""
     )
 
@@ -172,9 +172,10 @@ def words(
                 ci = "CI misses this run's"
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
             agreed = band.agree(w.value, v.value, band.lookup(first, bands), floor)
-            agreement = f": {ci}; against the re-run band: {agreed}"
+            # band.agree: "consistent", "differs beyond the band" or "no cross-GPU data".
+            agreement = f": {ci}, consistent with the band" if agreed == "consistent" else f": {ci}; {agreed}"
         where = code("attached/" + name)
-        said.append(f"{text(again.repro.id)} headline {got}{agreement}{_others_agree(again, first)} ({where})")
+        said.append(f"{text(again.repro.id)} {got}{agreement}{_others_agree(again, first)} ({where})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
@@ -185,9 +186,9 @@ def words(
     same = "the same harness digest as this run" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
-    rest = f" Not run from the bundle: the lines of {', '.join(map(text, left))}." if left else ""
+    rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; what its installs printed: {code('attached/' + log)}" if log else ""
     return (
-        f" Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh"
+        f" Re-run here from a first bundle of this run (made before the re-run's files were attached), in a fresh"
         f" venv ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + after
     )

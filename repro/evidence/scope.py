@@ -266,12 +266,16 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         for g in gpus:
             if not _covered(g, run_gpus):
                 missing.setdefault(g, []).append(doc.repro.id)
-    if missing:
-        named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
-        lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
+    whose = ""
     if unnamed:
         whose = f"{unnamed[0]}'s seed names" if len(unnamed) == 1 else f"the seeds of {', '.join(unnamed)} name"
-        lines.append(f"{whose} no GPU, so the seed's GPU could not be matched.")
+        whose += " no GPU"
+    if missing:
+        named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
+        named += f"; {whose}" if whose else ""
+        lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
+    elif whose:
+        lines.append(f"{whose}, so the seed's GPU could not be matched.")
     if unseen := _unrecorded(docs):
         lines.append(unseen)
     if any(not d.smoke for d in docs):

@@ -69,6 +69,6 @@ def seed_clause(seed: Mapping[str, Any], medians: Mapping[str, float] | None = N
         return ""
     beside = f"; our rounds' medians of the same points: {', '.join(ours)}" if ours else ""
     return (
-        f"the seed's own snippet (batch {seed.get('batch')}, n={sizes[0]} vs {sizes[1]}, one warm-up call, one call "
-        f"timed by CUDA events, not work-scaled) gave {', '.join(said)} here (one call each, no CI){beside}"
+        f"the seed's own snippet (batch {seed.get('batch')}, n={sizes[0]} vs {sizes[1]}, one call each timed by CUDA "
+        f"events after a warm-up call, not work-scaled, no CI) gave {', '.join(said)} here{beside}"
     )

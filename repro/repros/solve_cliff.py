@@ -176,8 +176,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "the LU routine changed, so the cutoff is in the caller: lu_factor "
         "(aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp) sends a square batch of two or more with n < 512 "
         "to cuBLAS getrfBatched; n >= 512, a batch of one or a non-square matrix go to looped cuSOLVER getrf under "
-        "the cusolver preference (source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's). "
-        "Not timed: looped cuSOLVER getrf at n=511 (a batch of one would take it)."
+        "the cusolver preference (source read at pytorch/pytorch 7cf55ed6b736 and 006b3e67c188, not this build's)."
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (

@@ -114,8 +114,8 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
         whole = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
     assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in whole
     assert "graph-memset torch 0.97x" in after or "seeds_raw.py's numbers" in after
-    assert f"`{HISTORY}`: the harness's commits up to this source, each with its digest (no public repository)" in after
-    assert "the harness wheel (the whole `repro` package that ran; not the Makefile or tools/ that set it up)" in after
+    assert f"`{HISTORY}`: the harness's commits up to this source with their digests, no public repository" in after
+    assert "the harness wheel (the `repro` package that ran, not the Makefile or tools/)" in after
     assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
 
 

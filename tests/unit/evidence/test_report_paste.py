@@ -62,9 +62,17 @@ def test_the_committed_bench_run_fits_one_screen(bench: str, docs: list[dict[str
     assert len(bench) <= PASTE_LIMIT == 20_000 and bench.count("\n") + 1 <= PASTE_LINES == 250
     # Every repro keeps its section and its details; bulk the bundle holds may be left out, and said so.
     assert "Report cut" not in bench and "the environment" not in bench
-    # At most three repros' details blocks go to the bundle, named in the note.
+    # The details blocks that went to the bundle are the ones the note names; the others are here.
     left = re.search(r"the details of ([^;.]+)\._", bench)
-    assert left is None or len(left.group(1).split(", ")) <= 3
+    gone = (
+        set(left.group(1).split(", "))
+        if left
+        else set(_bench_docs(bench))
+        if "every repro's details" in bench
+        else set()
+    )
+    kept = {d for d in _bench_docs(bench) if f"<summary>{d}: " in bench}
+    assert gone and gone.isdisjoint(kept) and gone | kept == set(_bench_docs(bench))
     # What stays in the artifact and the bundle: raw rounds, collect_env's other sections, JSON, scripts.
     assert "Raw times" not in bench and "```json" not in bench and "```python" not in bench
     # collect_env's library list is the first bulk to go, and said so; with room for it, the GPU stack's packages
@@ -352,7 +360,7 @@ def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path, m
     res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
     assert res.exit_code == 0, res.output
     after = (run / "report.md").read_text()
-    assert "`attached/`: 2 files added to the run folder after it ran (its `README.txt` lists them)" in after
+    assert "`attached/`: 2 files added after the run (listed in its `README.txt`)" in after
     assert "core.bin" not in after and len(after) <= PASTE_LIMIT
     with tarfile.open(tmp_path / "b.tar.gz") as tf:
         packed = tf.extractfile(f"{run.name}/report.md").read().decode()  # type: ignore[union-attr]
@@ -452,12 +460,39 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     bare = _report(docs, attached=bundle.attached_names(run), limit=len(text) - 300)
     assert "Report cut" not in bare and all(f"## `{d['repro']['id']}`" in bare for d in docs)
     assert "; each section's kernel lines._" in bare and "\n  - `" not in bare and "- Kernels" in bare
+    # A kernel line with no list under it ends as a sentence, not with a colon that opens nothing.
+    assert all(ln.endswith(".") for ln in bare.split("\n") if ln.startswith("- Kernels"))
     # Last before a section goes: the Not-tested lines on the environment as a whole.
     assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
     least = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
     assert "- Not recordable from inside this run:" not in least and "- One software stack only" not in least
     assert "; the Not-tested lines on what this run could not record and on its stack._" in least
+
+
+def _sub_bullets(after: str) -> int:
+    """How many "  - " lines follow the first line of ``after``."""
+    lines = after.split("\n")[1:]
+    return next((i for i, ln in enumerate(lines) if not ln.startswith("  - ")), len(lines))
+
+
+def test_before_one_kernel_line_each_kernel_list_keeps_two() -> None:
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence27" / "all").iterdir())
+    docs = [artifact.load(p) for p in artifact.expand([run])]
+    whole = _report(docs, attached=bundle.attached_names(run), limit=10**9, max_lines=None)
+    lists = [_sub_bullets(sec) for sec in whole.split("\n- Kernels")[1:]]
+    assert max(lists) >= 3  # some list has a third line to leave out
+    limit = PASTE_LIMIT
+    while limit > 0 and "after its second" not in (
+        text := _report(docs, attached=bundle.attached_names(run), limit=limit)
+    ):
+        limit -= 25
+    assert "Report cut" not in text and all(f"## `{d['repro']['id']}`" in text for d in docs)
+    assert "; each section's kernel lines after its second._" in text
+    kept = [_sub_bullets(sec) for sec in text.split("\n- Kernels")[1:]]
+    assert max(kept) == 2 and len(kept) == len(lists)
+    # The lean legend defines us/call for the kernel lines, not n (the details tables are gone).
+    assert "us/call: a kernel's time" in text and "n: rounds" not in text
 
 
 def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]]) -> None:

@@ -25,7 +25,7 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     docs, again = _docs()
     said = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load())
     assert said.startswith(
-        " Run here from this run's bundle (a first one, made before the re-run's files were attached), in a fresh "
+        " Re-run here from a first bundle of this run (made before the re-run's files were attached), in a fresh "
         "venv (installed from the bundled wheel; torch was the machine's"
     )
     assert "what its installs printed" not in said
@@ -34,13 +34,13 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     assert "torch was the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not installed" in said
     assert "the same harness digest as this run" in said
     assert (
-        "5090-linear headline 0.920x (95% CI 0.915-0.925): CI overlaps this run's; against the re-run band: "
-        "consistent; other comparisons: 1 of 1 CIs overlap "
+        "5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's, consistent with the band; "
+        "1 of 1 other CIs overlap "
         "this run's (`attached/rerun-5090-linear.json`)"
     ) in said
     # The sections whose lines were not run from the bundle are named.
     assert said.endswith(
-        "Not run from the bundle: the lines of fused-adam-capturable, graph-memset, "
+        "Not re-run: fused-adam-capturable, graph-memset, "
         "lora-batch-scaling, solve-512-cliff."
     )
 
@@ -66,8 +66,8 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset headline 1.51x (95% CI 1.48-1.52): CI overlaps this run's; against the re-run band: consistent; "
-        "other comparisons: 4 of 4 CIs overlap this "
+        "graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps this run's, consistent with the band; "
+        "4 of 4 other CIs overlap this "
         "run's (`attached/rerun-graph-memset.json`)"
     ) in said
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
@@ -106,8 +106,8 @@ def test_a_reruns_other_comparisons_outside_this_runs_cis_are_named() -> None:
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("rerun-*.json"))}
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset headline 1.48x (95% CI 1.47-1.50): CI overlaps this run's; against the re-run band: "
-        "consistent; other comparisons: 2 of 4 CIs overlap "
+        "graph-memset 1.48x (95% CI 1.47-1.50): CI overlaps this run's, consistent with the band; "
+        "2 of 4 other CIs overlap "
         "this run's (not: memset/fill (torch graph) 1.01x (1.01-1.03) against 1.06x (1.05-1.08); memset/kernel (the "
         "seed's program) 1.43x (1.42-1.45) against 1.49x (1.48-1.49)) (`attached/rerun-graph-memset.json`)"
     ) in said
@@ -120,7 +120,7 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     v = moved.verdict
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
-    assert "5090-linear headline 0.930x (95% CI 0.929-0.931): CI misses this run's; against the re-run band: " in said
+    assert "5090-linear 0.930x (95% CI 0.929-0.931): CI misses this run's, " in said and "with the band" in said
 
 
 def test_a_rerun_without_a_ci_says_so() -> None:
@@ -129,7 +129,7 @@ def test_a_rerun_without_a_ci_says_so() -> None:
     assert isinstance(moved, Artifact)
     bare = dataclasses.replace(moved.verdict, ci_low=None, ci_high=None)
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=bare)}, band.load())
-    assert ": has no CI; against the re-run band: " in said and "CI misses" not in said
+    assert ": has no CI, " in said and "with the band" in said and "CI misses" not in said
 
 
 def test_cis_that_do_not_overlap_are_printed_so_they_do_not_seem_to() -> None:
