@@ -25,6 +25,7 @@ from repro.core import fsio, stats
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, model
 from repro.evidence.artifact import ARTIFACT_KIND
+from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
@@ -479,3 +480,47 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
+    """``on its farthest 3 GPUs one arm moved: twin_fill 741 ns (b43f15a9), ..., against all its runs' medians of
+    twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its numerator
+    or denominator variant) moved on each of the farthest GPUs, from the shipped band runs (``path``), against the
+    median of every band run of that arm; "" without outliers or without the runs' variants."""
+    few = b.outliers
+    if few is None:
+        return ""
+    try:
+        runs = {r["run_id"]: r for r in json.loads(path.read_text())["runs"] if r.get("repro") == b.repro}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
+
+    def arms(run: Mapping[str, Any]) -> dict[str, float]:
+        rows = (run.get("verdict") or {}).get("breakdown") or []
+        row = next((r for r in rows if r.get("headline")), None)
+        times = {v.get("name"): v.get("median_s") for v in run.get("variants") or []}
+        names = [row.get("num"), row.get("den")] if row else []
+        return {n: float(times[n]) for n in names if isinstance(times.get(n), (int, float)) and times[n] > 0}
+
+    every: dict[str, list[float]] = {}
+    for p in b.points:
+        for rid in p.runs:
+            for name, t in arms(runs.get(rid) or {}).items():
+                every.setdefault(name, []).append(t)
+    if len(every) != 2:
+        return ""
+    typical = {name: statistics.median(ts) for name, ts in every.items()}
+    c = b.center
+    moved: dict[str, list[str]] = {}
+    for p in sorted(b.points, key=lambda q: -abs(q.value / c - 1))[: few[0]]:
+        seen = [arms(runs.get(rid) or {}) for rid in p.runs]
+        got = {n: statistics.median(a[n] for a in seen if n in a) for n in typical if any(n in a for a in seen)}
+        if not got:
+            continue
+        arm = max(got, key=lambda n: abs(got[n] / typical[n] - 1))
+        moved.setdefault(arm, []).append(f"{fmt_time(got[arm])} ({p.uuid[:8]})")
+    if not moved:
+        return ""
+    said = "; ".join(f"{name} {', '.join(v)}" for name, v in moved.items())
+    usual = ", ".join(f"{name} {fmt_time(t)}" for name, t in typical.items())
+    return f"on its farthest {few[0]} GPUs one arm moved: {said}, against all its runs' medians of {usual}"

@@ -98,7 +98,10 @@ def seeds(log: str, ids: Sequence[str]) -> str:
         got = read(body) if read is not None and m["id"] in ids else None
         if got:
             arch = re.search(r"-arch=(native|sm_[0-9]+a?)", m["rest"])
-            said.setdefault(m["id"], []).append(got + (f" (-arch={arch[1]})" if arch else ""))
+            # native builds for the GPU it runs on: the same target as the run's own build on that GPU.
+            built = " (nvcc -arch=native: the GPU it ran on)" if arch and arch[1] == "native" else ""
+            built = f" (-arch={arch[1]})" if arch and not built else built
+            said.setdefault(m["id"], []).append(got + built)
     if not said:
         return ""
     each = "; ".join(f"{rid} {', '.join(v)}" for rid, v in said.items())

@@ -51,6 +51,7 @@ from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     attached_words,
+    band_notes,
     bundle_names,
     environment,
     identity_lines,
@@ -377,6 +378,8 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
+        notes = band_notes([d for d in runs if not is_smoke(d)], known)
+        head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
@@ -443,7 +446,7 @@ def report(
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
-            gone += ["collect_env's library list"] if env_short else []
+            gone += ["collect_env's library list"] if env_short and not env_dropped else []
             gone += (
                 ["every repro's details (tables, warnings, time)" if every else f"the details of {', '.join(dropped)}"]
                 if dropped

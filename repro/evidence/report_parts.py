@@ -96,6 +96,19 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     return cell
 
 
+def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
+    """One line under the summary: for each row whose re-run band has a few farthest GPUs, which arm of the
+    headline moved on them (``band.outlier_arms``) and that the runs do not record why; "" without any."""
+    said = []
+    for doc in docs:
+        b = band.lookup(doc, bands) if doc.verdict.status in MEASURED and doc.verdict.value is not None else None
+        if b is not None and (moved := band.outlier_arms(b)):
+            said.append(f"{doc.repro.id}'s band: {moved}")
+    if not said:
+        return ""
+    return f"_{text('; '.join(said))}; why is not recorded (`band-runs.json`)._"
+
+
 def _status(doc: Artifact) -> str:
     status = f"**{text(doc.verdict.status, cell=True)}**"
     if setting := scope.only(doc):
@@ -245,10 +258,7 @@ def attached_words(names: Sequence[str]) -> str:
         else ""
     )
     if "README.txt" in names:
-        return (
-            f"; `attached/`: {len(names)} files added after the run (listed in its `README.txt`"
-            f"{history})"
-        )
+        return f"; `attached/`: {len(names)} files added after the run (listed in its `README.txt`{history})"
     return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"
 
 

@@ -52,7 +52,34 @@ def _flags(doc: Artifact) -> str:
     return shlex.join(out) if out else "its command not recorded"
 
 
-def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
+def _headline_rounds(doc: Artifact) -> tuple[int, int] | None:
+    """How many rounds each arm of the headline comparison took (numerator, denominator); None if unknown."""
+    row = next((r for r in doc.verdict.breakdown if r.headline), None)
+    arms = {v.name: v for v in doc.variants}
+    got = [arms.get(name or "") for name in (row.num, row.den)] if row is not None else []
+    counts = [len(v.timing.rounds or ()) for v in got if v is not None and v.timing is not None]
+    return (counts[0], counts[1]) if len(counts) == 2 and all(counts) else None
+
+
+def _shift(again: Artifact, first: Artifact, bands: Sequence[band.Band]) -> str:
+    """``: -7.1% from this run's, with the same 50 rounds ...``: how far a later headline lies from this run's,
+    whether its headline took as many rounds (then less sampling did not make the difference) and
+    whether it lies beyond the spread of separate runs on one GPU that the band records."""
+    v, w = again.verdict.value, first.verdict.value
+    if not isinstance(v, float) or not isinstance(w, float) or w <= 0:
+        return ""
+    said = f"{v / w - 1:+.1%} from this run's"
+    rounds = _headline_rounds(again)
+    if rounds is not None and rounds == _headline_rounds(first):
+        said += f", its headline sampled as this run's ({rounds[0]} rounds per arm): not from less sampling"
+    b = band.lookup(first, bands)
+    same = b.same_gpu if b is not None else None
+    if same is not None and abs(v / w - 1) > same[0]:
+        said += f"; beyond the same-GPU ±{same[0]:.1%} of the re-run column"
+    return f": {said}"
+
+
+def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequence[band.Band] = ()) -> str:
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
     quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
     half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), and
@@ -76,7 +103,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
                 near += 1
                 continue
             got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
-            apart.append(f"{text(again.repro.id)}'s {got} ({code('attached/' + name)})")
+            apart.append(f"{text(again.repro.id)}'s {got}{_shift(again, first, bands)} ({code('attached/' + name)})")
         if near or apart:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
             widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}"
@@ -153,7 +180,7 @@ def words(
     file with what the re-run's installs printed, if any; ``later``: with ``others``' sentence."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
-    after = others(docs, reruns) if later else ""
+    after = others(docs, reruns, bands) if later else ""
     if not rows:
         return after
     said, digests, installs, torches = [], set(), set(), set()
@@ -189,6 +216,6 @@ def words(
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; what its installs printed: {code('attached/' + log)}" if log else ""
     return (
-        f" Re-run here from a first bundle of this run (made before the re-run's files were attached), in a fresh"
-        f" venv ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + after
+        f" Re-run here from this run's first bundle (before the re-run's files were attached), in a fresh venv"
+        f" ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + after
     )

@@ -213,8 +213,8 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
 
 # The seeds' sources: what the project kept of them, and so what a claim's numbers rest on.
 SEED_DOCUMENTS = (
-    "Not available to this run: the seed documents' text (this project kept each one's claim and program, seeds/; "
-    "the seeds' numbers here are theirs as recorded, unchecked upstream)."
+    "Not available to this run: the seed documents' text (seeds/ keeps each one's claim and program; the seeds' "
+    "numbers are as recorded, unchecked upstream)."
 )
 
 

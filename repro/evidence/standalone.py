@@ -324,8 +324,7 @@ class Harness:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
                 parts.append(
-                    f"attached/harness-history.txt gives this source as commit {listed[:12]}'s package (the newest "
-                    "commit it lists with this digest)"
+                    f"commit {listed[:12]} by attached/harness-history.txt (the newest it lists with this digest)"
                 )
         return ", ".join(parts)
 

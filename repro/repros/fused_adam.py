@@ -209,7 +209,10 @@ class FusedAdamCapturable(Repro[AdamParams]):
         "adds its whole difference to every training step."
     )
     seed_gpus = ("GB300",)
-    untested = ("the GB300's Grace (aarch64) host and the TE version the issue used (it names none)",)
+    untested = (
+        "the GB300's Grace (aarch64) host and the TE version the issue used (the seed document names none; the "
+        "issue's text was not read here)",
+    )
     metric = Metric(
         name="t(capturable)/t(regular), kernel time per step",
         description=(

@@ -38,7 +38,7 @@ def test_the_seeds_programs_ratios_are_read_from_seeds_raw_log() -> None:
         "lora-batch-scaling no seed program (seeds_raw.py's stand-in for the speed baseline, a LayerNorm block stack "
         "unlike this repro's model, gave 1.00x per sample, ±3.0% from its 3-decimal times: not a measure of the "
         "claim); solve-512-cliff default 0.93x, cusolver 4.47x; "
-        "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)."
+        "graph-memset torch 0.97x, seed.cu 1.47x (nvcc -arch=native: the GPU it ran on)."
     )
     only = printed.seeds((ATTACHED / "seeds_raw.log").read_text(), ["solve-512-cliff"])
     assert "solve-512-cliff default 0.93x" in only and "5090-linear" not in only
@@ -112,7 +112,7 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
     with tarfile.open(tmp_path / "b.tar.gz") as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("/report-full.md"))
         whole = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
-    assert "graph-memset torch 0.97x, seed.cu 1.47x (-arch=native)" in whole
+    assert "graph-memset torch 0.97x, seed.cu 1.47x (nvcc -arch=native: the GPU it ran on)" in whole
     assert "graph-memset torch 0.97x" in after or "seeds_raw.py's numbers" in after
     assert f"`{HISTORY}`: the harness's commits up to this source with their digests, no public repository" in after
     assert "the harness wheel (the `repro` package that ran, not the Makefile or tools/)" in after

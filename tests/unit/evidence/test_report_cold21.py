@@ -51,8 +51,8 @@ def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str
 
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
     assert (
-        "source 78836fa168a3, no commit (not run from a git checkout), attached/harness-history.txt gives this "
-        "source as commit cbba033's package (the newest commit it lists with this digest), 2026-12-02"
+        "source 78836fa168a3, no commit (not run from a git checkout), "
+        "commit cbba033 by attached/harness-history.txt (the newest it lists with this digest), 2026-12-02"
     ) in pasted
 
 
@@ -71,11 +71,8 @@ def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
     twice = {printed.HISTORY: "7f9a388 2026-12-02 78836fa168a3 b\ncbba033 2026-12-02 78836fa168a3 a\n"}
     assert printed.commit_of(DIGEST, twice) == "7f9a388"
     said = Harness("0.1.0", DIGEST, None, "not_a_checkout").words("cbba033")
-    assert said.endswith(
-        "attached/harness-history.txt gives this source as commit cbba033's package (the newest commit it lists "
-        "with this digest)"
-    )
-    assert "gives this source" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
+    assert said.endswith("commit cbba033 by attached/harness-history.txt (the newest it lists with this digest)")
+    assert "harness-history" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
 
 
 def test_a_band_set_by_a_few_gpus_says_how_wide_the_rest_is(pasted: str) -> None:
@@ -170,4 +167,4 @@ def test_a_scripts_printed_label_reaches_the_report_as_inert_text() -> None:
 
 def test_the_scope_says_the_seed_documents_were_not_available(pasted: str) -> None:
     scope = pasted.split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
-    assert "- Not available to this run: the seed documents' text (this project kept each one's claim and" in scope
+    assert "- Not available to this run: the seed documents' text (seeds/ keeps each one's claim and program" in scope

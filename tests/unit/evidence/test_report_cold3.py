@@ -44,7 +44,8 @@ def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cove
     assert flux in said["lora-batch-scaling"]
     assert "other cuBLAS versions" in said["5090-linear"]
     assert said["fused-adam-capturable"] == (
-        "the GB300's Grace (aarch64) host and the TE version the issue used (it names none)"
+        "the GB300's Grace (aarch64) host and the TE version the issue used (the seed document names none; the issue's "
+        "text was not read here)"
     )
 
 

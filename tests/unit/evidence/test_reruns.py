@@ -25,8 +25,8 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     docs, again = _docs()
     said = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load())
     assert said.startswith(
-        " Re-run here from a first bundle of this run (made before the re-run's files were attached), in a fresh "
-        "venv (installed from the bundled wheel; torch was the machine's"
+        " Re-run here from this run's first bundle (before the re-run's files were attached), in a fresh venv "
+        "(installed from the bundled wheel; torch was the machine's"
     )
     assert "what its installs printed" not in said
     logged = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load(), "rerun.log")
@@ -39,10 +39,7 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
         "this run's (`attached/rerun-5090-linear.json`)"
     ) in said
     # The sections whose lines were not run from the bundle are named.
-    assert said.endswith(
-        "Not re-run: fused-adam-capturable, graph-memset, "
-        "lora-batch-scaling, solve-512-cliff."
-    )
+    assert said.endswith("Not re-run: fused-adam-capturable, graph-memset, lora-batch-scaling, solve-512-cliff.")
 
 
 def test_only_reruns_of_this_runs_repros_by_another_run_count_and_a_foreign_digest_is_said() -> None:
@@ -73,8 +70,10 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
     assert said.endswith(
         " Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU (a looser CI target, less "
-        "sampling): 3 headline CI(s) overlap this run's; not graph-memset's 1.37x (95% CI 1.35-1.47) "
-        "(`attached/loose-graph-memset.json`) (half-widths 0.4-6.6%, this run's 0.3-1.4%)."
+        "sampling): 3 headline CI(s) overlap this run's; not graph-memset's 1.37x (95% CI 1.35-1.47): -8.0% from "
+        "this run's, its headline sampled as this run's (50 rounds per arm): not from less sampling; beyond the "
+        "same-GPU ±2.3% of the re-run column (`attached/loose-graph-memset.json`) (half-widths 0.4-6.6%, this run's "
+        "0.3-1.4%)."
     )
     loose = [
         (v.ci_high - v.ci_low) / 2 / v.value
