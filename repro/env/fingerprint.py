@@ -429,7 +429,10 @@ HARNESS_REQUIRES = (
     "rich",
     "nvidia-ml-py",
 )
-HARNESS_OPTIONAL = {"matplotlib": "the plots extra", "cuda-bindings": "graph-memset's memset variants, not required"}
+HARNESS_OPTIONAL = {
+    "matplotlib": "the plots extra",
+    "cuda-bindings": "graph-memset's torch-graph memset variants, skipped without it",
+}
 HARNESS_LIBRARIES = HARNESS_REQUIRES + tuple(HARNESS_OPTIONAL)
 
 

@@ -395,6 +395,7 @@ _MONITOR_KEYS = (
     "reasons_seen",
     "throttled",
     "series",
+    "other_pids",
 )
 _GPU_KEYS = ("name", "uuid", "compute_capability", "pci_bus_id")
 
@@ -483,10 +484,11 @@ if __name__ == "__main__":
 
 
 def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
-    """``on its farthest 3 GPUs one arm moved: twin_fill 741 ns (b43f15a9), ..., against all its runs' medians of
-    twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its numerator
-    or denominator variant) moved on each of the farthest GPUs, from the shipped band runs (``path``), against the
-    median of every band run of that arm; "" without outliers or without the runs' variants."""
+    """``on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), ..., against all its runs'
+    medians of twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its
+    numerator or denominator variant) moved most on each of the farthest GPUs, from the shipped band runs
+    (``path``), against the median of every band run of that arm, and whether NVML saw another process there; ""
+    without outliers or without the runs' variants."""
     few = b.outliers
     if few is None:
         return ""
@@ -512,8 +514,13 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
     typical = {name: statistics.median(ts) for name, ts in every.items()}
     c = b.center
     moved: dict[str, list[str]] = {}
+    others: list[object] = []  # the farthest runs' headline arms' other_pids, as recorded (None: not recorded)
     for p in sorted(b.points, key=lambda q: -abs(q.value / c - 1))[: few[0]]:
         seen = [arms(runs.get(rid) or {}) for rid in p.runs]
+        for rid in p.runs:
+            for v in (runs.get(rid) or {}).get("variants") or []:
+                if v.get("name") in typical:
+                    others.append((v.get("gpu_monitor") or {}).get("other_pids"))
         got = {n: statistics.median(a[n] for a in seen if n in a) for n in typical if any(n in a for a in seen)}
         if not got:
             continue
@@ -523,4 +530,12 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
         return ""
     said = "; ".join(f"{name} {', '.join(v)}" for name, v in moved.items())
     usual = ", ".join(f"{name} {fmt_time(t)}" for name, t in typical.items())
-    return f"on its farthest {few[0]} GPUs one arm moved: {said}, against all its runs' medians of {usual}"
+    alone = (
+        "; NVML's polls saw no other process on those GPUs during these arms"
+        if others and all(o == [] for o in others)
+        else ""
+    )
+    return (
+        f"on its farthest {few[0]} GPUs, the arm that moved most: {said}, against all its runs' medians of {usual}"
+        f"{alone}"
+    )

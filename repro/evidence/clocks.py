@@ -40,8 +40,22 @@ _OLD_WARNING = re.compile(
 )
 
 
+# The order check's reason as repro.run.order records it, and its shorter form in a report.
+_ORDER = re.compile(
+    r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<f>\S+) in forward rounds, "
+    r"(?P<r>\S+) in reversed ones \((?P<gap>\S+) apart, beyond twice the CI's ±(?P<half>\S+)\); the median \S+ sits "
+    r"between them and the CI does not cover this$"
+)
+
+
 def restate(line: str, doc: Artifact) -> str:
-    """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers."""
+    """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers; the order
+    check's, shorter."""
+    if m := _ORDER.match(line):
+        return (
+            f"{m['who']}: the arms' order split the rounds: {m['f']} forward, {m['r']} reversed ({m['gap']} apart, "
+            f"over twice the CI's ±{m['half']}, which does not cover it)"
+        )
     monitors = {v.name: v.gpu_monitor for v in doc.variants}
     if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: power cap, {clock_words(mon, _max_clock(doc))}"
@@ -76,3 +90,21 @@ def during_measurement(docs: Sequence[Artifact]) -> str:
         monitored = any(isinstance(v.gpu_monitor, Mapping) for d in docs for v in d.variants)
         return "While measuring: no clock events." if monitored else "While measuring: no GPU monitor recorded."
     return "While measuring, clock events: " + "; ".join(parts) + "."
+
+
+def power_peak(doc: Artifact, reasons: Sequence[str]) -> str:
+    """``; power up to 694.8 W of a 700 W limit``: the highest power NVML's polls read during the variants'
+    rounds, for a suspect note whose ``reasons`` name a power cap (the 1 s readings' median can sit far below the
+    limit while the cap acts on peaks); "" for other reasons or without the readings."""
+    if not any("power cap" in r for r in reasons):
+        return ""
+    peaks = [
+        float(p)
+        for v in doc.variants
+        if isinstance(v.gpu_monitor, Mapping) and isinstance(p := v.gpu_monitor.get("power_max_w"), (int, float))
+    ]
+    if not peaks:
+        return ""
+    limit = doc.machine.nvml.power_limit_w
+    of = f" of a {limit:g} W limit" if isinstance(limit, (int, float)) else ""
+    return f"; power up to {max(peaks):.1f} W{of} in NVML's polls"

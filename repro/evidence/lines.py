@@ -417,8 +417,8 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
-            f"torch {said} from PyPI ({version} here; no index recorded: PyPI, inferred from the metadata's "
-            "missing local tag; its pinned nvidia-* wheels: `packages.txt`)"
+            f"torch {said} from PyPI ({version} here; PyPI inferred: no index recorded, no local tag in its "
+            "metadata; its nvidia-* wheels: `packages.txt`)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(
@@ -464,7 +464,7 @@ def _needs(doc: Artifact, lean: bool = False) -> tuple[list[str], list[str]]:
         else:
             pin = f"cuda-bindings=={m.group(1)}.*" if m else "cuda-bindings"
         lines.append(shlex.join(["pip", "install", pin]))
-        words.append(f"cuda-bindings ({rid}'s torch-graph variants)")
+        words.append(f"cuda-bindings ({rid}'s torch-graph memset variants; without it they are skipped)")
     twin = extra.get("twin")
     twin = twin if isinstance(twin, Mapping) else {}
     said = twin.get("nvcc")

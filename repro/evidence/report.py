@@ -21,7 +21,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import restate, without_held_clause
+from repro.evidence.clocks import power_peak, restate, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
     SEED_METHOD_WHY,
@@ -248,7 +248,7 @@ def repro_section(
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
         restated = [restate(x, doc) for x in validity.reasons]
-        status += f" (suspect: {text('; '.join(_grouped(_by_median(restated))))})"
+        status += f" (suspect: {text('; '.join(_grouped(_by_median(restated))) + power_peak(doc, restated))})"
         if any(_CLOCK_REASON.match(x) for x in restated):
             finding = without_held_clause(finding)  # the note above gives the clocks' medians
     # The harness opens every finding with the status in words: said once, in bold.
@@ -436,7 +436,7 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    stack_lines = True  # the Not-tested lines on what the run could not record and on its one stack
+    stack_gone = 0  # how many of STACK_LINES, in order, the Not-tested section leaves out
 
     def assemble() -> list[str]:
         parts = list(head)
@@ -468,10 +468,10 @@ def report(
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
-            gone += [] if stack_lines else ["the Not-tested lines on what this run could not record and on its stack"]
+            gone += [f"the Not-tested {_STACK_WORDS[stack_gone]}"] if stack_gone else []
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
-            parts.append(scope_md if stack_lines else _without(scope_md, STACK_LINES))
+            parts.append(_without(scope_md, STACK_LINES[:stack_gone]))
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
@@ -515,9 +515,9 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    if not fits(parts):
-        stack_lines = False
-        parts = assemble()
+    for stack_gone in (1, 2) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+        if fits(parts := assemble()):
+            break
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
@@ -539,10 +539,10 @@ LEAN_LINES = (
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
 
-
 # "Not tested here" lines about the environment as a whole, which the environment block says too: the last a
-# report leaves out before it cuts a section.
+# report leaves out before it cuts a section, the first before the second.
 STACK_LINES = ("- Not recordable from inside this run:", "- One software stack only")
+_STACK_WORDS = {1: "line on what this run could not record", 2: "lines on what this run could not record and its stack"}
 
 
 def _without(block: str, prefixes: tuple[str, ...]) -> str:

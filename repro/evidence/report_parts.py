@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from repro.core.validity import RULE_WORDS
+from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
 from repro.evidence.declared import Declarations
@@ -90,7 +90,9 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
     few = b.outliers
     rest = f"; without the farthest {few[0]}: ±{fmt_pct(few[1] * 100)}" if few else ""
-    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{rest})"
+    ours, known_sources = b.same_source(doc.repro.source_sha256 or "")
+    code_of = f", {ours} of {known_sources} with this code" if known_sources else ""
+    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
@@ -106,7 +108,7 @@ def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
             said.append(f"{doc.repro.id}'s band: {moved}")
     if not said:
         return ""
-    return f"_{text('; '.join(said))}; why is not recorded (`band-runs.json`)._"
+    return f"_{text('; '.join(said))}; why is not known (`band-runs.json`)._"
 
 
 def _status(doc: Artifact) -> str:
@@ -206,6 +208,14 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
     return f"; this run's GPU is one of them for {', '.join(among)} only"
 
 
+# The validity rule (repro.core.validity.RULE_WORDS) in the legend's words.
+SUSPECT_LEGEND = (
+    f"Suspect: NVML's polls after a timed block put the median SM clock under {POWER_CAP_FLOOR:.0%} of max under a "
+    f"power cap ({CLOCK_FLOOR:.0%} otherwise), a hard throttle, another process or new ECC errors, or the "
+    "headline's rounds split by the arms' order."
+)
+
+
 def legend(
     docs: Sequence[Artifact], bands: Sequence[band.Band] = (), details: bool = True, kernels: bool = True
 ) -> str:
@@ -222,7 +232,12 @@ def legend(
             "(Bonferroni); the headline is the largest ratio."
         )
     if any(d.validity.flag == "suspect" for d in docs):
-        said += f" {RULE_WORDS[0].upper()}{RULE_WORDS[1:]}."
+        said += f" {SUSPECT_LEGEND}"
+    twin = (
+        "; a CUDA twin times its replays in its own program"
+        if any(isinstance(d.extra.get("twin"), Mapping) for d in docs)
+        else ""
+    )
     return (
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
@@ -230,8 +245,9 @@ def legend(
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
         "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
-        f"{said} Timed: median per call, CUDA events over samples sized to about 1 ms (launch latency, host "
-        "gaps included); kernel time: profiled device time only."
+        f"{said} Timed: median per call, CUDA events over samples of as many calls as make about 1 ms (one call "
+        f"where a call takes longer; launch latency, host gaps included){twin}; kernel time: profiled device "
+        "time only."
         + (" n: rounds (each a median of samples) or samples." if details else "")
         + (" us/call: a kernel's time over its launches in one call." if kernels or details else "")
         + "_"

@@ -22,7 +22,7 @@ def _torch_words(doc: Artifact) -> str:
     where = str(doc.machine.torch_install.get("location") or "")
     prefix = str(doc.machine.host.python_env.get("prefix") or "")
     if where and prefix and not where.startswith(prefix.rstrip("/") + "/"):
-        return f"torch was the machine's ({code(where)}), not installed by the re-run"
+        return f"torch: the machine's ({code(where)}), not reinstalled"
     return f"torch from {code(where)}" if where else "torch's location not recorded"
 
 
@@ -107,6 +107,8 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         if near or apart:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
             widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}"
+            flagged = sorted(text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect")
+            widths += f"; suspect there: {', '.join(flagged)}" if flagged else ""
             said.append(f"{code(flags)} on {where}{_gloss(flags)}: {over} ({widths})")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
@@ -207,15 +209,15 @@ def words(
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
         if (bundled := harness_of(first).wheel()) and install == f"installed from {bundled}":
-            install = "installed from the bundled wheel"  # the install block below names it
+            install = "the bundled wheel"  # the install block below names it
         installs.add(text(install))
         torches.add(_torch_words(again))
-    same = "the same harness digest as this run" if digests == {True} else "not all with this run's harness digest"
+    same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
-    printed = f"; what its installs printed: {code('attached/' + log)}" if log else ""
+    printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
     return (
-        f" Re-run here from this run's first bundle (before the re-run's files were attached), in a fresh venv"
-        f" ({how}; {same}{printed}): {'; '.join(said)}.{rest}" + after
+        f" Re-run here from this run's first bundle, in a fresh venv ({how}; {same}{printed}):"
+        f" {'; '.join(said)}.{rest}" + after
     )

@@ -169,10 +169,11 @@ class GraphMemset(Repro[MemsetParams]):
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
         "other drivers (graph node scheduling is the driver's)",
-        "other architectures (Ada, Blackwell) and other Hopper or Ampere parts (H100, A100)",
-        "a host with two or more GPUs with this harness (on a 2-GPU H200 host an early harness read the twin's memset "
-        "node at 1.61-1.65 us: 2.30-2.34x, the torch graph 2.21-2.24x; runs 20261201T092946Z-81a11c and "
-        "20261201T093446Z-d678f0 in the bundle's band-runs.json)",
+        "other GPUs (Ada, Blackwell, H100, A100)",
+        "a host with two or more GPUs (an earlier harness on a 2-GPU H200 host read the twin's memset node at "
+        "1.61-1.65 us, not 0.86-0.93, one run beside solve-512-cliff on the other GPU: band-runs.json, h200x2)",
+        "why the torch graph's zero_() node read 0.69 us (1.29-1.35x) with harnesses up to 2026-12-01T11:12Z and "
+        "0.86-0.88 us (1.01-1.07x) since, on one H200 stack (band-runs.json)",
         "a per-node trace of the twin's graphs (nsys: the twin's times are per-replay CUDA-event totals)",
         "another process's replayed CUDA graph on the GPU (not here; on another H200 one made the twin's fill node "
         "0.70 us, not 0.62: 1.30-1.33x, the bundle's context/graph-memset.md)",

@@ -180,14 +180,12 @@ class Solve512Cliff(Repro[SolveParams]):
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
-        "PyTorch 2.13 or later (per the seed document, unchecked here: a batch-aware heuristic replaced the n=512 "
-        "cutoff)",
-        "a torch build without MAGMA (the default backend then takes cuSOLVER)",
-        "this build's own lu_factor source (the cutoff was read at other commits)",
-        "looped cuSOLVER getrf at n=511 (a batch of one takes it), which would tell the cutoff from getrf's own cost",
-        "a cuSOLVER API log and Nsight Compute metrics of getrf_pivot (this build's cuSOLVER has no logger; no ncu "
-        "run here)",
-        "the upstream commit that closed the issue and its first release (not read here)",
+        "PyTorch 2.13 or later (a batch-aware heuristic replaced the cutoff, per the seed document, unchecked)",
+        "a torch build without MAGMA (there the default takes cuSOLVER)",
+        "this build's own lu_factor source (read at other commits)",
+        "looped cuSOLVER getrf at n=511 (a batch of one takes it), to tell the cutoff from getrf's own cost",
+        "a cuSOLVER API log and ncu metrics of getrf_pivot (no cuSOLVER logger in this build; no ncu run)",
+        "the upstream fix's commit and first release (not read here)",
     )
     plots = (
         Plot(

@@ -123,7 +123,7 @@ def test_the_harness_records_its_own_libraries_and_the_report_names_them() -> No
     facts = MachineFacts(harness=Harness(libraries={"typer": "0.29.2", "cuda-bindings": None, "psutil": None}))
     assert harness_words(facts) == (
         "The harness's own libraries, requirements: typer 0.29.2; optional: cuda-bindings not installed "
-        "(graph-memset's memset variants, not required); also recorded: psutil not installed"
+        "(graph-memset's torch-graph memset variants, skipped without it); also recorded: psutil not installed"
     )
     assert harness_words(MachineFacts()) is None
 

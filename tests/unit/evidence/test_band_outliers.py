@@ -23,8 +23,11 @@ def _memset_band() -> band.Band:
 
 def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None:
     said = band.outlier_arms(_memset_band())
-    assert said.startswith("on its farthest 3 GPUs one arm moved: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb)")
-    assert "twin_memset 857 ns (e7c4e3d1)" in said and said.endswith("medians of twin_memset 918 ns, twin_fill 618 ns")
+    assert said.startswith(
+        "on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb)"
+    )
+    assert "twin_memset 857 ns (e7c4e3d1)" in said and "medians of twin_memset 918 ns, twin_fill 618 ns" in said
+    assert said.endswith("; NVML's polls saw no other process on those GPUs during these arms")
 
 
 def test_a_band_without_outliers_or_without_its_runs_says_nothing(tmp_path: Path) -> None:
@@ -45,7 +48,7 @@ def test_the_report_names_the_moved_arm_under_the_summary() -> None:
     docs = [artifact.load(p) for p in artifact.expand([run])]
     text = report(docs, declared=scripts.declared(docs))
     line = next(ln for ln in text.splitlines() if ln.startswith("_graph-memset's band: "))
-    assert "twin_fill 741 ns (b43f15a9)" in line and line.endswith("why is not recorded (`band-runs.json`)._")
+    assert "twin_fill 741 ns (b43f15a9)" in line and line.endswith("why is not known (`band-runs.json`)._")
     assert "5090-linear's band" not in text  # no outliers there
 
 

@@ -98,7 +98,7 @@ def test_a_band_set_by_a_few_gpus_says_how_wide_the_rest_is(pasted: str) -> None
 
 def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(pasted: str) -> None:
     assert "(kernel time per call 1.3 ms -> 1.2 ms; timed 1.39 ms -> 1.29 ms" in pasted
-    assert "Timed: median per call, CUDA events over samples sized to about 1 ms (launch latency, host" in pasted
+    assert "Timed: median per call, CUDA events over samples of as many calls as make about 1 ms" in pasted
 
 
 def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]], pasted: str) -> None:

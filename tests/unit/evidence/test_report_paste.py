@@ -78,7 +78,7 @@ def test_the_committed_bench_run_fits_one_screen(bench: str, docs: list[dict[str
     # collect_env's library list is the first bulk to go, and said so; with room for it, the GPU stack's packages
     # only: the other 14 and the 13 nvidia-* wheels are in the artifact, and said so.
     assert "collect_env's library list" in bench and "Versions of relevant libraries:\n[pip3]" not in bench
-    roomy = _report(docs, limit=22_500)
+    roomy = _report(docs, limit=24_000)
     assert "Versions of relevant libraries:\n[pip3] numpy==2.5.2, torch==2.11.0, triton==3.6.0\n" in roomy
     assert "(and 13 nvidia-* wheels, 14 other packages: in the artifact)" in roomy and "botorch" not in roomy
     assert "OS: " not in bench and "CPU:" not in bench  # collect_env's library section only
@@ -157,7 +157,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     )
     shipped = band.lookup(doc)
     assert shipped is not None  # the shipped band by default, which holds this run's GPU
-    assert f"({len(shipped.points)} GPUs)" in bench
+    assert f"({len(shipped.points)} GPUs, " in bench and " with this code)" in bench
     assert "runs: `band.txt`, `band.json`; this run's GPU is one of them in every row)" in bench
     assert "this run's GPU is in none of them" in text  # the fixed bands hold GPUs a, b and c only
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
@@ -388,7 +388,7 @@ def test_the_torch_line_follows_the_installed_metadata_version(
     text = report([doc])
     assert _shell_lines(text)[0] == line
     if said == "2.11.0":
-        assert "from PyPI (2.11.0+cu130 here; no index recorded: PyPI, inferred from the metadata's" in text
+        assert "from PyPI (2.11.0+cu130 here; PyPI inferred: no index recorded, no local tag in its metadata" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
 
@@ -436,7 +436,7 @@ def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> Non
         "lines" in text
     )
     assert "- Impact:" not in text and "- Re-run elsewhere" not in text and "Kernels" in text
-    assert " GPUs)" in text  # the band stays in the summary's column
+    assert " GPUs" in text and "with this code" in text  # the band stays in the summary's column
     whole = _report(docs, limit=10**9, max_lines=None)
     assert "- Impact:" in whole  # the bundle's report-full.md keeps them
 
@@ -466,8 +466,12 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
     least = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
-    assert "- Not recordable from inside this run:" not in least and "- One software stack only" not in least
-    assert "; the Not-tested lines on what this run could not record and on its stack._" in least
+    assert "- Not recordable from inside this run:" not in least and "- One software stack only" in least
+    assert "; the Not-tested line on what this run could not record._" in least
+    fewest = _report(docs, attached=bundle.attached_names(run), limit=len(least) - 100)
+    assert "Report cut" not in fewest and all(f"## `{d['repro']['id']}`" in fewest for d in docs)
+    assert "- One software stack only" not in fewest
+    assert "; the Not-tested lines on what this run could not record and its stack._" in fewest
 
 
 def _sub_bullets(after: str) -> int:

@@ -47,7 +47,10 @@ def _heredoc(script: str, delimiter: str, holding: str = "") -> str:
 
 def test_one_install_block_says_what_to_install_besides_the_wheel(rendered: str, docs: list[dict[str, Any]]) -> None:
     head = rendered.split("\n## `5090-linear`", 1)[0]
-    said = "install torch 2.11.0+cu130 (CUDA 13.0); cuda-bindings (graph-memset's torch-graph variants); nvcc on "
+    said = (
+        "install torch 2.11.0+cu130 (CUDA 13.0); cuda-bindings (graph-memset's torch-graph memset variants; without "
+        "it they are skipped); nvcc on "
+    )
     assert said + "PATH (graph-memset's pure CUDA twin; this run's: cuda_13.0.r13.0/compiler.36424714_0)" in head
     wheel = "./20261201T111151Z-438281/harness/gpu_repro-0.1.0+src.28ba2d578778-py3-none-any.whl"
     block = "pip install torch==2.11.0+cu130 --index-url https://download.pytorch.org/whl/cu130\n"

@@ -25,14 +25,13 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     docs, again = _docs()
     said = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load())
     assert said.startswith(
-        " Re-run here from this run's first bundle (before the re-run's files were attached), in a fresh venv "
-        "(installed from the bundled wheel; torch was the machine's"
+        " Re-run here from this run's first bundle, in a fresh venv (the bundled wheel; torch: the machine's"
     )
-    assert "what its installs printed" not in said
+    assert "its installs' output" not in said
     logged = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load(), "rerun.log")
-    assert "the same harness digest as this run; what its installs printed: `attached/rerun.log`): 5090" in logged
-    assert "torch was the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not installed" in said
-    assert "the same harness digest as this run" in said
+    assert "this run's harness digest; its installs' output: `attached/rerun.log`): 5090" in logged
+    assert "torch: the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), not reinstalled" in said
+    assert "this run's harness digest" in said
     assert (
         "5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's, consistent with the band; "
         "1 of 1 other CIs overlap "
