@@ -16,7 +16,7 @@ import math
 import re
 import statistics
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -455,6 +455,82 @@ def runs_of(repros: Sequence[str], path: Path = RUNS_FILE) -> str | None:
     return json.dumps({**doc, "runs": runs}, sort_keys=True, separators=(",", ":")) + "\n"
 
 
+def _arm_times(run: Mapping[str, Any]) -> dict[str, float]:
+    """A band run's headline arms (its headline row's numerator and denominator variants) with their median
+    seconds, where recorded as finite positive numbers; {} for anything else."""
+    verdict = run.get("verdict") if isinstance(run, Mapping) else None
+    rows = verdict.get("breakdown") if isinstance(verdict, Mapping) else None
+    head = verdict.get("headline") if isinstance(verdict, Mapping) else None
+    row = next((r for r in rows or () if isinstance(r, Mapping) and r.get("comparison") == head and head), None)
+    times = {
+        v.get("name"): v.get("median_s")
+        for v in run.get("variants") or ()
+        if isinstance(v, Mapping) and isinstance(v.get("name"), str)
+    }
+    out = {}
+    for name in (row.get("num"), row.get("den")) if row else ():
+        t = times.get(name)
+        if isinstance(name, str) and isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf:
+            out[name] = float(t)
+    return out
+
+
+def _others_seen(run: Mapping[str, Any], arms: Collection[str]) -> list[object]:
+    """Each headline arm's recorded ``other_pids`` (None where not recorded) of one band run."""
+    got = []
+    for v in run.get("variants") or ():
+        if isinstance(v, Mapping) and v.get("name") in arms:
+            mon = v.get("gpu_monitor")
+            got.append(mon.get("other_pids") if isinstance(mon, Mapping) else None)
+    return got
+
+
+def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
+    """``on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), ..., against all its runs'
+    medians of twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its
+    numerator or denominator variant) moved most on each of the farthest GPUs, from the shipped band runs
+    (``path``), against the median of every band run of that arm, and whether NVML listed another compute process
+    around those arms; "" without outliers, or without the runs of every farthest GPU and their arms."""
+    few = b.outliers
+    if few is None:
+        return ""
+    try:
+        loaded = json.loads(path.read_text())["runs"]
+        runs = {r["run_id"]: r for r in loaded if isinstance(r, Mapping) and r.get("repro") == b.repro}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
+    every: dict[str, list[float]] = {}
+    for p in b.points:
+        for rid in p.runs:
+            for name, t in _arm_times(runs.get(rid) or {}).items():
+                every.setdefault(name, []).append(t)
+    if len(every) != 2:
+        return ""
+    typical = {name: statistics.median(ts) for name, ts in every.items()}
+    c = b.center
+    moved: dict[str, list[str]] = {}
+    others: list[object] = []
+    for p in sorted(b.points, key=lambda q: -abs(q.value / c - 1))[: few[0]]:
+        seen = [_arm_times(runs.get(rid) or {}) for rid in p.runs]
+        got = {n: statistics.median(a[n] for a in seen if n in a) for n in typical if any(n in a for a in seen)}
+        if not got:
+            return ""  # a farthest GPU without its runs' arms: the sentence would leave it out
+        arm = max(got, key=lambda n: abs(got[n] / typical[n] - 1))
+        moved.setdefault(arm, []).append(f"{fmt_time(got[arm])} ({p.uuid[:8]})")
+        others += [o for rid in p.runs for o in _others_seen(runs.get(rid) or {}, typical)]
+    said = "; ".join(f"{name} {', '.join(v)}" for name, v in moved.items())
+    usual = ", ".join(f"{name} {fmt_time(t)}" for name, t in typical.items())
+    alone = (
+        "; NVML listed no other compute process before or after these arms"
+        if others and all(o == [] for o in others)
+        else ""
+    )
+    return (
+        f"on its farthest {few[0]} GPUs, the arm that moved most: {said}, against all its runs' medians of {usual}"
+        f"{alone}"
+    )
+
+
 def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["--show"]:
         bands = load()
@@ -481,61 +557,3 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
-
-
-def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
-    """``on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), ..., against all its runs'
-    medians of twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its
-    numerator or denominator variant) moved most on each of the farthest GPUs, from the shipped band runs
-    (``path``), against the median of every band run of that arm, and whether NVML saw another process there; ""
-    without outliers or without the runs' variants."""
-    few = b.outliers
-    if few is None:
-        return ""
-    try:
-        runs = {r["run_id"]: r for r in json.loads(path.read_text())["runs"] if r.get("repro") == b.repro}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return ""
-
-    def arms(run: Mapping[str, Any]) -> dict[str, float]:
-        rows = (run.get("verdict") or {}).get("breakdown") or []
-        row = next((r for r in rows if r.get("headline")), None)
-        times = {v.get("name"): v.get("median_s") for v in run.get("variants") or []}
-        names = [row.get("num"), row.get("den")] if row else []
-        return {n: float(times[n]) for n in names if isinstance(times.get(n), (int, float)) and times[n] > 0}
-
-    every: dict[str, list[float]] = {}
-    for p in b.points:
-        for rid in p.runs:
-            for name, t in arms(runs.get(rid) or {}).items():
-                every.setdefault(name, []).append(t)
-    if len(every) != 2:
-        return ""
-    typical = {name: statistics.median(ts) for name, ts in every.items()}
-    c = b.center
-    moved: dict[str, list[str]] = {}
-    others: list[object] = []  # the farthest runs' headline arms' other_pids, as recorded (None: not recorded)
-    for p in sorted(b.points, key=lambda q: -abs(q.value / c - 1))[: few[0]]:
-        seen = [arms(runs.get(rid) or {}) for rid in p.runs]
-        for rid in p.runs:
-            for v in (runs.get(rid) or {}).get("variants") or []:
-                if v.get("name") in typical:
-                    others.append((v.get("gpu_monitor") or {}).get("other_pids"))
-        got = {n: statistics.median(a[n] for a in seen if n in a) for n in typical if any(n in a for a in seen)}
-        if not got:
-            continue
-        arm = max(got, key=lambda n: abs(got[n] / typical[n] - 1))
-        moved.setdefault(arm, []).append(f"{fmt_time(got[arm])} ({p.uuid[:8]})")
-    if not moved:
-        return ""
-    said = "; ".join(f"{name} {', '.join(v)}" for name, v in moved.items())
-    usual = ", ".join(f"{name} {fmt_time(t)}" for name, t in typical.items())
-    alone = (
-        "; NVML's polls saw no other process on those GPUs during these arms"
-        if others and all(o == [] for o in others)
-        else ""
-    )
-    return (
-        f"on its farthest {few[0]} GPUs, the arm that moved most: {said}, against all its runs' medians of {usual}"
-        f"{alone}"
-    )

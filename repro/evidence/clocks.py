@@ -92,19 +92,24 @@ def during_measurement(docs: Sequence[Artifact]) -> str:
     return "While measuring, clock events: " + "; ".join(parts) + "."
 
 
-def power_peak(doc: Artifact, reasons: Sequence[str]) -> str:
-    """``; power up to 694.8 W of a 700 W limit``: the highest power NVML's polls read during the variants'
-    rounds, for a suspect note whose ``reasons`` name a power cap (the 1 s readings' median can sit far below the
-    limit while the cap acts on peaks); "" for other reasons or without the readings."""
-    if not any("power cap" in r for r in reasons):
-        return ""
+def with_power_peak(doc: Artifact, reasons: Sequence[str]) -> list[str]:
+    """``reasons`` with the highest power NVML's polls read during the power-capped variants' rounds added to the
+    first power-cap reason (``..., power up to 694.8 W of a 700 W limit``): the 1 s readings' median can sit far
+    below the limit while the cap acts on peaks. Unchanged without a power-cap reason or the readings."""
+    out = list(reasons)
+    at = next((i for i, r in enumerate(out) if r.startswith("power cap")), None)
+    capped = {r.split(":", 1)[0] for r in doc.validity.reasons if "power cap" in r}
     peaks = [
         float(p)
         for v in doc.variants
-        if isinstance(v.gpu_monitor, Mapping) and isinstance(p := v.gpu_monitor.get("power_max_w"), (int, float))
+        if v.name in capped or not capped
+        if isinstance(v.gpu_monitor, Mapping)
+        and isinstance(p := v.gpu_monitor.get("power_max_w"), (int, float))
+        and not isinstance(p, bool)
     ]
-    if not peaks:
-        return ""
+    if at is None or not peaks:
+        return out
     limit = doc.machine.nvml.power_limit_w
     of = f" of a {limit:g} W limit" if isinstance(limit, (int, float)) else ""
-    return f"; power up to {max(peaks):.1f} W{of} in NVML's polls"
+    out[at] += f", power up to {max(peaks):.1f} W{of} in NVML's polls"
+    return out

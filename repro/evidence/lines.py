@@ -285,7 +285,9 @@ def stack_line(doc: Artifact, declared: Declared) -> str | None:
     if not gone or not came:
         return f"Where in the stack: {text(declared.stack)}"
     switch = f"{gone[0][2:].split(' disappears')[0]} gives way to {came[0][2:].split(' appears')[0]}"
-    return f"Where in the stack: {switch} across the headline pair; {text(declared.stack)}"
+    built = doc.machine.torch_git_version
+    this = f" This build: torch {text(built[:12])}." if built else ""
+    return f"Where in the stack: {switch} across the headline pair; {text(declared.stack)}{this}"
 
 
 def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:

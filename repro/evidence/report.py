@@ -21,7 +21,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import power_peak, restate, without_held_clause
+from repro.evidence.clocks import restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.lines import (
     SEED_METHOD_WHY,
@@ -61,6 +61,7 @@ from repro.evidence.report_parts import (
     not_tested,
     run_order,
     seeds_words,
+    stack_note,
     summary_table,
     traces_words,
 )
@@ -248,7 +249,7 @@ def repro_section(
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
         restated = [restate(x, doc) for x in validity.reasons]
-        status += f" (suspect: {text('; '.join(_grouped(_by_median(restated))) + power_peak(doc, restated))})"
+        status += f" (suspect: {text('; '.join(with_power_peak(doc, _grouped(_by_median(restated)))))})"
         if any(_CLOCK_REASON.match(x) for x in restated):
             finding = without_held_clause(finding)  # the note above gives the clocks' medians
     # The harness opens every finding with the status in words: said once, in bold.
@@ -368,6 +369,7 @@ def report(
     kernels_said = False
     # Where the legend is in ``head``: the lean tiers swap in ``legends[kernel lists kept]``, without n.
     at_legend: int | None = None
+    at_notes: int | None = None
     legends: dict[bool, str] = {}
     ident = identity_lines(runs, printed)
     if len(ident) == 1:
@@ -379,6 +381,7 @@ def report(
     if runs:
         head += [summary_table(runs, known), ""]
         notes = band_notes([d for d in runs if not is_smoke(d)], known)
+        at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])
         head += [order, ""] if order else []
@@ -388,8 +391,8 @@ def report(
         if not smoke_run:
             at_legend = len(head)
             attach = (
-                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs; the "
-                f"harness wheel (the `repro` package that ran, not the Makefile or tools/); standalone scripts "
+                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs; the harness "
+                f"wheel (built from the source that ran, its digest; not the Makefile or tools/); standalone scripts "
                 f"(`scripts/<id>`{cuda_script}){seeds_words(runs)}"
                 f"{attached_words(attached)}._"
             )
@@ -436,12 +439,14 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    stack_gone = 0  # how many of STACK_LINES, in order, the Not-tested section leaves out
+    stack_gone = 0  # 1: the band note is left out; 2, 3: and the first 1, 2 of STACK_LINES
 
     def assemble() -> list[str]:
         parts = list(head)
         if lean and at_legend is not None:  # no details: no n to define; without kernel lists no us/call either
             parts[at_legend] = legends[kernel_lines != 0]
+        if stack_gone and at_notes is not None:
+            parts[at_notes : at_notes + 2] = []
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
@@ -468,10 +473,11 @@ def report(
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
-            gone += [f"the Not-tested {_STACK_WORDS[stack_gone]}"] if stack_gone else []
+            gone += ["the note on the re-run band's farthest GPUs"] if stack_gone and at_notes is not None else []
+            gone += [said] if (said := stack_note(scope_md, max(stack_gone - 1, 0))[1]) else []
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
-            parts.append(_without(scope_md, STACK_LINES[:stack_gone]))
+            parts.append(stack_note(scope_md, max(stack_gone - 1, 0))[0])
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
@@ -515,9 +521,11 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    for stack_gone in (1, 2) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
-        if fits(parts := assemble()):
+    for stack_gone in (1, 2, 3) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+        real = at_notes is not None if stack_gone == 1 else bool(stack_note(scope_md, max(stack_gone - 1, 0))[1])
+        if real and fits(parts := assemble()):
             break
+    parts = assemble()
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
@@ -527,7 +535,7 @@ _NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
-# environment are gone, before its kernel lines (``_lean``) and then STACK_LINES.
+# environment are gone, before its kernel lines (``_lean``) and then report_parts.STACK_LINES.
 LEAN_LINES = (
     "- Holds for:",
     "- Does not hold for:",
@@ -538,15 +546,6 @@ LEAN_LINES = (
 )
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
-
-# "Not tested here" lines about the environment as a whole, which the environment block says too: the last a
-# report leaves out before it cuts a section, the first before the second.
-STACK_LINES = ("- Not recordable from inside this run:", "- One software stack only")
-_STACK_WORDS = {1: "line on what this run could not record", 2: "lines on what this run could not record and its stack"}
-
-
-def _without(block: str, prefixes: tuple[str, ...]) -> str:
-    return "\n".join(ln for ln in block.split("\n") if not ln.startswith(prefixes))
 
 
 def _lean(section: str, kernels: int | None = None) -> str:

@@ -91,7 +91,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     few = b.outliers
     rest = f"; without the farthest {few[0]}: ±{fmt_pct(few[1] * 100)}" if few else ""
     ours, known_sources = b.same_source(doc.repro.source_sha256 or "")
-    code_of = f", {ours} of {known_sources} with this code" if known_sources else ""
+    code_of = f", {ours} of {known_sources} runs with this code" if known_sources and doc.repro.source_sha256 else ""
     cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
@@ -101,20 +101,22 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
 def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
     """One line under the summary: for each row whose re-run band has a few farthest GPUs, which arm of the
     headline moved on them (``band.outlier_arms``) and that the runs do not record why; "" without any."""
-    said = []
+    said: dict[str, str] = {}  # one note per band, however many of the docs fall in it
     for doc in docs:
         b = band.lookup(doc, bands) if doc.verdict.status in MEASURED and doc.verdict.value is not None else None
         if b is not None and (moved := band.outlier_arms(b)):
-            said.append(f"{doc.repro.id}'s band: {moved}")
+            said.setdefault(f"{b.repro} {b.gpu} {b.params} {b.headline}", f"{doc.repro.id}'s band: {moved}")
     if not said:
         return ""
-    return f"_{text('; '.join(said))}; why is not known (`band-runs.json`)._"
+    return f"_{text('; '.join(said.values()))}; why is not known (`band-runs.json`)._"
 
 
 def _status(doc: Artifact) -> str:
     status = f"**{text(doc.verdict.status, cell=True)}**"
     if setting := scope.only(doc):
         status += f" ({text(setting, cell=True)} only)"
+    elif missed := scope.not_held(doc):
+        status += f" (not: {text('; '.join(missed), cell=True)})"
     status += " (quick run)" if doc.run.quick else ""
     return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
 
@@ -210,9 +212,9 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
 
 # The validity rule (repro.core.validity.RULE_WORDS) in the legend's words.
 SUSPECT_LEGEND = (
-    f"Suspect: NVML's polls after a timed block put the median SM clock under {POWER_CAP_FLOOR:.0%} of max under a "
-    f"power cap ({CLOCK_FLOOR:.0%} otherwise), a hard throttle, another process or new ECC errors, or the "
-    "headline's rounds split by the arms' order."
+    f"Suspect: the median SM clock in NVML's polls after a timed block was under {POWER_CAP_FLOOR:.0%} of max under "
+    f"a power cap ({CLOCK_FLOOR:.0%} otherwise), or a hard throttle showed; another process or new ECC errors were "
+    "seen around it; or the headline's rounds split by the arms' order."
 )
 
 
@@ -469,3 +471,23 @@ def method_line(doc: Artifact, kernels_said: bool = False) -> str | None:
         timed = f"{t.stats.n} samples ({t.method.replace('_', ' ')})"
     kernels = "" if kernels_said else f"{kernel_method(doc)}; "
     return f"Method: {kernels}headline pair timed in {timed}."
+
+
+# "Not tested here" lines about the environment as a whole, which the environment block says too: the last a
+# report leaves out before it cuts a section, the first before the second; each with the words its note uses.
+STACK_LINES = (
+    ("- Not recordable from inside this run:", "what this run could not record"),
+    ("- One software stack only", "its one software stack"),
+)
+
+
+def stack_note(scope_md: str, n: int) -> tuple[str, str]:
+    """The Not-tested section without the first ``n`` STACK_LINES, and the words the Left-out note says for the
+    lines it actually took out ("" when it took none out: a section may not have them)."""
+    lines = scope_md.split("\n")
+    prefixes = tuple(prefix for prefix, _ in STACK_LINES[:n])
+    kept = [ln for ln in lines if not ln.startswith(prefixes)]
+    gone = [words for prefix, words in STACK_LINES[:n] if any(ln.startswith(prefix) for ln in lines)]
+    if not gone:
+        return scope_md, ""
+    return "\n".join(kept), f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"

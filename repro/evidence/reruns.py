@@ -22,7 +22,7 @@ def _torch_words(doc: Artifact) -> str:
     where = str(doc.machine.torch_install.get("location") or "")
     prefix = str(doc.machine.host.python_env.get("prefix") or "")
     if where and prefix and not where.startswith(prefix.rstrip("/") + "/"):
-        return f"torch: the machine's ({code(where)}), not reinstalled"
+        return f"torch: the machine's ({code(where)}), so the torch line was not run here"
     return f"torch from {code(where)}" if where else "torch's location not recorded"
 
 
@@ -54,7 +54,8 @@ def _flags(doc: Artifact) -> str:
 
 def _headline_rounds(doc: Artifact) -> tuple[int, int] | None:
     """How many rounds each arm of the headline comparison took (numerator, denominator); None if unknown."""
-    row = next((r for r in doc.verdict.breakdown if r.headline), None)
+    head = doc.verdict.headline
+    row = next((r for r in doc.verdict.breakdown if r.comparison == head), None) if head else None
     arms = {v.name: v for v in doc.variants}
     got = [arms.get(name or "") for name in (row.num, row.den)] if row is not None else []
     counts = [len(v.timing.rounds or ()) for v in got if v is not None and v.timing is not None]
@@ -62,20 +63,25 @@ def _headline_rounds(doc: Artifact) -> tuple[int, int] | None:
 
 
 def _shift(again: Artifact, first: Artifact, bands: Sequence[band.Band]) -> str:
-    """``: -7.1% from this run's, with the same 50 rounds ...``: how far a later headline lies from this run's,
-    whether its headline took as many rounds (then less sampling did not make the difference) and
-    whether it lies beyond the spread of separate runs on one GPU that the band records."""
+    """``: -7.1% from this run's, its headline sampled as this run's ...``: how far a later headline lies from this
+    run's (only where both name the same headline comparison), whether it took as many rounds per arm (then less
+    sampling did not make the difference) and, on the same GPU, whether two runs of that GPU's spread in the band
+    (``band.agree``'s rule: the spread is each run's distance from its GPU's median) cover the gap."""
     v, w = again.verdict.value, first.verdict.value
     if not isinstance(v, float) or not isinstance(w, float) or w <= 0:
         return ""
+    if again.verdict.headline != first.verdict.headline:
+        return f": another headline comparison ({text(again.verdict.headline or 'none recorded')})"
     said = f"{v / w - 1:+.1%} from this run's"
     rounds = _headline_rounds(again)
     if rounds is not None and rounds == _headline_rounds(first):
-        said += f", its headline sampled as this run's ({rounds[0]} rounds per arm): not from less sampling"
+        per_arm = f"{rounds[0]}" if rounds[0] == rounds[1] else f"{rounds[0]} and {rounds[1]}"
+        said += f", its headline sampled as this run's ({per_arm} rounds per arm): not from less sampling"
     b = band.lookup(first, bands)
     same = b.same_gpu if b is not None else None
-    if same is not None and abs(v / w - 1) > same[0]:
-        said += f"; beyond the same-GPU ±{same[0]:.1%} of the re-run column"
+    on_this_gpu = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == first.machine.gpu_uuid
+    if on_this_gpu and same is not None and abs(v / w - 1) > 2 * same[0]:
+        said += f"; beyond twice the same-GPU ±{same[0]:.1%} of the re-run column"
     return f": {said}"
 
 
@@ -107,10 +113,26 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         if near or apart:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
             widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}"
-            flagged = sorted(text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect")
+            flagged = sorted(
+                text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect" and a.verdict.ci_low is not None
+            )
             widths += f"; suspect there: {', '.join(flagged)}" if flagged else ""
             said.append(f"{code(flags)} on {where}{_gloss(flags)}: {over} ({widths})")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
+    """``others`` in one short sentence: only the later headlines whose CI misses this run's, with their command
+    (the whole account stays in the report the bundle holds in full); "" when every one overlaps."""
+    apart = []
+    for name, again, first in _rows(docs, attached, reran=False):
+        v, w = again.verdict, first.verdict
+        if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
+            continue
+        if not stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
+            got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
+            apart.append(f"{text(again.repro.id)} {got} by {code(_flags(again))} ({code('attached/' + name)})")
+    return f" Later runs' headline CIs that miss this run's: {'; '.join(apart)}." if apart else ""
 
 
 def _others_agree(again: Artifact, first: Artifact) -> str:
@@ -182,13 +204,15 @@ def words(
     file with what the re-run's installs printed, if any; ``later``: with ``others``' sentence."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
-    after = others(docs, reruns, bands) if later else ""
+    after = others(docs, reruns, bands) if later else _misses(docs, reruns)
     if not rows:
         return after
     said, digests, installs, torches = [], set(), set(), set()
     for name, again, first in rows:
         v, w = again.verdict, first.verdict
-        places = ratio_places(w.value, w.ci_low, w.ci_high) if w.value and w.ci_low and w.ci_high else None
+        # Decimals that show both CIs' widths (each run's own need, the larger), so neither prints as zero-width.
+        need = [ratio_places(x.value, x.ci_low, x.ci_high) for x in (w, v) if x.value and x.ci_low and x.ci_high]
+        places = max(need) if need else None
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:

@@ -112,6 +112,21 @@ def only(doc: Artifact) -> str | None:
     return None
 
 
+def not_held(doc: Artifact) -> list[str]:
+    """The comparisons of the headline's quantity (its name before " (") that did not reproduce beside a headline
+    that did, where ``only`` names no setting that sets them apart (graph-memset's torch graph beside its CUDA
+    twin): the summary row's status names them."""
+    head = _head_row(doc)
+    if head is None or head.status != "reproduced" or only(doc) is not None or not head.comparison:
+        return []
+    stem = head.comparison.split(" (", 1)[0]  # the same quantity measured another way: "memset/fill (torch graph)"
+    return [
+        str(r.comparison)
+        for r in doc.verdict.breakdown
+        if r.comparison and r.status == "not_reproduced" and r.comparison.split(" (", 1)[0] == stem
+    ]
+
+
 def _capped(parts: list[str]) -> list[str]:
     if len(parts) <= MAX_CONTRASTS:
         return parts

@@ -324,7 +324,8 @@ class Harness:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
                 parts.append(
-                    f"commit {listed[:12]} by attached/harness-history.txt (the newest it lists with this digest)"
+                    f"the package of commit {listed[:12]} (attached/harness-history.txt: the newest change to the "
+                    "harness with this digest; later commits left it as it was)"
                 )
         return ", ".join(parts)
 

@@ -171,7 +171,8 @@ class GraphMemset(Repro[MemsetParams]):
         "other drivers (graph node scheduling is the driver's)",
         "other GPUs (Ada, Blackwell, H100, A100)",
         "a host with two or more GPUs (an earlier harness on a 2-GPU H200 host read the twin's memset node at "
-        "1.61-1.65 us, not 0.86-0.93, one run beside solve-512-cliff on the other GPU: band-runs.json, h200x2)",
+        "1.61-1.65 us, not 0.86-0.93, and the torch graph at 2.21-2.24x, one run beside solve-512-cliff on the other "
+        "GPU: band-runs.json, h200x2; band.txt's second graph-memset band holds them)",
         "why the torch graph's zero_() node read 0.69 us (1.29-1.35x) with harnesses up to 2026-12-01T11:12Z and "
         "0.86-0.88 us (1.01-1.07x) since, on one H200 stack (band-runs.json)",
         "a per-node trace of the twin's graphs (nsys: the twin's times are per-replay CUDA-event totals)",

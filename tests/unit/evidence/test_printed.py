@@ -115,7 +115,7 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
     assert "graph-memset torch 0.97x, seed.cu 1.47x (nvcc -arch=native: the GPU it ran on)" in whole
     assert "graph-memset torch 0.97x" in after or "seeds_raw.py's numbers" in after
     assert f"`{HISTORY}`: the harness's commits up to this source with their digests, no public repository" in after
-    assert "the harness wheel (the `repro` package that ran, not the Makefile or tools/)" in after
+    assert "the harness wheel (built from the source that ran, its digest; not the Makefile or tools/)" in after
     assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
 
 
@@ -126,7 +126,9 @@ def test_a_suspect_note_with_the_clocks_medians_says_them_once() -> None:
     held = "; sw_power_cap held the SM clock down during bs1 and bs2 and bs4's rounds (median MHz: bs1 1635, bs2 1650"
     assert held in lora.verdict.finding and lora.validity.flag == "suspect"
     status = repro_section(lora)[0].split("\n")[1]
-    assert "(suspect: power cap, median SM clock bs1 1635, bs2 1650, bs4 1650 MHz of 1980 MHz max;" in status
+    assert (
+        "(suspect: power cap, median SM clock bs1 1635, bs2 1650, bs4 1650 MHz of 1980 MHz max, power up to" in status
+    )
     assert "held the SM clock" not in status and status.endswith(
         "5.1 GiB peak at batch 2, not FLUX; the profiled "
         "kernels alone gave 0.97x per sample (23.7 -&gt; 45.8 ms a step)."

@@ -29,12 +29,14 @@ def _lora() -> Artifact:
 
 def test_a_power_capped_run_says_the_power_it_reached() -> None:
     lora = _lora()
-    assert clocks.power_peak(lora, ["bs1: power cap, SM clock ..."]) == (
-        "; power up to 694.8 W of a 700 W limit in NVML's polls"
-    )
-    assert clocks.power_peak(lora, ["bs2/bs1: the arms' order split the rounds"]) == ""  # not a power cap
+    capped = ["power cap, median SM clock 1725 MHz", "the arms' order split the rounds"]
+    assert clocks.with_power_peak(lora, capped) == [
+        "power cap, median SM clock 1725 MHz, power up to 694.8 W of a 700 W limit in NVML's polls",
+        "the arms' order split the rounds",
+    ]
+    assert clocks.with_power_peak(lora, capped[1:]) == capped[1:]  # no power cap: nothing to add
     line = next(ln for ln in _pasted().splitlines() if ln.startswith("**inconclusive** (suspect: power cap"))
-    assert "; power up to 694.8 W of a 700 W limit in NVML's polls)" in line
+    assert "MHz of 1980 MHz max, power up to 694.8 W of a 700 W limit in NVML's polls; " in line
 
 
 def test_the_order_check_is_said_briefly_with_its_numbers() -> None:
