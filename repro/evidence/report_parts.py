@@ -212,9 +212,9 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
 
 # The validity rule (repro.core.validity.RULE_WORDS) in the legend's words.
 SUSPECT_LEGEND = (
-    f"Suspect: the median SM clock in NVML's polls after a timed block was under {POWER_CAP_FLOOR:.0%} of max under "
-    f"a power cap ({CLOCK_FLOOR:.0%} otherwise), or a hard throttle showed; another process or new ECC errors were "
-    "seen around it; or the headline's rounds split by the arms' order."
+    f"Suspect: NVML's polls after a timed block had the median SM clock under {POWER_CAP_FLOOR:.0%} of max under a "
+    f"power cap ({CLOCK_FLOOR:.0%} otherwise) or a hard throttle; or another process or new ECC errors around it; "
+    "or the headline's rounds split by the arms' order."
 )
 
 
@@ -270,13 +270,9 @@ def attached_words(names: Sequence[str]) -> str:
     """``; attached/ ...``: the files a run's maker added to its folder after it (the bundle packs them)."""
     if not names:
         return ""
-    history = (
-        f"; `{HISTORY}`: the harness's commits up to this source with their digests, no public repository"
-        if HISTORY in names
-        else ""
-    )
+    history = f"; `{HISTORY}`: the harness's commits with their digests" if HISTORY in names else ""
     if "README.txt" in names:
-        return f"; `attached/`: {len(names)} files added after the run (listed in its `README.txt`{history})"
+        return f"; `attached/`: {len(names)} files added after the run (its `README.txt` lists them{history})"
     return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"
 
 

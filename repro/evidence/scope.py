@@ -229,7 +229,8 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
 # The seeds' sources: what the project kept of them, and so what a claim's numbers rest on.
 SEED_DOCUMENTS = (
     "Not available to this run: the seed documents' text (seeds/ keeps each one's claim and program; the seeds' "
-    "numbers are as recorded, unchecked upstream)."
+    "numbers are as recorded, unchecked upstream); the full records behind band-runs.json and context/ (in the "
+    "project's repository, no public URL)."
 )
 
 
@@ -288,7 +289,7 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
     if missing:
         named = "; ".join(f"{g} ({', '.join(ids)})" for g, ids in missing.items())
         named += f"; {whose}" if whose else ""
-        lines.append(f"GPUs the seeds reported on, not in this run: {named}. This run had {', '.join(run_gpus)}.")
+        lines.append(f"GPUs the seeds reported on, not in this run: {named}.")
     elif whose:
         lines.append(f"{whose}, so the seed's GPU could not be matched.")
     if unseen := _unrecorded(docs):

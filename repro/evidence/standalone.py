@@ -324,8 +324,8 @@ class Harness:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
                 parts.append(
-                    f"the package of commit {listed[:12]} (attached/harness-history.txt: the newest change to the "
-                    "harness with this digest; later commits left it as it was)"
+                    f"the package of commit {listed[:12]} (attached/harness-history.txt: its newest harness change "
+                    "with this digest)"
                 )
         return ", ".join(parts)
 

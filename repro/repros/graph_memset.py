@@ -168,16 +168,15 @@ class GraphMemset(Repro[MemsetParams]):
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
-        "other drivers (graph node scheduling is the driver's)",
+        "other drivers, host CPUs and launch paths (the seed's host-clock form counts launch and wake-up)",
         "other GPUs (Ada, Blackwell, H100, A100)",
-        "a host with two or more GPUs (an earlier harness on a 2-GPU H200 host read the twin's memset node at "
-        "1.61-1.65 us, not 0.86-0.93, and the torch graph at 2.21-2.24x, one run beside solve-512-cliff on the other "
-        "GPU: band-runs.json, h200x2; band.txt's second graph-memset band holds them)",
+        "a host with two or more GPUs (on a 2-GPU H200 host an earlier harness read the memset node at 1.61-1.65 us "
+        "and the torch graph at 2.21-2.24x, one run beside solve-512-cliff: band.txt's second band, h200x2)",
         "why the torch graph's zero_() node read 0.69 us (1.29-1.35x) with harnesses up to 2026-12-01T11:12Z and "
         "0.86-0.88 us (1.01-1.07x) since, on one H200 stack (band-runs.json)",
-        "a per-node trace of the twin's graphs (nsys: the twin's times are per-replay CUDA-event totals)",
-        "another process's replayed CUDA graph on the GPU (not here; on another H200 one made the twin's fill node "
-        "0.70 us, not 0.62: 1.30-1.33x, the bundle's context/graph-memset.md)",
+        "a per-node trace of the twin's graphs (nsys)",
+        "another process's replayed CUDA graph on the GPU (on another H200 one made the twin's fill node 0.70 us, "
+        "not 0.62: 1.30-1.33x, context/graph-memset.md), MPS or MIG partitions",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

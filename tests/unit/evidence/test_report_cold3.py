@@ -45,7 +45,8 @@ def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cove
     assert "other cuBLAS versions" in said["5090-linear"]
     assert said["fused-adam-capturable"] == (
         "the GB300's Grace (aarch64) host and the TE version the issue used (the seed document names none; the issue's "
-        "text was not read here)"
+        "text was not read here) apex's FusedAdam(capturable=True), of the same multi-tensor kernel lineage (apex is "
+        "not installed)"
     )
 
 
@@ -66,7 +67,10 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
         "- solve-512-cliff, not covered: PyTorch 2.13 or later (a batch-aware heuristic replaced the cutoff, per the"
         in lines
     )
-    memset = "- graph-memset, not covered: other drivers (graph node scheduling is the driver's); other GPUs"
+    memset = (
+        "- graph-memset, not covered: other drivers, host CPUs and launch paths (the seed's host-clock form counts "
+    )
+    memset += "launch and wake-up); other GPUs"
     assert f"{memset} (Ada, Blackwell, H100, A100)" in lines
     assert "- lora-batch-scaling, not covered: the real FLUX pipeline" in lines
     assert "- fused-adam-capturable, not covered: the GB300's Grace (aarch64) host and the TE version" in lines

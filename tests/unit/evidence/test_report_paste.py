@@ -363,7 +363,7 @@ def test_bundle_renders_the_report_again_naming_attached_files(tmp_path: Path, m
     res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
     assert res.exit_code == 0, res.output
     after = (run / "report.md").read_text()
-    assert "`attached/`: 2 files added after the run (listed in its `README.txt`)" in after
+    assert "`attached/`: 2 files added after the run (its `README.txt` lists them)" in after
     assert "core.bin" not in after and len(after) <= PASTE_LIMIT
     with tarfile.open(tmp_path / "b.tar.gz") as tf:
         packed = tf.extractfile(f"{run.name}/report.md").read().decode()  # type: ignore[union-attr]
