@@ -25,7 +25,7 @@ from repro.core import fsio, stats
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, model
 from repro.evidence.artifact import ARTIFACT_KIND
-from repro.evidence.markdown import fmt_time
+from repro.evidence.markdown import finite, fmt_time
 from repro.evidence.model import Artifact
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
@@ -469,9 +469,9 @@ def _arm_times(run: Mapping[str, Any]) -> dict[str, float]:
     }
     out = {}
     for name in (row.get("num"), row.get("den")) if row else ():
-        t = times.get(name)
-        if isinstance(name, str) and isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf:
-            out[name] = float(t)
+        t = finite(times.get(name))
+        if isinstance(name, str) and t is not None and t > 0:
+            out[name] = t
     return out
 
 
@@ -499,11 +499,11 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
         runs = {r["run_id"]: r for r in loaded if isinstance(r, Mapping) and r.get("repro") == b.repro}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
+    arms = {rid: _arm_times(runs.get(rid) or {}) for p in b.points for rid in p.runs}
     every: dict[str, list[float]] = {}
-    for p in b.points:
-        for rid in p.runs:
-            for name, t in _arm_times(runs.get(rid) or {}).items():
-                every.setdefault(name, []).append(t)
+    for times in arms.values():
+        for name, t in times.items():
+            every.setdefault(name, []).append(t)
     if len(every) != 2:
         return ""
     typical = {name: statistics.median(ts) for name, ts in every.items()}
@@ -511,7 +511,7 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
     moved: dict[str, list[str]] = {}
     others: list[object] = []
     for p in sorted(b.points, key=lambda q: -abs(q.value / c - 1))[: few[0]]:
-        seen = [_arm_times(runs.get(rid) or {}) for rid in p.runs]
+        seen = [arms[rid] for rid in p.runs]
         got = {n: statistics.median(a[n] for a in seen if n in a) for n in typical if any(n in a for a in seen)}
         if not got:
             return ""  # a farthest GPU without its runs' arms: the sentence would leave it out

@@ -104,8 +104,9 @@ def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
     said: dict[str, str] = {}  # one note per band, however many of the docs fall in it
     for doc in docs:
         b = band.lookup(doc, bands) if doc.verdict.status in MEASURED and doc.verdict.value is not None else None
-        if b is not None and (moved := band.outlier_arms(b)):
-            said.setdefault(f"{b.repro} {b.gpu} {b.params} {b.headline}", f"{doc.repro.id}'s band: {moved}")
+        key = f"{b.repro} {b.gpu} {b.params} {b.headline}" if b is not None else ""
+        if b is not None and key not in said and (moved := band.outlier_arms(b)):  # each band's runs read once
+            said[key] = f"{doc.repro.id}'s band: {moved}"
     if not said:
         return ""
     return f"_{text('; '.join(said.values()))}; why is not known (`band-runs.json`)._"

@@ -85,6 +85,22 @@ def _shift(again: Artifact, first: Artifact, bands: Sequence[band.Band]) -> str:
     return f": {said}"
 
 
+def _headline_cis(again: Artifact, first: Artifact) -> tuple[float, float, float, float, float, float] | None:
+    """(later value, low, high, this run's value, low, high) of the two headlines; None when either has no CI."""
+    v, w = again.verdict, first.verdict
+    if v.value is None or v.ci_low is None or v.ci_high is None:
+        return None
+    if w.value is None or w.ci_low is None or w.ci_high is None:
+        return None
+    return v.value, v.ci_low, v.ci_high, w.value, w.ci_low, w.ci_high
+
+
+def _apart(again: Artifact, first: Artifact) -> bool:
+    """Whether a later run's headline CI misses this run's (False when either has none to set)."""
+    got = _headline_cis(again, first)
+    return got is not None and not stats.cis_overlap(got[1], got[2], got[4], got[5])
+
+
 def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequence[band.Band] = ()) -> str:
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
     quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
@@ -98,17 +114,14 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     for (flags, where), rows in sorted(groups.items()):
         near, apart, theirs, ours = 0, [], [], []
         for name, again, first in rows:
-            v, w = again.verdict, first.verdict
-            if v.value is None or v.ci_low is None or v.ci_high is None:
-                continue  # no headline in the later run: nothing to set against this run's
-            if w.value is None or w.ci_low is None or w.ci_high is None:
-                continue  # nor in this run
-            theirs.append(stats.rel_halfwidth(v.value, v.ci_low, v.ci_high))
-            ours.append(stats.rel_halfwidth(w.value, w.ci_low, w.ci_high))
-            if stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
+            if (cis := _headline_cis(again, first)) is None:
+                continue  # no headline CI in one of the runs: nothing to set against the other
+            theirs.append(stats.rel_halfwidth(*cis[:3]))
+            ours.append(stats.rel_halfwidth(*cis[3:]))
+            if not _apart(again, first):
                 near += 1
                 continue
-            got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
+            got = ratio_with_ci(*cis[:3], verdict_label(again.verdict))
             apart.append(f"{text(again.repro.id)}'s {got}{_shift(again, first, bands)} ({code('attached/' + name)})")
         if near or apart:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
@@ -126,10 +139,8 @@ def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
     (the whole account stays in the report the bundle holds in full); "" when every one overlaps."""
     apart = []
     for name, again, first in _rows(docs, attached, reran=False):
-        v, w = again.verdict, first.verdict
-        if v.value is None or v.ci_low is None or v.ci_high is None or w.ci_low is None or w.ci_high is None:
-            continue
-        if not stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
+        if _apart(again, first):
+            v = again.verdict
             got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
             apart.append(f"{text(again.repro.id)} {got} by {code(_flags(again))} ({code('attached/' + name)})")
     return f" Later runs' headline CIs that miss this run's: {'; '.join(apart)}." if apart else ""
