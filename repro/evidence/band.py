@@ -368,18 +368,38 @@ def _runs(p: Point) -> str:
     return ", ".join(p.runs) or "-"
 
 
+def machines_of(p: Point) -> tuple[str, ...]:
+    """The machine folders a GPU's runs were committed under (``artifacts/reference/<machine>/...``: ``h200``
+    for a one-GPU host, ``h200x2`` for a two-GPU host), each once; () where the band recorded no paths."""
+    return _distinct(
+        path.split("/")[2] for path in p.run_paths if path.startswith("artifacts/reference/") and path.count("/") > 2
+    )
+
+
 def show(bands: Sequence[Band], repros: Sequence[str] = ()) -> list[str]:
-    """Each band's provenance as lines: the repro, GPU model and params, then one line per GPU (its
-    uuid's first 8 characters, its value, the run ids it comes from with each run's headline)."""
+    """Each band's provenance as lines: the repro, GPU model and params, which machine folders its GPUs'
+    runs came from, then one line per GPU (its uuid's first 8 characters, its value, the run ids it comes from
+    with each run's headline, its machine folder)."""
     out = []
     for b in bands:
         if repros and b.repro not in repros:
             continue
-        out.append(f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs")
+        hosts: dict[str, list[Point]] = {}
+        for p in b.points:
+            hosts.setdefault(", ".join(machines_of(p)) or "not recorded", []).append(p)
+        split = "; ".join(
+            f"{where}: {len(ps)} GPUs, {min(p.value for p in ps):.4g}-{max(p.value for p in ps):.4g}"
+            for where, ps in sorted(hosts.items())
+        )
+        out.append(
+            f"{b.repro} on {b.gpu}: median {b.center:.4g}, ±{b.half_width * 100:.2g}% over {len(b.points)} GPUs "
+            f"(by machine folder: {split})"
+        )
         out.append(f"  headline comparison {b.headline or '(not recorded)'}; params {b.params}")
         out += [
             f"  GPU {p.uuid[:8]}: {p.value:.4g} (runs {_runs(p)}; torch {', '.join(p.torch) or '-'}; "
-            f"driver {', '.join(p.driver) or '-'}; harness {', '.join(p.harness) or '-'})"
+            f"driver {', '.join(p.driver) or '-'}; harness {', '.join(p.harness) or '-'}; "
+            f"machine {', '.join(machines_of(p)) or '-'})"
             for p in b.points
         ]
     return out

@@ -298,7 +298,9 @@ def _add_band(
         "version's changes are in the gpu-repro repository's history, "
         "which has no public URL here (attached/harness-history.txt, where the run's maker attached it, lists its "
         "commits, each with the digest a run of it records); bands of one repro split where their params differ "
-        "(each band lists its params). A GPU is named by the first 8 characters of its NVML UUID (the "
+        "(each band lists its params), and each says which machine folder under artifacts/reference/ its GPUs' runs "
+        "came from (h200: a host with one H200; h200x2: a host with two). A GPU is named by the first 8 characters "
+        "of its NVML UUID (the "
         "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
         "listed: not other stacks."
     )

@@ -159,10 +159,13 @@ def words(docs: Sequence[Artifact], outputs: Mapping[str, str], with_seeds: bool
 
 
 def wanted(name: str) -> bool:
-    """Whether an attached file is one the report reads: these programs' output, and the harness's history."""
-    return name in (SEEDS_LOG, HISTORY) or SCRIPT_OUT.fullmatch(name) is not None
+    """Whether an attached file is one the report reads: these programs' output, the re-run's install log, and the
+    harness's history."""
+    return name in (SEEDS_LOG, HISTORY, RERUN_LOG) or SCRIPT_OUT.fullmatch(name) is not None
 
 
+# What the re-run's installs printed (pip's output; repro.evidence.reruns reads where each requirement came from).
+RERUN_LOG = "rerun.log"
 # The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh):
 # ``<short hash> <date> <digest's first 12> <subject>``.
 HISTORY = "harness-history.txt"

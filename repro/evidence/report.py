@@ -23,18 +23,7 @@ from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.lines import (
-    SEED_METHOD_WHY,
-    band_line,
-    diff_lines,
-    install_block,
-    rerun_block,
-    restated,
-    scope_lines,
-    seed_source,
-    seed_vs_ours,
-    stack_line,
-)
+from repro.evidence.lines import band_line, diff_lines, install_block, rerun_block, restated, scope_lines, stack_line
 from repro.evidence.machines import machines
 from repro.evidence.markdown import (
     PASTE_LIMIT,
@@ -66,6 +55,7 @@ from repro.evidence.report_parts import (
     traces_words,
 )
 from repro.evidence.reruns import words as reruns_words
+from repro.evidence.seedlines import SEED_METHOD_WHY, seed_source, seed_vs_ours
 from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
@@ -427,11 +417,12 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = "rerun.log" if "rerun.log" in attached else None
-    reran = reruns_words(runs, again, known, log) + printed_words(runs, printed or {})
+    log_text = (printed or {}).get("rerun.log")
+    reran = reruns_words(runs, again, known, log, log_text=log_text) + printed_words(runs, printed or {})
     install = install_block(runs, reran=reran)
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'
     # programs).
-    reran_lean = reruns_words(runs, again, known, log, later=False) + printed_words(runs, printed or {}, False)
+    reran_lean = reruns_words(runs, again, known, log, False, log_text) + printed_words(runs, printed or {}, False)
     install_lean = install_block(runs, reran=reran_lean, lean=True)
     dropped: list[str] = []
     shortened: list[str] = []
@@ -521,7 +512,7 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    for stack_gone in (1, 2, 3) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+    for stack_gone in (1, 2, 3, 4) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
         real = at_notes is not None if stack_gone == 1 else bool(stack_note(scope_md, max(stack_gone - 1, 0))[1])
         if real and fits(parts := assemble()):
             break

@@ -14,7 +14,7 @@ from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
 from repro.evidence.declared import Declarations
-from repro.evidence.lines import MEASURED, missing_module
+from repro.evidence.lines import MEASURED, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, finite, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
@@ -91,7 +91,11 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     few = b.outliers
     rest = f"; without the farthest {few[0]}: ±{fmt_pct(few[1] * 100)}" if few else ""
     ours, known_sources = b.same_source(doc.repro.source_sha256 or "")
-    code_of = f", {ours} of {known_sources} runs with this code" if known_sources and doc.repro.source_sha256 else ""
+    code_of = (
+        f", {ours} of {known_sources} runs with this repro module file"
+        if known_sources and doc.repro.source_sha256
+        else ""
+    )
     cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
@@ -167,7 +171,7 @@ def _headline_cell(doc: Artifact) -> str:
     v = doc.verdict
     if v.value is None and v.headline and any(x.comparison == v.headline for x in v.not_run):
         module = missing_module(doc)
-        return f"not run ({code(module)} not importable)" if module else "not run (see its section)"
+        return f"not run ({code(module)} {module_state(doc)})" if module else "not run (see its section)"
     return with_whole_steps(doc, verdict_cell(v, None))
 
 
@@ -479,12 +483,28 @@ STACK_LINES = (
 
 
 def stack_note(scope_md: str, n: int) -> tuple[str, str]:
-    """The Not-tested section without the first ``n`` STACK_LINES, and the words the Left-out note says for the
-    lines it actually took out ("" when it took none out: a section may not have them)."""
+    """The Not-tested section without the first ``n`` STACK_LINES, and the words the Left-out note says for what
+    it actually took out ("" when it took nothing out: a section may not have them). With ``n`` past STACK_LINES,
+    the repros' not-covered lines also lose their parenthesized details (``bare``)."""
     lines = scope_md.split("\n")
     prefixes = tuple(prefix for prefix, _ in STACK_LINES[:n])
     kept = [ln for ln in lines if not ln.startswith(prefixes)]
     gone = [words for prefix, words in STACK_LINES[:n] if any(ln.startswith(prefix) for ln in lines)]
-    if not gone:
+    said = [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
+    if n > len(STACK_LINES) and (bared := [bare(ln) if NOT_COVERED in ln else ln for ln in kept]) != kept:
+        kept, said = bared, [*said, "the details in parentheses of the Not-tested section's not-covered lines"]
+    if not said:
         return scope_md, ""
-    return "\n".join(kept), f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"
+    return "\n".join(kept), "; ".join(said)
+
+
+NOT_COVERED = ", not covered: "  # a repro's own untested items, in the Not-tested section (scope.not_tested)
+_PARENS = re.compile(r" ?\([^()]+\)")
+
+
+def bare(line: str) -> str:
+    """``line`` without what it has in parentheses, innermost first, so nested ones go whole; empty ones (a
+    call such as ``zero_()``) stay."""
+    while (shorter := _PARENS.sub("", line)) != line:
+        line = shorter
+    return line

@@ -5,6 +5,7 @@ sits against the run's own headline; of the later runs, whose CI misses this run
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +25,32 @@ def _torch_words(doc: Artifact) -> str:
     if where and prefix and not where.startswith(prefix.rstrip("/") + "/"):
         return f"torch: the machine's ({code(where)}), so the torch line was not run here"
     return f"torch from {code(where)}" if where else "torch's location not recorded"
+
+
+# Requirements the install block names before the bundled wheel (install_block): whether the re-run's pip found
+# each already met, and where, is read from its log.
+_NAMED = ("torch", "cuda-bindings")
+_MET = r"^Requirement already satisfied: {}==[0-9][\w.+]* in (/[\w./+-]{{1,200}})(?: \(|$)"
+
+
+def install_words(log: str | None, prefix: str) -> str:
+    """What the re-run's pip log (``log``) says of its installs: whether pip looked at a package index or only in
+    local links (a wheelhouse), and which of the install block's named requirements were already met outside the
+    re-run's venv (``prefix``), so that their install lines installed nothing; "" without a log."""
+    if not log:
+        return ""
+    index = re.search(r"^Looking in indexes: ", log, re.M) is not None
+    links = re.search(r"^Looking in links: ", log, re.M) is not None
+    said = ["offline: a local wheelhouse, no package index"] if links and not index else []
+    met: dict[str, list[str]] = {}
+    for name in _NAMED:
+        m = re.search(_MET.format(re.escape(name)), log, re.M)
+        if m and not (prefix and m[1].startswith(prefix.rstrip("/") + "/")):
+            met.setdefault(m[1], []).append(name)
+    said += [f"{' and '.join(names)} already in {code(where)}, outside the venv" for where, names in met.items()]
+    if said:
+        said.append("so the install lines were not tried against PyPI")
+    return "; ".join(said)
 
 
 def _rows(docs: Sequence[Artifact], attached: Mapping[str, Any], reran: bool) -> list[tuple[str, Artifact, Artifact]]:
@@ -207,12 +234,14 @@ def words(
     bands: Sequence[band.Band],
     log: str | None = None,
     later: bool = True,
+    log_text: str | None = None,
 ) -> str:
     """`` Run here from this run's bundle: ...``, then ``others``; "" when no attached artifact ran one of
     ``docs``' repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this
     run's repros count; ``rerun-*.json`` are re-runs from the bundle (its harness wheel: the same digest says it
     was this run's source; the bundle that carries them was made again after they ran). ``log``: the attached
-    file with what the re-run's installs printed, if any; ``later``: with ``others``' sentence."""
+    file with what the re-run's installs printed, if any, and ``log_text`` its text (``install_words``);
+    ``later``: with ``others``' sentence."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
     after = others(docs, reruns, bands) if later else _misses(docs, reruns)
@@ -246,7 +275,8 @@ def words(
         if (bundled := harness_of(first).wheel()) and install == f"installed from {bundled}":
             install = "the bundled wheel"  # the install block below names it
         installs.add(text(install))
-        torches.add(_torch_words(again))
+        pip = install_words(log_text, str(again.machine.host.python_env.get("prefix") or ""))
+        torches.add(pip or _torch_words(again))
     same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})

@@ -20,6 +20,14 @@ SEED_HOW = (
     "one replay timed by a host clock"
 )
 
+# Why the seed's torch program and the harness's own pairing of the same ops ("(memset+mm)/(fill+mm) (torch
+# graph)") can disagree, even in sign: what each does differently.
+SEED_TORCH_WHY = (
+    "the seed's: one replay per form, host clock, memset form first (1 us per op is 3% of it), matmul by w.T into "
+    "a new output; ours: paired rounds of back-to-back replays, CUDA events, matmul(a, b, out=c); which difference "
+    "turns the sign is not tested"
+)
+
 
 def memset_op(flag: Any) -> tuple[Callable[[], None] | None, str | None]:
     """A 4-byte cudaMemsetAsync on ``flag`` through cuda-bindings, or (None, why not).

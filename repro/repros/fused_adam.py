@@ -166,12 +166,14 @@ def kernel_plan(p: AdamParams) -> tuple[int, int, int]:
 
 
 def _te_fused_adam() -> tuple[Any, str | None]:
-    """TE's FusedAdam class, or None and why not; imported here, never at module load."""
+    """TE's FusedAdam class, or None and why not: not installed (no transformer_engine package at all) or not
+    importable (present, fails to load); imported here, never at module load."""
     try:
         from transformer_engine.pytorch.optimizers import FusedAdam
     except Exception as exc:  # ImportError, or a TE build that fails to load its library
-        why = f"transformer_engine.pytorch is not importable: {type(exc).__name__}: {exc}"
-        return None, why.splitlines()[0]
+        absent = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "transformer_engine"
+        state = "installed" if absent else "importable"
+        return None, f"transformer_engine.pytorch is not {state}: {type(exc).__name__}: {exc}".splitlines()[0]
     return FusedAdam, None
 
 

@@ -44,7 +44,7 @@ from repro.api import (
     stats,
 )
 from repro.repros._memset_episodes import episode_lines
-from repro.repros._memset_seed import memset_op, seed_torch_program
+from repro.repros._memset_seed import SEED_TORCH_WHY, memset_op, seed_torch_program
 from repro.repros._memset_seedcu import (
     build_seed_cu,
     node_differences,
@@ -168,15 +168,18 @@ class GraphMemset(Repro[MemsetParams]):
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
-        "other drivers, host CPUs and launch paths (the seed's host-clock form counts launch and wake-up)",
-        "other GPUs (Ada, Blackwell, H100, A100)",
-        "a host with two or more GPUs (on a 2-GPU H200 host an earlier harness read the memset node at 1.61-1.65 us "
-        "and the torch graph at 2.21-2.24x, one run beside solve-512-cliff: band.txt's second band, h200x2)",
-        "why the torch graph's zero_() node read 0.69 us (1.29-1.35x) with harnesses up to 2026-12-01T11:12Z and "
-        "0.86-0.88 us (1.01-1.07x) since, on one H200 stack (band-runs.json)",
-        "a per-node trace of the twin's graphs (nsys)",
-        "another process's replayed CUDA graph on the GPU (on another H200 one made the twin's fill node 0.70 us, "
-        "not 0.62: 1.30-1.33x, context/graph-memset.md), MPS or MIG partitions",
+        "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
+        "Blackwell, H100, A100)",
+        "a 2-GPU host (on one, old run order: twin 2.30-2.34x, memset node 1.61-1.65 us, fill 0.70 us; torch graph "
+        "2.21-2.24x; band.txt, machine h200x2)",
+        "an nsys trace of the twin's nodes, and NVIDIA's account of memset nodes",
+        "the forum thread itself (no URL here: its GPU, driver, node count, slowdown, replies)",
+        "another process's live CUDA graph (it made the twin's fill node 0.70 us, not 0.62: 1.30-1.33x, "
+        "context/graph-memset.md), MPS, MIG",
+        "why nodes moved when f90ac86 and 7ff9414 reordered the runs (2026-12-01 11:12Z-13:45Z; band-runs.json): "
+        "zero_() 0.69-0.70 to 0.86-1.01 us (torch graph 1.29-1.35x to 0.89-1.07x, under 1 on 2 GPUs); twin fill "
+        "0.68-0.70 to 0.61-0.62 us (twin 1.32-1.35x to 1.42-1.52x; on 2 GPUs 0.72-0.74 us, 1.22-1.28x): the twin's "
+        "as with a live graph, zero_()'s unexplained",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
@@ -371,6 +374,7 @@ class GraphMemset(Repro[MemsetParams]):
         if ctx.cuda and memset is not None and ctx.untimed("seed_torch") is None:
             try:  # the seed's torch form, after the rounds; its failure costs only itself
                 seed_torch = seed_torch_program(torch, lambda z: memset_op(z)[0])
+                seed_torch.update(ours=_TORCH_MM, why=SEED_TORCH_WHY)  # the report sets our pairing beside it
             except Exception as exc:
                 seed_torch = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         extra: dict[str, Any] = {

@@ -186,6 +186,8 @@ class Solve512Cliff(Repro[SolveParams]):
         "looped cuSOLVER getrf at n=511 (a batch of one takes it), to tell the cutoff from getrf's own cost",
         "a cuSOLVER API log and ncu metrics of getrf_pivot (no cuSOLVER logger in this build; no ncu run)",
         "the upstream fix's commit and first release (not read here)",
+        "the issue's own timings and build (not read: was its ~10x a MAGMA-less default or a chosen cuSOLVER)",
+        "other GPUs (H100, A100, Blackwell)",
     )
     plots = (
         Plot(

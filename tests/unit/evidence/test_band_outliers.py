@@ -110,10 +110,10 @@ def test_a_band_cell_without_the_runs_source_digest_says_nothing_of_this_code() 
     run = next(E27.iterdir())
     doc = artifact.load(run / "graph-memset.json")
     row = next(ln for ln in report([doc]).splitlines() if ln.startswith("| graph-memset |"))
-    assert " runs with this code" in row
+    assert " runs with this repro module file" in row
     doc["repro"].pop("source_sha256", None)
     row = next(ln for ln in report([doc]).splitlines() if ln.startswith("| graph-memset |"))
-    assert "with this code" not in row
+    assert "with this repro module file" not in row
 
 
 def test_a_later_run_on_another_gpu_or_of_another_headline_is_not_set_against_the_same_gpu_spread() -> None:

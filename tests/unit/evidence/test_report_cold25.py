@@ -10,10 +10,10 @@ from evidence_run import attached_of
 from helpers import ROOT
 
 from repro.evidence import artifact
-from repro.evidence.lines import seed_torch_words
 from repro.evidence.model import run_of
 from repro.evidence.report import report
 from repro.evidence.report_parts import claim_cell
+from repro.evidence.seedlines import seed_torch_words
 
 RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence25" / "all").iterdir())
 

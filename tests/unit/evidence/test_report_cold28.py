@@ -61,4 +61,4 @@ def test_cuda_bindings_is_described_alike_in_the_install_line_and_the_environmen
 
 def test_the_band_column_says_how_many_runs_ran_this_code() -> None:
     row = next(ln for ln in _pasted().splitlines() if ln.startswith("| graph-memset |"))
-    assert " of " in row and " with this code" in row
+    assert " of " in row and " with this repro module file" in row

@@ -160,7 +160,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     )
     shipped = band.lookup(doc)
     assert shipped is not None  # the shipped band by default, which holds this run's GPU
-    assert f"({len(shipped.points)} GPUs, " in bench and " with this code)" in bench
+    assert f"({len(shipped.points)} GPUs, " in bench and " with this repro module file)" in bench
     assert "runs: `band.txt`, `band.json`; this run's GPU is one of them in every row)" in bench
     assert "this run's GPU is in none of them" in text  # the fixed bands hold GPUs a, b and c only
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
@@ -439,7 +439,7 @@ def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> Non
         "lines" in text
     )
     assert "- Impact:" not in text and "- Re-run elsewhere" not in text and "Kernels" in text
-    assert " GPUs" in text and "with this code" in text  # the band stays in the summary's column
+    assert " GPUs" in text and "with this repro module file" in text  # the band stays in the summary's column
     whole = _report(docs, limit=10**9, max_lines=None)
     assert "- Impact:" in whole  # the bundle's report-full.md keeps them
 

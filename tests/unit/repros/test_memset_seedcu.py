@@ -95,7 +95,7 @@ def test_the_reimplementation_says_which_node_differs_from_the_twins() -> None:
 def test_the_report_line_on_the_reimplementation_says_which_node_differs() -> None:
     # The run records the per-node words in extra (seed_vs_twin_nodes); the report's line on the re-implemented
     # seed's program, which a pasted report keeps, says them where the two differ beyond both CIs.
-    from repro.evidence.lines import seed_vs_ours
+    from repro.evidence.seedlines import seed_vs_ours
 
     run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence22" / "all").iterdir())
     raw = artifact.load(run / "graph-memset.json")
