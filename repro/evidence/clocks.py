@@ -43,7 +43,8 @@ _OLD_WARNING = re.compile(
 # The order check's reason as repro.run.order records it, and its shorter form in a report.
 _ORDER = re.compile(
     r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<f>\S+) in forward rounds, "
-    r"(?P<r>\S+) in reversed ones \((?P<gap>\S+) apart, beyond twice the CI's ±(?P<half>\S+)\); the median \S+ sits "
+    r"(?P<r>\S+) in reversed ones \((?:forward: (?P<num>\S+) ran before (?P<den>\S+); )?(?P<gap>\S+) apart, beyond "
+    r"twice the CI's ±(?P<half>\S+)\); the median \S+ sits "
     r"between them and the CI does not cover this$"
 )
 
@@ -52,8 +53,14 @@ def restate(line: str, doc: Artifact) -> str:
     """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers; the order
     check's, shorter."""
     if m := _ORDER.match(line):
+        # Older artifacts split by round parity ("forward", "reversed"); newer ones by which arm ran first.
+        split = (
+            f"{m['f']} with {m['num']} first, {m['r']} with {m['den']} first"
+            if m["num"]
+            else (f"{m['f']} forward, {m['r']} reversed")
+        )
         return (
-            f"{m['who']}: the arms' order split the rounds: {m['f']} forward, {m['r']} reversed ({m['gap']} apart, "
+            f"{m['who']}: the arms' order split the rounds: {split} ({m['gap']} apart, "
             f"over twice the CI's ±{m['half']}, which does not cover it)"
         )
     monitors = {v.name: v.gpu_monitor for v in doc.variants}

@@ -55,7 +55,7 @@ def _span(values: list[float], scale: float, places: int) -> str:
 
 def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     """Each range the Not-tested line quotes is the band's runs' own, before and after the reorder."""
-    said = next(u for u in GraphMemset.untested if u.startswith("why nodes moved"))
+    said = next(u for u in GraphMemset.untested if u.startswith("why the torch graph's row"))
     rows = []
     for r in _memset_runs():
         arms = {v["name"]: v["median_s"] for v in r["variants"]}
@@ -68,11 +68,12 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     slow = [x for x in after if x[3] >= 0.7e-6]
     assert len({r["gpu"]["uuid"] for r in _memset_runs() if r["run_id"] >= REORDERED and r["variants"]}) > 2
     expected = [
-        f"zero_() {_span([x[1] for x in before], 1e6, 2)} to {_span([x[1] for x in after], 1e6, 2)} us",
-        f"(torch graph {_span([x[2] for x in before], 1, 2)}x to {_span([x[2] for x in after], 1, 2)}x",
-        f"twin fill {_span([x[3] for x in before], 1e6, 2)} to {_span([x[3] for x in usual], 1e6, 2)} us",
-        f"(twin {_span([x[4] for x in before], 1, 2)}x to {_span([x[4] for x in usual], 1, 2)}x;",
-        f"on 2 GPUs {_span([x[3] for x in slow], 1e6, 2)} us, {_span([x[4] for x in slow], 1, 2)}x)",
+        f"it read {_span([x[2] for x in before], 1, 2)}x (reproduced) before",
+        f"{_span([x[2] for x in after], 1, 2)}x since (under 1 on 2 GPUs)",
+        f"its zero_() node {_span([x[1] for x in before], 1e6, 2)} then {_span([x[1] for x in after], 1e6, 2)} us",
+        f"fill node {_span([x[3] for x in before], 1e6, 2)} then {_span([x[3] for x in usual], 1e6, 2)} us",
+        f"twin {_span([x[4] for x in before], 1, 2)}x then {_span([x[4] for x in usual], 1, 2)}x",
+        f"(on 2 GPUs {_span([x[3] for x in slow], 1e6, 2)} us, {_span([x[4] for x in slow], 1, 2)}x)",
     ]
     for words in expected:
         assert words in said, (words, said)

@@ -127,12 +127,12 @@ def test_each_rerun_line_carries_exactly_the_params_this_run_set(rendered: str, 
 
 
 def test_the_band_cited_is_the_headlines_and_a_narrow_band_counts_as_the_runs_ci(
-    rendered: str, docs: list[dict[str, Any]]
+    roomy: str, docs: list[dict[str, Any]]
 ) -> None:
-    for d in docs:
+    for d in docs:  # the Re-run-elsewhere lines: in the report beside the bundle (a pasted one may leave them out)
         b = band.lookup(d)
         assert b is not None and b.headline == d["verdict"]["headline"]
-        assert f"Re-run elsewhere ({b.headline}" in _section(rendered, d["repro"]["id"]).replace("\\_", "_")
+        assert f"Re-run elsewhere ({b.headline}" in _section(roomy, d["repro"]["id"]).replace("\\_", "_")
     adam = json.loads(json.dumps(next(d for d in docs if d["repro"]["id"] == "fused-adam-capturable")))
     narrow = band.Band(
         "fused-adam-capturable",
