@@ -156,3 +156,22 @@ def test_evidence25s_lora_side_row_splits_by_order_and_is_a_warning() -> None:
     said = order_warnings(lora["verdict"]["breakdown"], _variants(lora, "bs1", "bs2", "bs4"), headline=False)
     assert [w.split(":", 1)[0] for w in said] == ["bs4/bs1"]
     assert "0.9021 in forward rounds, 0.92 in reversed ones (forward: bs4 ran before bs1; 2.0% apart" in said[0]
+
+
+def test_a_report_restates_the_split_by_which_arm_ran_first() -> None:
+    from typing import cast
+
+    from repro.evidence.clocks import restate
+    from repro.evidence.model import Artifact
+
+    new = (
+        "b/a: the per-round ratios depend on the arms' order within a round: 1 in forward rounds, 1.2 in reversed "
+        "ones (forward: b ran before a; 16.7% apart, beyond twice the CI's ±1.0%); the median 1.1 sits between them "
+        "and the CI does not cover this"
+    )
+    assert restate(new, cast(Artifact, None)) == (
+        "b/a: the arms' order split the rounds: 1 with b first, 1.2 with a first (16.7% apart, over twice the CI's "
+        "±1.0%, which does not cover it)"
+    )
+    old = new.replace("forward: b ran before a; ", "")  # an artifact of a harness that split by round parity
+    assert "1 forward, 1.2 reversed (16.7% apart" in restate(old, cast(Artifact, None))
