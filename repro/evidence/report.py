@@ -430,7 +430,7 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    stack_gone = 0  # 1: the band note is left out; 2, 3: and the first 1, 2 of STACK_LINES
+    stack_gone = 0  # 1: the band note is left out; 2: and the details in parentheses; 3, 4: and 1, 2 STACK_LINES
 
     def assemble() -> list[str]:
         parts = list(head)

@@ -483,19 +483,21 @@ STACK_LINES = (
 
 
 def stack_note(scope_md: str, n: int) -> tuple[str, str]:
-    """The Not-tested section without the first ``n`` STACK_LINES, and the words the Left-out note says for what
-    it actually took out ("" when it took nothing out: a section may not have them). With ``n`` past STACK_LINES,
-    the repros' not-covered lines also lose their parenthesized details (``bare``)."""
+    """The Not-tested section at fitting level ``n``, and the words the Left-out note says for what it actually
+    took out ("" when it took nothing out: a section may not have it). From level 1 the repros' not-covered lines
+    lose their parenthesized details (``bare``); from level 2 on, the first ``n - 1`` STACK_LINES go too: the
+    environment's lines name what a reader cannot see elsewhere, so they outlast the details."""
     lines = scope_md.split("\n")
-    prefixes = tuple(prefix for prefix, _ in STACK_LINES[:n])
-    kept = [ln for ln in lines if not ln.startswith(prefixes)]
-    gone = [words for prefix, words in STACK_LINES[:n] if any(ln.startswith(prefix) for ln in lines)]
-    said = [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
-    if n > len(STACK_LINES) and (bared := [bare(ln) if NOT_COVERED in ln else ln for ln in kept]) != kept:
-        kept, said = bared, [*said, "the details in parentheses of the Not-tested section's not-covered lines"]
+    said = []
+    if n >= 1 and (bared := [bare(ln) if NOT_COVERED in ln else ln for ln in lines]) != lines:
+        lines, said = bared, ["the details in parentheses of the Not-tested section's not-covered lines"]
+    prefixes = tuple(prefix for prefix, _ in STACK_LINES[: max(n - 1, 0)])
+    gone = [words for prefix, words in STACK_LINES[: max(n - 1, 0)] if any(ln.startswith(prefix) for ln in lines)]
+    lines = [ln for ln in lines if not ln.startswith(prefixes)] if prefixes else lines
+    said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
     if not said:
         return scope_md, ""
-    return "\n".join(kept), "; ".join(said)
+    return "\n".join(lines), "; ".join(said)
 
 
 NOT_COVERED = ", not covered: "  # a repro's own untested items, in the Not-tested section (scope.not_tested)

@@ -135,13 +135,24 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
 
     both = "- a\n- Not recordable from inside this run: x\n- One software stack only (y): z"
     assert stack_note(both, 0) == (both, "")
-    assert stack_note(both, 1) == (
+    assert stack_note(both, 1) == (both, "")  # no not-covered line: no details to drop
+    assert stack_note(both, 2) == (
         "- a\n- One software stack only (y): z",
         "the Not-tested line on what this run could not record",
     )
-    assert stack_note(both, 2)[1] == (
+    assert stack_note(both, 3)[1] == (
         "the Not-tested lines on what this run could not record and on its one software stack"
     )
     bare_metal = "- a\n- One software stack only (y): z"  # nothing it could not record
-    assert stack_note(bare_metal, 1) == (bare_metal, "")
-    assert stack_note(bare_metal, 2) == ("- a", "the Not-tested line on its one software stack")
+    assert stack_note(bare_metal, 2) == (bare_metal, "")
+    assert stack_note(bare_metal, 3) == ("- a", "the Not-tested line on its one software stack")
+    # The repros' not-covered lines lose their parenthesized details first, before either environment line.
+    listed = "- r, not covered: p (q (s)); t\n" + both
+    assert stack_note(listed, 1) == (
+        "- r, not covered: p; t\n- a\n- Not recordable from inside this run: x\n- One software stack only (y): z",
+        "the details in parentheses of the Not-tested section's not-covered lines",
+    )
+    assert stack_note(listed, 2)[1] == (
+        "the details in parentheses of the Not-tested section's not-covered lines; "
+        "the Not-tested line on what this run could not record"
+    )

@@ -465,9 +465,12 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     assert "; each section's kernel lines._" in bare and "\n  - `" not in bare and "- Kernels" in bare
     # A kernel line with no list under it ends as a sentence, not with a colon that opens nothing.
     assert all(ln.endswith(".") for ln in bare.split("\n") if ln.startswith("- Kernels"))
-    # Last before a section goes: the Not-tested lines on the environment as a whole.
+    # Last before a section goes: the not-covered lines' details, then the Not-tested lines on the environment.
     assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
-    least = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
+    details = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
+    assert "Report cut" not in details and "- Not recordable from inside this run:" in details
+    assert "; the details in parentheses of the Not-tested section's not-covered lines._" in details
+    least = _report(docs, attached=bundle.attached_names(run), limit=len(details) - 100)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
     assert "- Not recordable from inside this run:" not in least and "- One software stack only" in least
     assert "; the Not-tested line on what this run could not record._" in least
