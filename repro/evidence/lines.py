@@ -199,7 +199,7 @@ def _sig4(x: float) -> str:
 
 # How the harness words a module that would not import ("No module named 'x'", "x.y is not importable",
 # "x.y is not installed").
-_NO_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|\b([A-Za-z_][\w.]*) is not (?:importable|installed)\b")
+_NO_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|\b([A-Za-z_][\w.]*) is not (importable|installed)\b")
 
 
 def module_state(doc: Artifact) -> str:
@@ -209,7 +209,11 @@ def module_state(doc: Artifact) -> str:
     claim = (v.claim.reason or "") if v.claim is not None else ""
     said = " ".join([claim, v.finding or "", *(x.reason or "" for x in v.not_run)])
     module = missing_module(doc)
-    absent = module and (f"No module named '{module}'" in said or f"{module}.pytorch is not installed" in said)
+    # Absent: no such top-level package ("No module named 'x'"), or the harness said "x[.y] is not installed".
+    absent = any(
+        m[1] == module or (m[2] and m[2].split(".")[0] == module and m[3] == "installed")
+        for m in _NO_MODULE.finditer(said)
+    )
     return "not installed" if absent else "not importable"
 
 

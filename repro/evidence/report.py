@@ -37,6 +37,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
+from repro.evidence.printed import RERUN_LOG
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     attached_words,
@@ -416,8 +417,8 @@ def report(
     env = environment(full, machine_of)
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
-    log = "rerun.log" if "rerun.log" in attached else None
-    log_text = (printed or {}).get("rerun.log")
+    log = RERUN_LOG if RERUN_LOG in attached else None
+    log_text = (printed or {}).get(RERUN_LOG)
     reran = reruns_words(runs, again, known, log, log_text=log_text) + printed_words(runs, printed or {})
     install = install_block(runs, reran=reran)
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'

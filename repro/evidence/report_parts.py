@@ -491,9 +491,9 @@ def stack_note(scope_md: str, n: int) -> tuple[str, str]:
     said = []
     if n >= 1 and (bared := [bare(ln) if NOT_COVERED in ln else ln for ln in lines]) != lines:
         lines, said = bared, ["the details in parentheses of the Not-tested section's not-covered lines"]
-    prefixes = tuple(prefix for prefix, _ in STACK_LINES[: max(n - 1, 0)])
-    gone = [words for prefix, words in STACK_LINES[: max(n - 1, 0)] if any(ln.startswith(prefix) for ln in lines)]
-    lines = [ln for ln in lines if not ln.startswith(prefixes)] if prefixes else lines
+    dropped = STACK_LINES[: max(n - 1, 0)]
+    gone = [words for prefix, words in dropped if any(ln.startswith(prefix) for ln in lines)]
+    lines = [ln for ln in lines if not ln.startswith(tuple(prefix for prefix, _ in dropped))]
     said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
     if not said:
         return scope_md, ""

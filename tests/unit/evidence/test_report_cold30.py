@@ -56,8 +56,9 @@ def _span(values: list[float], scale: float, places: int) -> str:
 def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     """Each range the Not-tested line quotes is the band's runs' own, before and after the reorder."""
     said = next(u for u in GraphMemset.untested if u.startswith("why the torch graph's row"))
+    runs = _memset_runs()
     rows = []
-    for r in _memset_runs():
+    for r in runs:
         arms = {v["name"]: v["median_s"] for v in r["variants"]}
         torch = next(b["ratio"] for b in r["verdict"]["breakdown"] if b["comparison"] == "memset/fill (torch graph)")
         rows.append((r["run_id"] >= REORDERED, arms["fill"], torch, arms["twin_fill"], r["verdict"]["value"]))
@@ -66,7 +67,7 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     assert before and after
     usual = [x for x in after if x[3] < 0.7e-6]  # all but the GPUs whose twin fill node read slow
     slow = [x for x in after if x[3] >= 0.7e-6]
-    assert len({r["gpu"]["uuid"] for r in _memset_runs() if r["run_id"] >= REORDERED and r["variants"]}) > 2
+    assert len({r["gpu"]["uuid"] for r in runs if r["run_id"] >= REORDERED and r["variants"]}) > 2
     expected = [
         f"it read {_span([x[2] for x in before], 1, 2)}x (reproduced) before",
         f"{_span([x[2] for x in after], 1, 2)}x since (under 1 on 2 GPUs)",
@@ -77,7 +78,7 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     ]
     for words in expected:
         assert words in said, (words, said)
-    under = {r["gpu"]["uuid"] for r, x in zip(_memset_runs(), rows, strict=True) if x[0] and x[2] < 1.0}
+    under = {r["gpu"]["uuid"] for r, x in zip(runs, rows, strict=True) if x[0] and x[2] < 1.0}
     assert "under 1 on 2 GPUs" in said and len(under) == 2
 
 
