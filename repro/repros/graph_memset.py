@@ -177,9 +177,9 @@ class GraphMemset(Repro[MemsetParams]):
         "another process's live CUDA graph (it made the twin's fill node 0.70 us, not 0.62: 1.30-1.33x, "
         "context/graph-memset.md), MPS, MIG",
         "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before f90ac86 and "
-        "7ff9414 reordered the runs, 0.89-1.07x since (under 1 on 2 GPUs), its zero_() node 0.69-0.70 then "
-        "0.86-1.01 us; the twin's fill node 0.68-0.70 then 0.61-0.62 us, twin 1.32-1.35x then 1.42-1.52x (on 2 GPUs "
-        "0.72-0.74 us, 1.22-1.28x); the twin's move is a live graph's, zero_()'s unexplained (band-runs.json)",
+        "7ff9414 reordered the runs, 0.89-1.07x since (under 1 on 3 GPUs), its zero_() node 0.69-0.70 then "
+        "0.86-1.01 us; the twin's fill node 0.68-0.70 then 0.61-0.62 us, twin 1.32-1.35x then 1.42-1.52x (on the same 3 "
+        "GPUs 0.72-0.74 us, 1.22-1.29x); the twin's move is a live graph's, zero_()'s unexplained (band-runs.json)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

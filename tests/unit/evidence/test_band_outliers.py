@@ -24,9 +24,10 @@ def _memset_band() -> band.Band:
 def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None:
     said = band.outlier_arms(_memset_band())
     assert said.startswith(
-        "on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb)"
+        "on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb), "
+        "730 ns (03c1ca1e), against"
     )
-    assert "twin_memset 857 ns (e7c4e3d1)" in said and "medians of twin_memset 917 ns, twin_fill 618 ns" in said
+    assert "medians of twin_memset 917 ns, twin_fill 618 ns" in said
     assert said.endswith("; NVML listed no other compute process before or after these arms")
 
 
