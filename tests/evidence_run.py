@@ -5,6 +5,7 @@ fixtures (a plugin of tests/conftest.py; the run's numbers with today's prose, s
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,13 @@ def docs() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def rendered(docs: list[dict[str, Any]]) -> str:
     return report(docs, declared=scripts.declared(docs))
+
+
+@pytest.fixture(scope="module")
+def roomy(docs: list[dict[str, Any]]) -> str:
+    """The same report with room for every line (``report-full.md``'s form): the lines a pasted report leaves
+    out to fit are tested here, whatever tier today's prose lands it in."""
+    return report(docs, declared=scripts.declared(docs), limit=sys.maxsize, max_lines=None)
 
 
 def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:

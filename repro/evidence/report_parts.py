@@ -96,7 +96,12 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
         if known_sources and doc.repro.source_sha256
         else ""
     )
-    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest})"
+    # Where this run lies against the GPUs' median, when a band widened by its farthest GPUs would hide it.
+    off = doc.verdict.value / b.center - 1
+    sign = "+" if off > 0 else "-"
+    far = abs(off) > (few[1] if few else b.half_width)
+    lies = f"; this run {sign}{fmt_pct(abs(off) * 100)} from their median {b.center:.3g}x" if far else ""
+    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell

@@ -13,7 +13,7 @@ from typing import Any
 from repro.core import stats
 from repro.core.verdict import ratio_places
 from repro.evidence import band
-from repro.evidence.markdown import code, ratio_with_ci, text, verdict_label
+from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import harness_of
 
@@ -228,6 +228,20 @@ def _gloss(flags: str) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
+def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], floor: float) -> str:
+    """How far a re-run lies from this run against the band: on this run's GPU, against one GPU's re-runs
+    (``Band.same_gpu``) where the band has them, since the spread between GPUs says little about one GPU."""
+    b = band.lookup(first, bands)
+    v, w = again.verdict.value, first.verdict.value
+    assert isinstance(v, float) and isinstance(w, float)
+    if b is not None and b.same_gpu and again.machine.gpu_uuid == first.machine.gpu_uuid:
+        spread = b.same_gpu[0]
+        within = abs(v / w - 1) <= 2 * max(spread, floor)
+        return f", {'within' if within else 'beyond'} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})"
+    agreed = band.agree(w, v, b, floor)  # "consistent", "differs beyond the band" or "no cross-GPU data"
+    return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"
+
+
 def words(
     docs: Sequence[Artifact],
     reruns: Mapping[str, Any],
@@ -264,9 +278,7 @@ def words(
             else:
                 ci = "CI misses this run's"
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
-            agreed = band.agree(w.value, v.value, band.lookup(first, bands), floor)
-            # band.agree: "consistent", "differs beyond the band" or "no cross-GPU data".
-            agreement = f": {ci}, consistent with the band" if agreed == "consistent" else f": {ci}; {agreed}"
+            agreement = f": {ci}{_against_band(first, again, bands, floor)}"
         where = code("attached/" + name)
         said.append(f"{text(again.repro.id)} {got}{agreement}{_others_agree(again, first)} ({where})")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256

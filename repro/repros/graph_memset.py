@@ -170,16 +170,19 @@ class GraphMemset(Repro[MemsetParams]):
     untested = (
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
         "Blackwell, H100, A100)",
-        "a 2-GPU host (on one, old run order: twin 2.30-2.34x, memset node 1.61-1.65 us, fill 0.70 us; torch graph "
-        "2.21-2.24x; band.txt, machine h200x2)",
+        "a 2-GPU host under this run order: one, under the old order, read twin 2.30-2.34x, memset node 1.61-1.65 "
+        "us, fill 0.70 us, torch graph 2.21-2.24x (band.txt, machine h200x2)",
         "an nsys trace of the twin's nodes, and NVIDIA's account of memset nodes",
         "the forum thread itself (no URL here: its GPU, driver, node count, slowdown, replies)",
         "another process's live CUDA graph (it made the twin's fill node 0.70 us, not 0.62: 1.30-1.33x, "
         "context/graph-memset.md), MPS, MIG",
         "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before f90ac86 and "
-        "7ff9414 reordered the runs, 0.89-1.07x since (under 1 on 3 GPUs), its zero_() node 0.69-0.70 then "
-        "0.86-1.01 us; the twin's fill node 0.68-0.70 then 0.61-0.62 us, twin 1.32-1.35x then 1.42-1.52x (on the same 3 "
-        "GPUs 0.72-0.74 us, 1.22-1.29x); the twin's move is a live graph's, zero_()'s unexplained (band-runs.json)",
+        "7ff9414 reordered the runs, 0.89-1.07x since, its zero_() node 0.69-0.70 then 0.86-1.01 us; the twin's "
+        "fill node 0.68-0.70 then 0.61-0.62 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x: the twin's move "
+        "matches a live graph's, zero_()'s is unexplained (band-runs.json)",
+        "what sets apart 3 of the 37 one-GPU H200s run since the reorder: with no live graph, their twin's fill node "
+        "read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's row under 1; their recorded VBIOS, board part "
+        "numbers and driver are those of the others (band-runs.json)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
@@ -465,6 +468,8 @@ class GraphMemset(Repro[MemsetParams]):
                 details.append(f"The torch-graph {gone[0].name} variant was {gone[0].status}: {gone[0].reason}.")
             elif torch_plain is not None:
                 torch_said = f"; in a torch CUDA graph against tensor.zero_() it was {outcome.fmt(torch_plain)}"
+                if added := _increments(have):
+                    torch_said += f" alone, and after a matmul a memset added {added[0]} per op, zero_() {added[1]}"
                 details.append(
                     f"Per op: in the torch graph memset {_us(have, 'memset')}, zero_() {_us(have, 'fill')}; in the "
                     f"twin memset {_us(have, 'twin_memset')}, fill kernel {_us(have, 'twin_fill')}."
@@ -479,8 +484,8 @@ class GraphMemset(Repro[MemsetParams]):
         if mm is not None:
             details.append(
                 f"With a {p.mm_m}x{p.mm_k}x{p.mm_n} {p.matmul_dtype} matmul between ops, "
-                f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)} (informational: the matmul "
-                "dilutes it)."
+                f"(memset+mm)/(fill+mm) was {outcome.fmt(mm)}{_increment(have)} (not judged: the matmul's time is "
+                "in both)."
             )
         details.extend(episode_lines(have))
         seed = outcome.get(_SEED)
@@ -507,25 +512,25 @@ def _us(have: Mapping[str, VariantResult], name: str) -> str:
     return f"{v.median * 1e6:.2f} us" if v is not None and v.timing is not None else "n/a"
 
 
-def _increment(have: Mapping[str, VariantResult]) -> str:
-    """Per-op increments over the matmul alone, as point estimates for the reader.
-
-    The plain ratio (memset+mm)/(fill+mm) is what is judged: the difference of differences
-    has no defended CI and blows up when the fill's increment hides behind the matmul.
-    """
+def _increments(have: Mapping[str, VariantResult]) -> tuple[str, str] | None:
+    """What a memset and a zero_() each add per op to the torch graph's matmul alone (``+2.19 us``), as point
+    estimates: a difference of differences has no defended CI and blows up when the fill's increment hides behind
+    the matmul, so the (memset+mm)/(fill+mm) row is reported, not judged."""
     a, b, c = have.get("memset_mm"), have.get("fill_mm"), have.get("mm_only")
     if not all(v is not None and v.timing is not None for v in (a, b, c)):
-        return ""
+        return None
     assert a is not None and b is not None and c is not None
-    return (
-        f" (per-op increment over the matmul alone: memset {(a.median - c.median) * 1e6:+.3f} us, "
-        f"fill {(b.median - c.median) * 1e6:+.3f} us)"
-    )
+    return _per_op(a.median - c.median), _per_op(b.median - c.median)
+
+
+def _increment(have: Mapping[str, VariantResult]) -> str:
+    added = _increments(have)
+    return f" (per-op increment over the matmul alone: memset {added[0]}, fill {added[1]})" if added else ""
 
 
 def _per_op(seconds: float) -> str:
     """A signed per-op time difference: ``+1.92 us``, ``+16 ns``."""
-    if abs(seconds) >= 1e-6:
+    if abs(round(seconds * 1e9)) >= 1000:  # 999.6 ns reads +1.00 us, not +1000 ns
         return f"{seconds * 1e6:+.2f} us"
     return f"{seconds * 1e9:+.0f} ns"
 
@@ -534,13 +539,14 @@ def _after_work(have: Mapping[str, VariantResult], work: Ratio, outcome: Outcome
     """The twin with a work kernel in each op: what a memset node and a fill kernel node each add
     to the work kernel alone, per op, then the ratio of whole ops, which that work dilutes."""
     a, b, c = have.get("twin_memset_work"), have.get("twin_fill_work"), have.get("twin_work_only")
-    ratio = f"the ratio of whole ops, {outcome.fmt(work)}, is diluted by the work and informational"
+    ratio = f"the ratio of whole ops, {outcome.fmt(work)}, holds the work kernel's time too and is not judged"
     if not all(v is not None and v.timing is not None for v in (a, b, c)):
         return f"with a work kernel in each op, {ratio}"
     assert a is not None and b is not None and c is not None
     return (
         f"after a {c.median * 1e6:.2f} us work kernel, a memset node added {_per_op(a.median - c.median)} per op "
-        f"and a fill kernel node {_per_op(b.median - c.median)} (twin; {ratio})"
+        f"(alone {_us(have, 'twin_memset')}) and a fill kernel node {_per_op(b.median - c.median)} (alone "
+        f"{_us(have, 'twin_fill')}) (twin; {ratio})"
     )
 
 

@@ -40,8 +40,8 @@ def test_one_ratio_format_shows_the_ci_width_everywhere(rendered: str, docs: lis
     assert fmt_ratio(1.0, 1.0, 1.0) == "1.0000x (95% CI 1.0000-1.0000)"
 
 
-def test_holds_and_does_not_hold_follow_each_rows_own_status(rendered: str, docs: list[dict[str, Any]]) -> None:
-    memset = visible(rendered, "graph-memset")
+def test_holds_and_does_not_hold_follow_each_rows_own_status(roomy: str, docs: list[dict[str, Any]]) -> None:
+    memset = visible(roomy, "graph-memset")
     holds = next(ln for ln in memset.splitlines() if ln.startswith("- Holds for: "))
     fails = next(ln for ln in memset.splitlines() if ln.startswith("- Does not hold for: "))
     assert "torch graph, with matmul" not in holds and "torch graph, with matmul: 0.99x" in fails
@@ -77,16 +77,16 @@ def test_the_kernel_diff_ranks_by_change_in_time_per_call(rendered: str) -> None
 
 
 def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
-    rendered: str, docs: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+    roomy: str, docs: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
+    line = next(ln for ln in visible(roomy, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     # The band holds this run's GPU too: the others are named apart, and this run sits below them
     # (the others' range moves as reference runs are committed; this run's value does not).
     got = re.search(
         r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(below all\), within 2x", line
     )
     assert got is not None and 9.335 < float(got.group(1)) < float(got.group(2))
-    assert "(committed default runs: `band.txt`, `band.json`" in rendered
+    assert "(committed default runs: `band.txt`, `band.json`" in roomy
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None
@@ -188,12 +188,12 @@ def test_the_environment_says_at_start_and_what_clocks_did_while_measuring(docs:
     assert "lora-batch-scaling (bs1, bs2, bs4: sw_power_cap, SM clock 1365-1785 MHz (median 1710))" in state
 
 
-def test_a_reproduced_status_names_the_only_setting_it_holds_for(rendered: str, docs: list[dict[str, Any]]) -> None:
-    row = next(ln for ln in rendered.splitlines() if ln.startswith("| solve-512-cliff"))
+def test_a_reproduced_status_names_the_only_setting_it_holds_for(roomy: str, docs: list[dict[str, Any]]) -> None:
+    row = next(ln for ln in roomy.splitlines() if ln.startswith("| solve-512-cliff"))
     assert "| **reproduced** (cusolver backend only) |" in row
-    memset = next(ln for ln in rendered.splitlines() if ln.startswith("| graph-memset"))
+    memset = next(ln for ln in roomy.splitlines() if ln.startswith("| graph-memset"))
     assert "| **reproduced** |" in memset  # it held in three sources, not one
-    fails = next(ln for ln in visible(rendered, "solve-512-cliff").splitlines() if ln.startswith("- Does not hold"))
+    fails = next(ln for ln in visible(roomy, "solve-512-cliff").splitlines() if ln.startswith("- Does not hold"))
     assert "default backend (MAGMA here): at most 0.98x" in fails
     doc = by_id(docs, "solve-512-cliff")
     for r in doc["verdict"]["breakdown"]:

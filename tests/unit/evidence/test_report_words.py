@@ -14,8 +14,8 @@ from repro.evidence.report import report
 from repro.run import scripts
 
 
-def test_the_legend_explains_worst_of_k_samples_and_us_per_call(rendered: str, docs: list[dict[str, Any]]) -> None:
-    legend = next(ln for ln in rendered.splitlines() if ln.startswith("_The CI covers"))
+def test_the_legend_explains_worst_of_k_samples_and_us_per_call(roomy: str, docs: list[dict[str, Any]]) -> None:
+    legend = next(ln for ln in roomy.splitlines() if ln.startswith("_The CI covers"))
     assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
     assert "n: rounds (each a median of samples) or samples." in legend
     assert "same GPU ±y% (k runs on m): the farthest run from its GPU's median" in legend
@@ -103,8 +103,8 @@ def test_the_whole_evidence_report_fits_leaving_out_four_details_blocks_at_most(
     assert rendered.count("ModuleNotFoundError") == 1  # a long skip reason in full once, then its first clause
 
 
-def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(rendered: str, docs: list[dict[str, Any]]) -> None:
-    line = next(ln for ln in section(rendered, "graph-memset").splitlines() if ln.startswith("- Impact: "))
+def test_impact_is_scoped_to_where_it_held_and_to_a_suspect_run(roomy: str, docs: list[dict[str, Any]]) -> None:
+    line = next(ln for ln in section(roomy, "graph-memset").splitlines() if ln.startswith("- Impact: "))
     assert line.startswith("- Impact: where it held: Graphs with many small cudaMemsetAsync nodes")
     here = "Here: +238 ns per op (919 ns against 681 ns); where it did not hold, per op: "
     assert line.endswith(here + "+1.19 us (pure CUDA twin, with work kernel).")

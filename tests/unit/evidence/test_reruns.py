@@ -10,6 +10,7 @@ from typing import Any
 from helpers import ROOT
 
 from repro.evidence import artifact, band, model, reruns
+from repro.evidence.markdown import fmt_pct
 from repro.evidence.model import Artifact
 
 RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence12" / "all").iterdir())
@@ -36,10 +37,15 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     )
     assert "this run's harness digest" in said
     assert (
-        "5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's, consistent with the band; "
+        f"5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's, {_within(docs[0])}; "
         "1 of 1 other CIs overlap "
         "this run's (`attached/rerun-5090-linear.json`)"
     ) in said
+    # On another GPU, the spread between GPUs is the measure.
+    elsewhere = model.of(_on_gpu(again, "GPU-other"))
+    assert "CI overlaps this run's, consistent with the band; " in reruns.words(
+        docs, {"rerun-5090-linear.json": elsewhere}, band.load()
+    )
     # The sections whose lines were not run from the bundle are named.
     assert said.endswith("Not re-run: fused-adam-capturable, graph-memset, lora-batch-scaling, solve-512-cliff.")
 
@@ -65,7 +71,7 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps this run's, consistent with the band; "
+        f"graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps this run's, {_within(_memset(docs))}; "
         "4 of 4 other CIs overlap this "
         "run's (`attached/rerun-graph-memset.json`)"
     ) in said
@@ -93,6 +99,17 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     )
 
 
+def _within(doc: Artifact) -> str:
+    """The words for a re-run on this run's GPU inside twice the band's same-GPU spread."""
+    b = band.lookup(doc, band.load())
+    assert b is not None and b.same_gpu is not None
+    return f"within twice one GPU's re-run spread (±{fmt_pct(b.same_gpu[0] * 100)})"
+
+
+def _memset(docs: list[Artifact]) -> Artifact:
+    return next(d for d in docs if d.repro.id == "graph-memset")
+
+
 def _on_gpu(doc: dict[str, Any], uuid: str) -> dict[str, Any]:
     out = copy.deepcopy(doc)
     out["fingerprint"]["gpu"]["uuid"] = uuid
@@ -107,7 +124,7 @@ def test_a_reruns_other_comparisons_outside_this_runs_cis_are_named() -> None:
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("rerun-*.json"))}
     said = reruns.words(docs, attached, band.load())
     assert (
-        "graph-memset 1.48x (95% CI 1.47-1.50): CI overlaps this run's, consistent with the band; "
+        f"graph-memset 1.48x (95% CI 1.47-1.50): CI overlaps this run's, {_within(_memset(docs))}; "
         "2 of 4 other CIs overlap "
         "this run's (not: memset/fill (torch graph) 1.01x (1.01-1.03) against 1.06x (1.05-1.08); memset/kernel (the "
         "seed's program) 1.43x (1.42-1.45) against 1.49x (1.48-1.49)) (`attached/rerun-graph-memset.json`)"
@@ -121,7 +138,7 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     v = moved.verdict
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
-    assert "5090-linear 0.930x (95% CI 0.929-0.931): CI misses this run's, " in said and "with the band" in said
+    assert "5090-linear 0.930x (95% CI 0.929-0.931): CI misses this run's, " in said and "re-run spread" in said
 
 
 def test_a_rerun_without_a_ci_says_so() -> None:
@@ -130,7 +147,7 @@ def test_a_rerun_without_a_ci_says_so() -> None:
     assert isinstance(moved, Artifact)
     bare = dataclasses.replace(moved.verdict, ci_low=None, ci_high=None)
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=bare)}, band.load())
-    assert ": has no CI, " in said and "with the band" in said and "CI misses" not in said
+    assert ": has no CI, " in said and "re-run spread" in said and "CI misses" not in said
 
 
 def test_cis_that_do_not_overlap_are_printed_so_they_do_not_seem_to() -> None:

@@ -1,0 +1,73 @@
+"""What evidence32's cold read found shown wrongly or not at all, answered on that run's own artifacts: a headline
+far from the band's median while the band's farthest GPUs widen it, a re-run on the same GPU set against one GPU's
+spread rather than the spread between GPUs, and the seeds' programs shipped as the seeds gave them."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from evidence_run import attached_of, with_catalog_prose
+
+from repro.evidence import artifact, band, seeds
+from repro.evidence.report import report
+from repro.run import scripts
+
+ROOT = Path(__file__).resolve().parents[3]
+RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence32" / "all" / "20261203T100428Z-4f0e34"
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
+
+
+def _row(text: str, rid: str) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith(f"| {rid} |"))
+
+
+def test_a_headline_far_from_the_bands_median_says_so_in_its_row(docs: list[dict[str, Any]]) -> None:
+    """graph-memset read 1.29x on a GPU whose twin fill node reads slow: the band's ±17% comes from such GPUs, so
+    the row says how far this run lies from the GPUs' median; rows inside the band without them say nothing."""
+    pasted = report(docs, declared=scripts.declared(docs), **attached_of(RUN))
+    memset = next(b for b in band.load() if b.repro == "graph-memset" and '"twin_work_replays"' in b.params)
+    few = memset.outliers
+    assert few is not None
+    doc = next(d for d in docs if d["repro"]["id"] == "graph-memset")
+    off = doc["verdict"]["value"] / memset.center - 1
+    assert off < -few[1]  # beyond the band without its farthest GPUs
+    assert f"this run -{abs(off) * 100:.0f}% from their median {memset.center:.3g}x)" in _row(pasted, "graph-memset")
+    for rid in ("5090-linear", "solve-512-cliff"):
+        assert "from their median" not in _row(pasted, rid)
+    # A run of a GPU outside a band without outliers is said too.
+    moved = [
+        d if d["verdict"]["value"] is None else dict(d, verdict=dict(d["verdict"], value=d["verdict"]["value"] * 1.2))
+        for d in docs
+    ]
+    assert "this run +" in _row(report(moved, declared=scripts.declared(moved)), "solve-512-cliff")
+
+
+def test_a_rerun_on_this_runs_gpu_is_set_against_one_gpus_spread(docs: list[dict[str, Any]]) -> None:
+    full = report(docs, declared=scripts.declared(docs), limit=sys.maxsize, max_lines=None, **attached_of(RUN))
+    said = full.split("Re-run here from this run's first bundle", 1)[1].split("Not re-run", 1)[0]
+    assert said.count("within twice one GPU's re-run spread (±") == 2 and "consistent with the band" not in said
+
+
+def test_the_seeds_programs_are_the_seeds_own() -> None:
+    """fused-adam's seed program needs Transformer Engine, as the seed's does: the stand-in for the speed baseline
+    (torch's fused AdamW where TE is missing) is seeds_raw.py's, and the bundle's README says so."""
+    body = seeds.programs()["fused-adam-capturable"]["seed.py"]
+    assert "from transformer_engine.pytorch.optimizers import FusedAdam" in body
+    assert "ImportError" not in body and "torch.optim.AdamW" not in body
+    assert "tools/seeds_raw.py adds" in seeds.about() and "its 1.00x is not about TE" in seeds.about()
+    spec = importlib.util.spec_from_file_location("seeds_raw", ROOT / "tools" / "seeds_raw.py")
+    assert spec is not None and spec.loader is not None
+    raw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(raw)  # its runs are under __main__: loading only builds the programs
+    # The baseline's stand-in: the seed's program with its optimizer line wrapped, nothing else changed.
+    stand_in = raw.S001
+    assert "except ImportError:\n        opt = torch.optim.AdamW(params, " in stand_in
+    assert stand_in.replace(raw._STAND_IN, raw._TE) == body
