@@ -181,8 +181,8 @@ class GraphMemset(Repro[MemsetParams]):
         "fill node 0.68-0.70 then 0.61-0.62 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x: the twin's move "
         "matches a live graph's, zero_()'s is unexplained (band-runs.json)",
         "what sets apart 3 of the 37 one-GPU H200s run since the reorder: with no live graph, their twin's fill node "
-        "read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's row under 1; their recorded VBIOS, board part "
-        "numbers and driver are those of the others (band-runs.json)",
+        "read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's row under 1 (their recorded VBIOS, board part "
+        "numbers and driver are those of the others; band-runs.json)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.
@@ -537,9 +537,10 @@ def _per_op(seconds: float) -> str:
 
 def _after_work(have: Mapping[str, VariantResult], work: Ratio, outcome: Outcome) -> str:
     """The twin with a work kernel in each op: what a memset node and a fill kernel node each add
-    to the work kernel alone, per op, then the ratio of whole ops, which that work dilutes."""
+    to the work kernel alone, per op, beside each one's cost alone, then the ratio of whole ops, which holds the work
+    kernel's time too and so is reported, not judged."""
     a, b, c = have.get("twin_memset_work"), have.get("twin_fill_work"), have.get("twin_work_only")
-    ratio = f"the ratio of whole ops, {outcome.fmt(work)}, holds the work kernel's time too and is not judged"
+    ratio = f"whole ops {outcome.fmt(work)}, the work included, not judged"
     if not all(v is not None and v.timing is not None for v in (a, b, c)):
         return f"with a work kernel in each op, {ratio}"
     assert a is not None and b is not None and c is not None
