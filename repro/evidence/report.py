@@ -40,7 +40,7 @@ from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
 from repro.evidence.printed import RERUN_LOG
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
-    attached_words,
+    attach_words,
     band_notes,
     bundle_names,
     environment,
@@ -50,10 +50,8 @@ from repro.evidence.report_parts import (
     method_line,
     not_tested,
     run_order,
-    seeds_words,
     stack_note,
     summary_table,
-    traces_words,
 )
 from repro.evidence.reruns import words as reruns_words
 from repro.evidence.seedlines import SEED_METHOD_WHY, seed_source, seed_vs_ours
@@ -361,6 +359,7 @@ def report(
     # Where the legend is in ``head``: the lean tiers swap in ``legends[kernel lists kept]``, without n.
     at_legend: int | None = None
     at_notes: int | None = None
+    at_order: int | None = None
     legends: dict[bool, str] = {}
     ident = identity_lines(runs, printed)
     if len(ident) == 1:
@@ -375,20 +374,14 @@ def report(
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])
+        at_order = len(head) if order else None  # the run-order line: the very last thing left out
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
-        # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
-        cuda_script = "; a `.sh` builds a CUDA program" if any("twin" in d.extra for d in runs) else ""
         if not smoke_run:
             at_legend = len(head)
-            attach = (
-                f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(runs)}; logs; the harness "
-                f"wheel (built from the source that ran, its digest; not the Makefile or tools/); standalone scripts "
-                f"(`scripts/<id>`{cuda_script}){seeds_words(runs)}"
-                f"{attached_words(attached)}._"
-            )
-            head += [legend(runs, known) + attach, ""]
-            legends = {kept: legend(runs, known, False, kept) + attach for kept in (True, False)}
+            head += [legend(runs, known) + attach_words(runs, bundle, attached), ""]
+            lean_attach = attach_words(runs, bundle, attached, lean=True)
+            legends = {kept: legend(runs, known, False, kept) + lean_attach for kept in (True, False)}
     head += [cliff_report.section(c, (plots or {}).get(cliff_report.key(c))) for c in cliffs]
     if any(is_smoke(d) for d in runs):
         where = f" The harness the re-run lines install is in {bundle} (`repro bundle RUN_DIR`)." if smoke_run else ""
@@ -431,14 +424,17 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    stack_gone = 0  # 1: the band note is left out; 2: and the details in parentheses; 3, 4: and 1, 2 STACK_LINES
+    # 1: the band note is left out; 2: and the details in parentheses; 3: and the run order; 4, 5: and 1, 2 STACK_LINES
+    stack_gone = 0
 
     def assemble() -> list[str]:
         parts = list(head)
         if lean and at_legend is not None:  # no details: no n to define; without kernel lists no us/call either
             parts[at_legend] = legends[kernel_lines != 0]
-        if stack_gone and at_notes is not None:
-            parts[at_notes : at_notes + 2] = []
+        for at in sorted(
+            (a for a, n in ((at_notes, 1), (at_order, 3)) if a is not None and stack_gone >= n), reverse=True
+        ):
+            parts[at : at + 2] = []
         if dropped or env_dropped or shortened or env_short or lean:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
@@ -466,10 +462,11 @@ def report(
                     else "each section's kernel lines"
                 ]
             gone += ["the note on the re-run band's farthest GPUs"] if stack_gone and at_notes is not None else []
-            gone += [said] if (said := stack_note(scope_md, max(stack_gone - 1, 0))[1]) else []
+            gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
+            gone += [said] if (said := stack_note(scope_md, _level(stack_gone))[1]) else []
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
         if scope_md:
-            parts.append(stack_note(scope_md, max(stack_gone - 1, 0))[0])
+            parts.append(stack_note(scope_md, _level(stack_gone))[0])
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
@@ -513,8 +510,10 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    for stack_gone in (1, 2, 3, 4) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
-        real = at_notes is not None if stack_gone == 1 else bool(stack_note(scope_md, max(stack_gone - 1, 0))[1])
+    for stack_gone in (1, 2, 3, 4, 5) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+        real = {1: at_notes is not None, 3: at_order is not None}.get(
+            stack_gone, bool(stack_note(scope_md, _level(stack_gone))[1])
+        )
         if real and fits(parts := assemble()):
             break
     parts = assemble()
@@ -524,6 +523,13 @@ def report(
 
 
 _NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
+
+
+def _level(stack_gone: int) -> int:
+    """``stack_note``'s level at a last tier: none, then the parentheses (2 on), then STACK_LINES (4 on)."""
+    return {0: 0, 1: 0, 2: 1, 3: 1}.get(stack_gone, stack_gone - 2)
+
+
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the

@@ -286,6 +286,25 @@ def attached_words(names: Sequence[str]) -> str:
     return f"; `attached/`: files added to the run folder after it ran ({', '.join(code(n) for n in names)})"
 
 
+def attach_words(docs: Sequence[Artifact], bundle: str, attached: Sequence[str], lean: bool = False) -> str:
+    """`` _Attach <bundle> ...: what it holds._``; ``lean``: the same parts without their details (which traces,
+    how the wheel was built, which scripts build CUDA programs), for a report short of room."""
+    if lean:
+        files = f"; `attached/`: {len(attached)} files added after the run" if attached else ""
+        seeds_said = seeds_words(docs).replace("; ", ", ", 1)
+        return (
+            f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the harness wheel, standalone "
+            f"scripts (`scripts/<id>`){seeds_said}{files}._"
+        )
+    # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
+    cuda_script = "; a `.sh` builds a CUDA program" if any("twin" in d.extra for d in docs) else ""
+    return (
+        f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(docs)}; logs; the harness "
+        f"wheel (built from the source that ran, its digest; not the Makefile or tools/); standalone scripts "
+        f"(`scripts/<id>`{cuda_script}){seeds_words(docs)}{attached_words(attached)}._"
+    )
+
+
 def traces_words(docs: Sequence[Artifact]) -> str:
     """Which repros the bundle has profiler traces of (``traces/<id>/``, written for every profiled
     variant), and which measured variants were never profiled, from the variants' kernel tables."""

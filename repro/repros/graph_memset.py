@@ -178,9 +178,9 @@ class GraphMemset(Repro[MemsetParams]):
         "context/graph-memset.md), MPS, MIG",
         "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before f90ac86 and "
         "7ff9414 reordered the runs, 0.89-1.07x since, its zero_() node 0.69-0.70 then 0.86-1.01 us; the twin's "
-        "fill node 0.68-0.70 then 0.61-0.62 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x: the twin's move "
+        "fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x: the twin's move "
         "matches a live graph's, zero_()'s is unexplained (band-runs.json)",
-        "what sets apart 3 of the 37 one-GPU H200s run since the reorder: with no live graph, their twin's fill node "
+        "what sets apart 3 of the 38 one-GPU H200s run since the reorder: with no live graph, their twin's fill node "
         "read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's row under 1 (their recorded VBIOS, board part "
         "numbers and driver are those of the others; band-runs.json)",
     )

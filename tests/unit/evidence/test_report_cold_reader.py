@@ -138,8 +138,8 @@ def test_a_seed_without_a_url_says_so_and_keeps_its_source(rendered: str) -> Non
     assert "- Seed claim (the seed gives no URL): An article on FLUX LoRA fine-tuning on an RTX 5090" in rendered
 
 
-def test_the_attach_line_names_the_traces_per_repro(rendered: str, docs: list[dict[str, Any]]) -> None:
-    attach = line(rendered, "_The CI covers").split("_Attach ", 1)[1]
+def test_the_attach_line_names_the_traces_per_repro(roomy: str, docs: list[dict[str, Any]]) -> None:
+    attach = line(roomy, "_The CI covers").split("_Attach ", 1)[1]
     assert "traces of every repro (not of graph-memset's CUDA twin: CUDA events only);" in attach
     doc = by_id(docs, "5090-linear")
     for v in doc["variants"]:
