@@ -71,3 +71,16 @@ def test_the_seeds_programs_are_the_seeds_own() -> None:
     stand_in = raw.S001
     assert "except ImportError:\n        opt = torch.optim.AdamW(params, " in stand_in
     assert stand_in.replace(raw._STAND_IN, raw._TE) == body
+
+
+def test_the_longest_committed_run_keeps_every_section_and_its_stack_line() -> None:
+    """evidence33's report was cut at the size limit (solve's section lost): with the run-order line and the lean
+    attach line as the last tiers, its numbers render whole, the one-stack line kept."""
+    run = ROOT / "artifacts" / "reference" / "h200" / "evidence33" / "all" / "20261203T105831Z-019c63"
+    docs = [artifact.load(p) for p in artifact.expand([run])]
+    assert "Report cut at the size limit" in (run / "report.md").read_text()  # as that run wrote it
+    pasted = report(docs, declared=scripts.declared(docs), **attached_of(run))
+    assert "Report cut at the size limit" not in pasted and len(pasted) <= 20_000
+    assert all(f"## `{d['repro']['id']}`" in pasted for d in docs)
+    assert "- One software stack only" in pasted and "_Run order" not in pasted
+    assert "; the run-order line; the details in parentheses" in pasted
