@@ -374,7 +374,7 @@ def report(
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])
-        at_order = len(head) if order else None  # the run-order line: the very last thing left out
+        at_order = len(head) if order else None  # the run-order line: left out before the environment's lines
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
