@@ -185,8 +185,8 @@ class Linear5090(Repro[LinearParams]):
     # The issue's title names an RTX 5090D; one later comment there (seeds/README.txt) reports the slowdown gone
     # with the torch 2.8 nightlies on a 5090 and says their cuBLAS seems to have moved to 12.8.4.1.
     untested = (
-        "other cuBLAS versions: an issue comment reports the slowdown gone on an RTX 5090 with torch 2.8 nightlies "
-        "(cuBLAS 12.8.4.1, by its reading); this run's later cuBLAS ran on sm_90, not a test of that fix",
+        "other cuBLAS versions: an issue comment reports the slowdown gone with torch 2.8 nightlies, whose cuBLAS it "
+        "reads as 12.8.4.1 (its GPU not read here); this run's later cuBLAS ran on sm_90, not a test of that fix",
         "the RTX 5090D the issue's title names",
     )
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).

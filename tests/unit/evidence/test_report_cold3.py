@@ -64,7 +64,7 @@ def test_not_tested_here_lists_them_from_the_artifact_else_the_catalog(docs: lis
     rendered = report(docs, declared=scripts.declared(docs))
     lines = scope(rendered)
     assert (
-        "- solve-512-cliff, not covered: PyTorch 2.13 or later (a batch-aware heuristic replaced the cutoff, per the"
+        "- solve-512-cliff, not covered: PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per"
         in lines
     )
     memset = "- graph-memset, not covered: other drivers, host CPUs, launch paths (the seed's host clock counts "
