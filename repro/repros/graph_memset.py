@@ -180,7 +180,7 @@ class GraphMemset(Repro[MemsetParams]):
         "7ff9414 reordered the runs, 0.89-1.07x since (its zero_() node 0.69-0.70 then 0.86-1.01 us); the twin's "
         "fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph "
         "moves it; zero_()'s move is unexplained (band-runs.json)",
-        "what sets apart 3 one-GPU H200s of the band's run since the reorder: with no other process in NVML's view "
+        "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "
         "from their containers, their twin's fill node read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's "
         "row under 1 (their recorded VBIOS, board part numbers and driver are those of the others; band-runs.json)",
     )

@@ -84,7 +84,7 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     under = {r["gpu"]["uuid"] for r, x in zip(runs, rows, strict=True) if x[0] and x[2] < 1.0}
     slow_gpus = {r["gpu"]["uuid"] for r, x in zip(runs, rows, strict=True) if x[0] and x[3] >= 0.7e-6}
     assert slow_gpus <= under  # each slow-fill GPU's torch row reads under 1 (a GPU may read under 1 without)
-    assert apart.startswith(f"what sets apart {len(slow_gpus)} one-GPU H200s of the band's run since") and since
+    assert apart.startswith(f"what sets apart {len(slow_gpus)} of the band's one-GPU H200s run since") and since
     slow_words = f"{_span([x[3] for x in slow], 1e6, 2)} us, the twin {_span([x[4] for x in slow], 1, 2)}x"
     assert slow_words in apart and "the torch graph's row under 1" in apart
     # Outside parentheses: the short report's last tier drops a not-covered line's parenthesized details.
