@@ -374,7 +374,7 @@ def report(
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])
-        at_order = len(head) if order else None  # the run-order line: left out before the environment's lines
+        at_order = len(head) if order else None  # the run-order line: left out before report_parts.STACK_LINES
         head += [order, ""] if order else []
         kernels_said = bool(order) and len({kernel_method(d) for d in runs}) == 1
         if not smoke_run:
@@ -533,7 +533,7 @@ def _level(stack_gone: int) -> int:
 CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
-# environment are gone, before its kernel lines (``_lean``) and then report_parts.STACK_LINES.
+# environment are gone, before its kernel lines (``_lean``) and the last tiers (``stack_gone``).
 LEAN_LINES = (
     "- Holds for:",
     "- Does not hold for:",

@@ -96,11 +96,14 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
         if known_sources and doc.repro.source_sha256
         else ""
     )
-    # Where this run lies against the GPUs' median, when a band widened by its farthest GPUs would hide it.
+    # Where this run lies against the median of all GPUs, when it is beyond the band (without its farthest GPUs,
+    # where a few of them widen it).
     off = doc.verdict.value / b.center - 1
     sign = "+" if off > 0 else "-"
     far = abs(off) > (few[1] if few else b.half_width)
-    lies = f"; this run {sign}{fmt_pct(abs(off) * 100)} from their median {b.center:.3g}x" if far else ""
+    lies = (
+        f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x" if far else ""
+    )
     cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
@@ -290,10 +293,12 @@ def attach_words(docs: Sequence[Artifact], bundle: str, attached: Sequence[str],
     """`` _Attach <bundle> ...: what it holds._``; ``lean``: the same parts without their details (which traces,
     how the wheel was built, which scripts build CUDA programs), for a report short of room."""
     if lean:
-        files = f"; `attached/`: {len(attached)} files added after the run" if attached else ""
+        n = len(attached)
+        files = f"; `attached/`: {n} file{'s' * (n != 1)} added after the run" if attached else ""
         seeds_said = seeds_words(docs).replace("; ", ", ", 1)
+        traces = "" if traces_words(docs).startswith("no traces") else " traces,"
         return (
-            f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples, traces, logs, the harness wheel, standalone "
+            f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples,{traces} logs, the harness wheel, standalone "
             f"scripts (`scripts/<id>`){seeds_said}{files}._"
         )
     # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).

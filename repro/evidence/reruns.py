@@ -229,14 +229,15 @@ def _gloss(flags: str) -> str:
 
 
 def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], floor: float) -> str:
-    """How far a re-run lies from this run against the band: on this run's GPU, against one GPU's re-runs
-    (``Band.same_gpu``) where the band has them, since the spread between GPUs says little about one GPU."""
+    """How far a re-run lies from this run against the band: on this run's GPU, against twice one GPU's re-run
+    spread (``Band.same_gpu``, as the later runs' words judge it) where the band has one, since the spread between
+    GPUs says little about one GPU; elsewhere against the band between GPUs (``band.agree``)."""
     b = band.lookup(first, bands)
     v, w = again.verdict.value, first.verdict.value
     assert isinstance(v, float) and isinstance(w, float)
     if b is not None and b.same_gpu and again.machine.gpu_uuid == first.machine.gpu_uuid:
         spread = b.same_gpu[0]
-        within = abs(v / w - 1) <= 2 * max(spread, floor)
+        within = abs(v / w - 1) <= 2 * spread
         return f", {'within' if within else 'beyond'} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})"
     agreed = band.agree(w, v, b, floor)  # "consistent", "differs beyond the band" or "no cross-GPU data"
     return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"

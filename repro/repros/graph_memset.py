@@ -177,7 +177,7 @@ class GraphMemset(Repro[MemsetParams]):
         "another process's live CUDA graph beyond one side experiment, where it made the twin's fill node 0.70 us, "
         "not 0.62, and the twin 1.30-1.33x (context/graph-memset.md); MPS, MIG",
         "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before f90ac86 and "
-        "7ff9414 reordered the runs, 0.89-1.07x since (its zero_() node 0.69-0.70 then 0.86-1.01 us); the twin's "
+        "7ff9414 reordered the runs, 0.89-1.07x since (the zero_ fill node 0.69-0.70 then 0.86-1.01 us); the twin's "
         "fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph "
         "moves it; zero_()'s move is unexplained (band-runs.json)",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "
@@ -469,7 +469,10 @@ class GraphMemset(Repro[MemsetParams]):
             elif torch_plain is not None:
                 torch_said = f"; in a torch CUDA graph against tensor.zero_() it was {outcome.fmt(torch_plain)}"
                 if added := _increments(have):
-                    torch_said += f" alone, and after a matmul a memset added {added[0]} per op, zero_() {added[1]}"
+                    torch_said += (
+                        f" without work, and after a matmul a memset added {added[0]} per op, zero_() {added[1]} "
+                        "(point estimates)"
+                    )
                 details.append(
                     f"Per op: in the torch graph memset {_us(have, 'memset')}, zero_() {_us(have, 'fill')}; in the "
                     f"twin memset {_us(have, 'twin_memset')}, fill kernel {_us(have, 'twin_fill')}."

@@ -183,10 +183,10 @@ class Linear5090(Repro[LinearParams]):
     seed_gpus = ("RTX 5090", "RTX 4090")
     # A gap points at the GEMM cuBLAS picks for each call: another cuBLAS may pick another.
     # The issue's title names an RTX 5090D; one later comment there (seeds/README.txt) reports the slowdown gone
-    # with the torch 2.8 nightlies on a 5090 and says their cuBLAS seems to have moved to 12.8.4.1.
+    # with the torch 2.8 nightlies and says their cuBLAS seems to have moved to 12.8.4.1; it names no GPU.
     untested = (
         "other cuBLAS versions: an issue comment reports the slowdown gone with torch 2.8 nightlies, whose cuBLAS it "
-        "reads as 12.8.4.1 (its GPU not read here); this run's later cuBLAS ran on sm_90, not a test of that fix",
+        "reads as 12.8.4.1, naming no GPU; this run's later cuBLAS ran on sm_90, not a test of that fix",
         "the RTX 5090D the issue's title names",
     )
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).

@@ -180,7 +180,7 @@ class Solve512Cliff(Repro[SolveParams]):
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
-        "PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed document (unchecked)",
+        "PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed document, unchecked",
         "a torch build without MAGMA (there the default takes cuSOLVER)",
         "this build's own lu_factor source (read at other commits)",
         "looped cuSOLVER getrf at n=511 (a batch of one takes it), to tell the cutoff from getrf's own cost",

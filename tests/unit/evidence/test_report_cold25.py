@@ -50,7 +50,7 @@ def test_the_cublas_comment_keeps_its_hedge(pasted: str) -> None:
     from repro.repros.linear_5090 import Linear5090
 
     said = " ".join(Linear5090.untested)
-    assert "an issue comment reports" in said and "whose cuBLAS it reads as 12.8.4.1 (its GPU not read here)" in said
+    assert "an issue comment reports" in said and "whose cuBLAS it reads as 12.8.4.1, naming no GPU" in said
 
 
 def test_both_seed_programs_of_graph_memset_are_shown(docs: list[dict[str, Any]], pasted: str) -> None:

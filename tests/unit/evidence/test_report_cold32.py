@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from evidence_run import attached_of, with_catalog_prose
 
-from repro.evidence import artifact, band, seeds
+from repro.evidence import artifact, band, model, seeds
+from repro.evidence.markdown import fmt_pct
 from repro.evidence.report import report
 from repro.run import scripts
 
@@ -33,15 +34,15 @@ def test_a_headline_far_from_the_bands_median_says_so_in_its_row(docs: list[dict
     """graph-memset read 1.29x on a GPU whose twin fill node reads slow: the band's ±17% comes from such GPUs, so
     the row says how far this run lies from the GPUs' median; rows inside the band without them say nothing."""
     pasted = report(docs, declared=scripts.declared(docs), **attached_of(RUN))
-    memset = next(b for b in band.load() if b.repro == "graph-memset" and '"twin_work_replays"' in b.params)
-    few = memset.outliers
-    assert few is not None
     doc = next(d for d in docs if d["repro"]["id"] == "graph-memset")
+    memset = band.lookup(model.of(doc), band.load())
+    assert memset is not None and (few := memset.outliers) is not None
     off = doc["verdict"]["value"] / memset.center - 1
     assert off < -few[1]  # beyond the band without its farthest GPUs
-    assert f"this run -{abs(off) * 100:.0f}% from their median {memset.center:.3g}x)" in _row(pasted, "graph-memset")
+    said = f"this run -{fmt_pct(abs(off) * 100)} from all {len(memset.points)}'s median {memset.center:.3g}x)"
+    assert said in _row(pasted, "graph-memset")
     for rid in ("5090-linear", "solve-512-cliff"):
-        assert "from their median" not in _row(pasted, rid)
+        assert "'s median" not in _row(pasted, rid)
     # A run of a GPU outside a band without outliers is said too.
     moved = [
         d if d["verdict"]["value"] is None else dict(d, verdict=dict(d["verdict"], value=d["verdict"]["value"] * 1.2))
@@ -75,9 +76,8 @@ def test_the_seeds_programs_are_the_seeds_own() -> None:
 
 @pytest.mark.parametrize("name", ["evidence30", "evidence31", "evidence32", "evidence33", "evidence34"])
 def test_the_recent_runs_render_whole_with_their_stack_line(name: str) -> None:
-    """Today's prose on the recent runs' numbers: every section kept, and the one-stack line. evidence33's report
-    was cut at the size limit (solve's section lost) before the run-order line and the lean attach line became
-    the last tiers."""
+    """Today's prose on the recent runs' numbers: every section kept, and the one-stack line; evidence33's own
+    report.md was cut at the size limit (solve's section lost)."""
     run = next((ROOT / "artifacts" / "reference" / "h200" / name / "all").iterdir())
     docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
     pasted = report(docs, declared=scripts.declared(docs), **attached_of(run))
@@ -87,3 +87,14 @@ def test_the_recent_runs_render_whole_with_their_stack_line(name: str) -> None:
     if name == "evidence33":
         assert "Report cut at the size limit" in (run / "report.md").read_text()  # as that run wrote it
         assert "_Run order" not in pasted and "; the run-order line; the details in parentheses" in pasted
+
+
+def test_the_lean_attach_line_names_traces_only_where_there_are_some(docs: list[dict[str, Any]]) -> None:
+    from repro.evidence.report_parts import attach_words
+
+    typed = [a for a in (model.of(d) for d in docs) if isinstance(a, model.Artifact)]
+    lean = attach_words(typed, "`x.bundle.tar.gz`", ["README.txt"], lean=True)
+    assert "raw samples, traces, logs" in lean and "`attached/`: 1 file added after the run._" in lean
+    bare_docs = [dict(d, variants=[dict(v, kernels=[], profiled_iterations=0) for v in d["variants"]]) for d in docs]
+    untraced = [a for a in (model.of(d) for d in bare_docs) if isinstance(a, model.Artifact)]
+    assert "raw samples, logs, the harness wheel" in attach_words(untraced, "`x.bundle.tar.gz`", [], lean=True)

@@ -28,9 +28,12 @@ def test_the_slow_fill_gpus_are_not_said_to_have_had_no_live_graph() -> None:
 
 def test_the_cublas_fix_comment_names_its_version_and_not_a_gpu_it_did_not_name() -> None:
     said = _item(Linear5090, "other cuBLAS versions")
-    assert "whose cuBLAS it reads as 12.8.4.1" in said and "RTX 5090" not in said
+    assert "whose cuBLAS it reads as 12.8.4.1, naming no GPU" in said and "RTX 5090" not in said
 
 
 def test_the_solve_cutoffs_reported_replacement_is_in_the_short_form() -> None:
     said = _item(Solve512Cliff, "PyTorch 2.13 or later")
-    assert said.startswith("PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed")
+    assert (
+        said
+        == "PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed document, unchecked"
+    )

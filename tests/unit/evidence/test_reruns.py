@@ -139,6 +139,16 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
     assert "5090-linear 0.930x (95% CI 0.929-0.931): CI misses this run's, " in said and "re-run spread" in said
+    # Within or beyond twice one GPU's spread, whatever this run's own CI: the number said is the one judged by.
+    first = docs[0]
+    b = band.lookup(first, band.load())
+    assert first.verdict.value is not None and b is not None and b.same_gpu is not None
+    spread = b.same_gpu[0]
+    for times, word in ((1.5, "within"), (2.5, "beyond")):
+        value = first.verdict.value * (1 + times * spread)
+        wide = dataclasses.replace(v, value=value, ci_low=value * 0.97, ci_high=value * 1.03)
+        said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=wide)}, band.load())
+        assert f"CI overlaps this run's, {word} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})" in said
 
 
 def test_a_rerun_without_a_ci_says_so() -> None:

@@ -115,8 +115,8 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     # ... with what a memset and a zero_() each add after the matmul, where the twin's memset node costs more too.
     assert v.finding.endswith(
         f"; in a torch CUDA graph against tensor.zero_() it was {torch_plain['ratio']:.2f}x "
-        f"(95% CI {torch_plain['ci_low']:.2f}-{torch_plain['ci_high']:.2f}) alone, and after a matmul a memset "
-        "added +1.90 us per op, zero_() +1.00 us."
+        f"(95% CI {torch_plain['ci_low']:.2f}-{torch_plain['ci_high']:.2f}) without work, and after a matmul a "
+        "memset added +1.90 us per op, zero_() +1.00 us (point estimates)."
     )
     assert "Per op: in the torch graph memset 2.90 us, zero_() 2.00 us; in the twin memset 2.88 us, fill kernel " in (
         full_text(v)
