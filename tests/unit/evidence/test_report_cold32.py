@@ -35,7 +35,7 @@ def test_a_headline_far_from_the_bands_median_says_so_in_its_row(docs: list[dict
     the row says how far this run lies from the GPUs' median; rows inside the band without them say nothing."""
     pasted = report(docs, declared=scripts.declared(docs), **attached_of(RUN))
     doc = next(d for d in docs if d["repro"]["id"] == "graph-memset")
-    memset = band.lookup(model.of(doc), band.load())
+    memset = band.lookup(doc, band.load())
     assert memset is not None and (few := memset.outliers) is not None
     off = doc["verdict"]["value"] / memset.center - 1
     assert off < -few[1]  # beyond the band without its farthest GPUs
