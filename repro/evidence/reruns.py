@@ -104,12 +104,20 @@ def _shift(again: Artifact, first: Artifact, bands: Sequence[band.Band]) -> str:
     if rounds is not None and rounds == _headline_rounds(first):
         per_arm = f"{rounds[0]}" if rounds[0] == rounds[1] else f"{rounds[0]} and {rounds[1]}"
         said += f", its headline sampled as this run's ({per_arm} rounds per arm): not from less sampling"
-    b = band.lookup(first, bands)
-    same = b.same_gpu if b is not None else None
-    on_this_gpu = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == first.machine.gpu_uuid
-    if on_this_gpu and same is not None and abs(v / w - 1) > 2 * same[0]:
-        said += f"; beyond twice the same-GPU ±{same[0]:.1%} of the re-run column"
+    spread = _same_gpu_spread(first, again, bands)
+    if spread is not None and abs(v / w - 1) > 2 * spread:
+        said += f"; beyond twice the same-GPU ±{spread:.1%} of the re-run column"
     return f": {said}"
+
+
+def _same_gpu_spread(first: Artifact, again: Artifact, bands: Sequence[band.Band]) -> float | None:
+    """One GPU's re-run spread (``Band.same_gpu``) where ``again`` ran on this run's GPU (a recorded uuid) and the
+    band has that spread; None otherwise."""
+    b = band.lookup(first, bands)
+    uuid = again.machine.gpu_uuid
+    if b is None or b.same_gpu is None or uuid is None or uuid != first.machine.gpu_uuid:
+        return None
+    return b.same_gpu[0]
 
 
 def _headline_cis(again: Artifact, first: Artifact) -> tuple[float, float, float, float, float, float] | None:
@@ -232,14 +240,13 @@ def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], 
     """How far a re-run lies from this run against the band: on this run's GPU, against twice one GPU's re-run
     spread (``Band.same_gpu``, as the later runs' words judge it) where the band has one, since the spread between
     GPUs says little about one GPU; elsewhere against the band between GPUs (``band.agree``)."""
-    b = band.lookup(first, bands)
     v, w = again.verdict.value, first.verdict.value
     assert isinstance(v, float) and isinstance(w, float)
-    if b is not None and b.same_gpu and again.machine.gpu_uuid == first.machine.gpu_uuid:
-        spread = b.same_gpu[0]
+    if (spread := _same_gpu_spread(first, again, bands)) is not None:
         within = abs(v / w - 1) <= 2 * spread
         return f", {'within' if within else 'beyond'} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})"
-    agreed = band.agree(w, v, b, floor)  # "consistent", "differs beyond the band" or "no cross-GPU data"
+    # band.agree: "consistent", "differs beyond the band" or "no cross-GPU data".
+    agreed = band.agree(w, v, band.lookup(first, bands), floor)
     return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"
 
 
