@@ -52,7 +52,12 @@ write_readme() {
     local at="$run/attached"
     {
         echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
-        echo "and GPU ($gpu_line), before 'repro bundle':"
+        if [ -f "$at/rerun-check.txt" ]; then
+            echo "and GPU ($gpu_line), before the 'repro bundle' that packed them; the re-run's files (rerun*, below) and"
+            echo "steps.txt, walls.tsv came after a first bundle, whose wheel the re-run installed:"
+        else
+            echo "and GPU ($gpu_line), before 'repro bundle':"
+        fi
         [ -f "$at/seeds_raw.log" ] && echo "- seeds_raw.log: seeds_raw.py (here) ran the seeds' own programs (seeds/ in the bundle), each" \
             "in its own process, with $(command -v python3) (the machine's Python, the one that holds its torch);"
         echo "- seeds_raw.py runs from here too (python3 seeds_raw.py, on a GPU machine with torch, and nvcc for"

@@ -418,11 +418,14 @@ _MONITOR_KEYS = (
     "other_pids",
 )
 _GPU_KEYS = ("name", "uuid", "compute_capability", "pci_bus_id")
+# NVML's board identity: what tells one board of a model from another beyond its uuid.
+_NVML_KEYS = ("vbios_version", "board_part_number")
 
 
 def compact_run(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
     """One band run as a bundle ships it: where its artifact is, its verdict with every breakdown row, each
-    variant's status, rounds and clocks, and the GPU, driver, torch and harness it ran on."""
+    variant's status, rounds and clocks, and the GPU (with its VBIOS and board part number where NVML gave
+    them), driver, torch and harness it ran on."""
     fp = doc.get("fingerprint") or {}
     gpu = fp.get("gpu") or {}
     e = essentials(fp)
@@ -450,7 +453,9 @@ def compact_run(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         "validity": doc.get("validity"),
         "warnings": doc.get("warnings") or [],
         "variants": [variant(v) for v in doc.get("variants") or [] if isinstance(v, Mapping)],
-        "gpu": {k: gpu.get(k) for k in _GPU_KEYS} | {"driver": e["driver"]},
+        "gpu": {k: gpu.get(k) for k in _GPU_KEYS}
+        | {"driver": e["driver"]}
+        | {k: nvml.get(k) for k in _NVML_KEYS if isinstance(nvml := gpu.get("nvml"), Mapping)},
         "torch": e["torch"],
         "harness": fp.get("harness"),
     }

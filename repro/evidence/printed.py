@@ -116,6 +116,7 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
     comparison, against the headline; "" without any. ``lean``: how many agree within the check and the
     farthest, with in full only the scripts outside it."""
     said, unchecked, off = [], [], []
+    outside = 0  # scripts whose ratio lies outside their headline's CI (which covers the run's process only)
     for d in docs:
         printed = outputs.get(f"script-{d.repro.id}.out")
         v = d.verdict
@@ -139,15 +140,20 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         if ratio is not None:
             said.append(f"{d.repro.id} {ratio:.3g} ({ratio / v.value - 1:+.1%})")
             off.append((abs(ratio / v.value - 1), d.repro.id, said[-1]))
+            outside += v.ci_low is not None and v.ci_high is not None and not v.ci_low <= ratio <= v.ci_high
     if not said:
         return ""
     lead = " Standalone scripts run here (`attached/script-<id>.out`; one process each"
     if not lean or not off:
-        return f"{lead}: within {SCRIPT_CHECK:.0%} of the headline is the check, not its CI): {', '.join(said)}."
+        beyond = f"; {outside} outside the run's CI, which covers its own process only" if outside else ""
+        checked = f"within {SCRIPT_CHECK:.0%} of the headline is the check, not its CI"
+        return f"{lead}: {checked}): {', '.join(said)}{beyond}."
     far = max(off)
     out = [x for x in off if x[0] > SCRIPT_CHECK]
     agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines, the check, not a CI"
-    agree += f" (farthest: {far[2]})" if far not in out else ""
+    notes = [f"{outside} outside the run's CI"] if outside else []
+    notes += [f"farthest: {far[2]}"] if far not in out else []
+    agree += f" ({'; '.join(notes)})" if notes else ""
     rest = [x[2] for x in out] + [f"{x} (no headline)" for x in unchecked]
     return f"{lead}): {agree}" + (f"; {', '.join(rest)}" if rest else "") + "."
 

@@ -53,6 +53,7 @@ from repro.evidence.report_parts import (
     stack_note,
     summary_table,
 )
+from repro.evidence.reruns import offline
 from repro.evidence.reruns import words as reruns_words
 from repro.evidence.seedlines import SEED_METHOD_WHY, seed_source, seed_vs_ours
 from repro.evidence.variants import (
@@ -396,7 +397,7 @@ def report(
             "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
-    scope_md = not_tested(runs, declared)
+    scope_md = not_tested(runs, declared, offline((printed or {}).get(RERUN_LOG)))
     full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
@@ -461,7 +462,7 @@ def report(
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
-            gone += ["the note on the re-run band's farthest GPUs"] if stack_gone and at_notes is not None else []
+            gone += ["the re-run band's farthest-GPU note"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, _level(stack_gone))[1]) else []
             parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]

@@ -340,8 +340,8 @@ def traces_words(docs: Sequence[Artifact]) -> str:
     return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
-def not_tested(docs: Sequence[Artifact], declared: Declarations | None) -> str:
-    lines = scope.not_tested(docs, declared)
+def not_tested(docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False) -> str:
+    lines = scope.not_tested(docs, declared, offline_rerun)
     if not lines:
         return ""
     return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
@@ -514,13 +514,22 @@ STACK_LINES = (
 def stack_note(scope_md: str, n: int) -> tuple[str, str]:
     """The Not-tested section at fitting level ``n``, and the words the Left-out note says for what it actually
     took out ("" when it took nothing out: a section may not have it). From level 1 the repros' not-covered lines
-    lose their parenthesized details (``bare``); from level 2 on, the first ``n - 1`` STACK_LINES go too: the
-    environment's lines name what a reader cannot see elsewhere, so they outlast the details."""
+    and the not-recordable line lose their parenthesized details (``bare``); from level 2 on, the first ``n - 1``
+    STACK_LINES go too: the environment's lines name what a reader cannot see elsewhere, so they outlast the
+    details."""
     lines = scope_md.split("\n")
     said = []
-    if n >= 1 and (bared := [bare(ln) if NOT_COVERED in ln else ln for ln in lines]) != lines:
-        lines, said = bared, ["the details in parentheses of the Not-tested section's not-covered lines"]
     dropped = STACK_LINES[: max(n - 1, 0)]
+    unrecorded = STACK_LINES[0][0]
+    if n >= 1:
+        bared = [bare(ln) if NOT_COVERED in ln or ln.startswith(unrecorded) else ln for ln in lines]
+        shed = [a for a, b in zip(lines, bared, strict=True) if a != b]
+        whose = ["not-covered"] if any(NOT_COVERED in ln for ln in shed) else []
+        kept = STACK_LINES[0] not in dropped  # a dropped line's details are not said apart from it
+        whose += ["not-recordable"] if kept and any(ln.startswith(unrecorded) for ln in shed) else []
+        if whose:
+            lines = bared
+            said = [f"the parenthesized details of the Not-tested {' and '.join(whose)} lines"]
     gone = [words for prefix, words in dropped if any(ln.startswith(prefix) for ln in lines)]
     lines = [ln for ln in lines if not ln.startswith(tuple(prefix for prefix, _ in dropped))]
     said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []

@@ -33,22 +33,30 @@ _NAMED = ("torch", "cuda-bindings")
 _MET = r"^Requirement already satisfied: {}==[0-9][\w.+]* in (/[\w./+-]{{1,200}})(?: \(|$)"
 
 
+def offline(log: str | None) -> bool:
+    """Whether the re-run's pip log (``log``) shows it looked only in local links (a wheelhouse), never at a
+    package index: then its install lines were not tried against PyPI (the Not-tested section says so)."""
+    if not log:
+        return False
+    return re.search(r"^Looking in links: ", log, re.M) is not None and not re.search(
+        r"^Looking in indexes: ", log, re.M
+    )
+
+
 def install_words(log: str | None, prefix: str) -> str:
     """What the re-run's pip log (``log``) says of its installs: whether pip looked at a package index or only in
     local links (a wheelhouse), and which of the install block's named requirements were already met outside the
     re-run's venv (``prefix``), so that their install lines installed nothing; "" without a log."""
     if not log:
         return ""
-    index = re.search(r"^Looking in indexes: ", log, re.M) is not None
-    links = re.search(r"^Looking in links: ", log, re.M) is not None
-    said = ["offline: a local wheelhouse, no package index"] if links and not index else []
+    said = ["offline"] if offline(log) else []
     met: dict[str, list[str]] = {}
     for name in _NAMED:
         m = re.search(_MET.format(re.escape(name)), log, re.M)
         if m and not (prefix and m[1].startswith(prefix.rstrip("/") + "/")):
             met.setdefault(m[1], []).append(name)
     said += [f"{' and '.join(names)} already in {code(where)}, outside the venv" for where, names in met.items()]
-    if said:
+    if said and not offline(log):
         said.append("so the install lines were not tried against PyPI")
     return "; ".join(said)
 

@@ -229,14 +229,17 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
 # The seeds' sources: what the project kept of them, and so what a claim's numbers rest on.
 SEED_DOCUMENTS = (
     "Not available to this run: the seed documents' text (seeds/ keeps each one's claim and program; the seeds' "
-    "numbers are as recorded, unchecked upstream); the full records behind band-runs.json and context/ (in the "
-    "project's repository, no public URL)."
+    "numbers are as recorded, unchecked upstream); the full records and harness sources behind band-runs.json "
+    "and context/ (in the project's repository, no public URL)."
 )
 
 
-def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -> list[str]:
+def not_tested(
+    docs: Sequence[Artifact], declared: Declarations | None = None, offline_rerun: bool = False
+) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
-    GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks)."""
+    GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks);
+    ``offline_rerun``: the bundle's re-run installed from a local wheelhouse, so PyPI was never tried."""
     lines: list[str] = []
     for doc in docs:
         rid = doc.repro.id
@@ -299,7 +302,8 @@ def not_tested(docs: Sequence[Artifact], declared: Declarations | None = None) -
         host = "; a bare-metal host (this run was a VM guest)" if any(guest_words(d.machine) for d in docs) else ""
         lines.append(
             f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
-            "or WSL2, where the seeds may have run."
+            "or WSL2, where the seeds may have run"
+            + ("; the install lines against PyPI (the re-run here was offline)." if offline_rerun else ".")
         )
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
@@ -319,16 +323,16 @@ def _unrecorded(docs: Sequence[Artifact]) -> str | None:
         env = boxes[0].container_env
         hints = image_vars(env)
         gone.append(
-            "the container image's name and digest (not visible from inside it"
+            "the container image (its name and digest are not visible from inside it"
             + (f"; its variables: {hints})" if hints else ")")
         )
     if any(guest_words(d.machine) for d in docs):
-        gone.append("the host outside the VM guest (power and clock policy beyond NVML's view, other tenants)")
+        gone.append("the VM's host (power and clock policy beyond NVML's view, other tenants)")
     if any(d.machine.torch_has_magma for d in docs):
-        gone.append("the MAGMA version (torch says only that it was built with MAGMA)")
+        gone.append("MAGMA's version (torch says only that it was built with MAGMA)")
     installers = sorted({str(d.machine.torch_install.get("installer")) for d in docs if d.machine.torch_install})
     if installers and not any(d.machine.torch_install.get("direct_url") for d in docs):
-        gone.append(f"the package index torch came from ({', '.join(installers)} recorded none)")
+        gone.append(f"torch's package index ({', '.join(installers)} recorded none)")
     return f"Not recordable from inside this run: {'; '.join(gone)}." if gone else None
 
 

@@ -197,8 +197,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
     seed_experiment = (
         "Seed: Adam kernel time from the profiler over 6 steps, capturable=True against False. Ours: the same sizes "
         "and hyperparameters, every kernel a step launches, in paired rounds; only TE's FusedAdam answers the "
-        "claim (torch's fused AdamW is a same-kernels control, foreach a reference). On CUDA the seed's method "
-        "also runs, on each backend, beside ours."
+        "claim (torch's fused AdamW is a same-kernels control, foreach a reference); on CUDA, the seed's method too."
     )
     seed_claim = (
         "On a GB300, Transformer Engine's FusedAdam with capturable=True took ~1.9x the time per "

@@ -176,13 +176,13 @@ class GraphMemset(Repro[MemsetParams]):
         "the forum thread itself (no URL here: its GPU, driver, node count, slowdown, replies)",
         "another process's live CUDA graph beyond one side experiment, where it made the twin's fill node 0.70 us, "
         "not 0.62, and the twin 1.30-1.33x (context/graph-memset.md); MPS, MIG",
-        "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before f90ac86 and "
-        "7ff9414 reordered the runs, 0.89-1.07x since (the zero_ fill node 0.69-0.70 then 0.86-1.01 us); the twin's "
+        "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before the runs were "
+        "reordered (f90ac86, 7ff9414), 0.89-1.07x since (the zero_ fill node 0.69-0.70 then 0.86-1.01 us); the twin's "
         "fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph "
         "moves it; zero_()'s move is unexplained (band-runs.json)",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "
         "from their containers, their twin's fill node read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's "
-        "row under 1 (their recorded VBIOS, board part numbers and driver are those of the others; band-runs.json)",
+        "row under 1 (band-runs.json: their VBIOS, board part numbers and driver are each shared with other band GPUs)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

@@ -167,8 +167,9 @@ class Linear5090(Repro[LinearParams]):
     seed_experiment = (
         "Seed (its document's program): 2000 calls of each form in one block, a host clock around the loop, no "
         "warm-up. Ours: the same shapes, fp32, one call per CUDA-event sample in interleaved rounds after a "
-        "warm-up, TF32 off and on; the seed's block also runs here, first, and the finding gives both numbers. "
-        "Not timed: the post's x @ weight (untransposed: another GEMM layout)."
+        "warm-up, TF32 off and on; the seed's block runs here too, first (the finding gives both). "
+        "Not timed: the post's own program (x[128,784,768], 300 calls of (x @ weight) + bias: another shape, and "
+        "an untransposed weight, another GEMM layout)."
     )
     seed_claim = (
         "On an RTX 5090, nn.Linear(768, 768) on x[256,196,768] fp32 took ~2.7x the time of x @ w.t() + b, ~1.0x "

@@ -465,7 +465,7 @@ class LoraBatchScaling(Repro[LoraParams]):
                 return Finding("", (f"Under the {cap:g} GiB cap, batch 2 or batch 1 ran out of memory.",))
             return Finding("")
         sentence = f"{lora_sentence(head)}; {scope_clause(p.depth, result)}"
-        if kernels := kernel_clause(result):
+        if kernels := kernel_clause(result, head):
             sentence += f"; {kernels}"
         sag, clocks = clocks_clause(result)
         if sag:

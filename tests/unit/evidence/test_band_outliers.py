@@ -151,9 +151,20 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
     listed = "- r, not covered: p (q (s)); t\n" + both
     assert stack_note(listed, 1) == (
         "- r, not covered: p; t\n- a\n- Not recordable from inside this run: x\n- One software stack only (y): z",
-        "the details in parentheses of the Not-tested section's not-covered lines",
+        "the parenthesized details of the Not-tested not-covered lines",
     )
     assert stack_note(listed, 2)[1] == (
-        "the details in parentheses of the Not-tested section's not-covered lines; "
+        "the parenthesized details of the Not-tested not-covered lines; "
         "the Not-tested line on what this run could not record"
+    )
+    # The not-recordable line sheds its details with them, and the note says so while the line stays.
+    told = "- Not recordable from inside this run: i (j); k (l)\n- One software stack only (y): z"
+    assert stack_note(listed.replace("- Not recordable from inside this run: x\n", "") + "\n" + told, 1) == (
+        "- r, not covered: p; t\n- a\n- One software stack only (y): z\n"
+        "- Not recordable from inside this run: i; k\n- One software stack only (y): z",
+        "the parenthesized details of the Not-tested not-covered and not-recordable lines",
+    )
+    assert stack_note(told, 2) == (
+        "- One software stack only (y): z",
+        "the Not-tested line on what this run could not record",
     )

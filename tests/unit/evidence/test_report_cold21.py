@@ -111,7 +111,8 @@ def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]],
     # A lean report counts the scripts within the check, names the farthest, and lists the unchecked one.
     assert (
         "Standalone scripts run here (`attached/script-<id>.out`; one process each): 4 of 4 within 10% of their "
-        "headlines, the check, not a CI (farthest: lora-batch-scaling 0.972 (+4.3%)); fused-adam-capturable "
+        "headlines, the check, not a CI (2 outside the run's CI; farthest: lora-batch-scaling 0.972 (+4.3%)); "
+        "fused-adam-capturable "
         "torch_fused 0.998 (no headline)."
     ) in pasted
 
@@ -125,7 +126,7 @@ def test_the_image_variables_are_one_list_everywhere(docs: list[dict[str, Any]])
 
 
 def test_a_magma_build_says_its_version_is_not_recorded(pasted: str) -> None:
-    assert "the MAGMA version (torch says only that it was built with MAGMA)" in pasted
+    assert "MAGMA's version (torch says only that it was built with MAGMA)" in pasted
 
 
 def test_band_txt_says_which_band_the_report_compares_with(docs: list[dict[str, Any]], tmp_path: Path) -> None:

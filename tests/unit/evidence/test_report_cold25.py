@@ -99,6 +99,6 @@ def test_the_platforms_and_sources_the_run_lacked_are_named() -> None:
 
     docs = [artifact.load(p) for p in artifact.expand([RUN])]
     scope = report(docs, **attached_of(RUN)).split("## Not tested here", 1)[1].split("\n\n**Re-run**", 1)[0]
-    assert "; Windows (WDDM) or WSL2, where the seeds may have run." in scope
+    assert "; Windows (WDDM) or WSL2, where the seeds may have run" in scope
     assert any("Grace (aarch64) host and the TE version" in u for u in FusedAdamCapturable.untested)
     assert any("Nsight Compute metrics of getrf\\_pivot" in u or "getrf_pivot" in u for u in Solve512Cliff.untested)

@@ -136,9 +136,8 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     prefix = str(again.machine.host.python_env["prefix"])
     said = install_words(log, prefix)
     assert said == (
-        "offline: a local wheelhouse, no package index; torch and cuda-bindings already in "
-        "`/opt/torch/.venv/lib/python3.12/site-packages`, outside the venv; so the install lines were not tried "
-        "against PyPI"
+        "offline; torch and cuda-bindings already in "
+        "`/opt/torch/.venv/lib/python3.12/site-packages`, outside the venv"
     )
     pasted = report(
         [artifact.load(p) for p in artifact.expand([RUN])], limit=sys.maxsize, max_lines=None, **attached_of(RUN)
@@ -150,8 +149,11 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     )
     assert install_words(online, prefix) == ""
     inside = log.replace("/opt/torch/.venv/lib/python3.12", f"{prefix}/lib/python3.12")
-    assert install_words(inside, prefix) == (
-        "offline: a local wheelhouse, no package index; so the install lines were not tried against PyPI"
+    assert install_words(inside, prefix) == "offline"
+    # Online, but with torch already met outside the venv: the install lines did not install it.
+    met = online + "Requirement already satisfied: torch==2.11.0 in /opt/x/site-packages\n"
+    assert install_words(met, prefix) == (
+        "torch already in `/opt/x/site-packages`, outside the venv; so the install lines were not tried against PyPI"
     )
     assert install_words(None, prefix) == ""
 
@@ -195,5 +197,5 @@ def test_a_long_not_tested_section_sheds_its_parentheses_before_a_section_is_cut
     assert all(f"## `{d['repro']['id']}`" in pasted for d in docs)
     for ln in (x for x in full.splitlines() if ", not covered: " in x):
         assert bare(ln) in pasted  # each item named, its details in report-full
-    assert "the details in parentheses of the Not-tested section's not-covered lines" in pasted
+    assert "the parenthesized details of the Not-tested not-covered and not-recordable lines" in pasted
     assert bare("a (b (c) d) e zero_() f (g)") == "a e zero_() f"

@@ -86,7 +86,7 @@ def test_the_recent_runs_render_whole_with_their_stack_line(name: str) -> None:
     assert "- One software stack only" in pasted
     if name == "evidence33":
         assert "Report cut at the size limit" in (run / "report.md").read_text()  # as that run wrote it
-        assert "_Run order" not in pasted and "; the run-order line; the details in parentheses" in pasted
+        assert "_Run order" not in pasted and "; the run-order line; the parenthesized details" in pasted
 
 
 def test_the_lean_attach_line_names_traces_only_where_there_are_some(docs: list[dict[str, Any]]) -> None:

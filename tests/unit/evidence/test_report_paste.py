@@ -469,13 +469,15 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
     details = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
     assert "Report cut" not in details and "- Not recordable from inside this run:" in details
-    assert "; the details in parentheses of the Not-tested section's not-covered lines._" in details
+    assert "; the parenthesized details of the Not-tested not-covered and not-recordable lines._" in details
+    # The not-recordable line keeps its items, bare, as long as it stays.
+    assert "- Not recordable from inside this run: the container image; the VM's host; MAGMA's version;" in details
     # Then the run-order line, before the Not-tested lines on the environment.
     unordered = _report(docs, attached=bundle.attached_names(run), limit=len(details) - 100)
     assert "Report cut" not in unordered and "_Run order" in details and "_Run order" not in unordered
     assert "- Not recordable from inside this run:" in unordered
-    assert "; the run-order line; the details in parentheses of the Not-tested section's" in unordered
-    least = _report(docs, attached=bundle.attached_names(run), limit=len(unordered) - 100)
+    assert "; the run-order line; the parenthesized details of the Not-tested" in unordered
+    least = _report(docs, attached=bundle.attached_names(run), limit=len(unordered) - 50)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
     assert "- Not recordable from inside this run:" not in least and "- One software stack only" in least
     assert "; the Not-tested line on what this run could not record._" in least

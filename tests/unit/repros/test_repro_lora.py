@@ -378,6 +378,37 @@ def test_the_finding_sets_the_kernels_alone_beside_the_event_timed_ratio() -> No
     v = _verdict(bs1, bs2, _variant(4, 0.0942))
     assert "the profiled kernels alone gave 0.96x per sample (23.7 -> 45.6 ms a step)" in v.finding
     assert "kernels alone" not in _verdict(_variant(1, 0.025), _variant(2, 0.050)).finding  # no tables: no clause
+    # Kernels alone 0.962 against a headline near 0.926: outside its CI, so the clause says what the time outside
+    # kernels is, per step, and what it does to the per-sample ratio.
+    assert (
+        "outside the CI: the timed steps' 2.7 ms (batch 1) and 3.3 ms (batch 2) outside kernels (launch and host "
+        "gaps) move it -3.7%"
+    ) in v.finding
+
+
+def test_the_kernel_clause_quantifies_the_time_outside_kernels_only_when_it_matters() -> None:
+    from repro.api import Kernel
+    from repro.core.results import Comparison, Ratio
+    from repro.repros._lora_finding import kernel_clause
+
+    # evidence35's H200 (GPU-5af41396): steps timed 25.6 and 48.2 ms, kernels 23.4 and 46.1 ms, headline 0.9453
+    # (95% CI 0.9200-0.9539).
+    def step(batch: int, timed_s: float, kernel_us: float) -> VariantResult:
+        return dataclasses.replace(_variant(batch, timed_s), kernels=(Kernel("k", 1, kernel_us, kernel_us, 1.0),))
+
+    res = RunResult(variants=(step(1, 0.0256, 23_400.0), step(2, 0.0482, 46_100.0)))
+    head = Ratio(Comparison("bs2/bs1", "bs2", "bs1", 1.3), 0.9453, 0.9200, 0.9539, "not_reproduced", "below", True, 60)
+    said = kernel_clause(res, head)
+    assert said.startswith("the profiled kernels alone gave 0.99x per sample (23.4 -> 46.1 ms a step), outside the CI")
+    assert "the timed steps' 2.2 ms (batch 1) and 2.1 ms (batch 2) outside kernels" in said
+    assert said.endswith("move it -4.4%")
+    # Inside the CI, or without a headline, the kernels' ratio stands alone.
+    wide = dataclasses.replace(head, ci_high=0.99)
+    assert (
+        kernel_clause(res, wide)
+        == kernel_clause(res)
+        == ("the profiled kernels alone gave 0.99x per sample (23.4 -> 46.1 ms a step)")
+    )
 
 
 def test_the_seeds_2x_is_read_both_ways() -> None:
