@@ -425,7 +425,7 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    # 1: the band note is left out; 2: and the details in parentheses; 3: and the run order; 4, 5: and 1, 2 STACK_LINES
+    # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5, 6: STACK_LINES
     stack_gone = 0
 
     def assemble() -> list[str]:
@@ -511,7 +511,7 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    for stack_gone in (1, 2, 3, 4, 5) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+    for stack_gone in (1, 2, 3, 4, 5, 6) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
         real = {1: at_notes is not None, 3: at_order is not None}.get(
             stack_gone, bool(stack_note(scope_md, _level(stack_gone))[1])
         )
@@ -527,7 +527,8 @@ _NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
 
 
 def _level(stack_gone: int) -> int:
-    """``stack_note``'s level at a last tier: none, then the parentheses (2 on), then STACK_LINES (4 on)."""
+    """``stack_note``'s level at a last tier: none, then the parentheses (2 on), the later not-covered items (4),
+    then STACK_LINES (5 on)."""
     return {0: 0, 1: 0, 2: 1, 3: 1}.get(stack_gone, stack_gone - 2)
 
 

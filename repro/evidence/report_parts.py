@@ -514,12 +514,13 @@ STACK_LINES = (
 def stack_note(scope_md: str, n: int) -> tuple[str, str]:
     """The Not-tested section at fitting level ``n``, and the words the Left-out note says for what it actually
     took out ("" when it took nothing out: a section may not have it). From level 1 the repros' not-covered lines
-    and the not-recordable line lose their parenthesized details (``bare``); from level 2 on, the first ``n - 1``
-    STACK_LINES go too: the environment's lines name what a reader cannot see elsewhere, so they outlast the
-    details."""
+    and the not-recordable line lose their parenthesized details (``bare``); from level 2 a not-covered line keeps
+    its items up to NOT_COVERED_KEEP characters (a repro lists them most telling first); from level 3 on, the
+    first ``n - 2`` STACK_LINES go too: the environment's lines name what a reader cannot see elsewhere, so they
+    outlast a repro's later items."""
     lines = scope_md.split("\n")
     said = []
-    dropped = STACK_LINES[: max(n - 1, 0)]
+    dropped = STACK_LINES[: max(n - 2, 0)]
     unrecorded = STACK_LINES[0][0]
     if n >= 1:
         bared = [bare(ln) if NOT_COVERED in ln or ln.startswith(unrecorded) else ln for ln in lines]
@@ -530,12 +531,32 @@ def stack_note(scope_md: str, n: int) -> tuple[str, str]:
         if whose:
             lines = bared
             said = [f"the parenthesized details of the Not-tested {' and '.join(whose)} lines"]
+    if n >= 2:
+        cut = [_first_items(ln) if NOT_COVERED in ln else ln for ln in lines]
+        if rids := [a.split(NOT_COVERED, 1)[0].removeprefix("- ") for a, b in zip(lines, cut, strict=True) if a != b]:
+            lines = cut
+            said += [f"the later not-covered items of {', '.join(rids)}"]
     gone = [words for prefix, words in dropped if any(ln.startswith(prefix) for ln in lines)]
     lines = [ln for ln in lines if not ln.startswith(tuple(prefix for prefix, _ in dropped))]
     said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
     if not said:
         return scope_md, ""
     return "\n".join(lines), "; ".join(said)
+
+
+NOT_COVERED_KEEP = 640  # a not-covered line's characters its items fill before the later ones go (stack_note)
+
+
+def _first_items(line: str) -> str:
+    """A not-covered line cut after its last item that ends within NOT_COVERED_KEEP characters, with "; and more"
+    where items went; the line as it is when it fits or its first item alone is longer."""
+    if len(line) <= NOT_COVERED_KEEP:
+        return line
+    head = line[:NOT_COVERED_KEEP]
+    at = head.rfind("; ")
+    if at <= line.index(NOT_COVERED) + len(NOT_COVERED):
+        return line
+    return head[:at] + "; and more."
 
 
 NOT_COVERED = ", not covered: "  # a repro's own untested items, in the Not-tested section (scope.not_tested)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from repro.evidence import artifact, band, model, reruns
@@ -27,7 +28,8 @@ def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None
         "on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb), "
         "730 ns (03c1ca1e), against"
     )
-    assert "medians of twin_memset 917 ns, twin_fill 618 ns" in said
+    # The other GPUs' medians move a little as runs join the band: a memset node near 0.92 us, a fill near 0.62.
+    assert re.search(r"medians of twin_memset 9[12]\d ns, twin_fill 6[12]\d ns", said), said
     assert said.endswith("; NVML listed no other compute process before or after these arms")
 
 
@@ -137,23 +139,23 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
     both = "- a\n- Not recordable from inside this run: x\n- One software stack only (y): z"
     assert stack_note(both, 0) == (both, "")
     assert stack_note(both, 1) == (both, "")  # no not-covered line: no details to drop
-    assert stack_note(both, 2) == (
+    assert stack_note(both, 3) == (
         "- a\n- One software stack only (y): z",
         "the Not-tested line on what this run could not record",
     )
-    assert stack_note(both, 3)[1] == (
+    assert stack_note(both, 4)[1] == (
         "the Not-tested lines on what this run could not record and on its one software stack"
     )
     bare_metal = "- a\n- One software stack only (y): z"  # nothing it could not record
-    assert stack_note(bare_metal, 2) == (bare_metal, "")
-    assert stack_note(bare_metal, 3) == ("- a", "the Not-tested line on its one software stack")
+    assert stack_note(bare_metal, 3) == (bare_metal, "")
+    assert stack_note(bare_metal, 4) == ("- a", "the Not-tested line on its one software stack")
     # The repros' not-covered lines lose their parenthesized details first, before either environment line.
     listed = "- r, not covered: p (q (s)); t\n" + both
     assert stack_note(listed, 1) == (
         "- r, not covered: p; t\n- a\n- Not recordable from inside this run: x\n- One software stack only (y): z",
         "the parenthesized details of the Not-tested not-covered lines",
     )
-    assert stack_note(listed, 2)[1] == (
+    assert stack_note(listed, 3)[1] == (
         "the parenthesized details of the Not-tested not-covered lines; "
         "the Not-tested line on what this run could not record"
     )
@@ -164,7 +166,22 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
         "- Not recordable from inside this run: i; k\n- One software stack only (y): z",
         "the parenthesized details of the Not-tested not-covered and not-recordable lines",
     )
-    assert stack_note(told, 2) == (
+    assert stack_note(told, 3) == (
         "- One software stack only (y): z",
         "the Not-tested line on what this run could not record",
     )
+    # Level 2: a long not-covered line keeps its items within NOT_COVERED_KEEP characters, most telling first.
+    from repro.evidence.report_parts import NOT_COVERED_KEEP
+
+    items = [f"item {i} " + "x" * 90 for i in range(12)]
+    long = "- r, not covered: " + "; ".join(items) + "."
+    cut, said = stack_note(long + "\n" + told, 2)
+    first = cut.split("\n")[0]
+    assert first.startswith("- r, not covered: item 0 ") and first.endswith("; and more.")
+    assert len(first) <= NOT_COVERED_KEEP + len("; and more.") and "item 5 " in first and "item 6 " not in first
+    assert said == (
+        "the parenthesized details of the Not-tested not-recordable lines; the later not-covered items of r"
+    )
+    assert "- Not recordable from inside this run: i; k" in cut  # the environment's lines outlast the items
+    short = "- r, not covered: p; t"
+    assert stack_note(short, 2) == (short, "")  # a line that fits keeps every item
