@@ -81,6 +81,13 @@ class Band:
         c = self.center
         return max(abs(p.value / c - 1) for p in self.points)
 
+    def sides(self, drop: int = 0) -> tuple[float, float]:
+        """(below, above): the largest relative distance of a GPU's value under and over the median of all, without
+        the ``drop`` farthest GPUs; 0.0 for a side no GPU lies on."""
+        c = self.center
+        kept = sorted((p.value / c - 1 for p in self.points), key=abs)[: len(self.points) - drop]
+        return max((-x for x in kept if x < 0), default=0.0), max((x for x in kept if x > 0), default=0.0)
+
     @property
     def outliers(self) -> tuple[int, float] | None:
         """(k, the half-width without the k farthest GPUs) where a few GPUs set the band: each of those k lies more

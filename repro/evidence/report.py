@@ -268,7 +268,7 @@ def repro_section(
     if v.status == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
-    items += [x for x in [band_line(doc, known)] if x]
+    items += [x for x in [band_line(doc, known), scope.episode_line(doc, known)] if x]
     more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.

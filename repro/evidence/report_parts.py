@@ -80,6 +80,15 @@ def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None =
     return out
 
 
+def spread(below: float, above: float) -> str:
+    """``±x%`` for the farther side; ``-x%/+y%`` where the nearer side is under half the farther (a one-sided
+    band: a re-run beyond its short side is outside it)."""
+    far, near = max(below, above), min(below, above)
+    if near >= far / 2:
+        return f"±{fmt_pct(far * 100)}"
+    return f"-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)}"
+
+
 def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     if doc.verdict.status not in MEASURED or doc.verdict.value is None:
         return "-"
@@ -89,7 +98,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     flagged, known = b.suspect
     suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
     few = b.outliers
-    rest = f"; without the farthest {few[0]}: ±{fmt_pct(few[1] * 100)}" if few else ""
+    rest = f"; without the farthest {few[0]}: {spread(*b.sides(few[0]))}" if few else ""
     ours, known_sources = b.same_source(doc.repro.source_sha256 or "")
     code_of = (
         f", {ours} of {known_sources} runs with this repro module file"
@@ -100,11 +109,12 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     # where a few of them widen it).
     off = doc.verdict.value / b.center - 1
     sign = "+" if off > 0 else "-"
-    far = abs(off) > (few[1] if few else b.half_width)
+    below, above = b.sides(few[0] if few else 0)
+    far = off > above if off > 0 else -off > below  # beyond the band on the side this run lies
     lies = (
         f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x" if far else ""
     )
-    cell = f"±{fmt_pct(b.half_width * 100)} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
+    cell = f"{spread(*b.sides())} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
@@ -258,7 +268,8 @@ def legend(
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
         "outside). Re-run column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
-        "median from the median of all; same GPU ±y% (k runs on m): the farthest run from its GPU's median. "
+        "median from the median of all (-x%/+y%: each side's, where one is under half the other); same GPU ±y% "
+        "(k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
         f"{said} Timed: median per call, CUDA events over samples of as many calls as make about 1 ms (one call "
         f"where a call takes longer; launch latency, host gaps included){twin}; kernel time: profiled device "

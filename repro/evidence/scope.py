@@ -9,8 +9,9 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro.core.errors import reason_only
 from repro.core.results import VariantResult
@@ -20,6 +21,9 @@ from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import guest_words, image_vars
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
+
+if TYPE_CHECKING:
+    from repro.evidence.band import Band
 
 __all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus", "untested"]
 
@@ -355,3 +359,48 @@ def _stack(doc: Artifact, e: Mapping[str, Any]) -> str:
     named = (("cublas", "cuBLAS"), ("cusolver", "cuSOLVER"), ("cudnn", "cuDNN"))
     said += [f"{name} {_dotted(str(libs[key]))}" for key, name in named if libs.get(key)]
     return ", ".join(said)
+
+
+def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
+    """``Episodes: k of n outside the CI; farthest: ...``: where one of the headline's episodes (rounds between
+    idle gaps) lay farther from the headline than twice the CI's half-width and than a re-run on one GPU lands
+    (the band's same-GPU spread), how many lay outside the CI and which arm moved in the farthest, against the
+    other episodes' medians; "" otherwise (the CI's legend says an extreme episode can lie outside it), and for
+    a suspect run, whose status already says what moved its clocks."""
+    from repro.core import stats
+    from repro.evidence.band import headline_rounds, lookup
+
+    v = doc.verdict
+    row = next((r for r in v.breakdown if r.headline and r.comparison == v.headline), None)
+    ratios = headline_rounds(doc)
+    num = doc.variant(str(row.num)) if row is not None else None
+    den = doc.variant(str(row.den)) if row is not None else None
+    if not ratios or v.value is None or v.ci_low is None or v.ci_high is None or num is None or den is None:
+        return ""
+    if doc.validity.flag == "suspect":
+        return ""
+    b = lookup(doc, bands)
+    same = b.same_gpu[0] if b is not None and b.same_gpu else 0.0
+    size = num.timing.episode_rounds if num.timing is not None else None
+    meds = stats.episode_medians(ratios, size)
+    half = (v.ci_high - v.ci_low) / 2 / v.value
+    if not meds or max(abs(m / v.value - 1) for m in meds) <= max(2 * half, same):
+        return ""
+    value = v.value
+    at = max(range(len(meds)), key=lambda i: abs(meds[i] / value - 1))
+    arms: list[tuple[float, str, str, float]] = []
+    for arm in (num, den):
+        rounds = arm.timing.rounds if arm.timing is not None and arm.timing.rounds else ()
+        per = stats.episode_medians(rounds, size)
+        if len(per) == len(meds):
+            others = statistics.median(x for i, x in enumerate(per) if i != at)
+            move = per[at] / others - 1
+            arms.append((abs(move), f"{arm.name} {move:+.1%}", fmt_time(per[at]), others))
+    outside = sum(not v.ci_low <= m <= v.ci_high for m in meds)
+    said = f"Episodes: {outside} of {len(meds)} outside the CI; farthest: episode {at + 1}, {meds[at]:.3g}x "
+    said += f"({meds[at] / v.value - 1:+.1%})"
+    if arms:  # the arm that moved most, with its time against the other episodes' median, then the other's move
+        moved, *also = sorted(arms, reverse=True)
+        said += f": {moved[1]} ({moved[2]} against {fmt_time(moved[3])} in the others)"
+        said += "".join(f", {x[1]}" for x in also)
+    return said + "."

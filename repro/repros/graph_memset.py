@@ -179,10 +179,11 @@ class GraphMemset(Repro[MemsetParams]):
         "row under 1 (band-runs.json: their VBIOS, board part numbers and driver are each shared with other band GPUs)",
         "an nsys trace of the twin's nodes, and NVIDIA's account of memset nodes",
         "the forum thread itself (no URL here: its GPU, driver, node count, slowdown, replies)",
-        "why the torch graph's row depends on the run order: it read 1.29-1.35x (reproduced) before the runs were "
-        "reordered (f90ac86, 7ff9414), 0.89-1.07x since (the zero_ fill node 0.69-0.70 then 0.86-1.01 us); the twin's "
-        "fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph "
-        "moves it; zero_()'s move is unexplained (band-runs.json)",
+        "why the torch graph's row moved when f90ac86 and 7ff9414 changed two things at once, the twin first in the "
+        "run order and every arm in one schedule of shared rounds: it read 1.29-1.35x (reproduced) before, 0.89-1.07x "
+        "since, only its zero_ fill node moving, 0.69-0.70 then 0.86-1.01 us; the twin's fill node 0.68-0.70 then "
+        "0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph moves it; which change moved "
+        "zero_() was not tested (band-runs.json)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

@@ -1,0 +1,51 @@
+"""evidence37's cold read: the band's one-sided spread, an episode far from the headline, the seed line's sources."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from repro.evidence import artifact, band, model, scope
+from repro.evidence.model import Artifact
+from repro.evidence.report_parts import spread
+from repro.repros.linear_5090 import THRESHOLD_WHY, Linear5090
+
+ROOT = Path(__file__).resolve().parents[3]
+RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence37" / "all").iterdir())
+
+
+def _doc(rid: str) -> Artifact:
+    got = model.of(artifact.load(RUN / f"{rid}.json"))
+    assert isinstance(got, Artifact)
+    return got
+
+
+def test_a_one_sided_band_says_each_side() -> None:
+    assert spread(0.17, 0.016) == "-17%/+1.6%"
+    assert spread(0.02, 0.015) == "±2%"  # the nearer side at least half the farther: one number
+    assert spread(0.0, 0.01) == "-0%/+1%"
+    memset = next(b for b in band.load() if b.repro == "graph-memset" and b.gpu == "NVIDIA H200" and len(b.points) > 20)
+    below, above = memset.sides()
+    assert max(below, above) == memset.half_width and below > 2 * above  # the slow-fill GPUs lie below
+    few = memset.outliers
+    assert few is not None and memset.sides(few[0])[0] == few[1]
+    # Without any GPU dropped, a band of two points has a side each.
+    two = dataclasses.replace(memset, points=memset.points[:2])
+    assert sum(x > 0 for x in two.sides()) >= 1
+
+
+def test_an_episode_far_from_the_headline_is_named_with_the_arm_that_moved() -> None:
+    said = scope.episode_line(_doc("graph-memset"), band.load())
+    assert said == (
+        "Episodes: 2 of 10 outside the CI; farthest: episode 5, 1.31x (-11.5%): twin_memset -11.5% (811 ns against "
+        "917 ns in the others), twin_fill +0.0%."
+    )
+    # Within a re-run's same-GPU spread, or in a suspect run (its status says what moved its clocks): nothing.
+    assert scope.episode_line(_doc("solve-512-cliff"), band.load()) == ""
+    assert scope.episode_line(_doc("lora-batch-scaling"), band.load()) == ""
+
+
+def test_the_seed_line_gives_the_synchronized_timing_to_the_later_comment() -> None:
+    assert "2.3x (a later comment, synchronized: 3.1x; seeds/README.txt)" in Linear5090.seed_claim
+    assert "3.1x synchronized, by a later comment" in THRESHOLD_WHY
+    assert "the post's own program" in Linear5090.seed_experiment
