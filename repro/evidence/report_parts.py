@@ -80,13 +80,17 @@ def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None =
     return out
 
 
+def shown_sides(below: float, above: float) -> tuple[float, float]:
+    """The band's sides as the cell says them: the farther on both where the nearer is at least half of it (``±x%``),
+    else each its own (a one-sided band: a re-run beyond its short side is outside it)."""
+    far = max(below, above)
+    return (far, far) if min(below, above) >= far / 2 else (below, above)
+
+
 def spread(below: float, above: float) -> str:
-    """``±x%`` for the farther side; ``-x%/+y%`` where the nearer side is under half the farther (a one-sided
-    band: a re-run beyond its short side is outside it)."""
-    far, near = max(below, above), min(below, above)
-    if near >= far / 2:
-        return f"±{fmt_pct(far * 100)}"
-    return f"-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)}"
+    """``±x%``, or ``-x%/+y%`` for a one-sided band (``shown_sides``)."""
+    lo, hi = shown_sides(below, above)
+    return f"±{fmt_pct(hi * 100)}" if lo == hi else f"-{fmt_pct(lo * 100)}/+{fmt_pct(hi * 100)}"
 
 
 def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
@@ -109,8 +113,8 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     # where a few of them widen it).
     off = doc.verdict.value / b.center - 1
     sign = "+" if off > 0 else "-"
-    below, above = b.sides(few[0] if few else 0)
-    far = off > above if off > 0 else -off > below  # beyond the band on the side this run lies
+    below, above = shown_sides(*b.sides(few[0] if few else 0))
+    far = off > above if off > 0 else -off > below  # beyond the band, as the cell shows it, on this run's side
     lies = (
         f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x" if far else ""
     )
@@ -268,7 +272,7 @@ def legend(
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
         "outside). Re-run column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
-        "median from the median of all (-x%/+y%: each side's, where one is under half the other); same GPU ±y% "
+        "median from the median of all (-x%/+y%: one-sided); same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
         f"{said} Timed: median per call, CUDA events over samples of as many calls as make about 1 ms (one call "
@@ -563,8 +567,10 @@ def _first_items(line: str) -> str:
     where items went; the line as it is when it fits or its first item alone is longer."""
     if len(line) <= NOT_COVERED_KEEP:
         return line
-    head = line[:NOT_COVERED_KEEP]
-    at = head.rfind("; ")
+    head = line[: NOT_COVERED_KEEP + 2]  # an item ending at NOT_COVERED_KEEP keeps its place
+    # "; " that does not close an HTML entity (text() writes & < > as &amp; &lt; &gt;)
+    ends = [m.start() for m in re.finditer(r"(?<!&[a-z]{2})(?<!&[a-z]{3})(?<!&[a-z]{4})(?<!&#\d{2}); ", head)]
+    at = ends[-1] if ends else -1
     if at <= line.index(NOT_COVERED) + len(NOT_COVERED):
         return line
     return head[:at] + "; and more."

@@ -34,13 +34,14 @@ _MET = r"^Requirement already satisfied: {}==[0-9][\w.+]* in (/[\w./+-]{{1,200}}
 
 
 def offline(log: str | None) -> bool:
-    """Whether the re-run's pip log (``log``) shows it looked only in local links (a wheelhouse), never at a
-    package index: then its install lines were not tried against PyPI (the Not-tested section says so)."""
+    """Whether the re-run's pip log (``log``) shows it installed from local links (a wheelhouse) only: links
+    looked in, no index named and nothing downloaded from a URL (pip names no index when it is PyPI's default, so
+    this says where the wheels came from, not that PyPI was never asked); then its install lines were not tried
+    against PyPI (the Not-tested section says so)."""
     if not log:
         return False
-    return re.search(r"^Looking in links: ", log, re.M) is not None and not re.search(
-        r"^Looking in indexes: ", log, re.M
-    )
+    links = re.search(r"^Looking in links: ", log, re.M) is not None
+    return links and not re.search(r"^Looking in indexes: |^\s*Downloading https?://", log, re.M)
 
 
 def install_words(log: str | None, prefix: str) -> str:
@@ -49,7 +50,7 @@ def install_words(log: str | None, prefix: str) -> str:
     re-run's venv (``prefix``), so that their install lines installed nothing; "" without a log."""
     if not log:
         return ""
-    said = ["offline"] if offline(log) else []
+    said = ["from a local wheelhouse"] if offline(log) else []
     met: dict[str, list[str]] = {}
     for name in _NAMED:
         m = re.search(_MET.format(re.escape(name)), log, re.M)

@@ -307,7 +307,11 @@ def not_tested(
         lines.append(
             f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
             "or WSL2, where the seeds may have run"
-            + ("; the install lines against PyPI (the re-run here was offline)." if offline_rerun else ".")
+            + (
+                "; pip installs from PyPI (the re-run here used a local wheelhouse)."
+                if offline_rerun
+                else "."
+            )
         )
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
@@ -375,7 +379,7 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     ratios = headline_rounds(doc)
     num = doc.variant(str(row.num)) if row is not None else None
     den = doc.variant(str(row.den)) if row is not None else None
-    if not ratios or v.value is None or v.ci_low is None or v.ci_high is None or num is None or den is None:
+    if not ratios or not v.value or v.ci_low is None or v.ci_high is None or num is None or den is None:
         return ""
     if doc.validity.flag == "suspect":
         return ""
@@ -392,12 +396,11 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     for arm in (num, den):
         rounds = arm.timing.rounds if arm.timing is not None and arm.timing.rounds else ()
         per = stats.episode_medians(rounds, size)
-        if len(per) == len(meds):
-            others = statistics.median(x for i, x in enumerate(per) if i != at)
+        if len(per) == len(meds) and (others := statistics.median(x for i, x in enumerate(per) if i != at)) > 0:
             move = per[at] / others - 1
             arms.append((abs(move), f"{arm.name} {move:+.1%}", fmt_time(per[at]), others))
     outside = sum(not v.ci_low <= m <= v.ci_high for m in meds)
-    said = f"Episodes: {outside} of {len(meds)} outside the CI; farthest: episode {at + 1}, {meds[at]:.3g}x "
+    said = f"Episodes: {outside} of {len(meds)} outside the CI; farthest: episode {at + 1}, {meds[at]:.2f}x "
     said += f"({meds[at] / v.value - 1:+.1%})"
     if arms:  # the arm that moved most, with its time against the other episodes' median, then the other's move
         moved, *also = sorted(arms, reverse=True)

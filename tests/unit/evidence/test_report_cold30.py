@@ -142,7 +142,8 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     prefix = str(again.machine.host.python_env["prefix"])
     said = install_words(log, prefix)
     assert said == (
-        "offline; torch and cuda-bindings already in `/opt/torch/.venv/lib/python3.12/site-packages`, outside the venv"
+        "from a local wheelhouse; torch and cuda-bindings already in "
+        "`/opt/torch/.venv/lib/python3.12/site-packages`, outside the venv"
     )
     pasted = report(
         [artifact.load(p) for p in artifact.expand([RUN])], limit=sys.maxsize, max_lines=None, **attached_of(RUN)
@@ -154,7 +155,7 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     )
     assert install_words(online, prefix) == ""
     inside = log.replace("/opt/torch/.venv/lib/python3.12", f"{prefix}/lib/python3.12")
-    assert install_words(inside, prefix) == "offline"
+    assert install_words(inside, prefix) == "from a local wheelhouse"
     # Online, but with torch already met outside the venv: the install lines did not install it.
     met = online + "Requirement already satisfied: torch==2.11.0 in /opt/x/site-packages\n"
     assert install_words(met, prefix) == (

@@ -49,3 +49,32 @@ def test_the_seed_line_gives_the_synchronized_timing_to_the_later_comment() -> N
     assert "2.3x (a later comment, synchronized: 3.1x; seeds/README.txt)" in Linear5090.seed_claim
     assert "3.1x synchronized, by a later comment" in THRESHOLD_WHY
     assert "the post's own program" in Linear5090.seed_experiment
+
+
+def test_review_a_long_line_is_cut_between_items_never_inside_an_entity() -> None:
+    from repro.evidence.report_parts import NOT_COVERED_KEEP, _first_items
+
+    lead = "- r, not covered: "
+    filler = "x" * (NOT_COVERED_KEEP - len(lead) - 12)
+    line = f"{lead}{filler}; A &amp; B also, more words past the limit; z"
+    cut = _first_items(line)
+    assert cut == f"{lead}{filler}; and more." and "&amp; and" not in cut
+    # An item ending exactly at the limit keeps its place.
+    exact = f"{lead}{'y' * (NOT_COVERED_KEEP - len(lead))}; next item"
+    assert _first_items(exact) == exact[:NOT_COVERED_KEEP] + "; and more."
+
+
+def test_review_the_beyond_the_band_note_agrees_with_the_spread_shown() -> None:
+    from repro.evidence.report_parts import shown_sides
+
+    assert shown_sides(0.02, 0.011) == (0.02, 0.02)  # shown as ±2%: a run at +1.5% is inside it
+    assert shown_sides(0.17, 0.016) == (0.17, 0.016)
+
+
+def test_review_offline_means_nothing_came_from_a_url() -> None:
+    from repro.evidence.reruns import offline
+
+    links = "Looking in links: /w\nProcessing /w/x.whl\n"
+    assert offline(links)
+    assert not offline(links + "  Downloading https://files.pythonhosted.org/x.whl (1 MB)\n")
+    assert not offline("Looking in indexes: https://pypi.org/simple\n" + links)
