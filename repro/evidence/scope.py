@@ -243,7 +243,7 @@ def not_tested(
 ) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
     GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks);
-    ``offline_rerun``: the bundle's re-run installed from a local wheelhouse, so PyPI was never tried."""
+    ``offline_rerun``: the bundle's re-run installed from a local wheelhouse only, its install lines untried on PyPI."""
     lines: list[str] = []
     for doc in docs:
         rid = doc.repro.id
@@ -307,11 +307,7 @@ def not_tested(
         lines.append(
             f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
             "or WSL2, where the seeds may have run"
-            + (
-                "; pip installs from PyPI (the re-run here used a local wheelhouse)."
-                if offline_rerun
-                else "."
-            )
+            + ("; pip installs from PyPI (the re-run here used a local wheelhouse)." if offline_rerun else ".")
         )
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
