@@ -26,7 +26,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence import artifact, model
 from repro.evidence.artifact import ARTIFACT_KIND
 from repro.evidence.markdown import finite, fmt_time
-from repro.evidence.model import Artifact
+from repro.evidence.model import Artifact, Row
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "rerun_band.json"
 # A compact copy of every run behind the bands (its verdict, each variant's rounds and clocks, the GPU and harness
@@ -162,10 +162,15 @@ def _distinct(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}))
 
 
+def headline_row(a: Artifact) -> Row | None:
+    """The verdict's headline breakdown row; None where the verdict has none."""
+    return next((r for r in a.verdict.breakdown if r.headline and r.comparison == a.verdict.headline), None)
+
+
 def headline_rounds(a: Artifact) -> tuple[float, ...]:
     """The headline's per-round paired ratios, from its two variants' recorded rounds and the row's scale,
     where their median is the recorded headline; () otherwise (a kernel-time basis, rounds not recorded)."""
-    row = next((r for r in a.verdict.breakdown if r.headline and r.comparison == a.verdict.headline), None)
+    row = headline_row(a)
     if row is None or not row.paired or row.basis == "kernel" or a.verdict.value is None:
         return ()
     num, den = a.variant(str(row.num)), a.variant(str(row.den))

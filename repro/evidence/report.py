@@ -397,7 +397,8 @@ def report(
             "straddles the threshold, and the finding names the full command that decides it._",
             "",
         ]
-    scope_md = not_tested(runs, declared, offline((printed or {}).get(RERUN_LOG)))
+    log_text = (printed or {}).get(RERUN_LOG)
+    scope_md = not_tested(runs, declared, offline(log_text))
     full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
@@ -412,7 +413,6 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = RERUN_LOG if RERUN_LOG in attached else None
-    log_text = (printed or {}).get(RERUN_LOG)
     reran = reruns_words(runs, again, known, log, log_text=log_text) + printed_words(runs, printed or {})
     install = install_block(runs, reran=reran)
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'

@@ -50,14 +50,15 @@ def install_words(log: str | None, prefix: str) -> str:
     re-run's venv (``prefix``), so that their install lines installed nothing; "" without a log."""
     if not log:
         return ""
-    said = ["from a local wheelhouse"] if offline(log) else []
+    local = offline(log)
+    said = ["from a local wheelhouse"] if local else []
     met: dict[str, list[str]] = {}
     for name in _NAMED:
         m = re.search(_MET.format(re.escape(name)), log, re.M)
         if m and not (prefix and m[1].startswith(prefix.rstrip("/") + "/")):
             met.setdefault(m[1], []).append(name)
     said += [f"{' and '.join(names)} already in {code(where)}, outside the venv" for where, names in met.items()]
-    if said and not offline(log):
+    if said and not local:
         said.append("so the install lines were not tried against PyPI")
     return "; ".join(said)
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from repro.core import stats
 from repro.core.errors import reason_only
-from repro.core.results import VariantResult
+from repro.core.results import VariantResult, rel_halfwidth
 from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
+from repro.evidence.band import Band, headline_rounds, headline_row, lookup
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import guest_words, image_vars
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact, Row
-
-if TYPE_CHECKING:
-    from repro.evidence.band import Band
 
 __all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus", "untested"]
 
@@ -367,11 +366,8 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     (the band's same-GPU spread), how many lay outside the CI and which arm moved in the farthest, against the
     other episodes' medians; "" otherwise (the CI's legend says an extreme episode can lie outside it), and for
     a suspect run, whose status already says what moved its clocks."""
-    from repro.core import stats
-    from repro.evidence.band import headline_rounds, lookup
-
     v = doc.verdict
-    row = next((r for r in v.breakdown if r.headline and r.comparison == v.headline), None)
+    row = headline_row(doc)
     ratios = headline_rounds(doc)
     num = doc.variant(str(row.num)) if row is not None else None
     den = doc.variant(str(row.den)) if row is not None else None
@@ -383,7 +379,7 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     same = b.same_gpu[0] if b is not None and b.same_gpu else 0.0
     size = num.timing.episode_rounds if num.timing is not None else None
     meds = stats.episode_medians(ratios, size)
-    half = (v.ci_high - v.ci_low) / 2 / v.value
+    half = rel_halfwidth(v.value, v.ci_low, v.ci_high)
     if not meds or max(abs(m / v.value - 1) for m in meds) <= max(2 * half, same):
         return ""
     value = v.value
