@@ -80,12 +80,14 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     roomy: str, docs: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = next(ln for ln in visible(roomy, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
-    # The band holds this run's GPU too: the others are named apart, and this run sits below them
-    # (the others' range moves as reference runs are committed; this run's value does not).
+    # The band holds this run's GPU too: the others are named apart, and where this run sits among them
+    # follows from their range (which moves as reference runs are committed; this run's value does not).
     got = re.search(
-        r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(below all\), within 2x", line
+        r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(([a-z ]+)\), within 2x", line
     )
-    assert got is not None and 9.335 < float(got.group(1)) < float(got.group(2))
+    assert got is not None
+    low, high = float(got.group(1)), float(got.group(2))
+    assert got.group(3) == ("below all" if 9.335 < low else "above all" if 9.335 > high else "inside their range")
     assert "(committed default runs: `band.txt`, `band.json`" in roomy
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)

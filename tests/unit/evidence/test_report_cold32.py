@@ -76,7 +76,17 @@ def test_the_seeds_programs_are_the_seeds_own() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["evidence30", "evidence31", "evidence32", "evidence33", "evidence34", "evidence35", "evidence36", "evidence37"],
+    [
+        "evidence30",
+        "evidence31",
+        "evidence32",
+        "evidence33",
+        "evidence34",
+        "evidence35",
+        "evidence36",
+        "evidence37",
+        "evidence38",
+    ],
 )
 def test_the_recent_runs_render_whole_with_their_stack_line(name: str) -> None:
     """Today's prose on the recent runs' numbers: every section kept, and the one-stack line; evidence33's own
