@@ -53,9 +53,12 @@ write_readme() {
     {
         echo "Files tools/gpu-final.sh attached to run $(basename "$run") after 'repro all' ended, on the same machine"
         if [ -f "$at/rerun-check.txt" ]; then
-            echo "and GPU ($gpu_line), before the 'repro bundle' that packed them; the re-run's files (rerun*), the loose"
-            echo "and quick runs' (loose-*, quick-*), seeds_raw.json, steps.txt and walls.tsv were copied here after a"
-            echo "first bundle, whose wheel the re-run installed:"
+            local later="the re-run's files (rerun*)" kind
+            for kind in loose quick; do
+                [ -f "$at/$kind.txt" ] && later="$later, the $kind run's ($kind-*)"
+            done
+            echo "and GPU ($gpu_line), before the 'repro bundle' that packed them; $later, seeds_raw.json, steps.txt"
+            echo "and walls.tsv were copied here after a first bundle, whose wheel the re-run installed:"
         else
             echo "and GPU ($gpu_line), before 'repro bundle':"
         fi

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from repro.evidence.model import Artifact
 
-__all__ = ["clock_words", "during_measurement", "restate", "without_held_clause"]
+__all__ = ["clock_words", "during_measurement", "order_split", "restate", "without_held_clause"]
 
 
 def clock_words(mon: Mapping[str, Any], max_clock: Any = None) -> str:
@@ -69,6 +69,15 @@ def restate(line: str, doc: Artifact) -> str:
     if (m := _OLD_WARNING.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: {m['what']} ({clock_words(mon)})"
     return line
+
+
+def order_split(doc: Artifact, comparison: str) -> str:
+    """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
+    comparison; "" where it did not."""
+    for line in doc.warnings:
+        if (m := _ORDER.match(line)) and m["who"] == comparison:
+            return restate(line, doc)[len(m["who"]) + 2 :]
+    return ""
 
 
 # A finding's clause on clocks held down (repro.repros._lora_finding.clocks_clause), with its medians:

@@ -291,8 +291,8 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
-            f"torch {said} from PyPI ({version} here; PyPI inferred: no index recorded, no local tag in its "
-            "metadata; its nvidia-* wheels: `packages.txt`)"
+            f"torch {said} from PyPI ({version} here; inferred: no index recorded, no local tag in its metadata; "
+            "nvidia-* wheels: `packages.txt`)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
     line = shlex.join(

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from repro.evidence.markdown import text
 from repro.evidence.model import Artifact
-from repro.evidence.standalone import parse_output
+from repro.evidence.standalone import ROUNDS, parse_output
 
 SCRIPT_CHECK = 0.10  # a script's printed ratio this close to the headline agrees (a check, not a CI)
+# Why neither the run's CI nor a re-run's same-GPU spread bounds a script's ratio.
+NOT_THE_RUN = f"neither it nor the same-GPU spread bounds a script ({ROUNDS} rounds, no idle gaps, clocks not recorded)"
 READ_LIMIT = 1 << 20  # bytes read of one file: the numbers come first, a runaway log is not read whole
 SEEDS_LOG = "seeds_raw.log"
 SCRIPT_OUT = re.compile(r"script-(?P<id>[a-z0-9][a-z0-9-]*)\.out")
@@ -145,13 +147,13 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         return ""
     lead = " Standalone scripts run here (`attached/script-<id>.out`; one process each"
     if not lean or not off:
-        beyond = f"; {outside} outside the run's CI, which covers its own process only" if outside else ""
+        beyond = f"; {outside} outside the run's CI: {NOT_THE_RUN}" if outside else ""
         checked = f"within {SCRIPT_CHECK:.0%} of the headline is the check, not its CI"
         return f"{lead}: {checked}): {', '.join(said)}{beyond}."
     far = max(off)
     out = [x for x in off if x[0] > SCRIPT_CHECK]
     agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines, the check, not a CI"
-    notes = [f"{outside} outside the run's CI"] if outside else []
+    notes = [f"{outside} outside the run's CI: {NOT_THE_RUN}"] if outside else []
     notes += [f"farthest: {far[2]}"] if far not in out else []
     agree += f" ({'; '.join(notes)})" if notes else ""
     rest = [x[2] for x in out] + [f"{x} (no headline)" for x in unchecked]

@@ -465,7 +465,7 @@ def report(
             gone += ["the re-run band's farthest-GPU note"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, _level(stack_gone))[1]) else []
-            parts += [f"_Left out to fit one screen (the bundle's `{FULL_REPORT}` has them): {'; '.join(gone)}._", ""]
+            parts += [f"_Left out to fit one screen, in the bundle's `{FULL_REPORT}`: {'; '.join(gone)}._", ""]
         if scope_md:
             parts.append(stack_note(scope_md, _level(stack_gone))[0])
         if install and install_lean:

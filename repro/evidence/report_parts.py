@@ -80,17 +80,10 @@ def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None =
     return out
 
 
-def shown_sides(below: float, above: float) -> tuple[float, float]:
-    """The band's sides as the cell says them: the farther on both where the nearer is at least half of it (``±x%``),
-    else each its own (a one-sided band: a re-run beyond its short side is outside it)."""
-    far = max(below, above)
-    return (far, far) if min(below, above) >= far / 2 else (below, above)
-
-
 def spread(below: float, above: float) -> str:
-    """``±x%``, or ``-x%/+y%`` for a one-sided band (``shown_sides``)."""
-    lo, hi = shown_sides(below, above)
-    return f"±{fmt_pct(hi * 100)}" if lo == hi else f"-{fmt_pct(lo * 100)}/+{fmt_pct(hi * 100)}"
+    """``-x%/+y%``: the band's side below and above the median of all; ``±x%`` where the two read the same."""
+    lo, hi = fmt_pct(below * 100), fmt_pct(above * 100)
+    return f"±{hi}" if lo == hi else f"-{lo}/+{hi}"
 
 
 def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
@@ -113,10 +106,13 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     # where a few of them widen it).
     off = doc.verdict.value / b.center - 1
     sign = "+" if off > 0 else "-"
-    below, above = shown_sides(*b.sides(few[0] if few else 0))
-    far = off > above if off > 0 else -off > below  # beyond the band, as the cell shows it, on this run's side
+    below, above = b.sides(few[0] if few else 0)
+    far = off > above if off > 0 else -off > below  # beyond the band on this run's side
     lies = (
-        f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x" if far else ""
+        f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x, outside the "
+        f"band{' without them' if few else ''}"
+        if far
+        else ""
     )
     cell = f"{spread(*b.sides())} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
@@ -272,7 +268,7 @@ def legend(
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
         "outside). Re-run column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
-        "median from the median of all (-x%/+y%: one-sided); same GPU ±y% "
+        "median from the median of all (-x%/+y%: below, above); same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
         f"{said} Timed: median per call, CUDA events over samples of as many calls as make about 1 ms (one call "
@@ -559,7 +555,7 @@ def stack_note(scope_md: str, n: int) -> tuple[str, str]:
     return "\n".join(lines), "; ".join(said)
 
 
-NOT_COVERED_KEEP = 640  # a not-covered line's characters its items fill before the later ones go (stack_note)
+NOT_COVERED_KEEP = 560  # a not-covered line's characters its items fill before the later ones go (stack_note)
 
 
 def _first_items(line: str) -> str:

@@ -44,6 +44,9 @@ def offline(log: str | None) -> bool:
     return links and not re.search(r"^Looking in indexes: |^\s*Downloading https?://", log, re.M)
 
 
+_SITE = re.compile(r"/lib/python[0-9.]+/site-packages$")  # said as the environment's prefix
+
+
 def install_words(log: str | None, prefix: str) -> str:
     """What the re-run's pip log (``log``) says of its installs: whether pip looked at a package index or only in
     local links (a wheelhouse), and which of the install block's named requirements were already met outside the
@@ -57,7 +60,10 @@ def install_words(log: str | None, prefix: str) -> str:
         m = re.search(_MET.format(re.escape(name)), log, re.M)
         if m and not (prefix and m[1].startswith(prefix.rstrip("/") + "/")):
             met.setdefault(m[1], []).append(name)
-    said += [f"{' and '.join(names)} already in {code(where)}, outside the venv" for where, names in met.items()]
+    said += [
+        f"{' and '.join(names)} already in {code(_SITE.sub('', where))}, outside the venv"
+        for where, names in met.items()
+    ]
     if said and not local:
         said.append("so the install lines were not tried against PyPI")
     return "; ".join(said)

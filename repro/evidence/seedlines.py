@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from repro.core import stats
+from repro.evidence.clocks import order_split
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import finite, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, Row, Verdict
@@ -130,6 +131,8 @@ def _ours_beside(got: Mapping[str, Any], doc: Artifact | None) -> str:
         return "."
     level = f"{float(row.ci_level or 0.95):.0%} CI"
     said = f"; ours, the same ops paired: {text(str(ours))} {ratio_with_ci(row.ratio, row.ci_low, row.ci_high, level)}"
+    if doc is not None and (split := order_split(doc, str(ours))):
+        said += f"; {text(split)}"
     return said + (f"; they differ in method: {text(why[:500])}." if isinstance(why, str) and why else ".")
 
 

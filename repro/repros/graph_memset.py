@@ -168,22 +168,21 @@ class GraphMemset(Repro[MemsetParams]):
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
+        "why the torch graph's row read 1.29-1.35x (reproduced) before f90ac86 and 7ff9414 and 0.89-1.07x since, only "
+        "its zero_() node moving, 0.69-0.70 then 0.86-1.01 us, and the twin 1.32-1.35x then 1.42-1.52x (its fill node "
+        "0.68-0.70 then 0.61-0.63 us on most GPUs, as a live graph moves it): the two changed the run order (the twin "
+        "first) and the schedule (every arm in shared rounds) at once (band-runs.json)",
+        "another process's live CUDA graph beyond one side experiment, where the twin's fill node read 0.70 us, not "
+        "0.62, and the twin 1.30-1.33x (context/graph-memset.md)",
+        "a 2-GPU host under this run order: one under the old order read twin 2.30-2.34x, torch graph 2.21-2.24x "
+        "(memset node 1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
-        "Blackwell, H100, A100)",
-        "a 2-GPU host under this run order: one, under the old order, read twin 2.30-2.34x, memset node 1.61-1.65 "
-        "us, fill 0.70 us, torch graph 2.21-2.24x (band.txt, machine h200x2)",
-        "another process's live CUDA graph beyond one side experiment, where it made the twin's fill node 0.70 us, "
-        "not 0.62, and the twin 1.30-1.33x (context/graph-memset.md); MPS, MIG",
+        "Blackwell, H100, A100); MPS, MIG",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "
         "from their containers, their twin's fill node read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's "
         "row under 1 (band-runs.json: their VBIOS, board part numbers and driver are each shared with other band GPUs)",
         "an nsys trace of the twin's nodes, and NVIDIA's account of memset nodes",
         "the forum thread itself (no URL here: its GPU, driver, node count, slowdown, replies)",
-        "why the torch graph's row moved when f90ac86 and 7ff9414 changed two things at once, the twin first in the "
-        "run order and every arm in one schedule of shared rounds: it read 1.29-1.35x (reproduced) before, 0.89-1.07x "
-        "since, only its zero_ fill node moving, 0.69-0.70 then 0.86-1.01 us; the twin's fill node 0.68-0.70 then "
-        "0.61-0.63 us on most GPUs, twin 1.32-1.35x then 1.42-1.52x, as a live graph moves it; which change moved "
-        "zero_() was not tested (band-runs.json)",
     )
     # No CPU analog: graph replay and memset nodes exist only on CUDA. cuda-bindings is not
     # a hard requirement (without it only the memset variants skip); nvcc only builds the twin.

@@ -178,7 +178,9 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
     cut, said = stack_note(long + "\n" + told, 2)
     first = cut.split("\n")[0]
     assert first.startswith("- r, not covered: item 0 ") and first.endswith("; and more.")
-    assert len(first) <= NOT_COVERED_KEEP + len("; and more.") and "item 5 " in first and "item 6 " not in first
+    kept = (NOT_COVERED_KEEP - len("- r, not covered: ")) // (len(items[0]) + 2)  # whole items within the limit
+    assert len(first) <= NOT_COVERED_KEEP + len("; and more.")
+    assert f"item {kept - 1} " in first and f"item {kept} " not in first
     assert said == (
         "the parenthesized details of the Not-tested not-recordable lines; the later not-covered items of r"
     )

@@ -60,13 +60,16 @@ def test_report_leaves_out_the_largest_details_first_and_says_so(full_doc: dict[
     text = report([big])
     assert len(text) <= PASTE_LIMIT
     # The bulk goes first (here the side measurement); the details block stays, compact.
-    assert "has them): side measurements, variants tables, plots, times (" in text
+    assert "report-full.md`: side measurements, variants tables, plots, times (" in text
     assert "<details><summary>5090-linear: tables" in text and "a long sentence" not in text
     huge = json.loads(json.dumps(big))
     huge["verdict"]["breakdown"] = [dict(huge["verdict"]["breakdown"][0], comparison=f"c{i}") for i in range(400)]
     text = report([huge])
-    assert len(text) <= PASTE_LIMIT and "has them): side measurements" in text
-    assert "`report-full.md` has them): " in text and "the details of 5090-linear" in text  # too large: it goes whole
+    assert len(text) <= PASTE_LIMIT and "report-full.md`: side measurements" in text
+    # too large: the details block goes whole
+    assert (
+        "in the bundle's `report-full.md`: " in text and "the details of 5090-linear" in text
+    )  # too large: it goes whole
     assert "| 5090-linear " in text and "<summary>machine A:" in text  # the summary and the environment stay
 
 

@@ -73,8 +73,8 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     slow = [x for x in after if x[3] >= 0.7e-6]
     assert len({r["gpu"]["uuid"] for r in runs if r["run_id"] >= REORDERED and r["variants"]}) > 2
     expected = [
-        f"it read {_span([x[2] for x in before], 1, 2)}x (reproduced) before",
-        f"{_span([x[2] for x in after], 1, 2)}x since, only its zero_ fill node moving, "
+        f"row read {_span([x[2] for x in before], 1, 2)}x (reproduced) before",
+        f"{_span([x[2] for x in after], 1, 2)}x since, only its zero_() node moving, "
         f"{_span([x[1] for x in before], 1e6, 2)} then {_span([x[1] for x in after], 1e6, 2)} us",
         f"fill node {_span([x[3] for x in before], 1e6, 2)} then {_span([x[3] for x in usual], 1e6, 2)} us on most",
         f"twin {_span([x[4] for x in before], 1, 2)}x then {_span([x[4] for x in usual], 1, 2)}x",
@@ -141,10 +141,7 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     again = _typed(artifact.load(RUN / "attached" / "rerun-5090-linear.json"))
     prefix = str(again.machine.host.python_env["prefix"])
     said = install_words(log, prefix)
-    assert said == (
-        "from a local wheelhouse; torch and cuda-bindings already in "
-        "`/opt/torch/.venv/lib/python3.12/site-packages`, outside the venv"
-    )
+    assert said == ("from a local wheelhouse; torch and cuda-bindings already in `/opt/torch/.venv`, outside the venv")
     pasted = report(
         [artifact.load(p) for p in artifact.expand([RUN])], limit=sys.maxsize, max_lines=None, **attached_of(RUN)
     )

@@ -39,7 +39,10 @@ def test_a_headline_far_from_the_bands_median_says_so_in_its_row(docs: list[dict
     assert memset is not None and (few := memset.outliers) is not None
     off = doc["verdict"]["value"] / memset.center - 1
     assert off < -few[1]  # beyond the band without its farthest GPUs
-    said = f"this run -{fmt_pct(abs(off) * 100)} from all {len(memset.points)}'s median {memset.center:.3g}x)"
+    said = (
+        f"this run -{fmt_pct(abs(off) * 100)} from all {len(memset.points)}'s median {memset.center:.3g}x, outside "
+        "the band without them)"
+    )
     assert said in _row(pasted, "graph-memset")
     for rid in ("5090-linear", "solve-512-cliff"):
         assert "'s median" not in _row(pasted, rid)

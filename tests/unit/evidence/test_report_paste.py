@@ -391,7 +391,7 @@ def test_the_torch_line_follows_the_installed_metadata_version(
     text = report([doc])
     assert _shell_lines(text)[0] == line
     if said == "2.11.0":
-        assert "from PyPI (2.11.0+cu130 here; PyPI inferred: no index recorded, no local tag in its metadata" in text
+        assert "from PyPI (2.11.0+cu130 here; inferred: no index recorded, no local tag in its metadata" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
 
