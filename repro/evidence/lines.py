@@ -291,7 +291,7 @@ def _torch_line(doc: Artifact) -> tuple[str, str] | None:
     if isinstance(said, str) and _VERSION.fullmatch(said) and "+" in version and version.split("+", 1)[0] == said:
         # Inferred, not recorded: PyPI takes no local tag, so a build whose metadata has none is PyPI's.
         return shlex.join(["pip", "install", f"torch=={said}"]), (
-            f"torch {said} from PyPI ({version} here; inferred: no index recorded, no local tag in its metadata; "
+            f"torch {said} from PyPI ({version} here, PyPI's as inferred: no index recorded, no local tag; "
             "nvidia-* wheels: `packages.txt`)"
         )
     index = f"cu{m.group(1)}{m.group(2)}" if m else "cpu"
@@ -445,7 +445,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
     return (
         f"**Re-run**, {where}: besides the bundled harness, install "
         f"{'; '.join(words) or 'the torch this run used'}; then each section's `repro run` line "
-        f"(this run's params: the harness's defaults but for any `--set`).{whole}\n"
+        f"(this run's params: the defaults but for any `--set`).{whole}\n"
         + fence("\n".join(lines), "bash")
         + (f"\n{plots}\n" if plots else "\n")
     )

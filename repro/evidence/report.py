@@ -441,17 +441,13 @@ def report(
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
             gone += ["collect_env's library list"] if env_short and not env_dropped else []
-            gone += (
-                ["every repro's details (tables, warnings, time)" if every else f"the details of {', '.join(dropped)}"]
-                if dropped
-                else []
-            )
+            gone += ["every repro's details" if every else f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             gone += (
                 [
-                    "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
-                    "differ lines; the re-run paragraph's command, packages, later runs, seeds_raw.py's numbers and "
-                    "each script's ratio"
+                    "the Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
+                    "differ lines; the re-run paragraph's command, packages, later runs, and seeds_raw.py's and each "
+                    "script's numbers"
                 ]
                 if lean
                 else []
@@ -462,10 +458,10 @@ def report(
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
-            gone += ["the re-run band's farthest-GPU note"] if stack_gone and at_notes is not None else []
+            gone += ["the band's farthest-GPU note"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, _level(stack_gone))[1]) else []
-            parts += [f"_Left out to fit one screen, in the bundle's `{FULL_REPORT}`: {'; '.join(gone)}._", ""]
+            parts += [f"_Left out here, in the bundle's `{FULL_REPORT}`: {'; '.join(gone)}._", ""]
         if scope_md:
             parts.append(stack_note(scope_md, _level(stack_gone))[0])
         if install and install_lean:

@@ -174,7 +174,7 @@ def claim_cell(doc: Artifact) -> str:
         torch_ratio = finite(other.get("ratio")) if isinstance(other, Mapping) else None
         if posted is not None and torch_ratio is not None:
             said += (
-                f"; the seed's programs as posted, no CI: seed.cu {posted:.2f}x, torch {torch_ratio:.2f}x; seed.cu "
+                f"; as posted, no CI: seed.cu {posted:.2f}x, the torch program {torch_ratio:.2f}x; seed.cu "
                 f"re-implemented {seed[0].ratio:.2f}x)"
             )
         elif posted is not None:
@@ -267,12 +267,12 @@ def legend(
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
         "outside). Re-run column (committed default "
-        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs ±x% (n): the farthest GPU's "
-        "median from the median of all (-x%/+y%: below, above); same GPU ±y% "
+        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% (n): the farthest GPU's "
+        "median below and above the median of all; same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
-        f"{said} Timed: median per call, CUDA events over samples of as many calls as make about 1 ms (one call "
-        f"where a call takes longer; launch latency, host gaps included){twin}; kernel time: profiled device "
+        f"{said} Timed: median per call, CUDA events over samples of about 1 ms of calls (or one longer call; "
+        f"launch latency, host gaps included){twin}; kernel time: profiled device "
         "time only."
         + (" n: rounds (each a median of samples) or samples." if details else "")
         + (" us/call: a kernel's time over its launches in one call." if kernels or details else "")
@@ -541,7 +541,7 @@ def stack_note(scope_md: str, n: int) -> tuple[str, str]:
         whose += ["not-recordable"] if kept and any(ln.startswith(unrecorded) for ln in shed) else []
         if whose:
             lines = bared
-            said = [f"the parenthesized details of the Not-tested {' and '.join(whose)} lines"]
+            said = [f"the parentheses of the Not-tested {' and '.join(whose)} lines"]
     if n >= 2:
         cut = [_first_items(ln) if NOT_COVERED in ln else ln for ln in lines]
         if rids := [a.split(NOT_COVERED, 1)[0].removeprefix("- ") for a, b in zip(lines, cut, strict=True) if a != b]:

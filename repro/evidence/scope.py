@@ -231,9 +231,8 @@ def _by_design(doc: Artifact, var: VariantResult) -> bool:
 
 # The seeds' sources: what the project kept of them, and so what a claim's numbers rest on.
 SEED_DOCUMENTS = (
-    "Not available to this run: the seed documents' text (seeds/ keeps each one's claim and program; the seeds' "
-    "numbers are as recorded, unchecked upstream); the full records and harness sources behind band-runs.json "
-    "and context/ (in the project's repository, no public URL)."
+    "Not available to this run: the seed documents' text (seeds/ keeps each claim and program; their numbers are "
+    "unchecked upstream); the records and harness sources behind band-runs.json and context/ (no public URL)."
 )
 
 

@@ -324,8 +324,7 @@ class Harness:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
                 parts.append(
-                    f"the package of commit {listed[:12]} (attached/harness-history.txt: its newest harness change "
-                    "with this digest)"
+                    f"the package of commit {listed[:12]} (attached/harness-history.txt: the newest with this digest)"
                 )
         return ", ".join(parts)
 

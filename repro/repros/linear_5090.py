@@ -189,7 +189,7 @@ class Linear5090(Repro[LinearParams]):
         "other cuBLAS versions: an issue comment reports the slowdown gone with torch 2.8 nightlies, whose cuBLAS it "
         "reads as 12.8.4.1, naming no GPU; this run's later cuBLAS ran on sm_90, not a test of that fix",
         "the RTX 5090D the issue's title names",
-        "the issue's state upstream, open or fixed (not readable from here)",
+        "whether the issue is open or fixed (not readable from here)",
     )
     # The ~2.7x was seen on the RTX 5090 (sm_120) and not on the RTX 4090 (sm_89).
     claim_arch = ("12.0",)

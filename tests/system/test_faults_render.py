@@ -166,7 +166,7 @@ def test_cut_report_closes_every_block_and_the_note_is_text(reference: dict[str,
     assert sum(h.startswith("<details>") for h in html) == sum(h.startswith("</details>") for h in html)
     paragraphs = ["".join(p.itertext()).strip() for p in root if p.tag == f"{NS}paragraph"]
     # What did not fit is named in a note that renders as text: blocks left out, or the report cut after them.
-    assert any(p.startswith("Left out to fit one screen (") for p in paragraphs)
+    assert any(p.startswith("Left out here, in the bundle") for p in paragraphs)
     if CUT_NOTE in out:
         last = list(root)[-1]
         assert last.tag == f"{NS}paragraph"

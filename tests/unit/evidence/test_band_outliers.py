@@ -153,18 +153,17 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
     listed = "- r, not covered: p (q (s)); t\n" + both
     assert stack_note(listed, 1) == (
         "- r, not covered: p; t\n- a\n- Not recordable from inside this run: x\n- One software stack only (y): z",
-        "the parenthesized details of the Not-tested not-covered lines",
+        "the parentheses of the Not-tested not-covered lines",
     )
     assert stack_note(listed, 3)[1] == (
-        "the parenthesized details of the Not-tested not-covered lines; "
-        "the Not-tested line on what this run could not record"
+        "the parentheses of the Not-tested not-covered lines; the Not-tested line on what this run could not record"
     )
     # The not-recordable line sheds its details with them, and the note says so while the line stays.
     told = "- Not recordable from inside this run: i (j); k (l)\n- One software stack only (y): z"
     assert stack_note(listed.replace("- Not recordable from inside this run: x\n", "") + "\n" + told, 1) == (
         "- r, not covered: p; t\n- a\n- One software stack only (y): z\n"
         "- Not recordable from inside this run: i; k\n- One software stack only (y): z",
-        "the parenthesized details of the Not-tested not-covered and not-recordable lines",
+        "the parentheses of the Not-tested not-covered and not-recordable lines",
     )
     assert stack_note(told, 3) == (
         "- One software stack only (y): z",
@@ -181,9 +180,7 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
     kept = (NOT_COVERED_KEEP - len("- r, not covered: ")) // (len(items[0]) + 2)  # whole items within the limit
     assert len(first) <= NOT_COVERED_KEEP + len("; and more.")
     assert f"item {kept - 1} " in first and f"item {kept} " not in first
-    assert said == (
-        "the parenthesized details of the Not-tested not-recordable lines; the later not-covered items of r"
-    )
+    assert said == ("the parentheses of the Not-tested not-recordable lines; the later not-covered items of r")
     assert "- Not recordable from inside this run: i; k" in cut  # the environment's lines outlast the items
     short = "- r, not covered: p; t"
     assert stack_note(short, 2) == (short, "")  # a line that fits keeps every item

@@ -74,7 +74,7 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
         "the check, not its CI): 5090-linear 0.922 (-0.8%), fused-adam-capturable torch_fused 0.997 (no headline to "
         "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%), solve-512-cliff 9.55 "
-        "(+0.5%); 4 outside the run's CI: neither it nor the same-GPU spread bounds a script (21 rounds, no idle "
+        "(+0.5%); 4 outside the run's CI: no spread here bounds a script (21 rounds, no idle "
         "gaps, clocks not recorded)."
     )
     assert printed.scripts(_docs(), {}) == ""
@@ -114,7 +114,7 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
         member = next(m for m in tar.getmembers() if m.name.endswith("/report-full.md"))
         whole = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
     assert "graph-memset torch 0.97x, seed.cu 1.47x (nvcc -arch=native: the GPU it ran on)" in whole
-    assert "graph-memset torch 0.97x" in after or "seeds_raw.py's numbers" in after
+    assert "graph-memset torch 0.97x" in after or "seeds_raw.py's and each" in after
     # The attach line's details are report-full's; a pasted report short of room names the parts only.
     assert f"`{HISTORY}`: the harness's commits with their digests" in whole
     assert "the harness wheel (built from the source that ran, its digest; not the Makefile or tools/)" in whole

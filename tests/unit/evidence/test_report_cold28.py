@@ -50,7 +50,7 @@ def test_the_order_check_is_said_briefly_with_its_numbers() -> None:
 
 def test_the_legend_says_how_samples_are_sized_and_that_the_twin_times_itself() -> None:
     pasted = _pasted()
-    assert "CUDA events over samples of as many calls as make about 1 ms (one call where a call takes longer" in pasted
+    assert "CUDA events over samples of about 1 ms of calls (or one longer call" in pasted
     assert "; a CUDA twin times its replays in its own program;" in pasted
 
 

@@ -200,5 +200,5 @@ def test_a_long_not_tested_section_sheds_its_parentheses_before_a_section_is_cut
     assert all(f"## `{d['repro']['id']}`" in pasted for d in docs)
     for ln in (x for x in full.splitlines() if ", not covered: " in x):
         assert bare(ln) in pasted  # each item named, its details in report-full
-    assert "the parenthesized details of the Not-tested not-covered and not-recordable lines" in pasted
+    assert "the parentheses of the Not-tested not-covered and not-recordable lines" in pasted
     assert bare("a (b (c) d) e zero_() f (g)") == "a e zero_() f"

@@ -60,14 +60,14 @@ def test_scripts_outside_the_ci_say_why_no_spread_bounds_them() -> None:
     outputs = {p.name: p.read_text() for p in (RUN / "attached").glob("script-*.out")}
     said = scripts(docs, outputs, lean=True)
     assert (
-        "3 outside the run's CI: neither it nor the same-GPU spread bounds a script (21 rounds, no idle gaps, clocks "
+        "3 outside the run's CI: no spread here bounds a script (21 rounds, no idle gaps, clocks "
         "not recorded); farthest: lora-batch-scaling 0.981 (+4.7%)"
     ) in said
 
 
 def test_graph_memset_lists_what_moves_its_ratios_first_and_keeps_them_when_cut() -> None:
     first = GraphMemset.untested[0]
-    assert first.startswith("why the torch graph's row read 1.29-1.35x (reproduced) before f90ac86 and 7ff9414")
+    assert first.startswith("why the torch graph's row read 1.29-1.35x (reproduced) before f90ac86/7ff9414")
     assert GraphMemset.untested[1].startswith("another process's live CUDA graph")
     assert GraphMemset.untested[2].startswith("a 2-GPU host")
     line = "- graph-memset, not covered: " + "; ".join(GraphMemset.untested) + "."

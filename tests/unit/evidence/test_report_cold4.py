@@ -54,7 +54,7 @@ def test_the_five_repro_run_fits_one_screen_and_names_what_it_leaves_out(
 ) -> None:
     assert len(rendered) <= PASTE_LIMIT and rendered.count("\n") + 1 <= PASTE_LINES
     assert "Report cut" not in rendered
-    note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out to fit one screen")), "")
+    note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out here")), "")
     whole = report(docs, declared=scripts.declared(docs), limit=10**9, max_lines=None)
     for rid in IDS:
         assert f"## `{rid}`:" in rendered  # every repro keeps its section

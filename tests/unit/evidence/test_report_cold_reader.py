@@ -44,7 +44,7 @@ def test_the_report_fits_one_screen_keeping_every_section(rendered: str) -> None
     # Every repro keeps its section; the machine's block stays or the note names it as left out, and the
     # bundle's report-full.md has whatever is left out.
     assert "Report cut" not in rendered and rendered.count("## `") >= 5
-    note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out to fit one screen")), "")
+    note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out here")), "")
     machine = "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
     assert machine != ("the environment" in note)
     assert not note or "report-full.md" in note

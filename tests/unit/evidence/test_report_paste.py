@@ -391,7 +391,7 @@ def test_the_torch_line_follows_the_installed_metadata_version(
     text = report([doc])
     assert _shell_lines(text)[0] == line
     if said == "2.11.0":
-        assert "from PyPI (2.11.0+cu130 here; inferred: no index recorded, no local tag in its metadata" in text
+        assert "from PyPI (2.11.0+cu130 here, PyPI's as inferred: no index recorded, no local tag" in text
         full = report([doc], limit=REPORT_LIMIT, max_lines=None)
         assert "its metadata version 2.11.0 has no local tag, as PyPI's wheels have" in full
 
@@ -434,10 +434,7 @@ def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> Non
     text = _report(docs, attached=bundle.attached_names(run))
     assert "Report cut" not in text and len(text) <= PASTE_LIMIT and text.count("\n") < PASTE_LINES
     assert all(f"## `{d['repro']['id']}`" in text for d in docs)  # every section, solve's among them
-    assert (
-        "the sections' Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-differ "
-        "lines" in text
-    )
+    assert "the Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-differ lines" in text
     assert "- Impact:" not in text and "- Re-run elsewhere" not in text and "Kernels" in text
     assert " GPUs" in text and "with this repro module file" in text  # the band stays in the summary's column
     whole = _report(docs, limit=10**9, max_lines=None)
@@ -469,14 +466,14 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     assert "- Not recordable from inside this run:" in bare and "- One software stack only" in bare
     details = _report(docs, attached=bundle.attached_names(run), limit=len(bare) - 300)
     assert "Report cut" not in details and "- Not recordable from inside this run:" in details
-    assert "; the parenthesized details of the Not-tested not-covered and not-recordable lines._" in details
+    assert "; the parentheses of the Not-tested not-covered and not-recordable lines._" in details
     # The not-recordable line keeps its items, bare, as long as it stays.
     assert "- Not recordable from inside this run: the container image; the VM's host; MAGMA's version;" in details
     # Then the run-order line, before the Not-tested lines on the environment.
     unordered = _report(docs, attached=bundle.attached_names(run), limit=len(details) - 100)
     assert "Report cut" not in unordered and "_Run order" in details and "_Run order" not in unordered
     assert "- Not recordable from inside this run:" in unordered
-    assert "; the run-order line; the parenthesized details of the Not-tested" in unordered
+    assert "; the run-order line; the parentheses of the Not-tested" in unordered
     least = _report(docs, attached=bundle.attached_names(run), limit=len(unordered) - 50)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
     assert "- Not recordable from inside this run:" not in least and "- One software stack only" in least

@@ -92,7 +92,7 @@ def test_the_whole_evidence_report_fits_leaving_out_four_details_blocks_at_most(
     # The scope lines, the install block (with what a re-run should match and who built the twin's binary),
     # the re-run column's two spreads and the seed claims as posted cost the details blocks, never the
     # sections' own lines.
-    left_out = next(ln for ln in rendered.splitlines() if ln.startswith("_Left out to fit one screen"))
+    left_out = next(ln for ln in rendered.splitlines() if ln.startswith("_Left out here"))
     assert "every repro's details" in left_out and "Method lines" not in left_out
     # The machine's block stays, or the note names the environment as left to the bundle.
     machine = "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
