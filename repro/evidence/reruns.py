@@ -219,9 +219,9 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
             apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
     if not near and not apart:
         return ""
-    return f"; {near} of {near + len(apart)} other CIs overlap this run's" + (
-        f" (not: {'; '.join(apart)})" if apart else ""
-    )
+    if not apart:
+        return f"; {'its other CI overlaps' if near == 1 else f'all {near} other CIs overlap'} too"
+    return f"; {near} of {near + len(apart)} other CIs overlap this run's (not: {'; '.join(apart)})"
 
 
 def apart_places(a: tuple[float, float, float], b: tuple[float, float, float], most: int = 6) -> int:

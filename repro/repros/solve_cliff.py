@@ -141,12 +141,11 @@ class Solve512Cliff(Repro[SolveParams]):
     title = "torch.linalg.solve_ex far slower at 512x512 than at 511x511 (batched LU cutoff)"
     upstream = ("https://github.com/pytorch/pytorch/issues/181999",)
     seed_experiment = (
-        "Seed: torch.linalg.solve_ex on a float32 batch of 64 at n=511 against n=512, default and cuSOLVER, "
+        "Seed: torch.linalg.solve_ex on a float32 randn batch of 64 at n=511 against n=512, default and cuSOLVER, "
         "one warm-up call then one call timed by CUDA events (re-run here: the finding gives it); the seed "
-        "does not say which backend gave its ~10x or whether its build had MAGMA. Ours: n from "
-        "510 to 513 at batches "
-        "16, 64 and 128 under the default backend and cuSOLVER, CUDA events in paired rounds, each ratio "
-        "scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
+        "does not say which backend gave its ~10x or whether its build had MAGMA. Ours: randn + n*I (no row "
+        "swaps), n 510-513 at batches 16, 64 and 128 under both backends, CUDA events in paired rounds, "
+        "each ratio scaled by the LU work ((n-1)/n)^3 so smooth scaling reads 1.0."
     )
     seed_claim = (
         "torch.linalg.solve_ex on batches of 512x512 float32 systems ran far slower than on 511x511 "

@@ -78,6 +78,8 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
         f"{_span([x[1] for x in before], 1e6, 2)} then {_span([x[1] for x in after], 1e6, 2)} us",
         f"fill node {_span([x[3] for x in before], 1e6, 2)} then {_span([x[3] for x in usual], 1e6, 2)} us on most",
         f"twin {_span([x[4] for x in before], 1, 2)}x then {_span([x[4] for x in usual], 1, 2)}x",
+        # The twin's range since, like the torch row's, holds every GPU: the slow-fill ones said apart.
+        f"{_span([x[4] for x in usual], 1, 2)}x, or {_span([x[4] for x in slow], 1, 2)}x on three slow-fill GPUs",
     ]
     for words in expected:
         assert words in said, (words, said)
@@ -92,6 +94,7 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     # Every run of each slow-fill GPU since the reorder reads its torch row under 1 (a GPU may read under 1 without).
     slow_runs = [x for r, x in zip(runs, rows, strict=True) if x[0] and r["gpu"]["uuid"] in slow_gpus]
     assert slow_runs and all(x[2] < 1.0 for x in slow_runs) and slow_gpus <= under and len(since) > len(slow_gpus)
+    assert len(slow_gpus) == 3 and "on three slow-fill GPUs" in bare(said)
     assert apart.startswith(f"what sets apart {len(slow_gpus)} of the band's one-GPU H200s run since") and since
     slow_words = f"{_span([x[3] for x in slow], 1e6, 2)} us, the twin {_span([x[4] for x in slow], 1, 2)}x"
     assert slow_words in apart and "the torch graph's row under 1" in apart

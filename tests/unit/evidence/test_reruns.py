@@ -38,8 +38,7 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     assert "this run's harness digest" in said
     assert (
         f"5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's, {_within(docs[0])}; "
-        "1 of 1 other CIs overlap "
-        "this run's (`attached/rerun-5090-linear.json`)"
+        "its other CI overlaps too (`attached/rerun-5090-linear.json`)"
     ) in said
     # On another GPU, the spread between GPUs is the measure.
     elsewhere = model.of(_on_gpu(again, "GPU-other"))
@@ -72,8 +71,7 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     said = reruns.words(docs, attached, band.load())
     assert (
         f"graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps this run's, {_within(_memset(docs))}; "
-        "4 of 4 other CIs overlap this "
-        "run's (`attached/rerun-graph-memset.json`)"
+        "all 4 other CIs overlap too (`attached/rerun-graph-memset.json`)"
     ) in said
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
     assert said.endswith(
