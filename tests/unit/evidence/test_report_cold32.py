@@ -90,6 +90,7 @@ def test_the_seeds_programs_are_the_seeds_own() -> None:
         "evidence37",
         "evidence38",
         "evidence39",
+        "evidence40",
     ],
 )
 def test_the_recent_runs_render_whole_with_their_stack_line(name: str) -> None:
