@@ -109,12 +109,9 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     below, above = b.sides(few[0] if few else 0)
     far = off > above if off > 0 else -off > below  # beyond the band on this run's side
     lies = (
-        f"; this run {sign}{fmt_pct(abs(off) * 100)} from all {len(b.points)}'s median {b.center:.3g}x, outside the "
-        f"band{' without them' if few else ''}"
-        if far
-        else ""
+        f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{' without them' if few else ''}" if far else ""
     )
-    cell = f"{spread(*b.sides())} ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
+    cell = f"{spread(*b.sides())} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
@@ -267,8 +264,8 @@ def legend(
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
         "outside). Re-run column (committed default "
-        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% (n): the farthest GPU's "
-        "median below and above the median of all; same GPU ±y% "
+        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% of m (n): the farthest "
+        "GPU's median below and above m, the median of all GPUs' medians; same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
         "They say where a re-run lands; the CI does not."
         f"{said} Timed: median per call, CUDA events over samples of about 1 ms of calls (or one longer call; "

@@ -44,6 +44,10 @@ def offline(log: str | None) -> bool:
     return links and not re.search(r"^Looking in indexes: |^\s*Downloading https?://", log, re.M)
 
 
+# A requirement of the bundled wheel itself that pip found met, and where.
+_OWN = re.compile(
+    r"^Requirement already satisfied: ([A-Za-z0-9_.-]{1,80})[^ ]* in (/[\w./+-]{1,200}) \(from gpu[-_]repro", re.M
+)
 _SITE = re.compile(r"/lib/python[0-9.]+/site-packages$")  # said as the environment's prefix
 
 
@@ -64,6 +68,13 @@ def install_words(log: str | None, prefix: str) -> str:
         f"{' and '.join(names)} already in {code(_SITE.sub('', where))}, outside the venv"
         for where, names in met.items()
     ]
+    own = [
+        m[1]
+        for m in _OWN.finditer(log)
+        if not (prefix and m[2].startswith(prefix.rstrip("/") + "/")) and m[1] not in _NAMED
+    ]
+    if own:
+        said.append(f"the harness's own requirements ({', '.join(dict.fromkeys(own))}) already outside it too")
     if said and not local:
         said.append("so the install lines were not tried against PyPI")
     return "; ".join(said)

@@ -179,6 +179,8 @@ class Solve512Cliff(Repro[SolveParams]):
     )
     seed_gpus = ("RTX 6000 Ada",)
     untested = (
+        "the headline on the seed's plain randn matrices, whose row swaps this run timed only in the seed's snippet "
+        "(batch 64, one call per size)",
         "PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed document, unchecked",
         "a torch build without MAGMA (there the default takes cuSOLVER)",
         "this build's own lu_factor source (read at other commits)",

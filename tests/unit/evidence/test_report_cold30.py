@@ -144,7 +144,10 @@ def test_the_rerun_says_it_ran_offline_and_what_the_machine_already_had() -> Non
     again = _typed(artifact.load(RUN / "attached" / "rerun-5090-linear.json"))
     prefix = str(again.machine.host.python_env["prefix"])
     said = install_words(log, prefix)
-    assert said == ("from a local wheelhouse; torch and cuda-bindings already in `/opt/torch/.venv`, outside the venv")
+    assert said == (
+        "from a local wheelhouse; torch and cuda-bindings already in `/opt/torch/.venv`, outside the venv; the "
+        "harness's own requirements (typer, tabulate, rich, nvidia-ml-py, matplotlib) already outside it too"
+    )
     pasted = report(
         [artifact.load(p) for p in artifact.expand([RUN])], limit=sys.maxsize, max_lines=None, **attached_of(RUN)
     )

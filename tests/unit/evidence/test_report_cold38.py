@@ -34,10 +34,10 @@ def test_the_cell_shows_both_sides_and_a_run_beyond_one_is_outside() -> None:
     others = dataclasses.replace(b, points=tuple(p for p in b.points if p.uuid != solve.machine.gpu_uuid))
     cell = _band_cell(solve, [others])
     below, above = others.sides()
-    assert cell.startswith(f"-{below * 100:.2g}%/+{above * 100:.2g}%")
+    assert cell.startswith(f"-{below * 100:.2g}%/+{above * 100:.2g}% of {others.center:.3g}x (")
     off = solve.verdict.value / others.center - 1 if solve.verdict.value else 0.0
     assert off < 0 and -off > below  # evidence38's 9.324 lies under every other GPU
-    assert f"this run -{abs(off) * 100:.2g}% from all {len(others.points)}'s median" in cell
+    assert f"this run -{abs(off) * 100:.2g}%, outside the band)" in cell
     assert "outside the band)" in cell
     # A run inside the band says nothing of where it lies.
     inside = dataclasses.replace(solve, verdict=dataclasses.replace(solve.verdict, value=others.center))

@@ -152,7 +152,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     fixed = [band.Band(*key[:3], points=points, headline=key[3])]
     text = _report([doc], bands=fixed)
     solve = next(ln for ln in text.splitlines() if ln.startswith("| solve-512-cliff |"))
-    assert solve.endswith("| ±10% (3 GPUs) |")
+    assert solve.endswith("| ±10% of 10x (3 GPUs) |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     assert (
         "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (inside their range), within 2x their ±10% band: "

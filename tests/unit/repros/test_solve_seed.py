@@ -75,7 +75,8 @@ def test_the_seed_snippet_is_set_beside_our_medians_of_the_same_points() -> None
     medians = {v.name: v.median for v in doc.variants if v.timing is not None}
     said = seed_clause(doc.extra["seed_method"], medians)
     assert said.endswith(
-        "; our rounds' medians of the same points: default 0.96x (6.55 -> 6.27 ms; the snippet's calls +11%, -3% "
-        "from them), cusolver 5.36x (10.15 -> 54.45 ms; the snippet's calls +20%, +0% from them)"
+        "; our rounds' medians at the same sizes (randn + n*I, no row swaps): default 0.96x (6.55 -> 6.27 ms; the "
+        "snippet's calls +11%, -3% from them), cusolver 5.36x (10.15 -> 54.45 ms; the snippet's calls +20%, +0% "
+        "from them)"
     )
     assert "our rounds' medians" not in seed_clause(doc.extra["seed_method"])
