@@ -54,7 +54,8 @@ _SITE = re.compile(r"/lib/python[0-9.]+/site-packages$")  # said as the environm
 def install_words(log: str | None, prefix: str) -> str:
     """What the re-run's pip log (``log``) says of its installs: whether pip looked at a package index or only in
     local links (a wheelhouse), and which of the install block's named requirements were already met outside the
-    re-run's venv (``prefix``), so that their install lines installed nothing; "" without a log."""
+    re-run's venv (``prefix``), so that their install lines installed nothing, and which of the bundled wheel's own
+    requirements were (pip resolved none of them); "" without a log."""
     if not log:
         return ""
     local = offline(log)
@@ -74,7 +75,7 @@ def install_words(log: str | None, prefix: str) -> str:
         if not (prefix and m[2].startswith(prefix.rstrip("/") + "/")) and m[1] not in _NAMED
     ]
     if own:
-        said.append(f"the harness's own requirements ({', '.join(dict.fromkeys(own))}) already outside it too")
+        said.append(f"the harness's own requirements ({text(', '.join(dict.fromkeys(own)))}) already outside it too")
     if said and not local:
         said.append("so the install lines were not tried against PyPI")
     return "; ".join(said)

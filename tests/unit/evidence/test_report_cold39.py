@@ -1,6 +1,7 @@
-"""evidence39's cold read: solve's matrices named beside the seed's (its other answers are pinned where their words
-are made: test_report_cold30.py, the twin's range with every GPU; test_repro_linear.py, the seed's block run in this
-process; test_repro_lora.py, the bridge to the timed medians' ratio)."""
+"""evidence39's cold read: solve's matrices named beside the seed's; evidence40's: the re-run's install words
+(evidence39's other answers are pinned where their words are made: test_report_cold30.py, the twin's range with
+every GPU; test_repro_linear.py, the seed's block run in this process; test_repro_lora.py, the bridge to the timed
+medians' ratio)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,14 @@ def test_randn_plus_n_identity_pivots_no_rows_and_randn_does() -> None:
         assert torch.equal(pivots, identity)  # column diagonally dominant: partial pivoting swaps nothing
         _, pivots = torch.linalg.lu_factor(a)
         assert not torch.equal(pivots, identity)
+
+
+def test_the_rerun_names_the_harness_requirements_met_outside_its_venv() -> None:
+    from repro.evidence.reruns import install_words
+
+    line = (
+        "Requirement already satisfied: typer>=0.12 in {}/lib/python3.12/site-packages (from gpu-repro==0.1.0) (0.27)\n"
+    )
+    log = "Looking in links: /w\n" + line.format("/opt/torch/.venv")
+    assert install_words(log, "/tmp/v").endswith("the harness's own requirements (typer) already outside it too")
+    assert "own requirements" not in install_words("Looking in links: /w\n" + line.format("/tmp/v"), "/tmp/v")
