@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from helpers import ROOT
 
-from repro.evidence import artifact, bundle, printed
+from repro.evidence import artifact, bundle, model, printed
+from repro.evidence.model import Artifact
 from repro.evidence.report import report
 from repro.run import scripts
 
@@ -52,6 +53,13 @@ def roomy(docs: list[dict[str, Any]]) -> str:
     """The same report with room for every line (``report-full.md``'s form): the lines a pasted report leaves
     out to fit are tested here, whatever tier today's prose lands it in."""
     return report(docs, declared=scripts.declared(docs), limit=sys.maxsize, max_lines=None)
+
+
+def typed(run: Path, rid: str) -> Artifact:
+    """Repro ``rid``'s artifact of run folder ``run``, typed."""
+    got = model.of(artifact.load(run / f"{rid}.json"))
+    assert isinstance(got, Artifact)
+    return got
 
 
 def by_id(docs: list[dict[str, Any]], rid: str) -> dict[str, Any]:

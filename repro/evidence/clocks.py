@@ -49,20 +49,25 @@ _ORDER = re.compile(
 )
 
 
+def _order_words(m: re.Match[str]) -> str:
+    """The order check's warning (an ``_ORDER`` match) in a report's shorter words, without whose it is."""
+    # Older artifacts split by round parity ("forward", "reversed"); newer ones by which arm ran first.
+    split = (
+        f"{m['f']} with {m['num']} first, {m['r']} with {m['den']} first"
+        if m["num"]
+        else (f"{m['f']} forward, {m['r']} reversed")
+    )
+    return (
+        f"the arms' order split the rounds: {split} ({m['gap']} apart, over twice the CI's ±{m['half']}, which does "
+        "not cover it)"
+    )
+
+
 def restate(line: str, doc: Artifact) -> str:
     """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers; the order
     check's, shorter."""
     if m := _ORDER.match(line):
-        # Older artifacts split by round parity ("forward", "reversed"); newer ones by which arm ran first.
-        split = (
-            f"{m['f']} with {m['num']} first, {m['r']} with {m['den']} first"
-            if m["num"]
-            else (f"{m['f']} forward, {m['r']} reversed")
-        )
-        return (
-            f"{m['who']}: the arms' order split the rounds: {split} ({m['gap']} apart, "
-            f"over twice the CI's ±{m['half']}, which does not cover it)"
-        )
+        return f"{m['who']}: {_order_words(m)}"
     monitors = {v.name: v.gpu_monitor for v in doc.variants}
     if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: power cap, {clock_words(mon, _max_clock(doc))}"
@@ -74,10 +79,7 @@ def restate(line: str, doc: Artifact) -> str:
 def order_split(doc: Artifact, comparison: str) -> str:
     """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
     comparison; "" where it did not."""
-    for line in doc.warnings:
-        if (m := _ORDER.match(line)) and m["who"] == comparison:
-            return restate(line, doc)[len(m["who"]) + 2 :]
-    return ""
+    return next((_order_words(m) for ln in doc.warnings if (m := _ORDER.match(ln)) and m["who"] == comparison), "")
 
 
 # A finding's clause on clocks held down (repro.repros._lora_finding.clocks_clause), with its medians:

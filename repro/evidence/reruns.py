@@ -60,20 +60,20 @@ def install_words(log: str | None, prefix: str) -> str:
         return ""
     local = offline(log)
     said = ["from a local wheelhouse"] if local else []
+
+    def outside(where: str) -> bool:  # a path not under the re-run's venv
+        return not (prefix and where.startswith(prefix.rstrip("/") + "/"))
+
     met: dict[str, list[str]] = {}
     for name in _NAMED:
         m = re.search(_MET.format(re.escape(name)), log, re.M)
-        if m and not (prefix and m[1].startswith(prefix.rstrip("/") + "/")):
+        if m and outside(m[1]):
             met.setdefault(m[1], []).append(name)
     said += [
         f"{' and '.join(names)} already in {code(_SITE.sub('', where))}, outside the venv"
         for where, names in met.items()
     ]
-    own = [
-        m[1]
-        for m in _OWN.finditer(log)
-        if not (prefix and m[2].startswith(prefix.rstrip("/") + "/")) and m[1] not in _NAMED
-    ]
+    own = [m[1] for m in _OWN.finditer(log) if outside(m[2]) and m[1] not in _NAMED]
     if own:
         said.append(f"the harness's own requirements ({text(', '.join(dict.fromkeys(own)))}) already outside it too")
     if said and not local:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from repro.evidence import artifact, band, model, scope
+from evidence_run import typed
+
+from repro.evidence import band, scope
 from repro.evidence.model import Artifact
 from repro.evidence.report_parts import spread
 from repro.repros.linear_5090 import THRESHOLD_WHY, Linear5090
@@ -15,9 +17,7 @@ RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence37" / "all").it
 
 
 def _doc(rid: str) -> Artifact:
-    got = model.of(artifact.load(RUN / f"{rid}.json"))
-    assert isinstance(got, Artifact)
-    return got
+    return typed(RUN, rid)
 
 
 def test_a_one_sided_band_says_each_side() -> None:

@@ -8,7 +8,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from repro.evidence import artifact, band, model
+from evidence_run import typed
+
+from repro.evidence import band
 from repro.evidence.clocks import order_split
 from repro.evidence.model import Artifact
 from repro.evidence.printed import scripts
@@ -21,9 +23,7 @@ RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence38" / "all").it
 
 
 def _doc(rid: str) -> Artifact:
-    got = model.of(artifact.load(RUN / f"{rid}.json"))
-    assert isinstance(got, Artifact)
-    return got
+    return typed(RUN, rid)
 
 
 def test_the_cell_shows_both_sides_and_a_run_beyond_one_is_outside() -> None:
