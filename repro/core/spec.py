@@ -199,8 +199,12 @@ class Repro(Generic[P]):
     seed_experiment: ClassVar[str] = ""
     # The compute capabilities ("12.0" for sm_120) the seed's claim is specific to: a claim about one
     # GPU architecture is not tested on another, so there a decided status becomes inconclusive
-    # (``repro.core.verdict.off_architecture``). Empty: the claim holds for any GPU.
+    # (``repro.core.claim.not_tested_here``). Empty: the claim holds for any GPU.
     claim_arch: ClassVar[tuple[str, ...]] = ()
+    # What runs in place of the seed's subject when this repro never runs the subject itself (a
+    # stand-in model for an article's pipeline), in a few words: a decided status is then
+    # inconclusive on every GPU, this the reason. Empty: the headline measures the seed's subject.
+    stand_in: ClassVar[str] = ""
     # Conditions the seed or this repro says matter that a run on one machine cannot cover (a torch
     # release, a build option, a driver), each a few words; the report lists them under "Not tested here".
     untested: ClassVar[tuple[str, ...]] = ()

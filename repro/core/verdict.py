@@ -427,38 +427,6 @@ def as_smoke(v: Verdict, device: str | None) -> Verdict:
     )
 
 
-def off_architecture(v: Verdict, claim_arch: Sequence[str], cc: str | None, gpu: str | None = None) -> Verdict:
-    """A decided verdict on a GPU outside the architectures the claim is about, made ``inconclusive``.
-
-    The claim was not tested (a ratio on an H200 says nothing about a cliff seen only on sm_120), so
-    the status is not ``not_reproduced`` (nor ``reproduced``); the finding keeps what was measured,
-    on this GPU, after the reason, and ``not_run`` names the headline with "not on this architecture".
-    """
-    if v.status not in DECIDED or not claim_arch or not cc or cc in claim_arch:
-        return v
-    want = ", ".join(f"sm_{a.replace('.', '')}" for a in claim_arch)
-    here = f"{gpu or 'this GPU'} is sm_{cc.replace('.', '')}"
-    reason = f"not on this architecture: the claim is about {want}; {here}"
-    measured_words = v.finding
-    for lead_words in ("Reproduced: ", "Not reproduced (inconclusive): ", "Not reproduced: "):
-        if measured_words.startswith(lead_words):
-            measured_words = measured_words[len(lead_words) :]
-            break
-    finding = f"Inconclusive, the seed's claim was not tested ({reason}); instead, on this GPU: {measured_words}"
-    headline = v.headline or v.metric
-    label = next((str(r.get("label")) for r in v.breakdown if r.get("headline")), headline)
-    not_run = (*v.not_run, {"comparison": headline, "label": label, "reason": "not on this architecture"})
-    return Verdict(
-        **{
-            **_fields(v),
-            "status": "inconclusive",
-            "finding": finding,
-            "claim": {"tested": False, "reason": reason},
-            "not_run": not_run,
-        }
-    )
-
-
 def as_quick(v: Verdict, full_command: str) -> Verdict:
     """A quick run's verdict: a not-reproduced whose CI (or a headline comparison's) straddles the
     threshold becomes ``undecided``, since the full run's narrower CI may land on either side; the
@@ -592,7 +560,6 @@ __all__ = [
     "decide",
     "judge",
     "measured",
-    "off_architecture",
     "outcome",
     "ratio_places",
     "ratio_verdict",

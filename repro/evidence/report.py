@@ -40,6 +40,7 @@ from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
 from repro.evidence.printed import RERUN_LOG
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
+    STACK_LINES,
     attach_words,
     band_notes,
     bundle_names,
@@ -425,7 +426,7 @@ def report(
     env_short = False
     lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
-    # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5, 6: STACK_LINES
+    # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
 
     def assemble() -> list[str]:
@@ -507,7 +508,7 @@ def report(
         parts = assemble()
         if fits(parts):
             break
-    for stack_gone in (1, 2, 3, 4, 5, 6) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
+    for stack_gone in range(1, 5 + len(STACK_LINES)) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
         real = {1: at_notes is not None, 3: at_order is not None}.get(
             stack_gone, bool(stack_note(scope_md, _level(stack_gone))[1])
         )

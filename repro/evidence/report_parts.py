@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
@@ -142,7 +143,12 @@ def _status(doc: Artifact) -> str:
 
 
 def _short_reason(reason: str) -> str:
-    """A claim's not-tested reason by its telling clause: the first that says what was not there."""
+    """A claim's not-tested reason by its telling clause: the first that says what was not there, for
+    each of its reasons (``repro.core.claim.JOIN`` joins them)."""
+    return "; ".join(_told(part) for part in reason.split(JOIN))
+
+
+def _told(reason: str) -> str:
     parts = [p.strip() for p in reason.split(": ") if p.strip()]
     told = next((p for p in parts if " not " in f" {p} "), None) or next((p for p in parts if "skipped" in p), None)
     return told or (parts[0] if parts else "no reason recorded")
@@ -512,9 +518,10 @@ def method_line(doc: Artifact, kernels_said: bool = False) -> str | None:
 
 
 # "Not tested here" lines about the environment as a whole, which the environment block says too: the last a
-# report leaves out before it cuts a section, the first before the second; each with the words its note uses.
+# report leaves out before it cuts a section, in this order; each with the words its note uses.
 STACK_LINES = (
     ("- Not recordable from inside this run:", "what this run could not record"),
+    ("- Not run:", "what it did not run"),
     ("- One software stack only", "its one software stack"),
 )
 
@@ -546,7 +553,8 @@ def stack_note(scope_md: str, n: int) -> tuple[str, str]:
             said += [f"the later not-covered items of {', '.join(rids)}"]
     gone = [words for prefix, words in dropped if any(ln.startswith(prefix) for ln in lines)]
     lines = [ln for ln in lines if not ln.startswith(tuple(prefix for prefix, _ in dropped))]
-    said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {' and on '.join(gone)}"] if gone else []
+    listed = f"{', on '.join(gone[:-1])} and on {gone[-1]}" if len(gone) > 1 else "".join(gone)
+    said += [f"the Not-tested line{'s' if len(gone) > 1 else ''} on {listed}"] if gone else []
     if not said:
         return scope_md, ""
     return "\n".join(lines), "; ".join(said)

@@ -214,6 +214,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
         "the GB300's Grace (aarch64) host and the TE version the issue used (the seed document names none; the "
         "issue's text was not read here)",
         "apex's FusedAdam(capturable=True), of the same multi-tensor kernel lineage (apex is not installed)",
+        "whether TE #3777 is open or fixed",
     )
     metric = Metric(
         name="t(capturable)/t(regular), kernel time per step",

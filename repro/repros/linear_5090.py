@@ -104,8 +104,8 @@ def seed_clause(seed: Mapping[str, Any], lin: VariantResult, man: VariantResult,
     bl, bm, fl, fm = floats
     order = " first, then ".join(_FORMS.get(str(n), str(n)) for n in seed.get("order") or ())
     said = (
-        f"the seed's experiment in this process ({calls} calls per form in one host-clock block, {order}, no "
-        "warm-up; under no_grad, where the seed's program records autograd) "
+        f"the seed's experiment in this process ({calls} calls per form, {order}; under no_grad, where the seed's "
+        "program records autograd) "
         f"gave {ratio:.2f}x here (nn.Linear {bl / calls * 1e3:.3g} ms/call, manual {bm / calls * 1e3:.3g} ms/call; "
         "one block each, so no CI)"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core import redact, stats
+from repro.core.claim import not_tested_here
 from repro.core.context import SamplingConfig
 from repro.core.results import HeadlineRule, achieved
 from repro.core.spec import (
@@ -27,7 +28,7 @@ from repro.core.spec import (
     params_to_dict,
 )
 from repro.core.validity import CLOCK_FLOOR, HARD_THROTTLE, POWER_CAP_FLOOR
-from repro.core.verdict import CI_LEVEL, as_quick, as_smoke, headline_candidates, off_architecture, unavailable
+from repro.core.verdict import CI_LEVEL, as_quick, as_smoke, headline_candidates, unavailable
 from repro.env import fingerprint
 from repro.evidence import artifact
 from repro.evidence.clocks import clock_words
@@ -273,7 +274,7 @@ def execute(
     if isinstance(fp.get("gpu"), dict):
         fp["gpu"]["state_at_run_start"] = fingerprint.run_start_state(run_dir, fp["gpu"].get("uuid"))
     cc = (fp.get("gpu") or {}).get("compute_capability")
-    verdict = off_architecture(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"))
+    verdict = not_tested_here(verdict, cls.claim_arch, cc, (fp.get("gpu") or {}).get("name"), cls.stand_in)
     variants = result.variants if result else ()
     doc = document(
         req,

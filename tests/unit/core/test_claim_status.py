@@ -65,12 +65,12 @@ def test_a_subject_that_did_not_run_is_inconclusive_whatever_else_ran_and_a_cpu_
 
 
 def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measured() -> None:
-    from repro.core.verdict import off_architecture
+    from repro.core.claim import not_tested_here
     from repro.repros.linear_5090 import Linear5090
 
     decided = _judge(s_a=1.0, s_b=1.0, t_a=1.0, t_b=1.0)
     assert decided.status == "not_reproduced"
-    v = off_architecture(decided, ("12.0",), "9.0", "NVIDIA H200")
+    v = not_tested_here(decided, ("12.0",), "9.0", "NVIDIA H200")
     assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
     assert v.claim["reason"] == ("not on this architecture: the claim is about sm_120; NVIDIA H200 is sm_90")
     assert v.finding.startswith("Inconclusive, the seed's claim was not tested (not on this architecture: ")
@@ -82,10 +82,10 @@ def test_a_claim_about_another_architecture_is_inconclusive_with_what_was_measur
     }
     assert v.value == decided.value and v.breakdown == decided.breakdown  # what was measured stays
     # On the claim's own architecture, with no architecture declared, or undecided: unchanged.
-    assert off_architecture(decided, ("12.0",), "12.0") is decided
-    assert off_architecture(decided, (), "9.0") is decided
+    assert not_tested_here(decided, ("12.0",), "12.0") is decided
+    assert not_tested_here(decided, (), "9.0") is decided
     smoke = _judge("cpu", s_a=2.0, s_b=1.0, t_a=1.0, t_b=1.0)
-    assert off_architecture(smoke, ("12.0",), "9.0") is smoke
+    assert not_tested_here(smoke, ("12.0",), "9.0") is smoke
     assert Linear5090.claim_arch == ("12.0",)  # the RTX 5090 (sm_120); the RTX 4090 read ~1.0x
     from repro.repros.lora_batch import LoraBatchScaling
 

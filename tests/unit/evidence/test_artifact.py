@@ -17,10 +17,10 @@ from jsonschema import Draft202012Validator
 
 from repro.core import stats
 from repro.core import verdict as core_verdict
+from repro.core.claim import not_tested_here
 from repro.core.context import SamplingConfig
 from repro.core.results import DECIDED, ROW_KEYS, Achieved, Comparison, Plot, Ratio, VerdictOf
 from repro.core.spec import Kernel, RunResult, Stats, Timing, VariantResult, Verdict, Work, from_jsonable
-from repro.core.verdict import off_architecture
 from repro.evidence import artifact, model
 from repro.run import catalog
 from repro.run.execute import RunRequest, execute
@@ -208,12 +208,12 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     result = RunResult(variants=tuple(from_jsonable(VariantResult, v) for v in doc["variants"]), extra=doc["extra"])
     gpu = doc["fingerprint"].get("gpu") or {}
     verdict = cls().verdict(params, result)
-    decided = off_architecture(verdict, cls.claim_arch, gpu.get("compute_capability"), gpu.get("name"))
+    decided = not_tested_here(verdict, cls.claim_arch, gpu.get("compute_capability"), gpu.get("name"))
     again = artifact.to_jsonable(decided)
     stored = doc["verdict"]
     # Since schema 1.3 a verdict resting on a stand-in for the seed's subject (torch's AdamW where
     # the seed is about TE's FusedAdam) is "inconclusive": the claim itself was not tested.
-    # A claim about another GPU architecture is "inconclusive" on this one (off_architecture, as execute does).
+    # A claim about another GPU architecture is "inconclusive" on this one (not_tested_here, as execute does).
     untested = again["claim"] is not None and again["claim"]["tested"] is False
     assert again["status"] == ("inconclusive" if untested and stored["status"] in DECIDED else stored["status"])
     if again["value"] is None and stored["value"] is not None:

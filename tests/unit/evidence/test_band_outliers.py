@@ -143,12 +143,23 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
         "- a\n- One software stack only (y): z",
         "the Not-tested line on what this run could not record",
     )
-    assert stack_note(both, 4)[1] == (
+    assert stack_note(both, 4)[1] == "the Not-tested line on what this run could not record"  # no Not-run line
+    assert stack_note(both, 5)[1] == (
         "the Not-tested lines on what this run could not record and on its one software stack"
     )
+    # The Not-run line goes after the not-recordable one and before the one-stack line.
+    three = both.replace("\n- One", "\n- Not run: w\n- One")
+    assert stack_note(three, 4) == (
+        "- a\n- One software stack only (y): z",
+        "the Not-tested lines on what this run could not record and on what it did not run",
+    )
+    assert stack_note(three, 5) == (
+        "- a",
+        "the Not-tested lines on what this run could not record, on what it did not run and on its one software stack",
+    )
     bare_metal = "- a\n- One software stack only (y): z"  # nothing it could not record
-    assert stack_note(bare_metal, 3) == (bare_metal, "")
-    assert stack_note(bare_metal, 4) == ("- a", "the Not-tested line on its one software stack")
+    assert stack_note(bare_metal, 4) == (bare_metal, "")
+    assert stack_note(bare_metal, 5) == ("- a", "the Not-tested line on its one software stack")
     # The repros' not-covered lines lose their parenthesized details first, before either environment line.
     listed = "- r, not covered: p (q (s)); t\n" + both
     assert stack_note(listed, 1) == (

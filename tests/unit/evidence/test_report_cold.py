@@ -135,8 +135,8 @@ def test_the_seed_vs_ours_line_is_computed_from_the_numbers(rendered: str, docs:
 
 
 def test_an_off_architecture_artifact_validates_and_reports_inconclusive(docs: list[dict[str, Any]]) -> None:
+    from repro.core.claim import not_tested_here
     from repro.core.results import Verdict
-    from repro.core.verdict import off_architecture
 
     doc = by_id(docs, "5090-linear")
     doc["schema_version"] = "1.4"
@@ -147,7 +147,7 @@ def test_an_off_architecture_artifact_validates_and_reports_inconclusive(docs: l
         "variants": ("linear_fp32", "manual_fp32"),
     }
     fields["details"] = tuple(fields["details"])
-    v = off_architecture(Verdict(**fields), ["12.0"], doc["fingerprint"]["gpu"]["compute_capability"], "NVIDIA H200")
+    v = not_tested_here(Verdict(**fields), ["12.0"], doc["fingerprint"]["gpu"]["compute_capability"], "NVIDIA H200")
     doc["verdict"] = artifact.to_jsonable(v)
     assert artifact.validation_errors(doc) == []
     text = report([doc])

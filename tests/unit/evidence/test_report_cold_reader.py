@@ -12,8 +12,8 @@ import pytest
 from evidence_run import by_id, section, with_catalog_prose
 from helpers import ROOT
 
+from repro.core.claim import not_tested_here
 from repro.core.results import Verdict
-from repro.core.verdict import off_architecture
 from repro.evidence import artifact, bundle
 from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, report
 from repro.run import scripts
@@ -58,7 +58,7 @@ def test_lora_off_its_seeds_architecture_is_inconclusive_as_5090_linear(docs: li
     fields = {**raw, "breakdown": tuple(raw["breakdown"]), "details": tuple(raw["details"])}
     fields["variants"] = tuple(raw["variants"])
     gpu = doc["fingerprint"]["gpu"]
-    v = off_architecture(Verdict(**fields), LoraBatchScaling.claim_arch, gpu["compute_capability"], gpu["name"])
+    v = not_tested_here(Verdict(**fields), LoraBatchScaling.claim_arch, gpu["compute_capability"], gpu["name"])
     assert v.status == "inconclusive" and v.claim is not None and v.claim["tested"] is False
     doc["verdict"] = artifact.to_jsonable(v)
     doc["repro"]["claim_arch"] = ["12.0"]

@@ -477,11 +477,18 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     least = _report(docs, attached=bundle.attached_names(run), limit=len(unordered) - 50)
     assert "Report cut" not in least and all(f"## `{d['repro']['id']}`" in least for d in docs)
     assert "- Not recordable from inside this run:" not in least and "- One software stack only" in least
-    assert "; the Not-tested line on what this run could not record._" in least
-    fewest = _report(docs, attached=bundle.attached_names(run), limit=len(least) - 100)
+    assert "; the Not-tested line on what this run could not record._" in least and "- Not run:" in least
+    # Then the Not-run line, before the one-stack line.
+    unrun = _report(docs, attached=bundle.attached_names(run), limit=len(least) - 50)
+    assert "Report cut" not in unrun and "- Not run:" not in unrun and "- One software stack only" in unrun
+    assert "; the Not-tested lines on what this run could not record and on what it did not run._" in unrun
+    fewest = _report(docs, attached=bundle.attached_names(run), limit=len(unrun) - 100)
     assert "Report cut" not in fewest and all(f"## `{d['repro']['id']}`" in fewest for d in docs)
     assert "- One software stack only" not in fewest
-    assert "; the Not-tested lines on what this run could not record and on its one software stack._" in fewest
+    assert (
+        "; the Not-tested lines on what this run could not record, on what it did not run and on its one software "
+        "stack._"
+    ) in fewest
 
 
 def _sub_bullets(after: str) -> int:

@@ -73,8 +73,8 @@ def test_the_finding_puts_the_seed_number_beside_ours_and_says_where_they_part()
     }
     said = seed_clause(seed, lin, man, _head(0.92, 0.93))
     assert said.startswith(
-        "the seed's experiment in this process (2000 calls per form in one host-clock block, nn.Linear first, then "
-        "x @ w.t() + b, no warm-up; under no_grad, where the seed's program records autograd) gave 0.99x here "
+        "the seed's experiment in this process (2000 calls per form, nn.Linear first, then x @ w.t() + b; under "
+        "no_grad, where the seed's program records autograd) gave 0.99x here "
         "(nn.Linear 1.35 ms/call, manual 1.37 ms/call; one block each, "
         "so no CI), outside our CI: the blocks' first calls took 200 and 10 ms; without them the ratio is 0.92x"
     )
