@@ -46,7 +46,7 @@ def test_each_repro_names_what_its_module_says_matters_and_this_run_did_not_cove
     assert said["fused-adam-capturable"] == (
         "the GB300's Grace (aarch64) host and the TE version the issue used (the seed document names none; the issue's "
         "text was not read here) apex's FusedAdam(capturable=True), of the same multi-tensor kernel lineage (apex is "
-        "not installed)"
+        "not installed) whether TE #3777 is open or fixed"
     )
 
 
