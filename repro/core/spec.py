@@ -264,10 +264,15 @@ class Repro(Generic[P]):
         ``repro.evidence.standalone``); ``only`` narrows it to one comparison. None: this repro has none."""
         return None
 
+    def judged_comparisons(self, params: P, result: RunResult) -> Sequence[Comparison]:
+        """The comparisons the verdict judges: those declared. A repro may override it to report a row, not judge
+        it, by which variants ran (never by any number)."""
+        return self.comparisons(params)
+
     def verdict(self, params: P, result: RunResult) -> Verdict:
         """The verdict from the declared comparisons; a repro that judges itself overrides this."""
         return judge(
-            self.comparisons(params),
+            self.judged_comparisons(params, result),
             self.headline_rule,
             self.metric,
             result,

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from repro.core import fsio, stats
 from repro.env.fingerprint import essentials
@@ -340,18 +340,6 @@ def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None
             theirs = json.loads(b.params)
             out |= {n for n in set(ours) | set(theirs) if theirs.get(n, out) != ours.get(n, out)}
     return sorted(n for n in out if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", n))
-
-
-Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]
-
-
-def agree(a: float, b: float, band: Band | None, floor: float = 0.0) -> Agreement:
-    """Whether two headlines of one repro on one GPU model differ by more than GPUs of that model do:
-    by more than 2x the band's half-width, taken as at least ``floor`` (this run's own relative CI
-    half-width: a few GPUs' spread can be narrower than one run's CI)."""
-    if band is None:
-        return "no cross-GPU data"
-    return "consistent" if abs(b / a - 1) <= 2 * max(band.half_width, floor) else "differs beyond the band"
 
 
 def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:

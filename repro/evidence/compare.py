@@ -13,6 +13,7 @@ from repro.core.errors import UsageError
 from repro.core.results import VariantResult
 from repro.env.fingerprint import essentials
 from repro.evidence import artifact, band, cliff_report, model
+from repro.evidence.agreement import agree, reach
 from repro.evidence.markdown import REPORT_LIMIT, code, ratio_with_ci, table, text
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.variants import per_call_us
@@ -251,8 +252,14 @@ def _band_notes(rid: str, docs: Sequence[Artifact | None], labels: Sequence[str]
                 f"`{rid}`: {change}; other GPU models, params or headline comparisons, so no re-run band applies"
             )
             continue
-        extent = f" (±{found.half_width * 100:.1f}% over {len(found.points)} GPUs)" if found else ""
-        out.append(f"`{rid}`: {change}: {band.agree(a, b, found)}{extent}")
+        extent = ""
+        if found:
+            below, above = found.sides()
+            extent = (
+                f" (the band: -{below * 100:.1f}%/+{above * 100:.1f}% of {found.center:.4g} over {len(found.points)} "
+                f"GPUs; two runs agree within ±{reach(found)[0] * 100:.1f}%)"
+            )
+        out.append(f"`{rid}`: {change}: {agree(a, b, found)}{extent}")
     return out
 
 

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from repro.evidence import band, scope
+from repro.evidence.agreement import agree as agreed
+from repro.evidence.agreement import slack
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text
 from repro.evidence.model import Artifact
@@ -168,17 +170,19 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         where = "above all"
     else:
         where = "inside their range"
-    # The band's half-width counts as at least this run's own CI half-width (relative): two or three
-    # GPUs can agree more closely than one run's CI can tell.
+    # One run's slack counts as at least this run's own CI half-width (relative): two or three GPUs can
+    # agree more closely than one run's CI can tell.
     ci = (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
-    agreement = band.agree(b.center, value, b, ci)
+    agreement = agreed(b.center, value, b, ci, centred=True)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
-    width = f"±{fmt_pct(b.half_width * 100)} band"
-    if ci > b.half_width:
-        width = f"band (±{fmt_pct(b.half_width * 100)}, widened to this run's CI ±{fmt_pct(ci * 100)})"
+    below, above = b.sides()
+    whose = "this run's CI" if b.same_gpu is None or ci > b.same_gpu[0] else "one GPU's re-run spread"
+    width = f"the band's range (-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)} of {_sig4(b.center)})"
+    if slack(b, ci) > 0:
+        width += f" widened by {whose} (±{fmt_pct(slack(b, ci) * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     same, known = b.same_source(doc.repro.source_sha256 or "")
@@ -188,7 +192,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     suspect = ", but this run is suspect" if doc.validity.flag == "suspect" else ""
     return (
         f"Re-run elsewhere ({text(b.headline or 'headline')}{made}): {gpus} "
-        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} 2x their {width}: {agreement}{suspect}."
+        f"{text(b.gpu)} {read}, this run {_sig4(value)} ({where}), {within} {width}: {agreement}{suspect}."
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from repro.core import stats
 from repro.core.verdict import ratio_places
 from repro.evidence import band
+from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import harness_of
@@ -121,7 +122,7 @@ def _shift(again: Artifact, first: Artifact, bands: Sequence[band.Band]) -> str:
     """``: -7.1% from this run's, its headline sampled as this run's ...``: how far a later headline lies from this
     run's (only where both name the same headline comparison), whether it took as many rounds per arm (then less
     sampling did not make the difference) and, on the same GPU, whether two runs of that GPU's spread in the band
-    (``band.agree``'s rule: the spread is each run's distance from its GPU's median) cover the gap."""
+    (``Band.same_gpu``: the spread is each run's distance from its GPU's median) cover the gap."""
     v, w = again.verdict.value, first.verdict.value
     if not isinstance(v, float) or not isinstance(w, float) or w <= 0:
         return ""
@@ -267,14 +268,14 @@ def _gloss(flags: str) -> str:
 def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], floor: float) -> str:
     """How far a re-run lies from this run against the band: on this run's GPU, against twice one GPU's re-run
     spread (``Band.same_gpu``, as the later runs' words judge it) where the band has one, since the spread between
-    GPUs says little about one GPU; elsewhere against the band between GPUs (``band.agree``)."""
+    GPUs says little about one GPU; elsewhere against the band between GPUs (``agreement.agree``)."""
     v, w = again.verdict.value, first.verdict.value
     assert isinstance(v, float) and isinstance(w, float)
     if (spread := _same_gpu_spread(first, again, bands)) is not None:
         within = abs(v / w - 1) <= 2 * spread
         return f", {'within' if within else 'beyond'} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})"
-    # band.agree: "consistent", "differs beyond the band" or "no cross-GPU data".
-    agreed = band.agree(w, v, band.lookup(first, bands), floor)
+    # "consistent", "differs beyond the band" or "no cross-GPU data".
+    agreed = agree(w, v, band.lookup(first, bands), floor)
     return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers import ROOT
 
-from repro.evidence import band
+from repro.evidence import agreement, band
 
 
 def _doc(uuid: str, value: float, *, paired: bool = True, smoke: bool = False, run: str = "r") -> dict[str, object]:
@@ -78,9 +78,9 @@ def test_a_fleet_adds_its_gpus_to_the_shipped_points() -> None:
 
 def test_agreement_uses_the_band_and_says_when_there_is_none() -> None:
     (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
-    assert band.agree(1.0, 1.01, b) == "consistent"
-    assert band.agree(1.0, 1.2, b) == "differs beyond the band"
-    assert band.agree(1.0, 1.2, None) == "no cross-GPU data"
+    assert agreement.agree(1.0, 1.01, b) == "consistent"
+    assert agreement.agree(1.0, 1.2, b) == "differs beyond the band"
+    assert agreement.agree(1.0, 1.2, None) == "no cross-GPU data"
     assert band.lookup(_doc("z", 1.0), [b]) is b
 
 
@@ -137,8 +137,9 @@ def test_each_point_says_which_torch_driver_and_harness_ran_it() -> None:
 
 def test_a_band_narrower_than_the_runs_ci_is_widened_to_it() -> None:
     (b,) = band.compute([_doc("a", 1.0000), _doc("b", 1.0002)])
-    assert band.agree(1.0001, 1.003, b) == "differs beyond the band"
-    assert band.agree(1.0001, 1.003, b, floor=0.002) == "consistent"  # 0.3% < 2 x 0.2%
+    assert agreement.agree(1.0001, 1.003, b) == "differs beyond the band"
+    # Two runs differ by up to the band's width (0.02%) and each run's own CI (0.2% each): 0.3% < 0.42%.
+    assert agreement.agree(1.0001, 1.003, b, floor=0.002) == "consistent"
 
 
 def test_a_suspect_run_is_never_called_consistent_without_saying_it_is_suspect() -> None:
@@ -148,11 +149,11 @@ def test_a_suspect_run_is_never_called_consistent_without_saying_it_is_suspect()
     (b,) = band.compute([_doc("a", 1.0), _doc("b", 1.02)])
     doc = _doc("z", 1.01)
     plain = band_line(model.run_of(doc), [b])
-    assert plain is not None and plain.endswith("band: consistent.")
+    assert plain is not None and plain.endswith("within the band's range (-0.99%/+0.99% of 1.010): consistent.")
     doc["validity"] = {"flag": "suspect", "reasons": ["bs2: power cap, SM clock 1335-1980 MHz"]}
     line = band_line(model.run_of(doc), [b])
     assert line is not None
-    assert line.endswith("band: consistent, but this run is suspect.")
+    assert line.endswith("(-0.99%/+0.99% of 1.010): consistent, but this run is suspect.")
 
 
 def test_each_run_keeps_its_validity_flag_and_repro_source() -> None:

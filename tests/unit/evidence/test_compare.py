@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from repro.cli.evidence import compare_cmd
 from repro.core.errors import UsageError
 from repro.core.verdict import fmt_ratio
-from repro.evidence import band, compare
+from repro.evidence import agreement, band, compare
 
 RUN = ["run", "5090-linear", "--smoke", "--budget", "0.2", "--target-ci", "0.05", "--no-collect-env"]
 
@@ -328,7 +328,12 @@ def test_headlines_are_judged_by_the_rerun_band_between_gpus(tmp_path: Path) -> 
     md = compare.markdown(compare.compare([a, b]))
     found = band.lookup(json.loads(a.read_text()))
     assert found is not None and len(found.points) >= 3
-    assert f"consistent (±{found.half_width * 100:.1f}% over {len(found.points)} GPUs)" in md
+    below, above = found.sides()
+    reach = agreement.reach(found)[0]
+    assert (
+        f"consistent (the band: -{below * 100:.1f}%/+{above * 100:.1f}% of {found.center:.4g} over "
+        f"{len(found.points)} GPUs; two runs agree within ±{reach * 100:.1f}%)"
+    ) in md
     far = json.loads(b.read_text())
     far["verdict"]["value"] *= 1.2
     (tmp_path / "far.json").write_text(json.dumps(far))

@@ -83,7 +83,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     # The band holds this run's GPU too: the others are named apart, and where this run sits among them
     # follows from their range (which moves as reference runs are committed; this run's value does not).
     got = re.search(
-        r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(([a-z ]+)\), within 2x", line
+        r"\d+ other NVIDIA H200 GPUs read (9\.\d{3})-(9\.\d{3}), this run 9\.335 \(([a-z ]+)\), within the band's", line
     )
     assert got is not None
     low, high = float(got.group(1)), float(got.group(2))
@@ -94,7 +94,10 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert key is not None
     points = (band.Point("a", 20.0, ("r1",)), band.Point("b", 21.0, ("r2",)))
     far = [band.Band(*key[:3], points=points, headline=key[3])]
-    assert "this run 9.335 (below all), outside 2x their ±2.4% band: differs beyond" in report([doc], bands=far)
+    assert (
+        "this run 9.335 (below all), outside the band's range (-2.4%/+2.4% of 20.50) widened by this run's CI "
+        in report([doc], bands=far)
+    )
     assert band.main(["--show", "solve-512-cliff"]) == 0
     out = capsys.readouterr().out
     uuid = doc["fingerprint"]["gpu"]["uuid"]

@@ -142,8 +142,12 @@ def test_the_band_cited_is_the_headlines_and_a_narrow_band_counts_as_the_runs_ci
         "torch_fused",
     )
     text = report([adam], bands=[narrow])
-    # 1.002 against 1.000 is 0.23%: beyond 2x the CI's ±0.056% too, so it still differs, by the rule said.
-    assert "outside 2x their band (±0.012%, widened to this run's CI ±0.056%): differs beyond the band" in text
+    # 1.002 against the band's 1.0023 is 0.23% below: beyond its range (±0.012%) widened by the CI's ±0.056% too,
+    # so it still differs, by the rule said.
+    assert (
+        "outside the band's range (-0.012%/+0.012% of 1.002) widened by this run's CI (±0.056%): differs beyond the "
+        "band"
+    ) in text
 
 
 def test_ceilings_say_what_they_are_and_whose_process_timed_them(roomy: str) -> None:

@@ -155,8 +155,8 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     assert solve.endswith("| ±10% of 10x (3 GPUs) |")
     line = next(ln for ln in _visible(text, "solve-512-cliff").splitlines() if ln.startswith("- Re-run elsewhere"))
     assert (
-        "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (inside their range), within 2x their ±10% band: "
-        "consistent." in line
+        "3 NVIDIA H200 GPUs read 9.000-11.00, this run 9.547 (inside their range), within the band's range "
+        "(-10%/+10% of 10.00) widened by this run's CI (±0.44%): consistent." in line
     )
     shipped = band.lookup(doc)
     assert shipped is not None  # the shipped band by default, which holds this run's GPU

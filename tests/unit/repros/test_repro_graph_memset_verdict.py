@@ -113,8 +113,11 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     torch_plain, mm = (rows[gm._TORCH_PLAIN], rows[gm._TORCH_MM])
     # The torch graph's ratio is in the finding itself, after the twin's: a torch user's graph may not show it.
     # ... with what a memset and a zero_() each add after the matmul, where the twin's memset node costs more too.
+    # Not judged: its reading moved with the harness's run order; the twin answers the claim.
+    assert torch_plain["status"] == "informational"
     assert v.finding.endswith(
-        f"; in a torch CUDA graph against tensor.zero_() it was {torch_plain['ratio']:.2f}x "
+        "; in a torch CUDA graph against tensor.zero_(), not judged (under the harness's earlier run order it read "
+        f"1.29-1.35x), it was {torch_plain['ratio']:.2f}x "
         f"(95% CI {torch_plain['ci_low']:.2f}-{torch_plain['ci_high']:.2f}) without work, and after a matmul a "
         "memset added +1.90 us per op, zero_() +1.00 us (point estimates)."
     )
@@ -152,7 +155,8 @@ def test_a_work_row_under_the_threshold_is_informational_not_a_miss(run_dir: Pat
     assert artifact.validation_errors(doc) == []
     found = scope.conditions(run_of(doc))
     assert found is not None and found[0] == "pure CUDA twin"
-    assert found[1] == ["torch graph: 1.45x"] and found[2] == [], found
+    # The torch graph's row, beside a twin that ran, is reported, not judged: it holds for nothing here either.
+    assert found[1] == [] and found[2] == [], found
     # The threshold's reason is recorded in the verdict and shown in the report's details.
     assert doc["verdict"]["threshold_why"] == gm.THRESHOLD_WHY
     rendered = report.report([doc], declared=scripts.declared([doc]))
