@@ -14,11 +14,11 @@ from pathlib import Path
 
 from repro.evidence.markdown import text
 from repro.evidence.model import Artifact
-from repro.evidence.standalone import ROUNDS, parse_output
+from repro.evidence.standalone import parse_output
 
 SCRIPT_CHECK = 0.10  # a script's printed ratio this close to the headline agrees (a check, not a CI)
 # Why neither the run's CI nor a re-run's same-GPU spread bounds a script's ratio.
-NOT_THE_RUN = f"no spread here bounds a script ({ROUNDS} rounds, no idle gaps, clocks not recorded)"
+NOT_THE_RUN = "no spread here bounds a script (one process each, clocks not recorded)"
 READ_LIMIT = 1 << 20  # bytes read of one file: the numbers come first, a runaway log is not read whole
 SEEDS_LOG = "seeds_raw.log"
 SCRIPT_OUT = re.compile(r"script-(?P<id>[a-z0-9][a-z0-9-]*)\.out")

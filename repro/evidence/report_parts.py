@@ -109,9 +109,10 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     sign = "+" if off > 0 else "-"
     below, above = b.sides(few[0] if few else 0)
     far = off > above if off > 0 else -off > below  # beyond the band on this run's side
-    lies = (
-        f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{' without them' if few else ''}" if far else ""
-    )
+    whole_lo, whole_hi = b.sides()
+    beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
+    which = " without them" if few and not beyond_all else ""
+    lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}" if far else ""
     cell = f"{spread(*b.sides())} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
@@ -273,7 +274,7 @@ def legend(
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% of m (n): the farthest "
         "GPU's median below and above m, the median of all GPUs' medians; same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
-        "They say where a re-run lands; the CI does not."
+        "They say where earlier runs landed, not a bound for the next; the CI says neither."
         f"{said} Timed: median per call, CUDA events over samples of about 1 ms of calls (or one longer call; "
         f"launch latency, host gaps included){twin}; kernel time: profiled device "
         "time only."
@@ -522,6 +523,7 @@ def method_line(doc: Artifact, kernels_said: bool = False) -> str | None:
 STACK_LINES = (
     ("- Not recordable from inside this run:", "what this run could not record"),
     ("- Not run:", "what it did not run"),
+    ("- Not available to this run:", "what was not available to it"),
     ("- One software stack only", "its one software stack"),
 )
 

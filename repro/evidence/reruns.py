@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.core import stats
-from repro.core.verdict import ratio_places
+from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
@@ -198,15 +198,32 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
+def _places(again: Artifact, first: Artifact) -> int | None:
+    """Decimals that show both headline CIs' widths (each run's own need, the larger) and, where both have a CI,
+    print them overlapping or apart as they are: two CIs that miss by 0.001 never read as one printed range."""
+    v, w = again.verdict, first.verdict
+    need = [ratio_places(x.value, x.ci_low, x.ci_high) for x in (w, v) if x.value and x.ci_low and x.ci_high]
+    places = max(need) if need else None
+    if (cis := _headline_cis(again, first)) is None or places is None:
+        return places
+    _, v_lo, v_hi, _, w_lo, w_hi = cis
+    apart = not stats.cis_overlap(v_lo, v_hi, w_lo, w_hi)
+    for d in range(places, MAX_PLACES):
+        if (round(v_lo, d) > round(w_hi, d) or round(w_lo, d) > round(v_hi, d)) == apart:
+            return d
+    return MAX_PLACES
+
+
 def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
     """``others`` in one short sentence: only the later headlines whose CI misses this run's, with their command
     (the whole account stays in the report the bundle holds in full); "" when every one overlaps."""
     apart = []
     for name, again, first in _rows(docs, attached, reran=False):
         if _apart(again, first):
-            v = again.verdict
-            got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
-            apart.append(f"{text(again.repro.id)} {got} by {code(_flags(again))} ({code('attached/' + name)})")
+            v, w, d = again.verdict, first.verdict, _places(again, first)
+            got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=d)
+            ours = f" against {w.ci_low:.{d}f}-{w.ci_high:.{d}f}" if d is not None and w.ci_low and w.ci_high else ""
+            apart.append(f"{text(again.repro.id)} {got}{ours} by {code(_flags(again))} ({code('attached/' + name)})")
     return f" Later runs' headline CIs that miss this run's: {'; '.join(apart)}." if apart else ""
 
 
@@ -301,19 +318,20 @@ def words(
     said, digests, installs, torches = [], set(), set(), set()
     for name, again, first in rows:
         v, w = again.verdict, first.verdict
-        # Decimals that show both CIs' widths (each run's own need, the larger), so neither prints as zero-width.
-        need = [ratio_places(x.value, x.ci_low, x.ci_high) for x in (w, v) if x.value and x.ci_low and x.ci_high]
-        places = max(need) if need else None
+        places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
+        this = (
+            f" ({w.ci_low:.{places}f}-{w.ci_high:.{places}f})" if places is not None and w.ci_low and w.ci_high else ""
+        )
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
             # Both: a re-run's CI can miss this run's (another process on the same GPU) and still land in the band.
             if v.ci_low is None or v.ci_high is None:
                 ci = "has no CI"
             elif stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
-                ci = "CI overlaps this run's"
+                ci = f"CI overlaps this run's{this}"
             else:
-                ci = "CI misses this run's"
+                ci = f"CI misses this run's{this}"
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
             agreement = f": {ci}{_against_band(first, again, bands, floor)}"
         where = code("attached/" + name)

@@ -14,7 +14,7 @@ from repro.api import VariantResult, stats
 # An episode this far from the median of its variant's episode medians is named.
 OFF_EPISODES = 0.02
 # Why the torch graph's row is not judged beside the twin: committed H200 runs (band-runs.json) read it 1.29-1.35x
-# under the harness's earlier run order and 0.89-1.07x since, on one GPU model, driver and torch, only its zero_()
+# under the harness's earlier run order and 0.89-1.08x since, on one GPU model, driver and torch, only its zero_()
 # node's time moving.
 TORCH_ROW_MOVED = "under the harness's earlier run order it read 1.29-1.35x"
 

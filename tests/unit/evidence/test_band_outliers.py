@@ -143,23 +143,25 @@ def test_the_left_out_note_names_only_the_not_tested_lines_it_took_out() -> None
         "- a\n- One software stack only (y): z",
         "the Not-tested line on what this run could not record",
     )
-    assert stack_note(both, 4)[1] == "the Not-tested line on what this run could not record"  # no Not-run line
-    assert stack_note(both, 5)[1] == (
+    # No Not-run or Not-available line: the not-recordable line goes at level 3, the one-stack line at level 6.
+    assert stack_note(both, 5)[1] == "the Not-tested line on what this run could not record"
+    assert stack_note(both, 6)[1] == (
         "the Not-tested lines on what this run could not record and on its one software stack"
     )
-    # The Not-run line goes after the not-recordable one and before the one-stack line.
-    three = both.replace("\n- One", "\n- Not run: w\n- One")
+    # The Not-run and Not-available lines go after the not-recordable one and before the one-stack line.
+    three = both.replace("\n- One", "\n- Not run: w\n- Not available to this run: v\n- One")
     assert stack_note(three, 4) == (
-        "- a\n- One software stack only (y): z",
+        "- a\n- Not available to this run: v\n- One software stack only (y): z",
         "the Not-tested lines on what this run could not record and on what it did not run",
     )
-    assert stack_note(three, 5) == (
+    assert stack_note(three, 6) == (
         "- a",
-        "the Not-tested lines on what this run could not record, on what it did not run and on its one software stack",
+        "the Not-tested lines on what this run could not record, on what it did not run, on what was not available "
+        "to it and on its one software stack",
     )
     bare_metal = "- a\n- One software stack only (y): z"  # nothing it could not record
-    assert stack_note(bare_metal, 4) == (bare_metal, "")
-    assert stack_note(bare_metal, 5) == ("- a", "the Not-tested line on its one software stack")
+    assert stack_note(bare_metal, 5) == (bare_metal, "")
+    assert stack_note(bare_metal, 6) == ("- a", "the Not-tested line on its one software stack")
     # The repros' not-covered lines lose their parenthesized details first, before either environment line.
     listed = "- r, not covered: p (q (s)); t\n" + both
     assert stack_note(listed, 1) == (

@@ -74,8 +74,7 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
         "the check, not its CI): 5090-linear 0.922 (-0.8%), fused-adam-capturable torch_fused 0.997 (no headline to "
         "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%), solve-512-cliff 9.55 "
-        "(+0.5%); 4 outside the run's CI: no spread here bounds a script (21 rounds, no idle "
-        "gaps, clocks not recorded)."
+        "(+0.5%); 4 outside the run's CI: no spread here bounds a script (one process each, clocks not recorded)."
     )
     assert printed.scripts(_docs(), {}) == ""
     assert printed.scripts(_docs(), {"script-5090-linear.out": "no ratio printed\n"}) == ""

@@ -482,12 +482,15 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     unrun = _report(docs, attached=bundle.attached_names(run), limit=len(least) - 50)
     assert "Report cut" not in unrun and "- Not run:" not in unrun and "- One software stack only" in unrun
     assert "; the Not-tested lines on what this run could not record and on what it did not run._" in unrun
-    fewest = _report(docs, attached=bundle.attached_names(run), limit=len(unrun) - 100)
+    unavailable = _report(docs, attached=bundle.attached_names(run), limit=len(unrun) - 50)
+    assert "Report cut" not in unavailable and "- Not available to this run:" not in unavailable
+    assert "- One software stack only" in unavailable and "on what was not available to it._" in unavailable
+    fewest = _report(docs, attached=bundle.attached_names(run), limit=len(unavailable) - 100)
     assert "Report cut" not in fewest and all(f"## `{d['repro']['id']}`" in fewest for d in docs)
     assert "- One software stack only" not in fewest
     assert (
-        "; the Not-tested lines on what this run could not record, on what it did not run and on its one software "
-        "stack._"
+        "; the Not-tested lines on what this run could not record, on what it did not run, on what was not available "
+        "to it and on its one software stack._"
     ) in fewest
 
 
