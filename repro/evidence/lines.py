@@ -181,8 +181,8 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     below, above = b.sides()
     whose = "this run's CI" if b.same_gpu is None or ci > b.same_gpu[0] else "one GPU's re-run spread"
     width = f"the band's range (-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)} of {_sig4(b.center)})"
-    if slack(b, ci) > 0:
-        width += f" widened by {whose} (±{fmt_pct(slack(b, ci) * 100)})"
+    if (widened := slack(b, ci)) > 0:
+        width += f" widened by {whose} (±{fmt_pct(widened * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     same, known = b.same_source(doc.repro.source_sha256 or "")

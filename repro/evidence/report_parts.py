@@ -113,7 +113,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
     which = " without them" if few and not beyond_all else ""
     lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}" if far else ""
-    cell = f"{spread(*b.sides())} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
+    cell = f"{spread(whole_lo, whole_hi)} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"
     return cell
