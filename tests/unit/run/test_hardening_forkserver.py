@@ -63,14 +63,25 @@ def _wait(predicate: Any, timeout_s: float) -> bool:
 # --------------------------------------------------------------------------- F1: a killed server is no OOM
 
 
-def test_a_server_killed_mid_repro_is_reported_as_such_not_as_oom(server: ForkServer, run_dir: Path) -> None:
+def test_a_server_killed_mid_repro_is_reported_as_such_not_as_oom(
+    server: ForkServer, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     zygote = server.info["pid"]
+    fork = server.fork
+    forked = threading.Event()
+
+    def fork_and_tell(spec: dict[str, Any]) -> forkserver.ForkedChild:
+        child = fork(spec)
+        forked.set()  # the runner holds the child: a kill from here on lands mid-repro, not mid-fork
+        return child
+
+    monkeypatch.setattr(server, "fork", fork_and_tell)
     out: dict[str, runner.Outcome] = {}
     t = threading.Thread(
         target=lambda: out.setdefault("o", runner.run_one_isolated(_req("test-hang"), run_dir, 60, server=server))
     )
     t.start()
-    assert _wait(lambda: procs.descendants(zygote), 20), "the server forked no child"
+    assert forked.wait(20), "the server forked no child"
     os.kill(zygote, signal.SIGKILL)
     t.join(30)
     o = out["o"]
@@ -78,6 +89,22 @@ def test_a_server_killed_mid_repro_is_reported_as_such_not_as_oom(server: ForkSe
     assert o.status == "error" and doc["error"]["kind"] == "crash", (o, doc["error"])
     assert "fork server" in o.message and "SIGKILL" in o.message and "out-of-memory" not in o.message, o.message
     assert doc["error"]["signal"] is None
+
+
+def test_a_server_killed_before_it_answers_a_fork_runs_the_repro_once_in_its_own_worker(
+    server: ForkServer, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zygote = server.info["pid"]
+    recv = server._recv
+
+    def kill_then_recv(timeout_s: float) -> dict[str, Any]:
+        os.kill(zygote, signal.SIGKILL)  # the request is sent; its answer never comes
+        return recv(timeout_s)
+
+    monkeypatch.setattr(server, "_recv", kill_then_recv)
+    o = runner.run_one_isolated(_req("test-fine"), run_dir, 60, server=server)
+    assert o.status == "smoke", o.message  # the repro ran, in a worker of its own
+    assert server.lost and not server.alive and not _alive(zygote)
 
 
 # --------------------------------------------------------------------------- F2: a stopped server, a finished child
