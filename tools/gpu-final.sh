@@ -5,7 +5,7 @@
 #   3. the seeds' raw scripts (tools/seeds_raw.py) and every repro's standalone script (`repro script ID`),
 #      their output in the run's attached/ folder;
 #   4. `repro all --target-ci 0.02 --budget 2`, then `repro all --quick`, each when FINAL_BUDGET_S (default 540)
-#      leaves room for it and for steps 5-7;
+#      leaves room for it and for steps 5-7 (so do the seeds' raw scripts and the standalone scripts in step 3);
 #   5. `repro bundle` of the run;
 #   6. that bundle's harness installed into a fresh venv by the report's install lines (offline: torch and
 #      cuda-bindings are met by the machine's own), the re-run lines of RERUN_IDS (default 5090-linear and
@@ -121,16 +121,22 @@ else
     step "seeds' raw scripts skipped: $left s left"
 fi
 
-step "standalone scripts"
-mkdir -p "$out/scripts"
-for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
-    .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
-    if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
-    (cd "$out/scripts" && timeout 60 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
-    step "script $id: exit $?"
-    { echo "# repro script $id | python3 | $gpu_line | $(date -u +%FT%TZ)"; cat "$out/scripts/$id.out" "$out/scripts/$id.err"; } \
-        >"$run/attached/script-$id.out"
-done
+# The five standalone scripts (about 90 s on an H200) when the budget leaves room for them and for steps 5-7.
+left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
+if [ "$left" -gt 190 ]; then
+    step "standalone scripts ($left s left)"
+    mkdir -p "$out/scripts"
+    for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
+        .venv/bin/repro script "$id" >"$out/scripts/$id.script" 2>"$out/scripts/$id.err"
+        if head -1 "$out/scripts/$id.script" | grep -q bash; then runner=(bash); else runner=(python3); fi
+        (cd "$out/scripts" && timeout 60 "${runner[@]}" "$id.script" >"$id.out" 2>>"$id.err")
+        step "script $id: exit $?"
+        { echo "# repro script $id | python3 | $gpu_line | $(date -u +%FT%TZ)"; cat "$out/scripts/$id.out" "$out/scripts/$id.err"; } \
+            >"$run/attached/script-$id.out"
+    done
+else
+    step "standalone scripts skipped: $left s left"
+fi
 
 # Steps 4, then 5-7: the runs that take a budget first, as long as `reserve` seconds stay for the bundle, the
 # re-runs and the second bundle (about 70 s on an H200 for 5090-linear and graph-memset).

@@ -363,16 +363,14 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     """``Episodes: k of n outside the CI; farthest: ...``: where one of the headline's episodes (rounds between
     idle gaps) lay farther from the headline than twice the CI's half-width and than a re-run on one GPU lands
     (the band's same-GPU spread), how many lay outside the CI and which arm moved in the farthest, against the
-    other episodes' medians; "" otherwise (the CI's legend says an extreme episode can lie outside it), and for
-    a suspect run, whose status already says what moved its clocks."""
+    other episodes' medians; "" otherwise (the CI's legend says an extreme episode can lie outside it). A suspect
+    run gets it too: its status says what moved the clocks, not which episode moved."""
     v = doc.verdict
     row = headline_row(doc)
     ratios = headline_rounds(doc)
     num = doc.variant(str(row.num)) if row is not None else None
     den = doc.variant(str(row.den)) if row is not None else None
     if not ratios or not v.value or v.ci_low is None or v.ci_high is None or num is None or den is None:
-        return ""
-    if doc.validity.flag == "suspect":
         return ""
     b = lookup(doc, bands)
     same = b.same_gpu[0] if b is not None and b.same_gpu else 0.0
