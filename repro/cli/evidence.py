@@ -72,7 +72,7 @@ def report_cmd(
     kept, never overwritten.
     """
     from repro.evidence import artifact, cliff_report
-    from repro.evidence.report import newest_run
+    from repro.evidence.artifact import newest_run
 
     chosen = []
     for f in files:

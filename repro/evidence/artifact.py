@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
@@ -452,3 +453,17 @@ def format_busy(doc: Mapping[str, Any]) -> str:
     run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
     who = "GPU" if isinstance(run, Mapping) and run.get("device") == "cuda" else "device"
     return f"{who} busy {got[0]:.1f} s ({got[1]:.0%})"
+
+
+# A run folder's name: its UTC start time and a random suffix.
+RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
+
+
+def newest_run(folder: Path) -> tuple[Path, int] | None:
+    """For a folder that holds run folders (``artifacts/``) rather than artifacts: the newest run
+    folder by run id (ids start with their UTC time) and how many there are; None otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(p.is_file() for p in folder.glob("*.json")):
+        return None
+    runs = sorted(p for p in folder.iterdir() if p.is_dir() and RUN_ID.fullmatch(p.name) and any(p.glob("*.json")))
+    return (runs[-1], len(runs)) if runs else None

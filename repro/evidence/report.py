@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from repro.core.kernelnames import recut
@@ -37,7 +36,8 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import RERUN_LOG
+from repro.evidence.printed import RERUN_LOG, SEEDS_LOG
+from repro.evidence.printed import scripts as printed_scripts
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -72,7 +72,6 @@ __all__ = [
     "cut_at_blocks",
     "identity_lines",
     "legend",
-    "newest_run",
     "report",
     "repro_section",
     "summary_table",
@@ -80,7 +79,6 @@ __all__ = [
 
 # Warnings listed in a repro's details block.
 WARNINGS_SHOWN = 5
-_RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
 # A skip reason longer than this is said in full once, then by its first clause.
 _LONG_REASON = 60
 _CLOCKS_WARNING = ": clocks-event reasons while measuring: "
@@ -314,6 +312,11 @@ def said_once(parts: Sequence[str], reasons: Sequence[str]) -> list[str]:
     return out
 
 
+def _listed(items: Sequence[str]) -> str:
+    """``a and b``; ``a, b, and c`` from three on."""
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])}, and {items[-1]}"
+
+
 def _size(parts: Sequence[str]) -> tuple[int, int]:
     joined = "\n".join(parts)
     return len(joined), joined.count("\n") + 1
@@ -414,12 +417,20 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = RERUN_LOG if RERUN_LOG in attached else None
-    reran = reruns_words(runs, again, known, log, log_text=log_text) + printed_words(runs, printed or {})
-    install = install_block(runs, reran=reran)
+    outputs = printed or {}
+    later, later_lean = (
+        reruns_words(runs, again, known, log, log_text=log_text),
+        reruns_words(runs, again, known, log, False, log_text),
+    )
+    install = install_block(runs, reran=later + printed_words(runs, outputs))
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'
     # programs).
-    reran_lean = reruns_words(runs, again, known, log, False, log_text) + printed_words(runs, printed or {}, False)
-    install_lean = install_block(runs, reran=reran_lean, lean=True)
+    install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)
+    # What the lean re-run paragraph leaves out, of what this run has.
+    cut = printed_scripts(runs, outputs) != printed_scripts(runs, outputs, lean=True)
+    whose = [x for x, has in (("seeds_raw.py's", SEEDS_LOG in outputs), ("each script's", cut)) if has]
+    rerun_gone = ["command", "packages"] + (["later runs"] if later != later_lean else [])
+    rerun_gone += [f"{' and '.join(whose)} numbers"] if whose else []
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False
@@ -447,8 +458,7 @@ def report(
             gone += (
                 [
                     "the Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
-                    "differ lines; the re-run paragraph's command, packages, later runs, and seeds_raw.py's and each "
-                    "script's numbers"
+                    f"differ lines; the re-run paragraph's {_listed(rerun_gone)}"
                 ]
                 if lean
                 else []
@@ -584,13 +594,3 @@ def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None
         used += len(part) + 1
         lines += n
     return "\n".join(kept).rstrip("\n") + "\n\n" + CUT_NOTE
-
-
-def newest_run(folder: Path) -> tuple[Path, int] | None:
-    """For a folder that holds run folders (``artifacts/``) rather than artifacts: the newest run
-    folder by run id (ids start with their UTC time) and how many there are; None otherwise."""
-    folder = Path(folder)
-    if not folder.is_dir() or any(p.is_file() for p in folder.glob("*.json")):
-        return None
-    runs = sorted(p for p in folder.iterdir() if p.is_dir() and _RUN_ID.fullmatch(p.name) and any(p.glob("*.json")))
-    return (runs[-1], len(runs)) if runs else None

@@ -4,6 +4,9 @@ says what a script's run is (one process), not one schedule for all."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from evidence_run import attached_of, with_catalog_prose
 from helpers import ROOT
 
@@ -25,3 +28,30 @@ def test_the_later_runs_and_the_band_cell_say_what_the_data_says() -> None:
         "by `repro all --quick`"
     ) in pasted
     assert "no spread here bounds a script (one process each, clocks not recorded)" in pasted
+
+
+def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
+    # The same run with no seeds_raw.py, scripts or later runs attached: the lean re-run paragraph leaves out
+    # its command and packages, and nothing it never had.
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    for p in (run / "attached").iterdir():
+        if p.name.startswith(("script-", "seeds_raw.", "quick-", "rerun-graph-memset")):
+            p.unlink()
+    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
+    pasted = _rendered(docs, run, **attached_of(run))
+    assert "the re-run paragraph's command and packages;" in pasted
+    assert "script's numbers" not in pasted and "later runs" not in pasted
+    full = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
+    assert "command, packages, later runs, and seeds_raw.py's and each script's numbers" in _rendered(
+        full, RUN, **attached_of(RUN)
+    )
+
+
+def test_a_suspect_runs_outlying_episode_is_in_the_comment() -> None:
+    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
+    lora = _rendered(docs, RUN, **attached_of(RUN)).split("## `lora-batch-scaling`")[1].split("\n## ")[0]
+    assert (
+        "- Episodes: 2 of 9 outside the CI; farthest: episode 1, 0.99x (+6.7%): bs2 +4.6% (50.3 ms against 48.1 ms "
+        "in the others), bs1 -1.9%."
+    ) in lora

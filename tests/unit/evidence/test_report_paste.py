@@ -20,7 +20,8 @@ from repro.cli.main import app
 from repro.core import kernelnames
 from repro.core.kernelnames import ELLIPSIS, short_names
 from repro.evidence import artifact, band, bundle, markdown
-from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, newest_run, report
+from repro.evidence.artifact import newest_run
+from repro.evidence.report import PASTE_LIMIT, PASTE_LINES, REPORT_LIMIT, report
 from repro.run import scripts
 
 BENCH = ROOT / "artifacts" / "reference" / "h200" / "bench" / "all" / "20261130T172037Z-c761fb"
