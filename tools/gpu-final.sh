@@ -57,7 +57,8 @@ write_readme() {
             for kind in loose quick; do
                 [ -f "$at/$kind.txt" ] && later="$later, the $kind run's ($kind-*)"
             done
-            echo "and GPU ($gpu_line), before the 'repro bundle' that packed them; $later, seeds_raw.json, steps.txt"
+            [ -f "$out/seeds_raw.json" ] && later="$later, seeds_raw.json"
+            echo "and GPU ($gpu_line), before the 'repro bundle' that packed them; $later, steps.txt"
             echo "and walls.tsv were copied here after a first bundle, whose wheel the re-run installed:"
         else
             echo "and GPU ($gpu_line), before 'repro bundle':"
@@ -68,9 +69,16 @@ write_readme() {
         echo "  004-cuda): it reads the programs from the bundle's seeds/ folder;"
         ls "$at"/script-*.out >/dev/null 2>&1 && echo "- script-<id>.out: 'repro script <id>' run with that python3" \
             "(stdout, then stderr), each printing its versions first;"
-        [ -n "${GPU_REPRO_TREE_COMMIT:-}" ] && echo "- the source tree was a git archive of gpu-repro commit" \
-            "$GPU_REPRO_TREE_COMMIT (its maker's record: without .git the artifacts record no commit, only the" \
-            "harness digest; the repository has no public URL here);"
+        # The tree's kind as found here, not as its maker meant it: an archive has no .git and holds the history.
+        if [ -e "$tree/.git" ]; then
+            echo "- the source tree was a git checkout (HEAD $(git -C "$tree" rev-parse --short HEAD 2>/dev/null ||" \
+                "echo unknown)), not tools/device-tree.sh's archive: the artifacts' git_state says whether their" \
+                "repro/ matched that HEAD; only the harness digest identifies the source otherwise;"
+        elif [ -n "${GPU_REPRO_TREE_COMMIT:-}" ]; then
+            echo "- the source tree was a git archive of gpu-repro commit $GPU_REPRO_TREE_COMMIT (its maker's" \
+                "record: without .git the artifacts record no commit, only the harness digest; the repository has" \
+                "no public URL here);"
+        fi
         [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the harness's commits up to the commit" \
             "above that changed repro/, schemas/ or pyproject.toml (the package's digest changes with no other), one line each (short hash, date, the source digest a run of it records, subject), written by its" \
             "maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"

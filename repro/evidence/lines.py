@@ -185,6 +185,8 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         width += f" widened by {whose} (±{fmt_pct(widened * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
+    if made and (bare := sum(not p.harness for p in b.points)):  # runs from before the digest was recorded
+        made += f" and the runs of {bare} GPU{'s' * (bare > 1)} that recorded none"
     same, known = b.same_source(doc.repro.source_sha256 or "")
     if known and same < known:  # the repro's code differed between runs: part of the spread may be the method's
         made += f"; {same} of {known} runs with this run's repro module file, its helpers and the sampler not compared"

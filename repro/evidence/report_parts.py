@@ -355,8 +355,10 @@ def traces_words(docs: Sequence[Artifact]) -> str:
     return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
-def not_tested(docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False) -> str:
-    lines = scope.not_tested(docs, declared, offline_rerun)
+def not_tested(
+    docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False, scripts_ran: bool = False
+) -> str:
+    lines = scope.not_tested(docs, declared, offline_rerun, scripts_ran)
     if not lines:
         return ""
     return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
