@@ -109,6 +109,11 @@ def code(value: Any, limit: int = NAME_CHARS) -> str:
     return f"`{md_cell(s)}`"
 
 
+def listed(items: Sequence[str]) -> str:
+    """``a and b``; ``a, b, and c`` from three on."""
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])}, and {items[-1]}"
+
+
 def fmt_time(seconds: float | None) -> str:
     """``1.5 ms``, ``820 ns``: three significant digits in the largest unit that keeps the value at least 1."""
     if seconds is None:

@@ -22,7 +22,16 @@ from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.lines import band_line, diff_lines, install_block, rerun_block, restated, scope_lines, stack_line
+from repro.evidence.lines import (
+    band_line,
+    diff_lines,
+    install_block,
+    python_env_words,
+    rerun_block,
+    restated,
+    scope_lines,
+    stack_line,
+)
 from repro.evidence.machines import machines
 from repro.evidence.markdown import (
     PASTE_LIMIT,
@@ -32,11 +41,12 @@ from repro.evidence.markdown import (
     current_ratios,
     fence,
     html_text,
+    listed,
     text,
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import RERUN_LOG, SCRIPT_OUT, SEEDS_LOG
+from repro.evidence.printed import RERUN_LOG, SEEDS_LOG
 from repro.evidence.printed import scripts as printed_scripts
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
@@ -312,11 +322,6 @@ def said_once(parts: Sequence[str], reasons: Sequence[str]) -> list[str]:
     return out
 
 
-def _listed(items: Sequence[str]) -> str:
-    """``a and b``; ``a, b, and c`` from three on."""
-    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])}, and {items[-1]}"
-
-
 def _size(parts: Sequence[str]) -> tuple[int, int]:
     joined = "\n".join(parts)
     return len(joined), joined.count("\n") + 1
@@ -402,7 +407,7 @@ def report(
             "",
         ]
     log_text = (printed or {}).get(RERUN_LOG)
-    scope_md = not_tested(runs, declared, offline(log_text), any(SCRIPT_OUT.fullmatch(n) for n in attached))
+    scope_md = not_tested(runs, declared, offline(log_text))
     full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
@@ -418,18 +423,15 @@ def report(
     again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = RERUN_LOG if RERUN_LOG in attached else None
     outputs = printed or {}
-    later, later_lean = (
-        reruns_words(runs, again, known, log, log_text=log_text),
-        reruns_words(runs, again, known, log, False, log_text),
-    )
+    later, later_lean = (reruns_words(runs, again, known, log, whole, log_text) for whole in (True, False))
     install = install_block(runs, reran=later + printed_words(runs, outputs))
-    # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections give their own runs of the seeds'
-    # programs).
+    # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections run the seeds' programs too).
     install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)
     # What the lean re-run paragraph leaves out, of what this run has.
     cut = printed_scripts(runs, outputs) != printed_scripts(runs, outputs, lean=True)
     whose = [x for x, has in (("seeds_raw.py's", SEEDS_LOG in outputs), ("each script's", cut)) if has]
-    rerun_gone = ["command", "packages"] + (["later runs"] if later != later_lean else [])
+    rerun_gone = ["command", *(["Python"] if python_env_words(runs) else []), "packages"]
+    rerun_gone += ["later runs"] if later != later_lean else []
     rerun_gone += [f"{' and '.join(whose)} numbers"] if whose else []
     dropped: list[str] = []
     shortened: list[str] = []
@@ -458,7 +460,7 @@ def report(
             gone += (
                 [
                     "the Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
-                    f"differ lines; the re-run paragraph's {_listed(rerun_gone)}"
+                    f"differ lines; the re-run paragraph's {listed(rerun_gone)}"
                 ]
                 if lean
                 else []

@@ -19,7 +19,7 @@ from repro.evidence.lines import MEASURED, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, finite, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
-from repro.evidence.printed import HISTORY, commit_of
+from repro.evidence.printed import HISTORY, SCRIPT_OUT, commit_of
 from repro.evidence.standalone import harness_of
 from repro.evidence.variants import with_whole_steps
 
@@ -307,6 +307,8 @@ def attached_words(names: Sequence[str]) -> str:
 def attach_words(docs: Sequence[Artifact], bundle: str, attached: Sequence[str], lean: bool = False) -> str:
     """`` _Attach <bundle> ...: what it holds._``; ``lean``: the same parts without their details (which traces,
     how the wheel was built, which scripts build CUDA programs), for a report short of room."""
+    # Run beside the harness only where their output is attached (script-<id>.out).
+    unrun = "" if any(SCRIPT_OUT.fullmatch(n) for n in attached) else "; none run with this run"
     if lean:
         n = len(attached)
         files = f"; `attached/`: {n} file{'s' * (n != 1)} added after the run" if attached else ""
@@ -314,14 +316,14 @@ def attach_words(docs: Sequence[Artifact], bundle: str, attached: Sequence[str],
         traces = "" if traces_words(docs).startswith("no traces") else " traces,"
         return (
             f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples,{traces} logs, the harness wheel, standalone "
-            f"scripts (`scripts/<id>`){seeds_said}{files}._"
+            f"scripts (`scripts/<id>`{unrun}){seeds_said}{files}._"
         )
     # A twin's script is a .sh that builds its CUDA program with nvcc (graph-memset's).
     cuda_script = "; a `.sh` builds a CUDA program" if any("twin" in d.extra for d in docs) else ""
     return (
         f" _Attach {bundle} (`repro bundle RUN_DIR`): raw samples; {traces_words(docs)}; logs; the harness "
         f"wheel (built from the source that ran, its digest; not the Makefile or tools/); standalone scripts "
-        f"(`scripts/<id>`{cuda_script}){seeds_words(docs)}{attached_words(attached)}._"
+        f"(`scripts/<id>`{cuda_script}{unrun}){seeds_words(docs)}{attached_words(attached)}._"
     )
 
 
@@ -355,10 +357,8 @@ def traces_words(docs: Sequence[Artifact]) -> str:
     return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
-def not_tested(
-    docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False, scripts_ran: bool = False
-) -> str:
-    lines = scope.not_tested(docs, declared, offline_rerun, scripts_ran)
+def not_tested(docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False) -> str:
+    lines = scope.not_tested(docs, declared, offline_rerun)
     if not lines:
         return ""
     return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"

@@ -236,20 +236,12 @@ SEED_DOCUMENTS = (
 )
 
 
-# The Not-run line's first item when no script's output is attached to the run.
-SCRIPTS_NOT_RUN = "the bundle's standalone scripts (scripts/; no output of theirs attached); "
-
-
 def not_tested(
-    docs: Sequence[Artifact],
-    declared: Declarations | None = None,
-    offline_rerun: bool = False,
-    scripts_ran: bool = False,
+    docs: Sequence[Artifact], declared: Declarations | None = None, offline_rerun: bool = False
 ) -> list[str]:
     """Lines of the report's scope section: what this run skipped, could not measure, or never had (the
     GPUs the seeds reported on, the conditions each repro names as mattering, other software stacks);
-    ``offline_rerun``: the bundle's re-run installed from a local wheelhouse only, its install lines untried on PyPI;
-    ``scripts_ran``: the standalone scripts' output is attached (else they are named as not run)."""
+    ``offline_rerun``: the bundle's re-run installed from a local wheelhouse only, its install lines untried on PyPI."""
     lines: list[str] = []
     for doc in docs:
         rid = doc.repro.id
@@ -311,8 +303,7 @@ def not_tested(
         lines.append(SEED_DOCUMENTS)
         host = "; a bare-metal host (this run was a VM guest)" if any(guest_words(d.machine) for d in docs) else ""
         lines.append(
-            f"Not run: {'' if scripts_ran else SCRIPTS_NOT_RUN}the GPU with locked clocks or another power limit "
-            f"(measured as found){host}; Windows (WDDM) "
+            f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
             "or WSL2, where the seeds may have run"
             + ("; pip installs from PyPI (the re-run here used a local wheelhouse)." if offline_rerun else ".")
         )

@@ -209,6 +209,8 @@ class LoraBatchScaling(Repro[LoraParams]):
         "the real FLUX pipeline (diffusers/peft or the article's trainer) on a 32 GB card, where memory pressure "
         "may change the per-sample cost",
         "the article itself (not found here: no URL or title), so whether its '2x slower' was per step or per sample",
+        "another host CPU, or a CUDA-graphed or compiled step: the timed step holds the host's gaps, which a batch "
+        "shares between more samples",
     )
     # The article saw it on an RTX 5090 (sm_120) only: on another architecture the claim is not tested.
     claim_arch = ("12.0",)

@@ -40,10 +40,10 @@ def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
             p.unlink()
     docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
     pasted = _rendered(docs, run, **attached_of(run))
-    assert "the re-run paragraph's command and packages;" in pasted
+    assert "the re-run paragraph's command, Python, and packages;" in pasted
     assert "script's numbers" not in pasted and "later runs" not in pasted
     full = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
-    assert "command, packages, later runs, and seeds_raw.py's and each script's numbers" in _rendered(
+    assert "command, Python, packages, later runs, and seeds_raw.py's and each script's numbers" in _rendered(
         full, RUN, **attached_of(RUN)
     )
 

@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -413,15 +414,19 @@ def test_the_rerun_paragraph_says_which_python_ran_and_how_the_harness_was_insta
     same = copy.deepcopy(docs)
     for d in same:
         d["fingerprint"]["host"]["python_env"] = env
-    text = _report(same)
+    text = _report(same, limit=sys.maxsize, max_lines=None)  # the whole paragraph, however long the run
     assert (
         "This run's Python: 3.12.3 (`/tmp/t/.venv/bin/python`; packages: "
         "`/tmp/t/.venv/lib/python3.12/site-packages` then `/opt/torch/.venv/lib/python3.12/site-packages`); "
         "harness: editable install of /tmp/t." in text
     )
     same[0]["fingerprint"]["host"]["python_env"] = {**env, "executable": "/usr/bin/python3"}
-    assert "This run's Python" not in _report(same)  # the repros disagree: nothing is said for all
-    assert "This run's Python" not in _report(docs)  # an older artifact recorded none
+    assert "This run's Python" not in _report(
+        same, limit=sys.maxsize, max_lines=None
+    )  # the repros disagree: nothing is said for all
+    assert "This run's Python" not in _report(
+        docs, limit=sys.maxsize, max_lines=None
+    )  # an older artifact recorded none
 
 
 def test_a_long_run_leaves_out_restating_lines_before_it_cuts_a_section() -> None:
