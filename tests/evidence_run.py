@@ -79,3 +79,12 @@ def attached_of(run: Path) -> dict[str, Any]:
     reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
     said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
     return {"attached": names, "reruns": reruns, "printed": said}
+
+
+def pasted(run: Path, **kw: Any) -> str:
+    """Run folder ``run``'s report as ``repro report`` renders it: today's prose (``with_catalog_prose``), what
+    its ``attached/`` holds as the bundle reads it, and ``kw`` (``limit``, ``max_lines``) for ``report``."""
+    from repro.cli.evidence import _rendered
+
+    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
+    return _rendered(docs, run, **attached_of(run), **kw)

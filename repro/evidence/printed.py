@@ -166,6 +166,13 @@ def words(docs: Sequence[Artifact], outputs: Mapping[str, str], with_seeds: bool
     return scripts(docs, outputs, lean=not with_seeds) + (seeds(log, [d.repro.id for d in docs]) if log else "")
 
 
+def lean_cuts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> list[str]:
+    """Whose numbers ``words(..., with_seeds=False)`` leaves out of what ``outputs`` hold: "seeds_raw.py's" where
+    its log is attached, "each script's" where the scripts' sentence is shortened."""
+    cut = scripts(docs, outputs) != scripts(docs, outputs, lean=True)
+    return [x for x, has in (("seeds_raw.py's", SEEDS_LOG in outputs), ("each script's", cut)) if has]
+
+
 def wanted(name: str) -> bool:
     """Whether an attached file is one the report reads: these programs' output, the re-run's install log, and the
     harness's history."""

@@ -46,8 +46,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import RERUN_LOG, SEEDS_LOG
-from repro.evidence.printed import scripts as printed_scripts
+from repro.evidence.printed import RERUN_LOG, lean_cuts
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -428,11 +427,10 @@ def report(
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections run the seeds' programs too).
     install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)
     # What the lean re-run paragraph leaves out, of what this run has.
-    cut = printed_scripts(runs, outputs) != printed_scripts(runs, outputs, lean=True)
-    whose = [x for x, has in (("seeds_raw.py's", SEEDS_LOG in outputs), ("each script's", cut)) if has]
+    whose = lean_cuts(runs, outputs)
     rerun_gone = ["command", *(["Python"] if python_env_words(runs) else []), "packages"]
     rerun_gone += ["later runs"] if later != later_lean else []
-    rerun_gone += [f"{' and '.join(whose)} numbers"] if whose else []
+    rerun_gone += [f"{listed(whose)} numbers"] if whose else []
     dropped: list[str] = []
     shortened: list[str] = []
     env_dropped = False

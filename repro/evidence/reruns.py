@@ -15,7 +15,7 @@ from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
-from repro.evidence.model import Artifact
+from repro.evidence.model import Artifact, Verdict
 from repro.evidence.standalone import harness_of
 
 
@@ -214,6 +214,11 @@ def _places(again: Artifact, first: Artifact) -> int | None:
     return MAX_PLACES
 
 
+def _ci_at(w: Verdict, places: int | None) -> str:
+    """This run's headline CI as ``lo-hi`` at ``places`` decimals; "" without a CI or places."""
+    return f"{w.ci_low:.{places}f}-{w.ci_high:.{places}f}" if places is not None and w.ci_low and w.ci_high else ""
+
+
 def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
     """``others`` in one short sentence: only the later headlines whose CI misses this run's, with their command
     (the whole account stays in the report the bundle holds in full); "" when every one overlaps."""
@@ -222,7 +227,7 @@ def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
         if _apart(again, first):
             v, w, d = again.verdict, first.verdict, _places(again, first)
             got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=d)
-            ours = f" against {w.ci_low:.{d}f}-{w.ci_high:.{d}f}" if d is not None and w.ci_low and w.ci_high else ""
+            ours = f" against {ci}" if (ci := _ci_at(w, d)) else ""
             apart.append(f"{text(again.repro.id)} {got}{ours} by {code(_flags(again))} ({code('attached/' + name)})")
     return f" Later runs' headline CIs that miss this run's: {'; '.join(apart)}." if apart else ""
 
@@ -320,9 +325,7 @@ def words(
         v, w = again.verdict, first.verdict
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
-        this = (
-            f" ({w.ci_low:.{places}f}-{w.ci_high:.{places}f})" if places is not None and w.ci_low and w.ci_high else ""
-        )
+        this = f" ({ci})" if (ci := _ci_at(w, places)) else ""
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:
             # Both: a re-run's CI can miss this run's (another process on the same GPU) and still land in the band.

@@ -7,50 +7,41 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evidence_run import attached_of, with_catalog_prose
+from evidence_run import pasted, section
 from helpers import ROOT
-
-from repro.cli.evidence import _rendered
-from repro.evidence import artifact
 
 RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence43" / "all" / "20261203T215407Z-bda9ea"
 
 
 def test_the_later_runs_and_the_band_cell_say_what_the_data_says() -> None:
-    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
-    pasted = _rendered(docs, RUN, **attached_of(RUN))
-    assert "Report cut" not in pasted and len(pasted) <= 20_000
-    memset = next(ln for ln in pasted.splitlines() if ln.startswith("| graph-memset |"))
+    said = pasted(RUN)
+    assert "Report cut" not in said and len(said) <= 20_000
+    memset = next(ln for ln in said.splitlines() if ln.startswith("| graph-memset |"))
     assert "this run +2%, outside the band)" in memset  # above every GPU: with its farthest GPUs too
     # The quick run's CI misses this run's by 0.0014: at three decimals, beside this run's.
     assert (
         "Later runs' headline CIs that miss this run's: 5090-linear 0.917x (95% CI 0.915-0.918) against 0.920-0.929 "
         "by `repro all --quick`"
-    ) in pasted
-    assert "no spread here bounds a script (one process each, clocks not recorded)" in pasted
+    ) in said
+    assert "no spread here bounds a script (one process each, clocks not recorded)" in said
 
 
 def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
     # The same run with no seeds_raw.py, scripts or later runs attached: the lean re-run paragraph leaves out
-    # its command and packages, and nothing it never had.
+    # its command, Python line and packages, and nothing it never had.
     run = tmp_path / RUN.name
     shutil.copytree(RUN, run)
     for p in (run / "attached").iterdir():
         if p.name.startswith(("script-", "seeds_raw.", "quick-", "rerun-graph-memset")):
             p.unlink()
-    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
-    pasted = _rendered(docs, run, **attached_of(run))
-    assert "the re-run paragraph's command, Python, and packages;" in pasted
-    assert "script's numbers" not in pasted and "later runs" not in pasted
-    full = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
-    assert "command, Python, packages, later runs, and seeds_raw.py's and each script's numbers" in _rendered(
-        full, RUN, **attached_of(RUN)
-    )
+    said = pasted(run)
+    assert "the re-run paragraph's command, Python, and packages;" in said
+    assert "script's numbers" not in said and "later runs" not in said
+    assert "command, Python, packages, later runs, and seeds_raw.py's and each script's numbers" in pasted(RUN)
 
 
 def test_a_suspect_runs_outlying_episode_is_in_the_comment() -> None:
-    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
-    lora = _rendered(docs, RUN, **attached_of(RUN)).split("## `lora-batch-scaling`")[1].split("\n## ")[0]
+    lora = section(pasted(RUN), "lora-batch-scaling")
     assert (
         "- Episodes: 2 of 9 outside the CI; farthest: episode 1, 0.99x (+6.7%): bs2 +4.6% (50.3 ms against 48.1 ms "
         "in the others), bs1 -1.9%."

@@ -7,33 +7,27 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evidence_run import attached_of, typed, with_catalog_prose
+from evidence_run import pasted, typed
 from helpers import ROOT
 
-from repro.cli.evidence import _rendered
-from repro.evidence import artifact, band, lines
+from repro.evidence import band, lines
 
 RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence44" / "all" / "20261203T234336Z-104ee6"
 WITH_SCRIPTS = ROOT / "artifacts" / "reference" / "h200" / "evidence43" / "all" / "20261203T215407Z-bda9ea"
 
 
-def _pasted(run: Path) -> str:
-    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([run])])
-    return _rendered(docs, run, **attached_of(run))
-
-
 def test_a_run_without_script_output_says_its_scripts_were_not_run(tmp_path: Path) -> None:
     # In the head's bundle line, which no size tier cuts.
-    pasted = _pasted(RUN)
-    assert "Report cut" not in pasted and len(pasted) <= 20_000
-    assert "standalone scripts (`scripts/<id>`; none run with this run)" in pasted
-    assert "none run with this run" not in _pasted(WITH_SCRIPTS)  # its scripts' output is attached
+    said = pasted(RUN)
+    assert "Report cut" not in said and len(said) <= 20_000
+    assert "standalone scripts (`scripts/<id>`; none run with this run)" in said
+    assert "none run with this run" not in pasted(WITH_SCRIPTS)  # its scripts' output is attached
     # The same run with its script output taken away says it too.
     run = tmp_path / WITH_SCRIPTS.name
     shutil.copytree(WITH_SCRIPTS, run)
     for p in (run / "attached").glob("script-*.out"):
         p.unlink()
-    assert "none run with this run" in _pasted(run)
+    assert "none run with this run" in pasted(run)
 
 
 def test_the_version_count_names_the_gpus_whose_runs_recorded_no_digest() -> None:
