@@ -22,6 +22,7 @@ from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
+from repro.evidence.fitting import CUT_NOTE, NTH, SPARE_BULLETS, cut_at_blocks, lean_section, size, stack_level
 from repro.evidence.lines import (
     band_line,
     diff_lines,
@@ -65,7 +66,7 @@ from repro.evidence.report_parts import (
 )
 from repro.evidence.reruns import offline
 from repro.evidence.reruns import words as reruns_words
-from repro.evidence.seedlines import SEED_METHOD_WHY, seed_source, seed_vs_ours
+from repro.evidence.seedlines import seed_source, seed_vs_ours
 from repro.evidence.variants import (
     comparisons_table,
     is_smoke,
@@ -321,11 +322,6 @@ def said_once(parts: Sequence[str], reasons: Sequence[str]) -> list[str]:
     return out
 
 
-def _size(parts: Sequence[str]) -> tuple[int, int]:
-    joined = "\n".join(parts)
-    return len(joined), joined.count("\n") + 1
-
-
 def report(
     docs: Sequence[Doc | Mapping[str, Any]],
     limit: int = PASTE_LIMIT,
@@ -342,9 +338,11 @@ def report(
     """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
     What does not fit goes in this order, each named in a note that points at the bundle: the
-    repros' ``<details>`` blocks (largest first), then the environment; then the report is cut
-    between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``:
-    what the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
+    repros' ``<details>`` blocks (largest first), then the environment; then the sections' lines that
+    restate (``repro.evidence.fitting``: LEAN_LINES), their kernel lists, their Kernels lines, the
+    last tiers of the Not-tested section, a suspect run's Episodes line; only then is the report cut
+    between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``: what
+    the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
     the names of the files in the run folder's ``attached/`` that the bundle packs; ``reruns``: those of
     them that are artifacts (name -> document): re-runs made from the bundle (``rerun-*.json``) and later runs
@@ -439,6 +437,7 @@ def report(
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
     # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
+    bullets_gone = 0  # the first this many of SPARE_BULLETS gone from every section
 
     def assemble() -> list[str]:
         parts = list(head)
@@ -463,22 +462,24 @@ def report(
                 if lean
                 else []
             )
-            if kernel_lines is not None:
+            spared = [words for prefix, words in SPARE_BULLETS[:bullets_gone] if any(prefix in s for s, _ in sections)]
+            if kernel_lines is not None and not any(w.startswith("Kernels") for w in spared):
                 gone += [
-                    f"each section's kernel lines after its {_NTH[kernel_lines]}"
+                    f"each section's kernel lines after its {NTH[kernel_lines]}"
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
+            gone += [f"each section's {' and '.join(spared)}"] if spared else []
             gone += ["the band's farthest-GPU note"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
-            gone += [said] if (said := stack_note(scope_md, _level(stack_gone))[1]) else []
+            gone += [said] if (said := stack_note(scope_md, stack_level(stack_gone))[1]) else []
             parts += [f"_Left out here, in the bundle's `{FULL_REPORT}`: {'; '.join(gone)}._", ""]
         if scope_md:
-            parts.append(stack_note(scope_md, _level(stack_gone))[0])
+            parts.append(stack_note(scope_md, stack_level(stack_gone))[0])
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
-            parts.append(_lean(section, kernel_lines) if lean else section)
+            parts.append(lean_section(section, kernel_lines, bullets_gone) if lean else section)
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
@@ -486,7 +487,7 @@ def report(
         return said_once(parts, skip_reasons(runs))
 
     def fits(parts: Sequence[str]) -> bool:
-        chars, lines = _size(parts)
+        chars, lines = size(parts)
         return chars <= limit and (max_lines is None or lines <= max_lines)
 
     parts = assemble()
@@ -518,79 +519,18 @@ def report(
         parts = assemble()
         if fits(parts):
             break
+    if not fits(parts):  # the Kernels lines' timings, before the Not-tested section loses a word
+        bullets_gone = 1
+        parts = assemble()
     for stack_gone in range(1, 5 + len(STACK_LINES)) if not fits(parts) else ():  # noqa: B007 (assemble reads it)
         real = {1: at_notes is not None, 3: at_order is not None}.get(
-            stack_gone, bool(stack_note(scope_md, _level(stack_gone))[1])
+            stack_gone, bool(stack_note(scope_md, stack_level(stack_gone))[1])
         )
         if real and fits(parts := assemble()):
             break
+    if not fits(parts):  # a suspect run's Episodes line, the last before a whole section is cut
+        bullets_gone = 2
     parts = assemble()
     if fits(parts):
         return "\n".join(parts)
     return cut_at_blocks(parts, limit, max_lines)
-
-
-_NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
-
-
-def _level(stack_gone: int) -> int:
-    """``stack_note``'s level at a last tier: none, then the parentheses (2 on), the later not-covered items (4),
-    then STACK_LINES (5 on)."""
-    return {0: 0, 1: 0, 2: 1, 3: 1}.get(stack_gone, stack_gone - 2)
-
-
-CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
-# A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
-# falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
-# environment are gone, before its kernel lines (``_lean``) and the last tiers (``stack_gone``).
-LEAN_LINES = (
-    "- Holds for:",
-    "- Does not hold for:",
-    "- Impact:",
-    "- Re-run elsewhere",
-    "- Method:",
-    f"- {SEED_METHOD_WHY}",
-)
-# Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
-# line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
-
-
-def _lean(section: str, kernels: int | None = None) -> str:
-    """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
-    cut to its first ``kernels`` lines."""
-    kept = []
-    listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
-    for ln in section.split("\n"):
-        if ln.startswith(LEAN_LINES):
-            continue
-        if kernels is not None:
-            if ln.startswith("  - ") and listed is not None:
-                listed += 1
-                if listed > kernels:
-                    continue
-            else:
-                listed = 0 if ln.startswith("- Kernels") else None
-                if listed is not None and kernels == 0:  # no list follows: the line ends as a sentence
-                    ln = ln.removesuffix(":") + "."
-        kept.append(ln)
-    return "\n".join(kept)
-
-
-def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None) -> str:
-    """Whole parts (each complete markdown: a table, a section, a details block) while they fit, then a note.
-
-    Never cuts inside a part, so no fence or <details> is left open and the note renders as text.
-    """
-    budget = limit - len(CUT_NOTE) - 2
-    line_budget = (max_lines - 3) if max_lines is not None else None
-    kept: list[str] = []
-    used = 0
-    lines = 0
-    for part in parts:
-        n = part.count("\n") + 1
-        if used + len(part) + 1 > budget or (line_budget is not None and lines + n > line_budget):
-            break
-        kept.append(part)
-        used += len(part) + 1
-        lines += n
-    return "\n".join(kept).rstrip("\n") + "\n\n" + CUT_NOTE

@@ -24,10 +24,13 @@ def _memset_band() -> band.Band:
 
 def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None:
     said = band.outlier_arms(_memset_band())
-    assert said.startswith(
-        "on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), 716 ns (d4a5a7bb), "
-        "730 ns (03c1ca1e), against"
-    )
+    # The farthest GPUs as the committed runs have them (evidence45's GPU made them 5 from 3): the three slow-fill
+    # GPUs first, each with its arm and value.
+    assert re.match(
+        r"on its farthest \d GPUs, the arm that moved most: twin_fill 741 ns \(b43f15a9\), 716 ns "
+        r"\(d4a5a7bb\), 730 ns \(03c1ca1e\)",
+        said,
+    ), said
     # The other GPUs' medians move a little as runs join the band: a memset node near 0.92 us, a fill near 0.62.
     assert re.search(r"medians of twin_memset 9[12]\d ns, twin_fill 6[12]\d ns", said), said
     assert said.endswith("; NVML listed no other compute process before or after these arms")

@@ -29,7 +29,7 @@ def test_a_one_sided_band_says_each_side() -> None:
     below, above = memset.sides()
     assert max(below, above) == memset.half_width and below > 2 * above  # the slow-fill GPUs lie below
     few = memset.outliers
-    assert few is not None and memset.sides(few[0])[0] == few[1]
+    assert few is not None and max(memset.sides(few[0])) == few[1]  # the half-width without the farthest few
     # Without any GPU dropped, a band of two points has a side each.
     two = dataclasses.replace(memset, points=memset.points[:2])
     assert sum(x > 0 for x in two.sides()) >= 1

@@ -1,0 +1,94 @@
+"""How the pasted report fits its size: the tiers' words, the lean form of a section, and the last-resort cut.
+
+``repro.evidence.report`` decides the order of the tiers; this module holds what each tier takes out of a section
+and the cut between whole blocks that nothing else may follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repro.evidence.seedlines import SEED_METHOD_WHY
+
+
+def size(parts: Sequence[str]) -> tuple[int, int]:
+    """The characters and lines of ``parts`` joined by newlines."""
+    joined = "\n".join(parts)
+    return len(joined), joined.count("\n") + 1
+
+
+NTH = {1: "first", 2: "second"}  # the kernel-list tiers' words
+
+
+def stack_level(stack_gone: int) -> int:
+    """``stack_note``'s level at a last tier: none, then the parentheses (2 on), the later not-covered items (4),
+    then STACK_LINES (5 on)."""
+    return {0: 0, 1: 0, 2: 1, 3: 1}.get(stack_gone, stack_gone - 2)
+
+
+CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
+# A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
+# falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
+# environment are gone, before its kernel lines (``lean_section``) and the last tiers (``stack_gone``).
+LEAN_LINES = (
+    "- Holds for:",
+    "- Does not hold for:",
+    "- Impact:",
+    "- Re-run elsewhere",
+    "- Method:",
+    f"- {SEED_METHOD_WHY}",
+)
+# The section lines a lean report spares, each named in the Left-out note: the Kernels line's timings once its list
+# is gone (the finding names the kernels that differ where they matter), before the Not-tested tiers; then, after
+# them, a suspect run's Episodes line (the CI covers its episodes), the last before a section is cut.
+SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episodes:", "Episodes line"))
+# Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
+# line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
+
+
+def lean_section(section: str, kernels: int | None = None, spare: int = 0) -> str:
+    """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
+    cut to its first ``kernels`` lines; without the first ``spare`` of SPARE_BULLETS (a line and its sub-bullets)."""
+    kept = []
+    listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
+    spared = tuple(prefix for prefix, _ in SPARE_BULLETS[:spare])
+    skipping = False  # inside a spared line's sub-bullets
+    for ln in section.split("\n"):
+        if ln.startswith(LEAN_LINES):
+            continue
+        if skipping and ln.startswith("  - "):
+            continue
+        skipping = bool(spared) and ln.startswith(spared)
+        if skipping:
+            continue
+        if kernels is not None:
+            if ln.startswith("  - ") and listed is not None:
+                listed += 1
+                if listed > kernels:
+                    continue
+            else:
+                listed = 0 if ln.startswith("- Kernels") else None
+                if listed is not None and kernels == 0:  # no list follows: the line ends as a sentence
+                    ln = ln.removesuffix(":") + "."
+        kept.append(ln)
+    return "\n".join(kept)
+
+
+def cut_at_blocks(parts: Sequence[str], limit: int, max_lines: int | None = None) -> str:
+    """Whole parts (each complete markdown: a table, a section, a details block) while they fit, then a note.
+
+    Never cuts inside a part, so no fence or <details> is left open and the note renders as text.
+    """
+    budget = limit - len(CUT_NOTE) - 2
+    line_budget = (max_lines - 3) if max_lines is not None else None
+    kept: list[str] = []
+    used = 0
+    lines = 0
+    for part in parts:
+        n = part.count("\n") + 1
+        if used + len(part) + 1 > budget or (line_budget is not None and lines + n > line_budget):
+            break
+        kept.append(part)
+        used += len(part) + 1
+        lines += n
+    return "\n".join(kept).rstrip("\n") + "\n\n" + CUT_NOTE
