@@ -112,7 +112,11 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     whole_lo, whole_hi = b.sides()
     beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
     which = " without them" if few and not beyond_all else ""
-    lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}" if far else ""
+    # Its CI reaching back into the band is what the section's Re-run-elsewhere line calls consistent.
+    lo, hi = doc.verdict.ci_low, doc.verdict.ci_high
+    edge = lo is not None and hi is not None and (lo / b.center - 1 <= above if off > 0 else 1 - hi / b.center <= below)
+    reach = ", its CI reaching into it" if edge else ""
+    lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}{reach}" if far else ""
     cell = f"{spread(whole_lo, whole_hi)} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:
         cell += f"; ±{fmt_pct(same[0] * 100)} ({same[2]} runs on {same[1]})"

@@ -99,9 +99,38 @@ def seed_vs_ours(doc: Artifact, declared: Declared | None = None) -> list[str]:
         own, vs = finite(doc.extra.get("seed_as_posted_ratio")), doc.extra.get("seed_as_posted_vs")
         if own and isinstance(row.ratio, float):
             line += f"; against the seed's own program above ({own:.2f}x), {(row.ratio / own - 1) * 100:+.1f}%"
+            line += f", {nodes}" if (nodes := seed_cu_nodes(doc)) else ""
             line += f": {text(vs)}" if isinstance(vs, str) and vs else ""
         out.append(line + ".")
     return out + seed_method_lines(doc)
+
+
+# seed.cu captures this many nodes in its one graph: its printed microseconds per replay over this are per op.
+SEED_CU_OPS = 1000
+# The re-implementation's variant per seed.cu form, and the node each times.
+_SEED_CU_NODES = (("memset", "twin_seed_memset", "memset node"), ("kernel", "twin_seed_fill", "kernel node"))
+
+
+def seed_cu_nodes(doc: Artifact) -> str:
+    """``ns per op: memset node 872 (seed.cu 872, +0.0%), kernel node 620 (seed.cu 592, +4.7%), so the kernel node
+    moves it``: the re-implementation's per-op medians against seed.cu's (its median microseconds per
+    replay over SEED_CU_OPS), so a reader sees which node moves the ratio; "" where either is missing."""
+    got = doc.extra.get("seed_cu")
+    med = got.get("median_us") if isinstance(got, Mapping) else None
+    if not isinstance(med, Mapping):
+        return ""
+    said = []
+    for form, name, label in _SEED_CU_NODES:
+        ours, theirs = doc.variant(name), finite(med.get(form))
+        if ours is None or not ours.median or not theirs:
+            return ""
+        seed_ns = theirs * 1e3 / SEED_CU_OPS
+        said.append((label, ours.median * 1e9, seed_ns, ours.median * 1e9 / seed_ns - 1))
+    big = max(said, key=lambda x: abs(x[3]))[0]
+    per_op = ", ".join(
+        f"{label} {a:.0f} (seed.cu {b:.0f}, {d:+.1%})".replace("-0.0%", "+0.0%") for label, a, b, d in said
+    )
+    return f"ns per op: {per_op}, so the {big} moves it"
 
 
 def seed_torch_words(got: object, doc: Artifact | None = None) -> str:

@@ -158,7 +158,7 @@ class GraphMemset(Repro[MemsetParams]):
         "Seed: 1000 zero_out<<<1,1>>> kernels against 1000 4-byte cudaMemsetAsync captured in one graph, "
         "replayed on a second stream, one replay timed by a host clock around launch and "
         "cudaDeviceSynchronize. Ours (the headline): the pure CUDA twin with <<<1,32>>> fill kernels, "
-        "replays back to back timed with CUDA events (the nodes' execution, without launch and wake-up); "
+        "replays back to back timed with CUDA events (their throughput: each launch queued behind the last replay); "
         "the seed's program runs beside it in the same binary."
     )
     seed_claim = (

@@ -37,8 +37,10 @@ def test_the_cell_shows_both_sides_and_a_run_beyond_one_is_outside() -> None:
     assert cell.startswith(f"-{below * 100:.2g}%/+{above * 100:.2g}% of {others.center:.3g}x (")
     off = solve.verdict.value / others.center - 1 if solve.verdict.value else 0.0
     assert off < 0 and -off > below  # evidence38's 9.324 lies under every other GPU
-    assert f"this run -{abs(off) * 100:.2g}%, outside the band)" in cell
-    assert "outside the band)" in cell
+    assert f"this run -{abs(off) * 100:.2g}%, outside the band" in cell
+    # Where its CI reaches back into the band, the cell says so (the section calls that consistent).
+    hi = solve.verdict.ci_high
+    assert (", its CI reaching into it)" in cell) == (hi is not None and 1 - hi / others.center <= below)
     # A run inside the band says nothing of where it lies.
     inside = dataclasses.replace(solve, verdict=dataclasses.replace(solve.verdict, value=others.center))
     assert "this run" not in _band_cell(inside, [others])
