@@ -1,0 +1,6 @@
+set -e
+pip install torch==2.11.0
+pip install cuda-bindings==13.3.1
+pip install './20261204T134236Z-ab9654/harness/gpu_repro-0.1.0+src.54350f2314f3-py3-none-any.whl[plots]'
+repro run 5090-linear
+repro run graph-memset
