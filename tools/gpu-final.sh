@@ -8,8 +8,8 @@
 #      leaves room for it and for steps 5-7 (so do the seeds' raw scripts and the standalone scripts in step 3);
 #   5. `repro bundle` of the run;
 #   6. that bundle's harness installed into a fresh venv by the report's install lines (offline: torch and
-#      cuda-bindings are met by the machine's own), the re-run lines of RERUN_IDS (default 5090-linear and
-#      graph-memset) run there, and the installed harness's source digest checked against the artifacts';
+#      cuda-bindings are met by the machine's own), the re-run lines of RERUN_IDS (default 5090-linear,
+#      graph-memset and solve-512-cliff) run there, and the installed harness's source digest checked against the artifacts';
 #   7. what steps 4 and 6 printed, the wall times and the steps attached, and the run bundled again, so the
 #      bundle carries the re-run's check.
 # Everything lands under OUT_DIR; a table is printed last.
@@ -21,7 +21,7 @@ wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tree=$PWD
-RERUN_IDS=${RERUN_IDS:-5090-linear graph-memset}
+RERUN_IDS=${RERUN_IDS:-5090-linear graph-memset solve-512-cliff}
 t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 
@@ -147,8 +147,8 @@ else
 fi
 
 # Steps 4, then 5-7: the runs that take a budget first, as long as `reserve` seconds stay for the bundle, the
-# re-runs and the second bundle (about 70 s on an H200 for 5090-linear and graph-memset).
-reserve=90
+# re-runs and the second bundle (about 70 s on an H200 for 5090-linear and graph-memset, about 30 s more with solve).
+reserve=120
 summary() {  # the headlines of a run folder's artifacts, one line each
     python3 - "$1" <<'PY'
 import glob, json, sys

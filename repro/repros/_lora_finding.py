@@ -150,7 +150,10 @@ def clocks_clause(result: RunResult) -> tuple[str, str]:
     # A monitor with "arm" holds that batch's polls only; one without covers every batch's rounds.
     shared = not all("arm" in mon for mon in mons.values())
     scope = (
-        "one monitor over all batches' rounds" if shared else "medians (min-max) of the polls after each batch's blocks"
+        "one monitor over all batches' rounds"
+        if shared
+        else "medians (min-max) of the polls after each batch's blocks (power: NVML's average over about its last "
+        "second, which spans the other batches' blocks too, so it is not one batch's)"
     )
     detail = f"GPU clocks and power, {scope}: {per}."
     sagged = [name for name, mon in mons.items() if mon.get("throttled")]

@@ -368,7 +368,8 @@ def test_the_finding_names_whose_clocks_sagged_with_each_batch_s_own_numbers() -
     assert "bs1" not in v.finding.split("held the SM clock down during")[1].split("'s rounds")[0]
     clocks = [d for d in v.details if d.startswith("GPU clocks and power")]
     assert clocks == [
-        "GPU clocks and power, medians (min-max) of the polls after each batch's blocks: "
+        "GPU clocks and power, medians (min-max) of the polls after each batch's blocks (power: NVML's average over "
+        "about its last second, which spans the other batches' blocks too, so it is not one batch's): "
         "bs1 SM 1980 MHz (1965-1980), 520 W; bs2 SM 1695 MHz (1335-1980), 654 W."
     ]
     # No clock events: the finding says nothing about clocks; the numbers stay in the details.
