@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from repro.api import Comparison, SamplingConfig, Timing, VariantResult, Work, achieved, standalone, stats
-from repro.repros._twin import _NO_NATIVE_GPU, TwinBuild
+from repro.repros._twin import _NO_NATIVE_GPU, TwinBuild, TwinRun
 
 
 class TwinParams(Protocol):
@@ -176,6 +176,48 @@ def twin_variants(
             )
         )
     return out
+
+
+# The twin's runs at most, one after another, while its headline's CI is wider than the run asks for.
+TWIN_RUNS = 3
+
+
+def _rounds(samples: Sequence[float], per_round: int) -> tuple[float, ...]:
+    """The median of each round of ``per_round`` replays (as ``twin_variants`` cuts them)."""
+    return tuple(stats.quantile(sorted(samples[i : i + per_round]), 0.5) for i in range(0, len(samples), per_round))
+
+
+def headline_halfwidth(doc: Mapping[str, Any]) -> float | None:
+    """The relative half-width of the twin headline's paired 95% CI (memset over fill, per round, widened over
+    the episodes' medians as the verdict widens it); None where the output has no rounds for the pair."""
+    per_round, runs = int(doc.get("per_round") or 0), doc.get("variants") or {}
+    if per_round <= 0 or not all(runs.get(n) for n in ("memset", "fill")):
+        return None
+    memset, fill = (_rounds([float(x) for x in runs[n]], per_round) for n in ("memset", "fill"))
+    if len(memset) != len(fill):
+        return None
+    value, lo, hi = stats.paired_ratio_ci(memset, fill, 0.95, 1.0, int(doc.get("episode_rounds") or 0) or None)
+    return stats.rel_halfwidth(value, lo, hi)
+
+
+def twin_runs(
+    once: Callable[[], TwinRun], expected: Sequence[str] | None, wide_at: float, runs: int = TWIN_RUNS
+) -> tuple[float, dict[str, Any]]:
+    """Run the twin (``once``), parse its output (``parse_twin_output`` with ``expected``), and run it again, up to
+    ``runs`` runs in all, while its headline's CI half-width (``headline_halfwidth``) is over ``wide_at``: a few
+    extreme episodes of one run can hold the widened CI open, and more episodes close it. Each run's replays are
+    appended to the last's (its rounds and episodes follow theirs: one run prints whole episodes); ``twin_runs``
+    counts the runs, and the wall seconds are summed."""
+    ran = once()
+    wall, doc = ran.wall_s, parse_twin_output(ran.stdout, expected)
+    n = 1
+    while n < runs and (width := headline_halfwidth(doc)) is not None and width > wide_at:
+        ran = once()
+        more = parse_twin_output(ran.stdout, expected)
+        wall += ran.wall_s
+        doc = {**doc, "variants": {k: [*v, *more["variants"].get(k, [])] for k, v in doc["variants"].items()}}
+        n += 1
+    return wall, {**doc, "twin_runs": n}
 
 
 def twin_per_round(doc: Mapping[str, Any], name: str) -> int:

@@ -56,8 +56,8 @@ from repro.repros._memset_twin import (
     OP_BYTES,
     TWIN_SOURCE,
     TWIN_VARIANTS,
-    parse_twin_output,
     twin_args,
+    twin_runs,
     twin_script,
     twin_variants,
 )
@@ -439,7 +439,8 @@ class GraphMemset(Repro[MemsetParams]):
         wanted = [n for n, _ in TWIN_VARIANTS if untimed[n] is None]
         gap_ms = round(ctx.sampling.episode_gap_s * 1000) if ctx.cuda else 0
         cmd = [str(build.binary), "--device", str(device_index)]
-        cmd += twin_args(p, gap_ms, wanted if len(wanted) < len(TWIN_VARIANTS) else ())
+        asked = wanted if len(wanted) < len(TWIN_VARIANTS) else None
+        cmd += twin_args(p, gap_ms, asked or ())
         skipped = [ctx.skipped(f"twin_{n}", lb, str(untimed[n]), source="graph_memset.cu") for n, lb in TWIN_VARIANTS
                    if untimed[n] is not None]  # fmt: skip
         info["variants"] = wanted
@@ -447,14 +448,15 @@ class GraphMemset(Repro[MemsetParams]):
             info.update(status="skipped", reason=skipped[0].reason)
             return skipped, info
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
-        try:
-            ran, monitor = ctx.monitored(lambda: run_twin(cmd, p.twin_timeout_s))
-            doc = parse_twin_output(ran.stdout, wanted if len(wanted) < len(TWIN_VARIANTS) else None)
+        wide_at = max(ctx.sampling.target_rel_ci, ctx.sampling.decided_rel_ci)  # the verdict's own bar
+        try:  # one monitor over every run of the twin
+            (wall, doc), monitor = ctx.monitored(
+                lambda: twin_runs(lambda: run_twin(cmd, p.twin_timeout_s), asked, wide_at)
+            )
         except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))
-        info.update(
-            status="ok", reason=None, wall_s=ran.wall_s, gpu=doc.get("device"), cuda_runtime=doc.get("cuda_runtime")
-        )
+        info.update(status="ok", reason=None, wall_s=wall, runs=doc["twin_runs"], gpu=doc.get("device"))
+        info.update(cuda_runtime=doc.get("cuda_runtime"))
         timed = twin_variants(doc, build, ctx.sampling.target_rel_ci, p.twin_timeout_s, ctx.ceilings)
         return [*(replace(v, gpu_monitor=monitor) for v in timed), *skipped], info
 

@@ -317,3 +317,49 @@ def test_the_twin_variants_carry_the_gpu_monitor_around_its_process(
     # Without NVML there is no monitor and nothing is made up.
     plain, _ = GraphMemset()._twin(p, RunContext(device="cpu", smoke=False, sampling=fast), 0)
     assert all(v.gpu_monitor is None for v in plain)
+
+
+# --------------------------------------------------------------------------- more twin runs while the CI is wide
+
+
+def _twin_output(memset: list[float], fill: list[float], per_round: int = 1, episode: int = 2) -> _twin.TwinRun:
+    doc = {"ops": 1000, "per_round": per_round, "episode_rounds": episode, "variants": {"memset": memset, "fill": fill}}
+    return _twin.TwinRun(stdout=json.dumps(doc), wall_s=2.0)
+
+
+def test_a_tight_twin_runs_once_and_a_wide_one_again_until_tight_or_out_of_runs() -> None:
+    from repro.repros._memset_twin import TWIN_RUNS, headline_halfwidth, twin_runs
+
+    steady = _twin_output([1.5e-6] * 12, [1.0e-6] * 12)
+    calls: list[int] = []
+
+    def once(out: _twin.TwinRun) -> _twin.TwinRun:
+        calls.append(1)
+        return out
+
+    wall, doc = twin_runs(lambda: once(steady), ["memset", "fill"], 0.02)
+    assert (len(calls), doc["twin_runs"], wall) == (1, 1, 2.0) and headline_halfwidth(doc) == pytest.approx(0.0)
+    # Two of six episodes far off: the widened CI is over 2%, so the twin runs again (and again), each run's
+    # replays appended to the last's.
+    wild = _twin_output([1.5e-6] * 8 + [1.2e-6] * 4, [1.0e-6] * 12)
+    width = headline_halfwidth(json.loads(wild.stdout))
+    assert width is not None and width > 0.02
+    calls.clear()
+    wall, doc = twin_runs(lambda: once(wild), ["memset", "fill"], 0.02)
+    assert len(calls) == TWIN_RUNS == doc["twin_runs"] and wall == 2.0 * TWIN_RUNS
+    assert len(doc["variants"]["memset"]) == 12 * TWIN_RUNS == len(doc["variants"]["fill"])
+    # A wide first run followed by steady ones: it stops once the CI over all episodes is narrow enough.
+    runs = iter([wild, steady, steady, steady])
+    calls.clear()
+    _, doc = twin_runs(lambda: once(next(runs)), ["memset", "fill"], 0.02)
+    # Two runs: 12 episodes, 2 of them off, and the 95% CI of their medians (order statistics 3 and 10) is tight.
+    assert doc["twin_runs"] == len(calls) == 2 and headline_halfwidth(doc) == pytest.approx(0.0)
+
+
+def test_output_without_rounds_is_never_run_again() -> None:
+    from repro.repros._memset_twin import headline_halfwidth, twin_runs
+
+    bare = _twin_output([1.5e-6, 1.2e-6, 1.9e-6], [1.0e-6] * 3, per_round=0)
+    assert headline_halfwidth(json.loads(bare.stdout)) is None
+    _, doc = twin_runs(lambda: bare, ["memset", "fill"], 0.02)
+    assert doc["twin_runs"] == 1
