@@ -363,3 +363,12 @@ def test_output_without_rounds_is_never_run_again() -> None:
     assert headline_halfwidth(json.loads(bare.stdout)) is None
     _, doc = twin_runs(lambda: bare, ["memset", "fill"], 0.02)
     assert doc["twin_runs"] == 1
+
+
+def test_a_run_with_a_partial_last_round_is_not_extended() -> None:
+    from repro.repros._memset_twin import twin_runs
+
+    # 11 replays in rounds of 2: the last round holds one, so a second run's rounds would start mid-round.
+    partial = _twin_output([1.5e-6] * 7 + [1.2e-6] * 4, [1.0e-6] * 11, per_round=2)
+    _, doc = twin_runs(lambda: partial, ["memset", "fill"], 0.0)
+    assert doc["twin_runs"] == 1
