@@ -221,7 +221,7 @@ for rid in os.environ["RERUN_IDS"].split():
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
-(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 200 bash "$out/rerun.sh") \
+(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 240 bash "$out/rerun.sh") \
     >"$out/rerun.log" 2>&1
 step "re-run: exit $?"
 # From /tmp/rerun: the tree's own repro/ must not shadow the installed wheel.

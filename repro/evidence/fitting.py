@@ -40,7 +40,7 @@ LEAN_LINES = (
 )
 # The section lines a lean report spares, each named in the Left-out note: the Kernels line's timings once its list
 # is gone (the finding names the kernels that differ where they matter), before the Not-tested tiers; then, after
-# them, a suspect run's Episodes line (the CI covers its episodes), the last before a section is cut.
+# them, the Episodes line of a run with an extreme episode (the CI covers its episodes), the last before a cut.
 SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episodes:", "Episodes line"))
 # Lean too: the Method lines (rounds and episodes; the standalone script each names is in the head's bundle
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).

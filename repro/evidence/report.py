@@ -340,7 +340,7 @@ def report(
     What does not fit goes in this order, each named in a note that points at the bundle: the
     repros' ``<details>`` blocks (largest first), then the environment; then the sections' lines that
     restate (``repro.evidence.fitting``: LEAN_LINES), their kernel lists, their Kernels lines, the
-    last tiers of the Not-tested section, a suspect run's Episodes line; only then is the report cut
+    last tiers of the Not-tested section, the Episodes lines; only then is the report cut
     between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``: what
     the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
@@ -528,7 +528,7 @@ def report(
         )
         if real and fits(parts := assemble()):
             break
-    if not fits(parts):  # a suspect run's Episodes line, the last before a whole section is cut
+    if not fits(parts):  # the Episodes lines, the last before a whole section is cut
         bullets_gone = 2
     parts = assemble()
     if fits(parts):

@@ -14,6 +14,7 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
+from repro.evidence.agreement import agree as agreed
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
@@ -112,10 +113,11 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     whole_lo, whole_hi = b.sides()
     beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
     which = " without them" if few and not beyond_all else ""
-    # Its CI reaching back into the band is what the section's Re-run-elsewhere line calls consistent.
+    # The section's Re-run-elsewhere line's own test (lines.band_line): the whole band widened by one run's slack.
     lo, hi = doc.verdict.ci_low, doc.verdict.ci_high
-    edge = lo is not None and hi is not None and (lo / b.center - 1 <= above if off > 0 else 1 - hi / b.center <= below)
-    reach = ", its CI reaching into it" if edge else ""
+    ci = (hi - lo) / 2 / doc.verdict.value if lo is not None and hi is not None else 0.0
+    widened = agreed(b.center, doc.verdict.value, b, ci, centred=True) == "consistent"
+    reach = ", consistent with it widened by one run's spread" if widened else ""
     lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}{reach}" if far else ""
     cell = f"{spread(whole_lo, whole_hi)} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from repro.api import Comparison, SamplingConfig, Timing, VariantResult, Work, achieved, standalone, stats
-from repro.repros._twin import _NO_NATIVE_GPU, TwinBuild, TwinRun
+from repro.repros._twin import _NO_NATIVE_GPU, TwinBuild, TwinRun, TwinRunError
 
 
 class TwinParams(Protocol):
@@ -211,11 +211,20 @@ def twin_runs(
     ran = once()
     wall, doc = ran.wall_s, parse_twin_output(ran.stdout, expected)
     n = 1
-    # Appended runs keep the rounds aligned only where every variant printed whole rounds.
-    whole = all(not (k := twin_per_round(doc, name)) or len(v) % k == 0 for name, v in doc["variants"].items())
+    # Appended runs keep the rounds and episodes aligned only where every variant printed whole rounds, and its
+    # rounds whole episodes.
+    episode = int(doc.get("episode_rounds") or 0) or 1
+    whole = all(
+        not (k := twin_per_round(doc, name)) or (len(v) % k == 0 and len(v) // k % episode == 0)
+        for name, v in doc["variants"].items()
+    )
     while whole and n < runs and (width := headline_halfwidth(doc)) is not None and width > wide_at:
-        ran = once()
-        more = parse_twin_output(ran.stdout, expected)
+        try:
+            ran = once()
+            more = parse_twin_output(ran.stdout, expected)
+        except (TwinRunError, ValueError) as exc:  # the runs so far stand; the artifact says why none followed
+            doc = {**doc, "twin_rerun_error": str(exc)[:300]}
+            break
         wall += ran.wall_s
         doc = {**doc, "variants": {k: [*v, *more["variants"].get(k, [])] for k, v in doc["variants"].items()}}
         n += 1

@@ -38,9 +38,19 @@ def test_the_cell_shows_both_sides_and_a_run_beyond_one_is_outside() -> None:
     off = solve.verdict.value / others.center - 1 if solve.verdict.value else 0.0
     assert off < 0 and -off > below  # evidence38's 9.324 lies under every other GPU
     assert f"this run -{abs(off) * 100:.2g}%, outside the band" in cell
-    # Where its CI reaches back into the band, the cell says so (the section calls that consistent).
-    hi = solve.verdict.ci_high
-    assert (", its CI reaching into it)" in cell) == (hi is not None and 1 - hi / others.center <= below)
+    # The cell calls it consistent exactly where the section's Re-run-elsewhere line does (evidence45's cold read).
+    from repro.evidence.lines import band_line
+
+    said = band_line(solve, [others]) or ""
+    assert (", consistent with it widened by one run's spread)" in cell) == (": consistent" in said), (cell, said)
+    # A lopsided CI whose far end just reaches the band, its value 3% beyond: the section says it differs, and so
+    # does the cell (the CI's end alone would have read as reaching back in).
+    c = others.center
+    value = c * (1 - below - 0.03)
+    lopsided = dataclasses.replace(solve.verdict, value=value, ci_low=value * 0.999, ci_high=c * (1 - below + 0.001))
+    far = dataclasses.replace(solve, verdict=lopsided)
+    assert ": differs beyond the band" in (band_line(far, [others]) or "")
+    assert "outside the band)" in _band_cell(far, [others])
     # A run inside the band says nothing of where it lies.
     inside = dataclasses.replace(solve, verdict=dataclasses.replace(solve.verdict, value=others.center))
     assert "this run" not in _band_cell(inside, [others])

@@ -372,3 +372,29 @@ def test_a_run_with_a_partial_last_round_is_not_extended() -> None:
     partial = _twin_output([1.5e-6] * 7 + [1.2e-6] * 4, [1.0e-6] * 11, per_round=2)
     _, doc = twin_runs(lambda: partial, ["memset", "fill"], 0.0)
     assert doc["twin_runs"] == 1
+
+
+def test_a_run_whose_rounds_end_mid_episode_is_not_extended() -> None:
+    from repro.repros._memset_twin import twin_runs
+
+    # 12 rounds in episodes of 5: the last episode holds 2, so a second run's episodes would straddle the two runs.
+    short = _twin_output([1.5e-6] * 8 + [1.2e-6] * 4, [1.0e-6] * 12, episode=5)
+    _, doc = twin_runs(lambda: short, ["memset", "fill"], 0.0)
+    assert doc["twin_runs"] == 1
+
+
+def test_a_failed_second_run_keeps_the_first() -> None:
+    from repro.repros._memset_twin import twin_runs
+
+    wild = _twin_output([1.5e-6] * 8 + [1.2e-6] * 4, [1.0e-6] * 12)
+    runs = iter([wild])
+
+    def once() -> _twin.TwinRun:
+        try:
+            return next(runs)
+        except StopIteration:
+            raise _twin.TwinRunError("twin exited 1") from None
+
+    _, doc = twin_runs(once, ["memset", "fill"], 0.02)
+    assert doc["twin_runs"] == 1 and doc["twin_rerun_error"] == "twin exited 1"
+    assert len(doc["variants"]["memset"]) == 12
