@@ -131,3 +131,18 @@ def free_gpu_bytes() -> int | None:
         return int(torch.cuda.mem_get_info()[0])
     except Exception:  # no readable CUDA device: do not guess, let the run try
         return None
+
+
+def no_room(n_tensors: int, numel: int) -> str | None:
+    """Why this GPU cannot hold the run's fp32 sets, with a numel that fits; None when it can (or free
+    memory cannot be read). The sets: params, grads and two optimizers' moments (regular and capturable
+    live at once, so their steps can be interleaved), and one more for the foreach path's temporaries."""
+    need = 7 * 4 * n_tensors * numel
+    free = free_gpu_bytes()
+    if free is None or need <= free:
+        return None
+    fit = max(1, int(numel * free / need))
+    return (
+        f"needs about {need / 2**30:.0f} GiB of GPU memory, {free / 2**30:.0f} GiB free; "
+        f"try --set numel={fit} (or fewer n_tensors)"
+    )

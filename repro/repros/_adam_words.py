@@ -30,6 +30,17 @@ SEED_SAID = f"the seed's ~{SEED_RATIO}x (TE FusedAdam, GB300)"
 # Why torch's backends get no per-kernel rounds by default when TE's FusedAdam does not run: without the
 # claim's subject they decide nothing, and they cost seconds of profiled steps and idle gaps.
 NO_CONTROL_KERNELS = "not timed per kernel: no per-kernel rounds without TE (--set control_kernels=true adds them)"
+# Why torch's backends are not timed at all by default when TE's FusedAdam does not run on a GPU: they
+# are its controls, and without it they say nothing about the claim (27 s of a 112 s `repro all` on an H200).
+CONTROLS_WITHOUT_TE = (
+    "a control of TE's FusedAdam, timed beside it only (--set controls_without_te=true times it anyway)"
+)
+# What the claim needs that a run may lack: the seed names no TE version.
+TE_INSTALL = {
+    "module": "transformer_engine",
+    "pip": "transformer_engine[pytorch]",
+    "note": "a TE build for your CUDA; the seed names no TE version",
+}
 
 
 def _ok(v: VariantResult | None) -> bool:
@@ -95,6 +106,8 @@ def instead(outcome: Outcome) -> str:
         said = [f"kernel time per step {_fmt(outcome, kern)}"] if kern is not None else []
         said += [f"whole step {_fmt(outcome, step)}"] if step is not None else []
         parts.append(f"{BACKENDS[b]} ({ROLES[b]}): {', '.join(said)}")
+    if not parts and any(CONTROLS_WITHOUT_TE in why for _, why in outcome.missing):
+        return f"nothing was timed: each of torch's AdamW backends is {CONTROLS_WITHOUT_TE}"
     ran = "; ".join(parts) if parts else "no torch backend has both forms measured"
     if any(why == NO_CONTROL_KERNELS for _, why in outcome.missing):
         ran += f" ({NO_CONTROL_KERNELS.split(': ', 1)[1]})"

@@ -23,10 +23,11 @@ Each backend's regular step is timed eagerly, its capturable step eagerly and by
 CUDA graph replay. The metric is the step's kernel time: the device time of every kernel
 the step launches (see ``repro.repros._adam_steps``), read from the profiler one step at a
 time. TE's comparison is the headline; torch's are not: fused AdamW is a same-kernels
-control, foreach a reference. Without TE, torch's backends get no per-kernel rounds unless
-``control_kernels`` asks (their whole-step comparisons still run). Beside them runs the seed's
-own method (6 profiled steps per form, the multi-tensor Adam kernels only), recorded in
-``extra["seed_method"]``.
+control, foreach a reference. When TE's FusedAdam does not run on a GPU, torch's backends are
+not timed unless ``controls_without_te`` asks (whole step, graph replay, the seed's method) or
+``control_kernels`` (per kernel too); on CPU (a smoke run) they run, whole steps only. Beside each
+backend runs the seed's own method (6 profiled steps per form, the multi-tensor Adam kernels only),
+recorded in ``extra["seed_method"]``.
 """
 
 from __future__ import annotations
@@ -59,21 +60,23 @@ from repro.repros._adam_steps import (
     SEED_METHOD,
     STEP_KERNELS,
     first_step,
-    free_gpu_bytes,
     kernel_split,
+    no_room,
     seed_entry,
     seed_method,
     seed_method_note,
     step_kernel,
 )
-from repro.repros._adam_words import BACKENDS, MODES, NO_CONTROL_KERNELS, ROLES, finding
+from repro.repros._adam_words import (
+    BACKENDS,
+    CONTROLS_WITHOUT_TE,
+    MODES,
+    NO_CONTROL_KERNELS,
+    ROLES,
+    TE_INSTALL,
+    finding,
+)
 
-# What the claim needs that a run may lack: the seed names no TE version.
-TE_INSTALL = {
-    "module": "transformer_engine",
-    "pip": "transformer_engine[pytorch]",
-    "note": "a TE build for your CUDA; the seed names no TE version",
-}
 # Fewer per-step kernel rounds than this cannot bound a median at 95% (the
 # order-statistic interval needs n >= 6); below it, step time is used.
 MIN_KERNEL_SAMPLES = 7
@@ -142,10 +145,15 @@ class AdamParams:
         min=2,
         max=1_000,
     )
+    controls_without_te: bool = param(
+        False,
+        help="time torch's backends when TE's FusedAdam does not run on a GPU, by whole step, graph replay and "
+        "the seed's method (by default they are controls of TE's, timed beside it only)",
+    )
     control_kernels: bool = param(
         False,
-        help="also time torch's backends per kernel when TE's FusedAdam does not run (by default they are "
-        "then compared by whole step only: without the claim's subject their per-kernel rounds decide nothing)",
+        help="time torch's backends when TE's FusedAdam does not run, per kernel too (by default: not at all, "
+        "or with controls_without_te by whole step only: without the claim's subject these rounds decide nothing)",
     )
 
 
@@ -362,27 +370,16 @@ class FusedAdamCapturable(Repro[AdamParams]):
         torch.manual_seed(0)
         dev = torch.device(ctx.device)
         elements = p.n_tensors * p.numel
-        if ctx.cuda:
-            # params + grads + two optimizers' moments (regular and capturable live at once,
-            # so their steps can be interleaved), fp32, with one more set of headroom for the
-            # foreach path's temporaries; a card that cannot hold them gets skipped
-            # variants that say so, not an out-of-memory crash before any variant exists.
-            need = 7 * 4 * elements
-            free = free_gpu_bytes()
-            if free is not None and need > free:
-                fit = max(1, int(p.numel * free / need))
-                reason = (
-                    f"needs about {need / 2**30:.0f} GiB of GPU memory, {free / 2**30:.0f} GiB free; "
-                    f"try --set numel={fit} (or fewer n_tensors)"
+        reason = no_room(p.n_tensors, p.numel) if ctx.cuda else None
+        if reason is not None:  # skipped variants that say so, not an out-of-memory crash before any exists
+            return RunResult(
+                variants=tuple(
+                    ctx.skipped(f"{b}_{m}", _label(b, m), reason, backend=b, mode=m)
+                    for b in p.backends
+                    for m in MODES
+                    if m != "capturable_graph" or p.graph
                 )
-                return RunResult(
-                    variants=tuple(
-                        ctx.skipped(f"{b}_{m}", _label(b, m), reason, backend=b, mode=m)
-                        for b in p.backends
-                        for m in MODES
-                        if m != "capturable_graph" or p.graph
-                    )
-                )
+            )
         # One set of parameters and gradients serves every backend; the grads are
         # set once and left in place (step() never clears them), so each step
         # does the same work. Each optimizer's moments are freed before the next.
@@ -402,13 +399,14 @@ class FusedAdamCapturable(Repro[AdamParams]):
         if ctx.cuda and "te" in p.backends:
             te_cls, te_why = _te_fused_adam()
         rounds_why = None if te_cls is not None or p.control_kernels else NO_CONTROL_KERNELS
-
+        asked = p.controls_without_te or p.control_kernels or "te" not in p.backends or not ctx.cuda
         variants: list[VariantResult] = []
         for backend in BACKENDS:
             if backend not in p.backends:
                 continue
-            # TE absent, or a quick run whose headline an earlier backend answered
+            # TE absent, a quick run whose headline an earlier backend answered, or a control without its subject
             why = te_why if backend == "te" and te_cls is None else ctx.untimed(f"{backend}_capturable", variants)
+            why = why or (None if te_cls is not None or asked else CONTROLS_WITHOUT_TE)
             if why is not None:
                 variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, backend=backend) for m in MODES]
                 continue
@@ -587,7 +585,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
     def explain(self, p: AdamParams, result: RunResult, outcome: Outcome) -> Finding:
         head = outcome.headline
         have = {v.name: v for v in result.variants}
-        if head is None and not outcome.ratios:
+        if head is None and not outcome.ratios and not any(CONTROLS_WITHOUT_TE in w for _, w in outcome.missing):
             return Finding("no backend has both a regular and a capturable step measured")
         return Finding(*finding(outcome, have))
 

@@ -17,7 +17,7 @@ from repro.core.context import SamplingConfig
 from repro.core.spec import VariantResult, build_params
 from repro.repros import fused_adam
 from repro.repros._adam_steps import multi_tensor_kernel, step_kernel
-from repro.repros._adam_words import NO_CONTROL_KERNELS
+from repro.repros._adam_words import CONTROLS_WITHOUT_TE, NO_CONTROL_KERNELS
 from repro.repros.fused_adam import AdamParams, FusedAdamCapturable, kernel_plan
 from repro.run.context import RunContext
 from repro.run.schedule import QUICK_SKIP
@@ -240,12 +240,36 @@ def test_cuda_branch_pairs_the_forms_times_kernel_rounds_and_graphs_and_contains
     )
 
 
-def test_without_te_torch_gets_no_kernel_rounds_but_the_seeds_method_and_says_why(
+def test_without_te_on_a_gpu_the_torch_controls_are_not_timed_and_the_finding_says_how_to_time_them(
     fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
     ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
     p = build_params(RID, AdamParams, {}, smoke=True)
+    res = FusedAdamCapturable().run(p, ctx)
+    assert ctx.calls == []
+    torch_side = [x for x in res.variants if not x.name.startswith("te_")]
+    assert len(torch_side) == 6 and {(x.status, x.reason) for x in torch_side} == {("skipped", CONTROLS_WITHOUT_TE)}
+    verdict = FusedAdamCapturable().verdict(p, res)
+    assert verdict.status == "inconclusive" and verdict.value is None and not verdict.breakdown
+    assert verdict.finding.startswith("Inconclusive, the seed's claim was not tested (")
+    assert (
+        "; instead: nothing was timed: each of torch's AdamW backends is a control of TE's FusedAdam, timed "
+        "beside it only (--set controls_without_te=true times it anyway)." in verdict.finding
+    )
+    assert "no backend has both" not in verdict.finding
+    # Leaving TE out of --set backends asks for torch's alone: they run.
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    FusedAdamCapturable().run(build_params(RID, AdamParams, {"backends": "torch_fused"}, smoke=True), ctx)
+    assert [c[0] for c in ctx.calls][:1] == ["paired"]
+
+
+def test_without_te_torch_gets_no_kernel_rounds_but_the_seeds_method_and_says_why(
+    fast: SamplingConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
+    ctx = _FakeCudaContext(device="cpu", smoke=True, sampling=fast)
+    p = build_params(RID, AdamParams, {"controls_without_te": "true"}, smoke=True)
     res = FusedAdamCapturable().run(p, ctx)
     assert [c[0] for c in ctx.calls] == ["paired", "kernel_rounds", "kernel_rounds", "measure"]
     assert [c[4:7] for c in ctx.calls if c[0] == "kernel_rounds"] == [([], 0, "multi_tensor_kernel")] * 2
@@ -334,10 +358,10 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
 def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
 ) -> None:
-    import repro.repros.fused_adam as fa
+    import repro.repros._adam_steps as steps
     from repro.run.context import RunContext
 
-    monkeypatch.setattr(fa, "free_gpu_bytes", lambda: 8 * 2**30)
+    monkeypatch.setattr(steps, "free_gpu_bytes", lambda: 8 * 2**30)
     ctx = RunContext(device="cuda", smoke=False, sampling=fast)
     result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
     assert result.variants and all(v.status == "skipped" for v in result.variants)
