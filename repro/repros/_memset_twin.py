@@ -201,13 +201,18 @@ def headline_halfwidth(doc: Mapping[str, Any]) -> float | None:
 
 
 def twin_runs(
-    once: Callable[[], TwinRun], expected: Sequence[str] | None, wide_at: float, runs: int = TWIN_RUNS
+    once: Callable[[], TwinRun],
+    expected: Sequence[str] | None,
+    wide_at: float,
+    budget_s: float,
+    runs: int = TWIN_RUNS,
 ) -> tuple[float, dict[str, Any]]:
     """Run the twin (``once``), parse its output (``parse_twin_output`` with ``expected``), and run it again, up to
-    ``runs`` runs in all, while its headline's CI half-width (``headline_halfwidth``) is over ``wide_at``: a few
-    extreme episodes of one run can hold the widened CI open, and more episodes close it. Each run's replays are
-    appended to the last's (its rounds and episodes follow theirs: one run prints whole episodes); ``twin_runs``
-    counts the runs, and the wall seconds are summed."""
+    ``runs`` runs in all, while its headline's CI half-width (``headline_halfwidth``) is over ``wide_at`` and one
+    more run as long as the last still ends within ``budget_s`` wall seconds of twin runs: a few extreme episodes
+    of one run can hold the widened CI open, and more episodes close it. Each run's replays are appended to the
+    last's (its rounds and episodes follow theirs: one run prints whole episodes); ``twin_runs`` counts the runs,
+    and the wall seconds are summed."""
     ran = once()
     wall, doc = ran.wall_s, parse_twin_output(ran.stdout, expected)
     n = 1
@@ -218,14 +223,17 @@ def twin_runs(
         not (k := twin_per_round(doc, name)) or (len(v) % k == 0 and len(v) // k % episode == 0)
         for name, v in doc["variants"].items()
     )
-    while whole and n < runs and (width := headline_halfwidth(doc)) is not None and width > wide_at:
+    last = ran.wall_s
+    while whole and n < runs and wall + last <= budget_s and (width := headline_halfwidth(doc)) is not None:
+        if width <= wide_at:
+            break
         try:
             ran = once()
             more = parse_twin_output(ran.stdout, expected)
         except (TwinRunError, ValueError) as exc:  # the runs so far stand; the artifact says why none followed
             doc = {**doc, "twin_rerun_error": str(exc)[:300]}
             break
-        wall += ran.wall_s
+        wall, last = wall + ran.wall_s, ran.wall_s
         doc = {**doc, "variants": {k: [*v, *more["variants"].get(k, [])] for k, v in doc["variants"].items()}}
         n += 1
     return wall, {**doc, "twin_runs": n}

@@ -146,9 +146,8 @@ def cuda_bindings_version() -> str | None:
 class GraphMemset(Repro[MemsetParams]):
     id = "graph-memset"
     title = "cudaMemsetAsync nodes slower than a fill kernel in CUDA graph replay"
-    # The seed is an NVIDIA developer-forums thread, "Slowdown in CUDA graph execution
-    # using cudaMemsetAsync (vs. a fill kernel)"; its address could not be confirmed
-    # here, so no link is given rather than a guessed one.
+    # The seed is an NVIDIA developer-forums thread, "Slowdown in CUDA graph execution using
+    # cudaMemsetAsync (vs. a fill kernel)"; its address could not be confirmed, so no link is given.
     upstream = ()
     seed_source = (
         'NVIDIA developer forums thread "Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill kernel)"; '
@@ -449,9 +448,10 @@ class GraphMemset(Repro[MemsetParams]):
             return skipped, info
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
         wide_at = max(ctx.sampling.target_rel_ci, ctx.sampling.decided_rel_ci)  # the verdict's own bar
+        budget = ctx.sampling.budget_s * len(wanted)  # more runs end within --budget per variant, as rounds do
         try:  # one monitor over every run of the twin
             (wall, doc), monitor = ctx.monitored(
-                lambda: twin_runs(lambda: run_twin(cmd, p.twin_timeout_s), asked, wide_at)
+                lambda: twin_runs(lambda: run_twin(cmd, p.twin_timeout_s), asked, wide_at, budget)
             )
         except (TwinRunError, ValueError) as exc:
             return all_as("error", str(exc))

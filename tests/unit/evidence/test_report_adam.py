@@ -16,7 +16,8 @@ from repro.evidence import artifact, band
 from repro.evidence.artifact import to_jsonable, validation_errors
 from repro.evidence.report import report
 from repro.repros._adam_steps import SEED_METHOD, STEP_KERNELS, kernel_split, seed_entry, seed_method_note
-from repro.repros.fused_adam import TE_INSTALL, AdamParams, FusedAdamCapturable
+from repro.repros._adam_words import TE_INSTALL
+from repro.repros.fused_adam import AdamParams, FusedAdamCapturable
 
 RID = "fused-adam-capturable"
 RUN = ROOT / "artifacts" / "reference" / "h200" / "evidence3" / "all" / "20261201T162744Z-bc9a25"

@@ -337,7 +337,7 @@ def test_a_tight_twin_runs_once_and_a_wide_one_again_until_tight_or_out_of_runs(
         calls.append(1)
         return out
 
-    wall, doc = twin_runs(lambda: once(steady), ["memset", "fill"], 0.02)
+    wall, doc = twin_runs(lambda: once(steady), ["memset", "fill"], 0.02, 60.0)
     assert (len(calls), doc["twin_runs"], wall) == (1, 1, 2.0) and headline_halfwidth(doc) == pytest.approx(0.0)
     # Two of six episodes far off: the widened CI is over 2%, so the twin runs again (and again), each run's
     # replays appended to the last's.
@@ -345,15 +345,20 @@ def test_a_tight_twin_runs_once_and_a_wide_one_again_until_tight_or_out_of_runs(
     width = headline_halfwidth(json.loads(wild.stdout))
     assert width is not None and width > 0.02
     calls.clear()
-    wall, doc = twin_runs(lambda: once(wild), ["memset", "fill"], 0.02)
+    wall, doc = twin_runs(lambda: once(wild), ["memset", "fill"], 0.02, 60.0)
     assert len(calls) == TWIN_RUNS == doc["twin_runs"] and wall == 2.0 * TWIN_RUNS
     assert len(doc["variants"]["memset"]) == 12 * TWIN_RUNS == len(doc["variants"]["fill"])
     # A wide first run followed by steady ones: it stops once the CI over all episodes is narrow enough.
     runs = iter([wild, steady, steady, steady])
     calls.clear()
-    _, doc = twin_runs(lambda: once(next(runs)), ["memset", "fill"], 0.02)
+    _, doc = twin_runs(lambda: once(next(runs)), ["memset", "fill"], 0.02, 60.0)
     # Two runs: 12 episodes, 2 of them off, and the 95% CI of their medians (order statistics 3 and 10) is tight.
     assert doc["twin_runs"] == len(calls) == 2 and headline_halfwidth(doc) == pytest.approx(0.0)
+    # The budget bounds the runs: one more only where it would end within it, as long as the last one took.
+    for budget, want in ((3.9, 1), (4.0, 2), (5.9, 2), (6.0, 3)):
+        calls.clear()
+        wall, doc = twin_runs(lambda: once(wild), ["memset", "fill"], 0.02, budget)
+        assert doc["twin_runs"] == len(calls) == want and wall == 2.0 * want
 
 
 def test_output_without_rounds_is_never_run_again() -> None:
@@ -361,7 +366,7 @@ def test_output_without_rounds_is_never_run_again() -> None:
 
     bare = _twin_output([1.5e-6, 1.2e-6, 1.9e-6], [1.0e-6] * 3, per_round=0)
     assert headline_halfwidth(json.loads(bare.stdout)) is None
-    _, doc = twin_runs(lambda: bare, ["memset", "fill"], 0.02)
+    _, doc = twin_runs(lambda: bare, ["memset", "fill"], 0.02, 60.0)
     assert doc["twin_runs"] == 1
 
 
@@ -370,7 +375,7 @@ def test_a_run_with_a_partial_last_round_is_not_extended() -> None:
 
     # 11 replays in rounds of 2: the last round holds one, so a second run's rounds would start mid-round.
     partial = _twin_output([1.5e-6] * 7 + [1.2e-6] * 4, [1.0e-6] * 11, per_round=2)
-    _, doc = twin_runs(lambda: partial, ["memset", "fill"], 0.0)
+    _, doc = twin_runs(lambda: partial, ["memset", "fill"], 0.0, 60.0)
     assert doc["twin_runs"] == 1
 
 
@@ -379,7 +384,7 @@ def test_a_run_whose_rounds_end_mid_episode_is_not_extended() -> None:
 
     # 12 rounds in episodes of 5: the last episode holds 2, so a second run's episodes would straddle the two runs.
     short = _twin_output([1.5e-6] * 8 + [1.2e-6] * 4, [1.0e-6] * 12, episode=5)
-    _, doc = twin_runs(lambda: short, ["memset", "fill"], 0.0)
+    _, doc = twin_runs(lambda: short, ["memset", "fill"], 0.0, 60.0)
     assert doc["twin_runs"] == 1
 
 
@@ -395,6 +400,6 @@ def test_a_failed_second_run_keeps_the_first() -> None:
         except StopIteration:
             raise _twin.TwinRunError("twin exited 1") from None
 
-    _, doc = twin_runs(once, ["memset", "fill"], 0.02)
+    _, doc = twin_runs(once, ["memset", "fill"], 0.02, 60.0)
     assert doc["twin_runs"] == 1 and doc["twin_rerun_error"] == "twin exited 1"
     assert len(doc["variants"]["memset"]) == 12

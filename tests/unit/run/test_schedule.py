@@ -217,6 +217,36 @@ def test_the_budget_bounds_the_schedule_but_for_the_floor() -> None:
     assert 12.0 <= clock.t <= 12.0 + episode_work + cfg.episode_gap_s
 
 
+class _SlowStart(_Synthetic):
+    """The first timed sample costs 0.4 s more: one-off costs at the schedule's start (the monitor's first
+    readings on an H200), longer than an episode's floor of seconds on their own."""
+
+    def _setup_arm(self, arm: Arm, cfg: SamplingConfig) -> tuple[Callable[[], Any], Callable[[], float], int, int]:
+        runner, take, calls, warm = super()._setup_arm(arm, cfg)
+        clock = self.clock
+        assert isinstance(clock, _Clock)
+
+        def first_slow() -> float:
+            if not clock.blocks:
+                clock.t += 0.4
+            return take()
+
+        return runner, first_slow, calls, warm
+
+
+@pytest.mark.parametrize("target", [0.01, 0.02])
+def test_a_slow_first_round_does_not_shorten_every_episode(target: float) -> None:
+    cfg = dataclasses.replace(SamplingConfig(), target_rel_ci=target, budget_s=2.0)
+    clock = _Clock()
+    ctx = _SlowStart(device="cuda", smoke=False, sampling=cfg, clock=clock, sleep=clock.sleep)
+    ctx.cost, ctx.comparisons, ctx.rng = {"a1": 0.002, "b1": 0.001}, (COMPS[0],), random.Random(7)
+    (v, _) = ctx.measure_groups({"g1": _arms(("a1", "b1"))})["g1"]
+    assert v.timing is not None and v.timing.episode_rounds is not None
+    # A round is an untimed call and 3 samples of each arm, 12 ms or more (the drift only adds): an episode of
+    # 0.3 s needs 25 of them at most. Timed from the schedule's start, the slow first round alone filled one.
+    assert v.timing.episode_rounds >= 0.9 * cfg.episode_s / 0.012, v.timing.episode_rounds
+
+
 def test_the_floors_scale_with_the_budget_and_a_looser_target() -> None:
     base = SamplingConfig()
     assert base.episode_floor(10.0) == (4, 0.3)  # 20 rounds in 6 episodes, 0.3 s each
