@@ -51,12 +51,14 @@ def check_fail_on(value: str | None) -> str | None:
 # A quick run's CI target: wide enough that the floors shrink to one round per episode, narrow
 # enough that a CI clear of a threshold 30-50% away from 1.0 (those of the catalog) is common.
 QUICK_TARGET = 0.05
+# A quick run's budget per variant: its 5% target needs far fewer rounds than a full run's 1%.
+QUICK_BUDGET = 5.0
 
 
 def sampling_config(budget: float | None, target: float | None, quick: bool = False) -> Any:
     from repro.core.context import SamplingConfig
 
-    base = SamplingConfig(target_rel_ci=QUICK_TARGET) if quick else SamplingConfig()
+    base = SamplingConfig(target_rel_ci=QUICK_TARGET, budget_s=QUICK_BUDGET) if quick else SamplingConfig()
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget {budget:g}: expected seconds > 0")
     if target is not None and not 0 < target < 1:
@@ -75,7 +77,7 @@ BudgetOpt = Annotated[
     typer.Option(
         "--budget",
         metavar="SECONDS",
-        help="Seconds of sampling per variant (default 5): a repro's paired rounds stop once this times its "
+        help="Seconds of sampling per variant (default 8; 5 in a quick run): a repro's paired rounds stop once this times its "
         "variants is spent, but not before their floor (see --target-ci): 6 episodes of min(0.3 s, a sixth of "
         "that) each, with a 0.5 s idle gap between episodes.",
     ),
@@ -89,14 +91,15 @@ TargetOpt = Annotated[
         "--quick). Paired rounds never stop before their floor: 6 episodes (8 for a verdict on the worst of six "
         "comparisons, at 99.2%) with a 0.5 s idle gap between them, "
         "each of at least 0.3 s (less under a small --budget) and 4 rounds, fewer under a looser target "
-        "(4 x (0.01 / FRACTION)^2, at least 1).",
+        "(4 x (0.01 / FRACTION)^2, at least 2), the first round not counted toward the 0.3 s.",
     ),
 ]
 QuickOpt = Annotated[
     bool,
     typer.Option(
         "--quick",
-        help="Less evidence, same verdicts: headline comparisons only, CI target 0.05 (unless --target-ci), "
+        help="Less evidence, same verdicts: headline comparisons only, CI target 0.05 (unless --target-ci), budget 5 s "
+        "per variant (unless --budget), "
         "no profiled pass, no collect_env; a CI that straddles the threshold is 'undecided' and names the "
         "full command.",
     ),
