@@ -82,9 +82,7 @@ write_readme() {
         [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the harness's commits up to the commit" \
             "above that changed repro/, schemas/ or pyproject.toml (the package's digest changes with no other), one line each (short hash, date, the source digest a run of it records, subject), written by its" \
             "maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"
-        python3 -c 'import transformer_engine' 2>/dev/null || echo "- Transformer Engine is not installed on this" \
-            "machine, and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than" \
-            "what could be brought to it; fused-adam-capturable's claim is untested for that reason;"
+        [ -f "$at/NOTE.txt" ] && echo "- NOTE.txt: what the report's Not-tested section quotes as its maker's note;"
         echo "- Makefile.txt (the tree's Makefile), setup_venv.py (what 'make setup' runs), device-tree.sh and"
         echo "  harness-history.py (how the tree and its history were made), gpu-final-table.py (the table below"
         echo "  stdout): the tree's tools this run used besides the harness, which the bundle's wheel holds;"
@@ -112,6 +110,11 @@ cp tools/seeds_raw.py tools/gpu-final.sh tools/setup_venv.py tools/gpu-final-tab
 cp Makefile "$run/attached/Makefile.txt"  # a .txt: the bundle packs text by extension
 # The harness's commit log, where the tree came with one (tools/device-tree.sh writes it before archiving).
 [ -f harness-history.txt ] && cp harness-history.txt "$run/attached/"
+# What the harness cannot know about this machine, which the report sets under "Not tested here" as our words.
+.venv/bin/python -c 'import transformer_engine' 2>/dev/null || echo "Transformer Engine is not installed on this" \
+    "machine and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than what" \
+    "could be brought to it (64 MiB), so fused-adam-capturable's claim is untested here for that reason, not by" \
+    "choice." >"$run/attached/NOTE.txt"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt 260 ]; then
     step "seeds' raw scripts ($left s left)"

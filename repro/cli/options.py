@@ -77,9 +77,9 @@ BudgetOpt = Annotated[
     typer.Option(
         "--budget",
         metavar="SECONDS",
-        help="Seconds of sampling per variant (default 8; 5 in a quick run): a repro's paired rounds stop once this times its "
-        "variants is spent, but not before their floor (see --target-ci): 6 episodes of min(0.3 s, a sixth of "
-        "that) each, with a 0.5 s idle gap between episodes.",
+        help="Seconds of sampling per variant (default 8; 5 in a quick run): a repro's paired rounds stop once "
+        "this times its variants is spent, but not before their floor (see --target-ci): 6 episodes of min(0.3 s, "
+        "a sixth of that) each, with a 0.5 s idle gap between episodes.",
     ),
 ]
 TargetOpt = Annotated[

@@ -174,9 +174,23 @@ def lean_cuts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> list[str]
 
 
 def wanted(name: str) -> bool:
-    """Whether an attached file is one the report reads: these programs' output, the re-run's install log, and the
-    harness's history."""
-    return name in (SEEDS_LOG, HISTORY, RERUN_LOG) or SCRIPT_OUT.fullmatch(name) is not None
+    """Whether an attached file is one the report reads: these programs' output, the re-run's install log, the
+    harness's history and its maker's note."""
+    return name in (SEEDS_LOG, HISTORY, RERUN_LOG, NOTE) or SCRIPT_OUT.fullmatch(name) is not None
+
+
+# What a run's maker says of the machine that the harness cannot know (why a library is absent, say): its first
+# paragraph, at most NOTE_LIMIT characters, goes under the report's "Not tested here" as their words.
+NOTE = "NOTE.txt"
+NOTE_LIMIT = 400
+
+
+def note(outputs: Mapping[str, str]) -> str | None:
+    """The maker's note's first paragraph on one line (cut at NOTE_LIMIT characters with an ellipsis), or None."""
+    said = " ".join((outputs.get(NOTE) or "").strip().split("\n\n", 1)[0].split())
+    if not said:
+        return None
+    return said if len(said) <= NOTE_LIMIT else said[: NOTE_LIMIT - 1].rstrip() + "…"
 
 
 # What the re-run's installs printed (pip's output; repro.evidence.reruns reads where each requirement came from).

@@ -47,7 +47,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import RERUN_LOG, lean_cuts
+from repro.evidence.printed import RERUN_LOG, lean_cuts, note
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -404,7 +404,7 @@ def report(
             "",
         ]
     log_text = (printed or {}).get(RERUN_LOG)
-    scope_md = not_tested(runs, declared, offline(log_text))
+    scope_md = not_tested(runs, declared, offline(log_text), note(printed or {}))
     full = [d for d in runs if not is_smoke(d)]
     mach, machine_of = machines(full)
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.

@@ -46,8 +46,6 @@ _NVIDIA = re.compile(r"^\[[a-z0-9]+\] nvidia-")
 
 
 # --------------------------------------------------------------------------- head
-
-
 def _date(doc: Artifact) -> str | None:
     created = doc.run.created_utc[:10]
     return created if _DATE.fullmatch(created) else None
@@ -363,11 +361,13 @@ def traces_words(docs: Sequence[Artifact]) -> str:
     return said + (f"; none of {', '.join(none)} (not profiled)" if none else "")
 
 
-def not_tested(docs: Sequence[Artifact], declared: Declarations | None, offline_rerun: bool = False) -> str:
-    lines = scope.not_tested(docs, declared, offline_rerun)
+def not_tested(docs: Sequence[Artifact], declared: Declarations | None, offline: bool, note: str | None) -> str:
+    """The section's lines, then the maker's note (``printed.note``) as theirs, which no measurement checked."""
+    said = [f"- Its maker's note (`attached/NOTE.txt`): {text(note)}"] if note else []
+    lines = [f"- {text(ln)}" for ln in scope.not_tested(docs, declared, offline)] + said
     if not lines:
         return ""
-    return "## Not tested here\n\n" + "\n".join(f"- {text(ln)}" for ln in lines) + "\n"
+    return "## Not tested here\n\n" + "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- environment

@@ -121,6 +121,39 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
     assert "Report cut" not in after and all(f"## `{i}`" in after for i in IDS)
 
 
+def test_the_makers_note_is_one_inert_line_of_theirs_under_not_tested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.env import harness
+
+    assert printed.wanted(printed.NOTE) and printed.note({}) is None and printed.note({printed.NOTE: " \n "}) is None
+    said = "TE is absent:\nno network <img src=x onerror=alert(1)> [x](javascript:y) | --- |\n\nsecond paragraph"
+    assert printed.note({printed.NOTE: said}) == (
+        "TE is absent: no network <img src=x onerror=alert(1)> [x](javascript:y) | --- |"
+    )
+    long = printed.note({printed.NOTE: "word " * 200})
+    assert long is not None and len(long) == printed.NOTE_LIMIT and long.endswith("word…")
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    made = "cd" * 32
+    for path in run.glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["fingerprint"]["harness"]["source_sha256"] = made
+        path.write_text(json.dumps(doc))
+    for path in (run / "attached").glob("*.json"):
+        path.unlink()
+    (run / "attached" / printed.NOTE).write_text(said)
+    monkeypatch.setattr(harness, "source_sha256", lambda root=None: made)
+    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
+    assert res.exit_code == 0, res.output
+    after = (run / "report.md").read_text()
+    section = after.split("## Not tested here", 1)[1].split("\n## ", 1)[0]
+    line = next(ln for ln in section.splitlines() if "attached/NOTE.txt" in ln)
+    assert line.startswith("- Its maker's note (`attached/NOTE.txt`): TE is absent: no network ")
+    assert "<img" not in line and "[x](javascript" not in line and " | --- |" not in line and "&lt;img" in line
+    assert "second paragraph" not in after
+
+
 def test_a_suspect_note_with_the_clocks_medians_says_them_once() -> None:
     from repro.evidence.report import repro_section
 
