@@ -161,3 +161,28 @@ def test_collect_env_runs_once_per_run_folder(monkeypatch: pytest.MonkeyPatch, t
     assert fingerprint.collect_env_for_run(other)["error"] == "pip hung"
     monkeypatch.setattr(fingerprint, "collect_env_in_process", probe)
     assert fingerprint.collect_env_for_run(other)["output"] == "collect_env #2"
+
+
+def test_collect_env_starts_its_probes_at_once_and_reports_their_own_answers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torch.utils import collect_env as ce
+
+    def report() -> str:
+        # Like collect_env: probes one after another through the module's ``run``; an answer it cannot parse
+        # raises (as the first pass's "failed" answers may make it), and a later probe depends on an earlier one.
+        got = [
+            ce.run(f"date +%s.%N >{tmp_path}/s{i}; sleep 1; date +%s.%N >{tmp_path}/e{i}; echo {i}") for i in range(4)
+        ]
+        if got[0][0] != 0:
+            raise ValueError("cannot parse")
+        extra = ce.run("echo only-in-the-second-pass")
+        return "|".join(out for _, out, _ in [*got, extra])
+
+    monkeypatch.setattr(ce, "get_pretty_env_info", report)
+    got = fingerprint.collect_env_in_process()
+    assert got == {"output": "0|1|2|3|only-in-the-second-pass", "error": None}
+    assert ce.run is not None and ce.run.__name__ == "run"  # collect_env's own run is back
+    starts = [float((tmp_path / f"s{i}").read_text()) for i in range(4)]
+    ends = [float((tmp_path / f"e{i}").read_text()) for i in range(4)]
+    assert max(starts) < min(ends)  # every probe ran beside every other, not one after another
