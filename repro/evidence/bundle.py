@@ -9,14 +9,16 @@ text files its maker put in ``attached/`` (``*.log``, ``*.out``, ``*.txt``, ``*.
 and, when it is the harness that ran (same source digest), the harness itself as ``harness/gpu_repro-*.whl``.
 Each is opened without following links and packed only if it is a regular file with one name (a
 hard link could be a second name of any file on that filesystem); member names are relative
-(``<run-id>/...``), so the archive extracts into one folder. Logs are cut to
-their tail, files too large or sparse are left out and named in MANIFEST.json.
+(``<run-id>/...``), so the archive extracts into one folder. Logs (``*.log``, ``*.out``) are cut to
+their tail, other files too large or sparse are left out and named in MANIFEST.json, which gives every
+other member's bytes and sha256.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -46,7 +48,10 @@ LOG_TAIL = 512 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.cliff-[A-Za-z0-9_-]+)?")
 # A schedule's trace is named by its groups joined with "+" (fp32+tf32), as the run writes it.
 _TRACE = re.compile(r"[A-Za-z0-9_.+-]+\.trace\.json\.gz")
-ATTACHED_LIMIT = 2 * 1024 * 1024  # all of attached/ together: a bundle never fails for what was attached
+ATTACHED_LIMIT = 4 * 1024 * 1024  # all of attached/ together: a bundle never fails for what was attached
+# Attached files that may be cut to their tail (a log's end is what matters); any other is whole or left out: a cut
+# artifact is no longer JSON, a cut script no longer runs.
+_LOG_LIKE = (".log", ".out")
 _ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt|tsv|py|sh|json|md)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
 
@@ -189,7 +194,10 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
         if room <= 0:
             out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
             continue
-        room -= text(root / rel, rel, tail=True, limit=min(LOG_TAIL, room))
+        if extra_name.endswith(_LOG_LIKE):
+            room -= text(root / rel, rel, tail=True, limit=min(LOG_TAIL, room))
+        else:
+            room -= text(root / rel, rel, limit=room)
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)
@@ -434,7 +442,7 @@ def build(
     while True:
         manifest = {
             "run_id": name,
-            "files": [{"name": n, "bytes": len(d)} for n, d in members],
+            "files": [{"name": n, "bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in members],
             "dropped_to_fit": dropped,
             "left_out": p.left_out,
             "logs_cut_to_tail": [f"{name}/{t}" for t in p.trimmed],

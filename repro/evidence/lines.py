@@ -90,6 +90,31 @@ def restated(doc: Artifact, detail: str) -> bool:
     return detail.startswith(_SCOPE_DETAILS[:2]) and bool(scope_lines(doc))
 
 
+def kernels_alone(doc: Artifact) -> str | None:
+    """Where the kernel diff's pair by kernel time alone gives a ratio outside its row's CI: that ratio, and what
+    each form's timed median per call holds beyond its kernels; None elsewhere (or without both times)."""
+    pairs = [] if is_smoke(doc) else diff_pairs(doc)
+    if not pairs:
+        return None
+    base, other = pairs[0]
+    if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
+        base, other = other, base
+    row = next((r for r in doc.verdict.breakdown if r.num == other.name and r.den == base.name), None)
+    kern = [kernel_total_us(v) * 1e-6 for v in (base, other)]
+    timed = [v.timing.stats.median if v.timing is not None else 0.0 for v in (base, other)]
+    if row is None or row.ci_low is None or row.ci_high is None or not all(x > 0 for x in [*kern, *timed]):
+        return None
+    alone = kern[1] / kern[0] * float(row.scale or 1.0)
+    if row.ci_low <= alone <= row.ci_high:
+        return None
+    over = " and ".join(f"{'+' if t >= k else '-'}{fmt_time(abs(t - k))}" for t, k in zip(timed, kern, strict=True))
+    return (
+        f"By kernel time alone, {text(base.label or base.name)} -> {text(other.label or other.name)} reads "
+        f"{alone:.3f}x, outside its row's CI ({row.ci_low:.3f}-{row.ci_high:.3f}): each timed call held {over} "
+        "beyond its kernels (the CUDA events also count the launch's host latency and host gaps inside a call)."
+    )
+
+
 def diff_lines(doc: Artifact) -> list[str]:
     """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
     if is_smoke(doc):

@@ -27,6 +27,7 @@ from repro.evidence.lines import (
     band_line,
     diff_lines,
     install_block,
+    kernels_alone,
     python_env_words,
     rerun_block,
     restated,
@@ -190,6 +191,8 @@ def _details(
         body += _figure_lines(figs)
     notes = _notes(doc)
     facts = ["; ".join(notes)[:1].upper() + "; ".join(notes)[1:] + "."] if notes else []
+    alone = None if compact else kernels_alone(doc)
+    facts += [alone] if alone else []
     if v.threshold_why and isinstance(v.threshold, int | float):
         # Why the pass line sits where it does, as the repro's source gives it (schema 1.6).
         facts.append(f"Threshold {v.threshold:g} (the repro's): {text(v.threshold_why.rstrip('.'))}.")

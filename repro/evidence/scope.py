@@ -85,15 +85,17 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     return out, _capped(holds), _capped(fails)
 
 
-def _row_name(quals: Mapping[str, Any], row: Row) -> str | None:
-    """A row named by its first qualifier that differs from the headline's: "torch graph, with matmul"."""
+def _row_name(quals: Mapping[str, Any], row: Row, every: bool = False) -> str | None:
+    """A row named by its first qualifier that differs from the headline's ("torch graph, with matmul"), or
+    with ``every`` by each that differs ("default backend, batch 16", where a bare "default backend" would
+    not say which of its rows a number is)."""
     other = row.qualifiers
-    key = next((k for k in quals if other.get(k) != quals.get(k)), None)
-    if key is None:
+    keys = [k for k in quals if other.get(k) != quals.get(k)][: None if every else 1]
+    if not keys:
         return None
-    name = _one(key, other.get(key)) or f"{key} -"
+    name = ", ".join(_one(k, other.get(k)) or f"{k} -" for k in keys)
     first = next(iter(quals))
-    if key != first and (lead := _one(first, quals[first])):
+    if first not in keys and (lead := _one(first, quals[first])):
         name = f"{lead}, {name}"  # "cusolver backend, batch 16", not a bare "batch 16"
     return name
 
@@ -191,7 +193,7 @@ def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple
             continue
         if a.timing is None or b.timing is None:
             continue
-        name = _row_name(head.qualifiers, r) if head is not None else None
+        name = _row_name(head.qualifiers, r, every=True) if head is not None else None
         out.append((a.median - b.median, name or str(r.comparison or r.label or "")))
     # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
     sign = 1.0 if head is None or float(head.ratio or 1.0) >= 1.0 else -1.0

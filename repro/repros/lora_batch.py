@@ -162,6 +162,10 @@ def _build(p: LoraParams, device: Any, dtype: Any) -> tuple[list[dict[str, tuple
     return blocks, adapters
 
 
+# The adapters' scale, alpha / r with alpha = r; the step multiplies by it (a kernel per adapter) even at 1.0.
+LORA_SCALE = 1.0
+
+
 def _forward(x: Any, blocks: Sequence[Mapping[str, tuple[Any, ...]]], heads: int, scale: float) -> Any:
     """Pre-norm blocks: x + attn(LN(x)), then x + MLP(LN(x)), each projection with its adapter."""
     import torch.nn.functional as F
@@ -262,6 +266,7 @@ class LoraBatchScaling(Repro[LoraParams]):
         body = f"""
         DEPTH, RANK, TOKENS, HIDDEN, HEADS = {p.depth}, {p.rank}, {p.tokens}, {p.hidden}, {p.heads}
         DTYPE, MEMORY_GB = torch.{p.dtype}, {p.memory_gb!r}
+        SCALE = {LORA_SCALE!r}  # alpha / r with alpha = r: a multiply (one kernel) per adapter, as the harness times
         # name -> (in, out) in units of HIDDEN: the projections that carry an adapter.
         PROJECTIONS = {PROJECTIONS!r}
         if MEMORY_GB and DEVICE == "cuda":  # emulate a smaller card, as --set memory_gb does
@@ -287,7 +292,7 @@ class LoraBatchScaling(Repro[LoraParams]):
 
         def proj(h, wts):
             w, bias, a, bb = wts
-            return F.linear(h, w, bias) + F.linear(F.linear(h, a), bb)
+            return F.linear(h, w, bias) + F.linear(F.linear(h, a), bb) * SCALE
 
 
         def forward(x):
@@ -442,7 +447,7 @@ class LoraBatchScaling(Repro[LoraParams]):
             "rank": p.rank,
             "dtype": p.dtype,
         }
-        scale = 1.0  # alpha / r with alpha = r
+        scale = LORA_SCALE
         try:
             x = torch.randn(batch, p.tokens, p.hidden, device=ctx.device, dtype=dtype)
             target = torch.randn(batch, p.tokens, p.hidden, device=ctx.device, dtype=torch.float32)

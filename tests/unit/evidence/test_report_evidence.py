@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -301,7 +303,6 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
     assert "](plots/solve-512-cliff.n.png)" in written or ("plots" in written and "report-full.md" in written)
     again = CliRunner().invoke(app, ["report", str(run), "--out", str(run / "report.v2.md")])
     assert again.exit_code == 2 and "exists" in again.output
-    import tarfile
 
     (run / "packages.txt").write_text("# installed distributions\ntorch==2.11.0\n")
     (run / "attached").mkdir()
@@ -325,12 +326,39 @@ def test_repro_report_out_draws_plots_beside_the_report_and_bundle_packs_them(tm
                 member = tf.extractfile(f"{RUN.name}/seeds/{rid}/{fname}")
                 assert member is not None and member.read().decode() == body
     # attached/ as a whole has a size limit: what does not fit is left out and named, never a failed bundle.
-    for k in range(6):
+    for k in range(10):
         (run / "attached" / f"big{k}.log").write_bytes(os.urandom(bundle.LOG_TAIL // 2).hex().encode())
     _, plan = bundle.plan(run)
     kept = sum(len(d) for n, d in plan.members if "/attached/" in n)
     assert kept <= bundle.ATTACHED_LIMIT + 1024
     assert any(x["name"].startswith("attached/big") and "more than" in x["reason"] for x in plan.left_out)
+
+
+def test_an_attached_artifact_is_packed_whole_or_left_out_never_cut(tmp_path: Path) -> None:
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    (run / "attached").mkdir(exist_ok=True)
+    whole = json.dumps({"rounds": list(range(150_000))})  # about 1 MB: over a log's tail, within the room
+    assert bundle.LOG_TAIL < len(whole) < bundle.ATTACHED_LIMIT
+    (run / "attached" / "rerun-x.json").write_text(whole)
+    (run / "attached" / "long.log").write_text("x" * (bundle.LOG_TAIL + 10))
+    path = bundle.build(run)
+    with tarfile.open(path) as tf:
+        got = tf.extractfile(f"{RUN.name}/attached/rerun-x.json")
+        assert got is not None and json.loads(got.read()) == json.loads(whole)
+        log = tf.extractfile(f"{RUN.name}/attached/long.log")
+        assert log is not None and log.read().startswith(b"[... repro bundle: the first 10 bytes of this log were cut")
+        manifest = json.loads(tf.extractfile(f"{RUN.name}/MANIFEST.json").read())  # type: ignore[union-attr]
+        for entry in manifest["files"]:
+            member = tf.extractfile(entry["name"])
+            assert member is not None and hashlib.sha256(member.read()).hexdigest() == entry["sha256"]
+    assert manifest["logs_cut_to_tail"] == [f"{RUN.name}/attached/long.log"]
+    # Past the room left in attached/, an artifact is left out and named, not cut.
+    (run / "attached" / "rerun-y.json").write_text(json.dumps({"rounds": list(range(600_000))}))
+    _, plan = bundle.plan(run)
+    names = [n for n, _ in plan.members]
+    assert f"{RUN.name}/attached/rerun-y.json" not in names
+    assert any(x["name"] == "attached/rerun-y.json" and "limit" in x["reason"] for x in plan.left_out)
 
 
 # --------------------------------------------------------------------------- rendering

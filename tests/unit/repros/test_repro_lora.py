@@ -462,3 +462,18 @@ def test_the_seeds_2x_is_read_both_ways() -> None:
 
     # The seed's 2x is a per-sample or a step time; the threshold's words give both readings.
     assert "read as step time it is linear scaling" in THRESHOLD_WHY
+
+
+def test_the_standalone_script_steps_the_same_projection_as_the_harness() -> None:
+    """The adapter's scale is a multiply, one kernel per projection even at 1.0: the script times it as the
+    harness does, so the two run one program."""
+    import inspect
+
+    from repro.repros import lora_batch
+    from repro.repros.lora_batch import LoraBatchScaling, LoraParams
+
+    harness = inspect.getsource(lora_batch._forward)
+    assert "return F.linear(h, w, b) + F.linear(F.linear(h, a), bb) * scale" in harness
+    script = LoraBatchScaling().script(LoraParams())
+    assert "return F.linear(h, w, bias) + F.linear(F.linear(h, a), bb) * SCALE" in script
+    assert f"SCALE = {lora_batch.LORA_SCALE!r}" in script
