@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from repro.core.results import VariantResult
 from repro.evidence import band, scope
 from repro.evidence.agreement import agree as agreed
 from repro.evidence.agreement import slack
@@ -90,15 +91,25 @@ def restated(doc: Artifact, detail: str) -> bool:
     return detail.startswith(_SCOPE_DETAILS[:2]) and bool(scope_lines(doc))
 
 
-def kernels_alone(doc: Artifact) -> str | None:
-    """Where the kernel diff's pair by kernel time alone gives a ratio outside its row's CI: that ratio, and what
-    each form's timed median per call holds beyond its kernels; None elsewhere (or without both times)."""
+def _diff_pair(doc: Artifact) -> tuple[VariantResult, VariantResult] | None:
+    """The kernel diff's pair (``diff_pairs``' first) as its comparison reads, from its denominator to its
+    numerator; None in a smoke run or without one."""
     pairs = [] if is_smoke(doc) else diff_pairs(doc)
     if not pairs:
         return None
     base, other = pairs[0]
     if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
         base, other = other, base
+    return base, other
+
+
+def kernels_alone(doc: Artifact) -> str | None:
+    """Where the kernel diff's pair by kernel time alone gives a ratio outside its row's CI: that ratio, and what
+    each form's timed median per call holds beyond its kernels; None elsewhere (or without both times)."""
+    pair = _diff_pair(doc)
+    if pair is None:
+        return None
+    base, other = pair
     row = next((r for r in doc.verdict.breakdown if r.num == other.name and r.den == base.name), None)
     kern = [kernel_total_us(v) * 1e-6 for v in (base, other)]
     timed = [v.timing.stats.median if v.timing is not None else 0.0 for v in (base, other)]
@@ -117,14 +128,10 @@ def kernels_alone(doc: Artifact) -> str | None:
 
 def diff_lines(doc: Artifact) -> list[str]:
     """The verdict's own pair only: which kernels appear, disappear or change, at most DIFF_BULLETS."""
-    if is_smoke(doc):
+    pair = _diff_pair(doc) if doc.verdict.variants else None
+    if pair is None:
         return []
-    pairs = diff_pairs(doc)
-    if not pairs or not doc.verdict.variants:
-        return []
-    base, other = pairs[0]
-    if any(r.num == base.name and r.den == other.name for r in doc.verdict.breakdown):
-        base, other = other, base  # as the comparison reads: from its denominator to its numerator
+    base, other = pair
     changes = kernel_diff(base, other)
     total = (
         f"kernel time per call {fmt_time(kernel_total_us(base) * 1e-6)} -> {fmt_time(kernel_total_us(other) * 1e-6)}"

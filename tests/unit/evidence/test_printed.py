@@ -87,9 +87,9 @@ def test_read_stops_at_its_limit(tmp_path: Path) -> None:
     assert len(got) == printed.READ_LIMIT and got[0] == "\ufffd"
 
 
-def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attach: dict[str, str]) -> Path:
+    """A copy of RUN with ``attach`` (name -> text) in its attached/, bundled to tmp_path/b.tar.gz, which renders
+    its report.md again; the copy's folder."""
     from repro.env import harness
 
     run = tmp_path / RUN.name
@@ -100,11 +100,19 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
         doc["fingerprint"]["harness"]["source_sha256"] = made
         path.write_text(json.dumps(doc))
     for path in (run / "attached").glob("*.json"):
-        path.unlink()  # re-runs of another digest would be said as such; not what this test is about
-    (run / "attached" / HISTORY).write_text("9d303d4 2026-12-02 Report: ...\n")
+        path.unlink()  # re-runs of another digest would be said as such; not what these tests are about
+    for name, body in attach.items():
+        (run / "attached" / name).write_text(body)
     monkeypatch.setattr(harness, "source_sha256", lambda root=None: made)
     res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
     assert res.exit_code == 0, res.output
+    return run
+
+
+def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _bundled(tmp_path, monkeypatch, {HISTORY: "9d303d4 2026-12-02 Report: ...\n"})
     after = (run / "report.md").read_text()
     assert "Standalone scripts run here (`attached/script-<id>.out`;" in after and "(+5.2%)" in after
     # seeds_raw.py's numbers restate the sections' own runs of the seeds' programs: a lean report leaves them to the
@@ -124,8 +132,6 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
 def test_the_makers_note_is_one_inert_line_of_theirs_under_not_tested(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from repro.env import harness
-
     assert printed.wanted(printed.NOTE) and printed.note({}) is None and printed.note({printed.NOTE: " \n "}) is None
     said = "TE is absent:\nno network <img src=x onerror=alert(1)> [x](javascript:y) | --- |\n\nsecond paragraph"
     assert printed.note({printed.NOTE: said}) == (
@@ -133,19 +139,7 @@ def test_the_makers_note_is_one_inert_line_of_theirs_under_not_tested(
     )
     long = printed.note({printed.NOTE: "word " * 200})
     assert long is not None and len(long) == printed.NOTE_LIMIT and long.endswith("word…")
-    run = tmp_path / RUN.name
-    shutil.copytree(RUN, run)
-    made = "cd" * 32
-    for path in run.glob("*.json"):
-        doc = json.loads(path.read_text())
-        doc["fingerprint"]["harness"]["source_sha256"] = made
-        path.write_text(json.dumps(doc))
-    for path in (run / "attached").glob("*.json"):
-        path.unlink()
-    (run / "attached" / printed.NOTE).write_text(said)
-    monkeypatch.setattr(harness, "source_sha256", lambda root=None: made)
-    res = CliRunner().invoke(app, ["bundle", str(run), "--out", str(tmp_path / "b.tar.gz")])
-    assert res.exit_code == 0, res.output
+    run = _bundled(tmp_path, monkeypatch, {printed.NOTE: said})
     after = (run / "report.md").read_text()
     section = after.split("## Not tested here", 1)[1].split("\n## ", 1)[0]
     line = next(ln for ln in section.splitlines() if "attached/NOTE.txt" in ln)
