@@ -48,7 +48,7 @@ def check_fail_on(value: str | None) -> str | None:
     return value
 
 
-# A quick run's CI target: wide enough that the floors shrink to one round per episode, narrow
+# A quick run's CI target: wide enough that the floors shrink to two rounds per episode, narrow
 # enough that a CI clear of a threshold 30-50% away from 1.0 (those of the catalog) is common.
 QUICK_TARGET = 0.05
 # A quick run's budget per variant: its 5% target needs far fewer rounds than a full run's 1%.

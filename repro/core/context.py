@@ -62,13 +62,14 @@ class SamplingConfig:
     # The floors (min_episodes episodes of at least min_rounds / min_episodes rounds and
     # episode_s seconds, the idle gap between them) are set for the default 1% target. The
     # rounds a median's CI needs grow as 1 / target^2, so under a looser target an episode's
-    # floor of rounds shrinks by (0.01 / target)^2 (a 2% target: a quarter), never below one
-    # round. Its floor of seconds stays: an episode much shorter than the gap spends the schedule
-    # idle, and a noisier median per episode then needs more episodes (on a synthetic clock, a 2%
-    # target with 0.075 s episodes took twice as long as 1% with 0.3 s ones). So a looser target
-    # shortens the episodes of slow arms (a 100 ms step: 4 rounds become 1) and never lengthens a
-    # schedule; the episodes and their gaps stay, and every comparison still sees at least
-    # min_episodes power states. A tighter target keeps the default floors.
+    # floor of rounds shrinks by (0.01 / target)^2 (a 2% target: a quarter), never below two
+    # rounds: the episode's seconds are judged from the rounds after the first, which carries
+    # one-off costs (repro.run.schedule). Its floor of seconds stays: an episode much shorter than
+    # the gap spends the schedule idle, and a noisier median per episode then needs more episodes
+    # (on a synthetic clock, a 2% target with 0.075 s episodes took twice as long as 1% with 0.3 s
+    # ones). So a looser target shortens the episodes of slow arms (a 100 ms step: 4 rounds become
+    # 2); the episodes and their gaps stay, and every comparison still sees at least min_episodes
+    # power states. A tighter target keeps the default floors.
     # An arm whose sample takes at least this long is timed once per round, with no untimed
     # call before it: at that length what the previous arm left behind (a launch queue, a
     # cache, a clock ramp) is a small share of the sample, and three samples plus a warm-up
@@ -83,7 +84,7 @@ class SamplingConfig:
         floor of ``min_episodes`` episodes fits the budget but for the gaps.
         """
         scale = self.floor_scale()
-        rounds = max(1, math.ceil(self.min_rounds * scale / self.min_episodes - 1e-9))
+        rounds = max(2, math.ceil(self.min_rounds * scale / self.min_episodes - 1e-9))
         return rounds, min(self.episode_s, budget_s / self.min_episodes)
 
     def floor_scale(self) -> float:

@@ -121,20 +121,31 @@ class _Probes:
 
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="collect-env")
         self._started: dict[str, Future[tuple[int, str, str]]] = {}
+        self._trees: list[procs.Tree] = []
+        self._closed = False
 
     def start(self, command: str | Sequence[str]) -> tuple[int, str, str]:
         key = json.dumps(command)
         if key not in self._started:
-            self._started[key] = self._pool.submit(_guarded_run, command)
+            self._started[key] = self._pool.submit(self._run, command)
         return 1, "", ""
+
+    def _run(self, command: str | Sequence[str]) -> tuple[int, str, str]:
+        if self._closed:  # queued behind others when the reading ended: never started
+            return 1, "", "not run"
+        return _guarded_run(command, self._trees)
 
     def answer(self, command: str | Sequence[str]) -> tuple[int, str, str]:
         got = self._started.pop(json.dumps(command), None)
         return got.result() if got is not None else _guarded_run(command)
 
     def close(self) -> None:
-        """Drop what no pass read; a probe already running ends by itself (under its guard)."""
+        """Stop every probe still running (none outlives the reading, a Ctrl-C's included) and drop the rest."""
+        self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for tree in list(self._trees):
+            if tree.poll() is None:
+                tree.stop(grace_s=0.5)
 
 
 # collect_env's report is the same for every repro of a run (versions, drivers, libraries), and
@@ -236,13 +247,16 @@ def run_start_state(run_dir: Path, uuid: str | None) -> dict[str, Any] | None:
     return {"taken_utc": got.get("taken_utc"), **state} if isinstance(state, dict) else None
 
 
-def _guarded_run(command: str | Sequence[str]) -> tuple[int, str, str]:
-    """collect_env's ``run(command)`` (return code, stdout, stderr), each command under a guard."""
+def _guarded_run(command: str | Sequence[str], trees: list[procs.Tree] | None = None) -> tuple[int, str, str]:
+    """collect_env's ``run(command)`` (return code, stdout, stderr), each command under a guard; its tree is also
+    put in ``trees``, where given, so that the caller can stop it."""
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     try:
         tree = procs.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         return 127, "", str(exc)
+    if trees is not None:
+        trees.append(tree)
     try:
         out, err = tree.proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:

@@ -105,8 +105,9 @@ def _sparse(st: os.stat_result) -> bool:
     return st.st_size > 1024 * 1024 and st.st_blocks * 512 < st.st_size // 2
 
 
-def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False) -> bytes | None:
-    """The file's bytes (its last ``limit`` bytes when ``tail``), or None with the reason recorded."""
+def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False, room: str = "") -> bytes | None:
+    """The file's bytes (its last ``limit`` bytes when ``tail``), or None with the reason recorded (``room`` says
+    what the limit was, where it is not a file's own)."""
     opened = _open_regular(path)
     if opened is None:
         if os.path.lexists(path):
@@ -122,7 +123,7 @@ def _read(path: Path, rel: str, plan: _Plan, *, limit: int, tail: bool = False) 
             plan.left_out.append({"name": rel, "reason": reason})
             return None
         if st.st_size > limit and not tail:
-            plan.left_out.append({"name": rel, "reason": f"{st.st_size} bytes; over the {limit}-byte limit"})
+            plan.left_out.append({"name": rel, "reason": f"{st.st_size} bytes; over the {limit}-byte limit{room}"})
             return None
         if _sparse(st) and not tail:
             plan.left_out.append({"name": rel, "reason": f"sparse file of {st.st_size} bytes"})
@@ -167,9 +168,9 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     fix = text_redactor()
     out = _Plan()
 
-    def text(path: Path, rel: str, *, tail: bool = False, limit: int | None = None) -> int:
+    def text(path: Path, rel: str, *, tail: bool = False, limit: int | None = None, room: str = "") -> int:
         """Pack ``path`` redacted as ``rel``; the bytes read (0 when it was left out)."""
-        data = _read(path, rel, out, limit=limit or (LOG_TAIL if tail else FILE_LIMIT), tail=tail)
+        data = _read(path, rel, out, limit=limit or (LOG_TAIL if tail else FILE_LIMIT), tail=tail, room=room)
         if data is None:
             return 0
         out.members.append((f"{name}/{rel}", fix(data.decode(errors="replace")).encode()))
@@ -197,7 +198,7 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
         if extra_name.endswith(_LOG_LIKE):
             room -= text(root / rel, rel, tail=True, limit=min(LOG_TAIL, room))
         else:
-            room -= text(root / rel, rel, limit=room)
+            room -= text(root / rel, rel, limit=room, room=f": what was left of attached/'s {ATTACHED_LIMIT} bytes")
     if _real_dir(root / "logs"):
         for rid in ids:
             text(root / "logs" / f"{rid}.log", f"logs/{rid}.log", tail=True)

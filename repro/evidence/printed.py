@@ -183,11 +183,12 @@ def wanted(name: str) -> bool:
 # paragraph, at most NOTE_LIMIT characters, goes under the report's "Not tested here" as their words.
 NOTE = "NOTE.txt"
 NOTE_LIMIT = 400
+_PARAGRAPH = re.compile(r"\r?\n[ \t]*\r?\n")  # a blank line, CRLF or a whitespace-only one included
 
 
 def note(outputs: Mapping[str, str]) -> str | None:
     """The maker's note's first paragraph on one line (cut at NOTE_LIMIT characters with an ellipsis), or None."""
-    said = " ".join((outputs.get(NOTE) or "").strip().split("\n\n", 1)[0].split())
+    said = " ".join(_PARAGRAPH.split((outputs.get(NOTE) or "").strip(), maxsplit=1)[0].split())
     if not said:
         return None
     return said if len(said) <= NOTE_LIMIT else said[: NOTE_LIMIT - 1].rstrip() + "…"

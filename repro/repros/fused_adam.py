@@ -370,7 +370,15 @@ class FusedAdamCapturable(Repro[AdamParams]):
         torch.manual_seed(0)
         dev = torch.device(ctx.device)
         elements = p.n_tensors * p.numel
-        reason = no_room(p.n_tensors, p.numel) if ctx.cuda else None
+        # TE is CUDA-only; on CPU it is not even imported (its import can be slow or fail noisily).
+        te_cls: Any = None
+        te_why: str | None = "TE FusedAdam runs only on CUDA"
+        if ctx.cuda and "te" in p.backends:
+            te_cls, te_why = _te_fused_adam()
+        rounds_why = None if te_cls is not None or p.control_kernels else NO_CONTROL_KERNELS
+        asked = p.controls_without_te or p.control_kernels or "te" not in p.backends or not ctx.cuda
+        idle = te_cls is None and not asked  # nothing will be timed: no memory is needed, none is taken
+        reason = no_room(p.n_tensors, p.numel) if ctx.cuda and not idle else None
         if reason is not None:  # skipped variants that say so, not an out-of-memory crash before any exists
             return RunResult(
                 variants=tuple(
@@ -384,7 +392,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
         # set once and left in place (step() never clears them), so each step
         # does the same work. Each optimizer's moments are freed before the next.
         tensors = []
-        for _ in range(p.n_tensors):
+        for _ in range(0 if idle else p.n_tensors):
             t = torch.nn.Parameter(torch.randn(p.numel, device=dev, dtype=torch.float32).mul_(0.02))
             t.grad = torch.randn(p.numel, device=dev, dtype=torch.float32).mul_(1e-3)
             tensors.append(t)
@@ -393,13 +401,6 @@ class FusedAdamCapturable(Repro[AdamParams]):
         # more (it materialises sqrt(v) and the denominator), so its share of the
         # copy ceiling shows that overhead.
         work = Work(bytes=7.0 * 4.0 * elements, ceiling="copy")
-        # TE is CUDA-only; on CPU it is not even imported (its import can be slow or fail noisily).
-        te_cls: Any = None
-        te_why: str | None = "TE FusedAdam runs only on CUDA"
-        if ctx.cuda and "te" in p.backends:
-            te_cls, te_why = _te_fused_adam()
-        rounds_why = None if te_cls is not None or p.control_kernels else NO_CONTROL_KERNELS
-        asked = p.controls_without_te or p.control_kernels or "te" not in p.backends or not ctx.cuda
         variants: list[VariantResult] = []
         for backend in BACKENDS:
             if backend not in p.backends:

@@ -448,7 +448,7 @@ class GraphMemset(Repro[MemsetParams]):
             return skipped, info
         ctx.log(f"  twin: {p.twin_replays} replays of {p.ops} ops per variant ({p.twin_work_replays} with work)")
         wide_at = max(ctx.sampling.target_rel_ci, ctx.sampling.decided_rel_ci)  # the verdict's own bar
-        budget = ctx.sampling.budget_s * len(wanted)  # more runs end within --budget per variant, as rounds do
+        budget = ctx.sampling.budget_s * len(wanted)  # a later run only where it would end within --budget per variant
         try:  # one monitor over every run of the twin
             (wall, doc), monitor = ctx.monitored(
                 lambda: twin_runs(lambda: run_twin(cmd, p.twin_timeout_s), asked, wide_at, budget)

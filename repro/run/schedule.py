@@ -246,7 +246,7 @@ def _rounds(
             # H200 (speed/run6) fixed its episodes at that one round, each later one ~26 ms beside a 0.5 s gap.
             first_end = ctx.clock() if r == 1 else first_end
             steady = (ctx.clock() - first_end) * r / (r - 1) if r > 1 else 0.0
-            if r < max(min_rounds, 2) or steady < min_s:
+            if r < min_rounds or steady < min_s:
                 continue
             episode = r
         if r % episode:

@@ -186,3 +186,18 @@ def test_collect_env_starts_its_probes_at_once_and_reports_their_own_answers(
     starts = [float((tmp_path / f"s{i}").read_text()) for i in range(4)]
     ends = [float((tmp_path / f"e{i}").read_text()) for i in range(4)]
     assert max(starts) < min(ends)  # every probe ran beside every other, not one after another
+
+
+def test_closing_the_probes_stops_one_still_running() -> None:
+    import time
+
+    probes = fingerprint._Probes()
+    probes.start("sleep 30")
+    deadline = time.monotonic() + 10
+    while not probes._trees and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tree,) = probes._trees
+    assert tree.poll() is None
+    probes.close()  # as after the reading, or on a Ctrl-C inside it
+    assert tree.poll() is not None
+    assert probes._run("echo late") == (1, "", "not run")  # a probe queued behind is never started

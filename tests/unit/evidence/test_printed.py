@@ -137,6 +137,7 @@ def test_the_makers_note_is_one_inert_line_of_theirs_under_not_tested(
     assert printed.note({printed.NOTE: said}) == (
         "TE is absent: no network <img src=x onerror=alert(1)> [x](javascript:y) | --- |"
     )
+    assert printed.note({printed.NOTE: "first\r\n \t\r\nsecond"}) == "first"
     long = printed.note({printed.NOTE: "word " * 200})
     assert long is not None and len(long) == printed.NOTE_LIMIT and long.endswith("word…")
     run = _bundled(tmp_path, monkeypatch, {printed.NOTE: said})

@@ -355,6 +355,20 @@ def test_cuda_branch_keeps_step_timing_when_kernel_rounds_fail(
     assert "variant te_capturable was not measured" in verdict.finding
 
 
+def test_without_te_nothing_is_allocated_and_a_small_card_is_not_told_to_shrink(
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
+) -> None:
+    import repro.repros._adam_steps as steps
+    from repro.run.context import RunContext
+
+    monkeypatch.setattr(fused_adam, "_te_fused_adam", lambda: (None, "no TE here"))
+    monkeypatch.setattr(steps, "free_gpu_bytes", lambda: 8 * 2**30)
+    ctx = RunContext(device="cuda", smoke=False, sampling=fast)
+    result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size, on CPU tensors were it allocated
+    reasons = {v.reason for v in result.variants}
+    assert reasons == {"no TE here", CONTROLS_WITHOUT_TE}
+
+
 def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, fast: SamplingConfig
 ) -> None:
@@ -363,7 +377,8 @@ def test_too_little_gpu_memory_skips_every_variant_with_a_hint(
 
     monkeypatch.setattr(steps, "free_gpu_bytes", lambda: 8 * 2**30)
     ctx = RunContext(device="cuda", smoke=False, sampling=fast)
-    result = FusedAdamCapturable().run(AdamParams(), ctx)  # the seed's size: ~84 GB needed
+    # The seed's size, ~84 GB needed, with torch's backends asked for (without TE nothing would be timed).
+    result = FusedAdamCapturable().run(AdamParams(controls_without_te=True), ctx)
     assert result.variants and all(v.status == "skipped" for v in result.variants)
     assert "GiB of GPU memory, 8 GiB free; try --set numel=" in (result.variants[0].reason or "")
 

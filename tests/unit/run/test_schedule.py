@@ -252,9 +252,9 @@ def test_the_floors_scale_with_the_budget_and_a_looser_target() -> None:
     assert base.episode_floor(10.0) == (4, 0.3)  # 20 rounds in 6 episodes, 0.3 s each
     assert dataclasses.replace(base, target_rel_ci=0.005).episode_floor(10.0) == (4, 0.3)  # tighter: the default
     rounds, seconds = dataclasses.replace(base, target_rel_ci=0.02).episode_floor(10.0)
-    assert (rounds, seconds) == (1, 0.3)  # a quarter of 20 rounds in 6 episodes: one each; the seconds stay
+    assert (rounds, seconds) == (2, 0.3)  # a quarter of 20 rounds in 6 episodes: one each, but never under two
     assert dataclasses.replace(base, target_rel_ci=0.015).episode_floor(10.0) == (2, 0.3)
-    assert dataclasses.replace(base, target_rel_ci=0.05).episode_floor(10.0)[0] == 1  # never under one round
+    assert dataclasses.replace(base, target_rel_ci=0.05).episode_floor(10.0)[0] == 2  # never under two rounds
     assert base.episode_floor(0.6)[1] == pytest.approx(0.1)  # an episode never asks for over its share
     assert sampling_config(None, None, quick=True).target_rel_ci == QUICK_TARGET
     assert sampling_config(None, 0.03, quick=True).target_rel_ci == 0.03
