@@ -187,6 +187,20 @@ def stack_line(doc: Artifact, declared: Declared) -> str | None:
     return f"Where in the stack: {switch} across the headline pair; {text(declared.stack)}{this}"
 
 
+def _run_ci(doc: Artifact) -> float:
+    """This run's headline CI half-width over its value; 0.0 without a CI."""
+    v = doc.verdict
+    value = float(v.value or 0.0)
+    return (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
+
+
+def band_agreement(doc: Artifact, b: band.Band) -> str:
+    """``agreement.agree``'s word on this run's headline against band ``b``: the whole band widened by one run's
+    slack, which counts as at least this run's own CI half-width (relative), as two or three GPUs can agree more
+    closely than one run's CI can tell."""
+    return agreed(b.center, float(doc.verdict.value or 0.0), b, _run_ci(doc), centred=True)
+
+
 def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
     v = doc.verdict
@@ -209,10 +223,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
         where = "above all"
     else:
         where = "inside their range"
-    # One run's slack counts as at least this run's own CI half-width (relative): two or three GPUs can
-    # agree more closely than one run's CI can tell.
-    ci = (float(v.ci_high) - float(v.ci_low)) / 2 / value if v.ci_low is not None and v.ci_high is not None else 0.0
-    agreement = agreed(b.center, value, b, ci, centred=True)
+    ci, agreement = _run_ci(doc), band_agreement(doc, b)
     within = "within" if agreement == "consistent" else "outside"
     gpus = f"{len(others)} other" if len(others) < len(b.points) else f"{len(others)}"
     lo, hi = _sig4(min(others)), _sig4(max(others))

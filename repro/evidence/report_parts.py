@@ -14,9 +14,8 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
-from repro.evidence.agreement import agree as agreed
 from repro.evidence.declared import Declarations
-from repro.evidence.lines import MEASURED, missing_module, module_state
+from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, finite, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
@@ -111,11 +110,8 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     whole_lo, whole_hi = b.sides()
     beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
     which = " without them" if few and not beyond_all else ""
-    # The section's Re-run-elsewhere line's own test (lines.band_line): the whole band widened by one run's slack.
-    lo, hi = doc.verdict.ci_low, doc.verdict.ci_high
-    ci = (hi - lo) / 2 / doc.verdict.value if lo is not None and hi is not None else 0.0
-    widened = agreed(b.center, doc.verdict.value, b, ci, centred=True) == "consistent"
-    reach = ", consistent with it widened by one run's spread" if widened else ""
+    # The section's Re-run-elsewhere line's own test: the whole band widened by one run's slack.
+    reach = ", consistent with it widened by one run's spread" if band_agreement(doc, b) == "consistent" else ""
     lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}{reach}" if far else ""
     cell = f"{spread(whole_lo, whole_hi)} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:

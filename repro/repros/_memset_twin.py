@@ -121,11 +121,7 @@ def twin_variants(
         per_round = twin_per_round(doc, name)
         # The twin times its variants in interleaved rounds of per_round replays each; the
         # median of each round's replays is that round's value, paired across variants.
-        rounds = (
-            tuple(stats.quantile(sorted(samples[i : i + per_round]), 0.5) for i in range(0, len(samples), per_round))
-            if per_round > 0
-            else None
-        )
+        rounds = _rounds(samples, per_round) if per_round > 0 else None
         episode = (int(doc.get("episode_rounds") or 0) or None) if rounds else None
         # A variant's median and CI are over its rounds, the CI widened over the episodes' medians,
         # as the paired ratio's is: replays within a round share the GPU's state, so they are not
@@ -223,17 +219,15 @@ def twin_runs(
         not (k := twin_per_round(doc, name)) or (len(v) % k == 0 and len(v) // k % episode == 0)
         for name, v in doc["variants"].items()
     )
-    last = ran.wall_s
-    while whole and n < runs and wall + last <= budget_s and (width := headline_halfwidth(doc)) is not None:
-        if width <= wide_at:
-            break
+    # One more run, as long as the last one, only where it still ends within the budget.
+    while whole and n < runs and wall + ran.wall_s <= budget_s and (headline_halfwidth(doc) or 0.0) > wide_at:
         try:
             ran = once()
             more = parse_twin_output(ran.stdout, expected)
         except (TwinRunError, ValueError) as exc:  # the runs so far stand; the artifact says why none followed
             doc = {**doc, "twin_rerun_error": str(exc)[:300]}
             break
-        wall, last = wall + ran.wall_s, ran.wall_s
+        wall += ran.wall_s
         doc = {**doc, "variants": {k: [*v, *more["variants"].get(k, [])] for k, v in doc["variants"].items()}}
         n += 1
     return wall, {**doc, "twin_runs": n}

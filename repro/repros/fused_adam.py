@@ -407,7 +407,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
                 continue
             # TE absent, a quick run whose headline an earlier backend answered, or a control without its subject
             why = te_why if backend == "te" and te_cls is None else ctx.untimed(f"{backend}_capturable", variants)
-            why = why or (None if te_cls is not None or asked else CONTROLS_WITHOUT_TE)
+            why = why or (CONTROLS_WITHOUT_TE if idle else None)
             if why is not None:
                 variants += [ctx.skipped(f"{backend}_{m}", _label(backend, m), why, backend=backend) for m in MODES]
                 continue
