@@ -16,6 +16,10 @@
 #
 #   tools/gpu-final.sh OUT_DIR WHEELS      (from the tree's root; about 8 minutes on an H200)
 set -uo pipefail
+# Every Python here is a venv this script makes: an inherited PYTHONPATH (the tree, a --target folder) would put
+# another copy of the harness or its dependencies ahead of what the steps install, and the re-run would not be the
+# bundled wheel's.
+unset PYTHONPATH
 out=${1:?usage: tools/gpu-final.sh OUT_DIR WHEELS}
 wheels=$(cd "${2:?usage: tools/gpu-final.sh OUT_DIR WHEELS}" && pwd)
 mkdir -p "$out"
@@ -101,8 +105,9 @@ write_readme() {
         done
         [ -f "$at/rerun-check.txt" ] && echo "- rerun.sh, rerun.log, rerun-check.txt, rerun-<id>.json: the report's" \
             "install lines (offline, from a local wheelhouse; torch and cuda-bindings met by the machine's own)" \
-            "and its re-run lines of $RERUN_IDS, run in a fresh venv with the harness wheel of a first bundle" \
-            "of this run (the same source digest), the digest check and each re-run's artifact."
+            "and its re-run lines of $RERUN_IDS, run in a fresh venv into which they installed the harness wheel of" \
+            "a first bundle of this run (the same source digest), the digest check (with where each re-run imported" \
+            "the harness from) and each re-run's artifact."
     } >"$at/README.txt"
 }
 cp tools/seeds_raw.py tools/gpu-final.sh tools/setup_venv.py tools/gpu-final-table.py tools/device-tree.sh \
@@ -239,6 +244,7 @@ for rid in os.environ["RERUN_IDS"].split():
         doc = json.load(open(path))
         v = doc["verdict"]
         print(f"{rid}: re-run artifact records:  ", doc["fingerprint"]["harness"]["source_sha256"])
+        print(f"{rid}: re-run's harness:", doc["fingerprint"]["host"]["python_env"]["harness_install"])
         print(f"{rid}: re-run verdict: {v['status']} {v['value']:.4f} ({v['ci_low']:.4f}-{v['ci_high']:.4f});",
               f"repro all: {ran['verdict']['status']} {ran['verdict']['value']:.4f}")
 PY
@@ -257,8 +263,8 @@ done
 # outside the bundle, has the bundle's exit status and "done".
 echo "[$((SECONDS - t0)) s] next: the bundle that carries this file; 'repro bundle' renders its report.md and" \
     "report-full.md again from attached/ as it then is ($(find "$run/attached" -maxdepth 1 -type f | wc -l) files" \
-    "before README.txt); the first bundle, which the re-run installed from, is not kept (its wheel, this one's:" \
-    "the same source digest)" >>"$out/steps.txt"
+    "before README.txt); the first bundle, which the re-run installed from, is kept beside it as" \
+    "first.bundle.tar.gz, not inside it (its wheel is this one's: the same source digest)" >>"$out/steps.txt"
 cp "$out/steps.txt" "$run/attached/steps.txt"
 write_readme
 mv "$bundle" "$out/first.bundle.tar.gz"

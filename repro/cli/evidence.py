@@ -25,16 +25,21 @@ def validate_cmd(
     """Validate artifacts against the JSON Schema; exit 2 if any fails.
 
     Folders are searched to any depth; JSON files in them that are not artifacts (doctor or
-    compare output, say) are listed as skipped. A file named on the command line must be an artifact.
+    compare output, say) are listed as skipped; an unpacked bundle is read as its run folder (the files the
+    bundle added, MANIFEST.json and its band files, are left out, said once). A file named on the command line
+    must be an artifact.
     """
     from repro.evidence import artifact
 
-    files, skipped = artifact.walk(paths)
+    files, skipped, bundles = artifact.walk(paths)
     bad = 0
     for path in files:
         why = artifact.not_an_artifact(path) if path.is_file() else None
         if why:
-            err(f"{path}: not a gpu-repro artifact ({why}); expected an artifact written by `repro run` or `repro all`")
+            expected = "an artifact written by `repro run` or `repro all`"
+            if path.name in artifact.bundle_members(path.parent):  # a bundle's own file, named by a shell's glob
+                expected += f"; {path.parent} is an unpacked bundle: name that folder to validate its run"
+            err(f"{path}: not a gpu-repro artifact ({why}); expected {expected}")
             bad += 1
             continue
         try:
@@ -46,6 +51,8 @@ def validate_cmd(
         echo_text(f"ok: {path}")
     for path, why in skipped:
         echo_text(f"skipped: {path} (not an artifact: {why})", err=True)
+    for folder, names in bundles.items():
+        echo_text(_bundle_note(folder, names), err=True)
     if skipped or len(files) > 1:
         typer.echo(
             f"{len(files) - bad} valid, {bad} invalid, {len(skipped)} skipped (not artifacts)",
@@ -67,9 +74,10 @@ def report_cmd(
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
 
-    A folder of run folders (artifacts/) means its newest run. With --out, the declared plots are
-    drawn beside FILE (plots/<id>.<plot>.png) where matplotlib is installed; existing plot files are
-    kept, never overwritten.
+    A folder of run folders (artifacts/) means its newest run; an unpacked bundle, its run (the files
+    the bundle added, MANIFEST.json and its band files, are left out). With --out, the declared plots
+    are drawn beside FILE (plots/<id>.<plot>.png) where matplotlib is installed; existing plot files
+    are kept, never overwritten.
     """
     from repro.evidence import artifact, cliff_report
     from repro.evidence.artifact import newest_run
@@ -81,6 +89,9 @@ def report_cmd(
             typer.echo(f"{f} holds {found[1]} run folders; reporting the newest, {found[0].name}", err=True)
         chosen.append(found[0] if found is not None else f)
     files = chosen
+    for f in files:
+        if f.is_dir() and (theirs := artifact.bundle_members(f)):
+            echo_text(_bundle_note(f, theirs), err=True)
     docs = [artifact.load(p) for p in artifact.expand(files)]
     if out is not None:
         check_new_file(out, "reports")  # before any plot is drawn beside it
@@ -174,6 +185,11 @@ def bundle_cmd(
         write_replace(run_dir / "report.md", pasted.encode())
         typer.echo(f"report.md rendered again: it names the {len(attached)} file(s) in attached/", err=True)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
+
+
+def _bundle_note(folder: Path, names: list[str]) -> str:
+    """The one line that says an unpacked bundle's own files were left out of a folder walk."""
+    return f"{folder}: an unpacked bundle; left out what the bundle added, not artifacts: {', '.join(names)}"
 
 
 def _rendered(docs: list[dict[str, Any]], folder: Path | None, draw: bool = False, **kw: Any) -> str:

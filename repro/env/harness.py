@@ -118,9 +118,12 @@ def install_mode(dist: str = "gpu-repro") -> str:
                 return f"editable install of {url or 'an unrecorded folder'}"
             continue
         site = Path(str(found.locate_file(""))).resolve()
-        if site.name in ("site-packages", "dist-packages") and site in here.parents:
-            return f"installed from {Path(url).name}" if url else "installed"
-    return said
+        if site.name in ("site-packages", "dist-packages"):
+            if site in here.parents:
+                return f"installed from {Path(url).name}" if url else "installed"
+            said += f", ahead of the copy installed in {site}"  # e.g. PYTHONPATH puts the tree first
+    pythonpath = [Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return said + (" (PYTHONPATH names its folder)" if here.parent in pythonpath else "")
 
 
 def python_env() -> dict[str, Any]:

@@ -26,6 +26,52 @@ CONTAINER_ENV = (
 )
 
 
+# Where the hypervisor probe reads; tests point it at a folder of fake files.
+_SYSFS = Path("/sys")
+# A guest's kernel registers a paravirtual clocksource only for the hypervisor it found in the CPU's
+# hypervisor leaf, the leaf lscpu reads for collect_env's "Hypervisor vendor": so each names that vendor,
+# in lscpu's word. (Under KVM with Hyper-V's interface on top, lscpu says Microsoft and the kernel KVM.)
+_CLOCKSOURCE_VENDORS = {
+    "kvm-clock": "KVM",
+    "hyperv_clocksource_tsc_page": "Microsoft",
+    "hyperv_clocksource_msr": "Microsoft",
+    "xen": "Xen",
+}
+# DMI names that say the hypervisor outright (VMware's guests have no clocksource of their own). QEMU's
+# "QEMU" / "Standard PC ..." is left out: QEMU runs on KVM or emulates, and lscpu would tell them apart.
+_DMI_VENDORS = {
+    ("VMware, Inc.", None): "VMware",
+    ("Microsoft Corporation", "Virtual Machine"): "Microsoft",  # Hyper-V; the maker's own machines differ
+    ("Xen", None): "Xen",
+}
+
+
+def _sys_text(rel: str) -> str:
+    """The stripped text of ``/sys/<rel>``, empty where the file is absent (a bare host, a masked path)."""
+    try:
+        return (_SYSFS / rel).read_text(errors="replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
+
+
+def hypervisor_vendor() -> tuple[str, str] | None:
+    """``("KVM", "the kernel's kvm-clock clocksource")``: the hypervisor's vendor in lscpu's word and what
+    named it, read from /sys without root or a subprocess (so a run without collect_env still knows it);
+    None where nothing there names one (bare metal, or a guest that hides it)."""
+    kind = _sys_text("hypervisor/type")[:40]  # Xen's own sysfs
+    if kind:
+        return ("Xen" if kind == "xen" else kind), "/sys/hypervisor/type"
+    listed = _sys_text("devices/system/clocksource/clocksource0/available_clocksource").split()
+    for name, vendor in _CLOCKSOURCE_VENDORS.items():
+        if name in listed:
+            return vendor, f"the kernel's {name} clocksource"
+    maker, product = _sys_text("class/dmi/id/sys_vendor"), _sys_text("class/dmi/id/product_name")
+    for (want_maker, want_product), vendor in _DMI_VENDORS.items():
+        if maker == want_maker and want_product in (None, product):
+            return vendor, f"DMI {maker}" + (f", {product}" if want_product else "")
+    return None
+
+
 def host_section(probe: Callable[[str, Callable[[], Any]], Any]) -> dict[str, Any]:
     from repro.env.harness import python_env
 
@@ -41,11 +87,14 @@ def host_section(probe: Callable[[str, Callable[[], Any]], Any]) -> dict[str, An
                 return "hypervisor" in line.split(":", 1)[1].split()
         return None
 
+    vendor = probe("host.hypervisor_vendor", hypervisor_vendor)
     return {
         "os": platform.platform(),
         "kernel": platform.release(),
-        # The CPU flag a hypervisor sets for its guests; collect_env's output names the vendor.
+        # The CPU flag a hypervisor sets for its guests, and its vendor where /sys names it.
         "hypervisor": probe("host.hypervisor", hypervisor),
+        "hypervisor_vendor": vendor[0] if vendor else None,
+        "hypervisor_vendor_source": vendor[1] if vendor else None,
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         "python_env": probe("host.python_env", python_env),

@@ -18,8 +18,9 @@ from typing import Any
 from repro import __version__
 from repro.core import fsio
 from repro.core.errors import UsageError
+from repro.evidence import bundle_layout
 
-ARTIFACT_SCHEMA_VERSION = "1.8"
+ARTIFACT_SCHEMA_VERSION = "1.9"
 ARTIFACT_KIND = "gpu-repro.artifact"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = ("artifact.schema.json", "fingerprint.schema.json", "cliff.schema.json", "matrix.schema.json")
@@ -283,18 +284,27 @@ def load(path: Path, *, validate: bool = True) -> dict[str, Any]:
 
 
 def expand(paths: Iterable[Path]) -> list[Path]:
-    """Files and run folders to artifact files (a folder contributes its ``*.json``)."""
+    """Files and run folders to artifact files (a folder contributes its ``*.json``; an unpacked bundle's folder
+    those of its run: ``bundle_members`` are left out)."""
     out: list[Path] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            found = sorted(f for f in p.glob("*.json") if not f.name.startswith("."))
+            theirs = bundle_members(p)
+            found = sorted(f for f in p.glob("*.json") if not f.name.startswith(".") and f.name not in theirs)
             if not found:
                 raise UsageError(f"{p}: folder holds no artifacts; expected a run folder with *.json")
             out.extend(found)
         else:
             out.append(p)
     return out
+
+
+def bundle_members(folder: Path) -> list[str]:
+    """The JSON files at the top of ``folder`` that a bundle added beside its run's artifacts (MANIFEST.json,
+    band.json, band-runs.json: ``repro.evidence.bundle_layout``), when it is an unpacked bundle; else empty."""
+    folder = Path(folder)
+    return sorted(f.name for f in folder.glob("*.json") if bundle_layout.bundle_of(f, folder) is not None)
 
 
 def not_an_artifact(path: Path) -> str | None:
@@ -321,24 +331,32 @@ def not_an_artifact(path: Path) -> str | None:
     return "no 'kind' field"
 
 
-def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]], dict[Path, list[str]]]:
     """Files as given, and every ``*.json`` under the given folders (nested run folders included).
 
-    Returns (artifact files, [(skipped file, why)]). A file named directly is always returned
-    for validation; only files found inside folders are skipped when they are not artifacts. A
-    folder without a single artifact is a UsageError.
+    Returns (artifact files, [(skipped file, why)], {unpacked bundle folder: the JSON files it added, left out}). A
+    file named directly is always returned for validation; only files found inside folders are skipped when they
+    are not artifacts, or left out when a bundle added them beside its run's files (``bundle_members``; its run's
+    own, ``attached/`` among them, are walked as in the run folder). A folder without a single artifact is a
+    UsageError.
     """
     files: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    bundles: dict[Path, list[str]] = {}
     for p in paths:
         p = Path(p)
         if not p.is_dir():
             files.append(p)
             continue
         # Hidden files and folders (a run's .cache/ of ceilings and collect_env) are the harness's own, not artifacts.
-        found = sorted(
-            f for f in p.rglob("*.json") if f.is_file() and not any(x.startswith(".") for x in f.relative_to(p).parts)
-        )
+        found = []
+        for f in sorted(p.rglob("*.json")):
+            if not f.is_file() or any(x.startswith(".") for x in f.relative_to(p).parts):
+                continue
+            if (bundle := bundle_layout.bundle_of(f, p)) is not None:
+                bundles.setdefault(bundle, []).append(f.relative_to(bundle).as_posix())
+            else:
+                found.append(f)
         mine = []
         for f in found:
             why = not_an_artifact(f)
@@ -350,7 +368,7 @@ def walk(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
             seen = f"{len(found)} JSON file(s), none an artifact" if found else "no JSON files"
             raise UsageError(f"{p}: holds no gpu-repro artifacts ({seen}); expected artifact files or run folders")
         files.extend(mine)
-    return files, skipped
+    return files, skipped, bundles
 
 
 def time_breakdown(doc: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -423,12 +441,16 @@ def gpu_busy(doc: Mapping[str, Any]) -> tuple[float, float] | None:
     The timed work is every variant's samples (each sample is seconds per call, over
     ``calls_per_sample`` calls) and the per-kernel rounds a repro keeps in ``extra``
     (``kernel_rounds_s``, device time of the matched kernels). It is the floor a faster
-    harness could reach with the same samples. None without a duration or a timed sample.
+    harness could reach with the same samples. None without a duration or a timed sample. An artifact since
+    schema 1.9 carries both as ``run.gpu_busy_s`` and ``run.gpu_busy_share``, which are read as written.
     """
     run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
     duration = run.get("duration_s") if isinstance(run, Mapping) else None
     if not isinstance(duration, int | float) or isinstance(duration, bool) or not duration > 0:
         return None
+    seconds, share = (run.get("gpu_busy_s"), run.get("gpu_busy_share")) if isinstance(run, Mapping) else (None, None)
+    if isinstance(seconds, int | float) and isinstance(share, int | float) and _number(seconds) and _number(share):
+        return float(seconds), float(share)
     busy = 0.0
     for v in doc.get("variants") or []:
         if not isinstance(v, Mapping):

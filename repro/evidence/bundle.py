@@ -11,7 +11,9 @@ Each is opened without following links and packed only if it is a regular file w
 hard link could be a second name of any file on that filesystem); member names are relative
 (``<run-id>/...``), so the archive extracts into one folder. Logs (``*.log``, ``*.out``) are cut to
 their tail, other files too large or sparse are left out and named in MANIFEST.json, which gives every
-other member's bytes and sha256.
+other member's bytes and sha256. What the bundle adds itself (MANIFEST.json, band.*, ``harness/``, ``scripts/``,
+``seeds/``, ``context/``, ``report-full.md``) is named in ``repro.evidence.bundle_layout``, where ``repro report``
+and ``repro validate`` learn to leave it out of the unpacked folder.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
 from repro.evidence import band, model, seeds, wheel
+from repro.evidence.bundle_layout import BAND_DATA, BAND_RUNS, BAND_TEXT, CONTEXT, HARNESS, MANIFEST, SCRIPTS, SEEDS
+from repro.evidence.bundle_layout import FULL_REPORT as FULL_REPORT  # re-exported: the report names it
 
 # GitHub's attachment limit is 25 MB; leave room for tar headers and rounding.
 BUNDLE_LIMIT = 24 * 1000 * 1000
@@ -54,10 +58,6 @@ ATTACHED_LIMIT = 4 * 1024 * 1024  # all of attached/ together: a bundle never fa
 _LOG_LIKE = (".log", ".out")
 _ATTACHED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(log|out|txt|tsv|py|sh|json|md)")
 _PLOT = re.compile(r"([a-z0-9][a-z0-9-]*)\.[A-Za-z0-9_-]+\.png")
-
-
-# The run's report with nothing left out for length, beside the pasted report.md.
-FULL_REPORT = "report-full.md"
 
 
 @dataclass
@@ -231,7 +231,7 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     _add_band(name, repros, out, _uuids(typed), _sources(typed), _keys(typed))
     _add_seeds(name, repros, out)
     if "graph-memset" in repros:
-        out.members.append((f"{name}/context/graph-memset.md", twin_context().encode()))
+        out.members.append((f"{name}/{CONTEXT}/graph-memset.md", twin_context().encode()))
     return name, out
 
 
@@ -261,9 +261,9 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
         " they name (an issue), or says the seed gives none, and states the claim as this project reads it."
     )
     where = "".join(f"\n\n{rid}: {got}" for rid in sorted(set(repros)) if (got := seeds.posted(rid)))
-    out.members.append((f"{name}/seeds/README.txt", f"{seeds.about()}{said}{where}\n".encode()))
+    out.members.append((f"{name}/{SEEDS}/README.txt", f"{seeds.about()}{said}{where}\n".encode()))
     for rid in ran:
-        out.members += [(f"{name}/seeds/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
+        out.members += [(f"{name}/{SEEDS}/{rid}/{fname}", body.encode()) for fname, body in sorted(have[rid].items())]
 
 
 def _add_band(
@@ -299,9 +299,9 @@ def _add_band(
     how = (
         "A GPU's value is the median of its runs' headline ratios (each run's beside its id); ± is the farthest "
         "GPU's value from the median of all GPUs. The runs are default `repro all` and `repro run` runs committed "
-        "under artifacts/reference/ in the gpu-repro repository; band.json (beside this file) has each run's "
+        f"under artifacts/reference/ in the gpu-repro repository; {BAND_DATA} (beside this file) has each run's "
         "per-round headline ratios (their median is the run's value; none where the headline is a kernel-time "
-        "ratio) and its artifact's path there; band-runs.json a compact copy of each of those runs (its verdict, "
+        f"ratio) and its artifact's path there; {BAND_RUNS} a compact copy of each of those runs (its verdict, "
         "each variant's rounds and GPU clocks, the GPU, driver, torch and harness it ran on). Their harness "
         "digests may differ ('-': a run from before harness digests), and so may their methods: a harness "
         "version's changes are in the gpu-repro repository's history, "
@@ -313,11 +313,11 @@ def _add_band(
         "artifacts' gpu.uuid). The band covers the GPUs and harness versions listed, on the torch and driver "
         "listed: not other stacks."
     )
-    out.members.append((f"{name}/band.txt", ("\n".join([head, how, *said]) + "\n").encode()))
+    out.members.append((f"{name}/{BAND_TEXT}", ("\n".join([head, how, *said]) + "\n").encode()))
     if mine:
-        out.members.append((f"{name}/band.json", band.to_json(mine, ["artifacts/reference"]).encode()))
+        out.members.append((f"{name}/{BAND_DATA}", band.to_json(mine, ["artifacts/reference"]).encode()))
     if runs := band.runs_of(sorted({b.repro for b in mine})):
-        out.members.append((f"{name}/band-runs.json", runs.encode()))
+        out.members.append((f"{name}/{BAND_RUNS}", runs.encode()))
 
 
 def _parsed(path: Path) -> Any:
@@ -376,8 +376,8 @@ def _add_harness(name: str, docs: Sequence[Any], out: _Plan) -> None:
             "bundle with the harness that ran to include it"
         )
         return
-    out.harness["wheel"] = f"harness/{wheel_name}"
-    out.members.append((f"{name}/harness/{wheel_name}", data))
+    out.harness["wheel"] = f"{HARNESS}/{wheel_name}"
+    out.members.append((f"{name}/{HARNESS}/{wheel_name}", data))
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -389,14 +389,14 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 # A script member's name: scripts/<repro id>.py (or .sh), nothing a caller could steer elsewhere.
-_SCRIPT = re.compile(r"scripts/[a-z0-9][a-z0-9-]*\.(py|sh)")
+_SCRIPT = re.compile(rf"{SCRIPTS}/[a-z0-9][a-z0-9-]*\.(py|sh)")
 
 
 def script_member(repro_id: str, script: str) -> str | None:
     """``scripts/<id>.py`` (``.sh`` for a shell script), or None when the id is no plain file name part."""
     first = script.split("\n", 1)[0]
     ext = "sh" if first.startswith("#!") and first.rstrip().endswith(("sh", "bash")) else "py"
-    name = f"scripts/{repro_id}.{ext}"
+    name = f"{SCRIPTS}/{repro_id}.{ext}"
     return name if _SCRIPT.fullmatch(name) else None
 
 
@@ -453,7 +453,7 @@ def build(
             "script_notes": {f"{name}/{k}": fix(v) for k, v in sorted((script_notes or {}).items())},
             "scripts_left_out": [{"repro": k, "reason": fix(v)} for k, v in sorted((scripts_left_out or {}).items())],
         }
-        blob = _tar(members + [(f"{name}/MANIFEST.json", json.dumps(manifest, indent=2).encode())])
+        blob = _tar(members + [(f"{name}/{MANIFEST}", json.dumps(manifest, indent=2).encode())])
         traces = [m for m in members if "/traces/" in m[0]]
         if len(blob) <= limit or not traces:
             break

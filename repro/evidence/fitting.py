@@ -46,9 +46,16 @@ SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episode
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
 
 
-def lean_section(section: str, kernels: int | None = None, spare: int = 0) -> str:
+# The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim and how its experiment differs
+# from ours; the finding above them and the re-run line below are not bullets and stay too.
+BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:")
+BARE_WORDS = "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours and re-run lines"
+
+
+def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare: bool = False) -> str:
     """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
-    cut to its first ``kernels`` lines; without the first ``spare`` of SPARE_BULLETS (a line and its sub-bullets)."""
+    cut to its first ``kernels`` lines; without the first ``spare`` of SPARE_BULLETS (a line and its sub-bullets);
+    ``bare``: without any bullet but BARE_KEEPS (the last tier before a cut: every section stays)."""
     kept = []
     listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
     spared = tuple(prefix for prefix, _ in SPARE_BULLETS[:spare])
@@ -58,7 +65,9 @@ def lean_section(section: str, kernels: int | None = None, spare: int = 0) -> st
             continue
         if skipping and ln.startswith("  - "):
             continue
-        skipping = bool(spared) and ln.startswith(spared)
+        skipping = (bool(spared) and ln.startswith(spared)) or (
+            bare and ln.startswith("- ") and not ln.startswith(BARE_KEEPS)
+        )
         if skipping:
             continue
         if kernels is not None:

@@ -172,13 +172,24 @@ _COMPUTE_MODE = {0: "default", 1: "exclusive thread", 2: "exclusive process", 3:
 _VENDOR = re.compile(r"^Hypervisor vendor:\s*(\S.*?)\s*$", re.MULTILINE)
 
 
+def _vendor(f: MachineFacts) -> tuple[str, str] | None:
+    """The hypervisor's vendor and what said it: collect_env's (lscpu's CPUID reading) where it ran, else
+    the harness's own probe of /sys (schema 1.9; a quick run skips collect_env); None where neither says."""
+    said = _VENDOR.search(f.collect_env)
+    if said:
+        return said.group(1), "collect_env's hypervisor vendor"
+    if f.host.hypervisor_vendor:
+        return f.host.hypervisor_vendor, f.host.hypervisor_vendor_source or "the harness's probe"
+    return None
+
+
 def host_words(f: MachineFacts) -> list[str]:
-    """Whether the host is a virtual machine (collect_env's hypervisor vendor, else the CPU's
-    hypervisor flag), how NVML says the GPU is virtualized, and its compute mode."""
+    """Whether the host is a virtual machine (its hypervisor's vendor, else the CPU's hypervisor flag),
+    how NVML says the GPU is virtualized, and its compute mode."""
     out = []
-    vendor = _VENDOR.search(f.collect_env)
+    vendor = _vendor(f)
     if vendor:
-        out.append(f"{vendor.group(1)} guest (collect_env's hypervisor vendor)")
+        out.append(f"{vendor[0]} guest ({vendor[1]})")
     elif f.host.hypervisor is not None:
         out.append("a VM guest (CPU hypervisor flag)" if f.host.hypervisor else "no CPU hypervisor flag (bare metal)")
     mode = f.nvml.virtualization_mode
@@ -195,10 +206,10 @@ def host_words(f: MachineFacts) -> list[str]:
 def guest_words(f: MachineFacts) -> str | None:
     """``KVM guest, GPU passthrough``: a virtual machine host in a few words for the report's head; None
     on bare metal or where nothing says."""
-    vendor = _VENDOR.search(f.collect_env)
+    vendor = _vendor(f)
     if not vendor and not f.host.hypervisor:
         return None
-    said = f"{vendor.group(1)} guest" if vendor else "VM guest"
+    said = f"{vendor[0]} guest" if vendor else "VM guest"
     mode = f.nvml.virtualization_mode
     return said + (f", {_VIRTUALIZATION.get(mode, f'GPU virtualization mode {mode}')}" if mode else "")
 

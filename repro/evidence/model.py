@@ -110,6 +110,8 @@ class RunInfo:
     phases_s: Mapping[str, float] | None = None  # seconds per phase, in run order (1.2)
     measure_s: Mapping[str, float] | None = None  # the measure phase's split: warm-up, sampling, profiling (1.4)
     quick: bool = False  # a quick run (repro all --quick): headline comparisons only (1.4)
+    gpu_busy_s: float | None = None  # the device's seconds on the timed work (1.9; artifact.gpu_busy)
+    gpu_busy_share: float | None = None  # gpu_busy_s over duration_s (1.9)
 
 
 @dataclass(frozen=True)
@@ -312,6 +314,8 @@ def of_run(raw: Any) -> RunInfo:
         phases_s=_seconds(phases),
         measure_s=_seconds(split),
         quick=raw.get("quick") is True,
+        gpu_busy_s=_num(raw.get("gpu_busy_s")),
+        gpu_busy_share=_num(raw.get("gpu_busy_share")),
     )
 
 

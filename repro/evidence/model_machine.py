@@ -36,6 +36,10 @@ def _flag(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -117,6 +121,9 @@ class Host:
     cpu: str | None = None
     cpu_count: int | None = None
     hypervisor: bool | None = None  # /proc/cpuinfo's hypervisor flag (since schema 1.6)
+    # The hypervisor's vendor in lscpu's word ("KVM") and what in /sys named it (since schema 1.9).
+    hypervisor_vendor: str | None = None
+    hypervisor_vendor_source: str | None = None
     # The interpreter, its package folders and how the harness was installed (since schema 1.8).
     python_env: Mapping[str, Any] = field(default_factory=dict)
 
@@ -268,6 +275,8 @@ def facts(fp: Mapping[str, Any]) -> MachineFacts:
             cpu=string(host.get("cpu")) if host.get("cpu") else None,
             cpu_count=_int(host.get("cpu_count")),
             hypervisor=_flag(host.get("hypervisor")),
+            hypervisor_vendor=_str(host.get("hypervisor_vendor")),
+            hypervisor_vendor_source=_str(host.get("hypervisor_vendor_source")),
             python_env=mapping(host.get("python_env")),
         ),
         in_container=bool(box.get("dockerenv") or box.get("containerenv")) if "dockerenv" in box else None,

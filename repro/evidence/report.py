@@ -22,7 +22,16 @@ from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
-from repro.evidence.fitting import CUT_NOTE, NTH, SPARE_BULLETS, cut_at_blocks, lean_section, size, stack_level
+from repro.evidence.fitting import (
+    BARE_WORDS,
+    CUT_NOTE,
+    NTH,
+    SPARE_BULLETS,
+    cut_at_blocks,
+    lean_section,
+    size,
+    stack_level,
+)
 from repro.evidence.lines import (
     band_line,
     diff_lines,
@@ -65,7 +74,7 @@ from repro.evidence.report_parts import (
     stack_note,
     summary_table,
 )
-from repro.evidence.reruns import offline
+from repro.evidence.reruns import lean_gone, offline
 from repro.evidence.reruns import words as reruns_words
 from repro.evidence.seedlines import seed_source, seed_vs_ours
 from repro.evidence.variants import (
@@ -430,7 +439,7 @@ def report(
     # What the lean re-run paragraph leaves out, of what this run has.
     whose = lean_cuts(runs, outputs)
     rerun_gone = ["command", *(["Python"] if python_env_words(runs) else []), "packages"]
-    rerun_gone += ["later runs"] if later != later_lean else []
+    rerun_gone += lean_gone(runs, again)
     rerun_gone += [f"{listed(whose)} numbers"] if whose else []
     dropped: list[str] = []
     shortened: list[str] = []
@@ -441,6 +450,7 @@ def report(
     # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
     bullets_gone = 0  # the first this many of SPARE_BULLETS gone from every section
+    bare = False  # every section without its bullets but BARE_KEEPS: the last tier before a cut
 
     def assemble() -> list[str]:
         parts = list(head)
@@ -472,7 +482,8 @@ def report(
                     if kernel_lines
                     else "each section's kernel lines"
                 ]
-            gone += [f"each section's {' and '.join(spared)}"] if spared else []
+            gone += [f"each section's {' and '.join(spared)}"] if spared and not bare else []
+            gone += [BARE_WORDS] if bare else []
             gone += ["the band's farthest-GPU note"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, stack_level(stack_gone))[1]) else []
@@ -482,7 +493,7 @@ def report(
         if install and install_lean:
             parts.append(install_lean if lean else install)
         for d, (section, more) in zip(runs, sections, strict=True):
-            parts.append(lean_section(section, kernel_lines, bullets_gone) if lean else section)
+            parts.append(lean_section(section, kernel_lines, bullets_gone, bare) if lean else section)
             if more and d.repro.id not in dropped:
                 parts.append(compact[d.repro.id] if d.repro.id in shortened else more)
         if not env_dropped:
@@ -531,8 +542,10 @@ def report(
         )
         if real and fits(parts := assemble()):
             break
-    if not fits(parts):  # the Episodes lines, the last before a whole section is cut
+    if not fits(parts):  # the Episodes lines, then every bullet but BARE_KEEPS: the last before a cut
         bullets_gone = 2
+        if not fits(parts := assemble()):
+            bare = True
     parts = assemble()
     if fits(parts):
         return "\n".join(parts)

@@ -217,7 +217,7 @@ def summary_table(docs: Sequence[Artifact], bands: Sequence[band.Band] | None = 
         "seed's claim",
         "headline ratio (CI)",
         "threshold",
-        "a re-run lands within (other GPUs; same GPU)",
+        "earlier runs landed within (other GPUs; same GPU)",
     ]
     if all(d.verdict.claim is None for d in docs):  # artifacts before schema 1.3 record no claim
         rows, headers = [r[:2] + r[3:] for r in rows], headers[:2] + headers[3:]
@@ -270,11 +270,11 @@ def legend(
     return (
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
-        "outside). Re-run column (committed default "
+        "outside). Earlier-runs column (committed default "
         f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% of m (n): the farthest "
         "GPU's median below and above m, the median of all GPUs' medians; same GPU ±y% "
         "(k runs on m): the farthest run from its GPU's median. "
-        "They say where earlier runs landed, not a bound for the next; the CI says neither."
+        "Not a bound for the next run; the CI is not one either."
         f"{said} Timed: median per call, CUDA events over samples of about 1 ms of calls (or one longer call; "
         f"launch latency, host gaps included){twin}; kernel time: profiled device "
         "time only."

@@ -301,6 +301,14 @@ def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], 
     return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"
 
 
+def lean_gone(docs: Sequence[Artifact], reruns: Mapping[str, Any]) -> list[str]:
+    """What ``words``' lean form leaves out of the full one, in the Left-out note's words: the re-runs' band words
+    and other comparisons, where a re-run from the bundle is attached; the later runs (but those whose headline CI
+    misses this run's), where one is."""
+    gone = ["the re-runs' band words and other CIs"] if _rows(docs, reruns, reran=True) else []
+    return gone + (["later runs"] if _rows(docs, reruns, reran=False) else [])
+
+
 def words(
     docs: Sequence[Artifact],
     reruns: Mapping[str, Any],
@@ -314,13 +322,16 @@ def words(
     run's repros count; ``rerun-*.json`` are re-runs from the bundle (its harness wheel: the same digest says it
     was this run's source; the bundle that carries them was made again after they ran). ``log``: the attached
     file with what the re-run's installs printed, if any, and ``log_text`` its text (``install_words``);
-    ``later``: with ``others``' sentence."""
+    ``later``: with ``others``' sentence; without it, the lean form: each re-run's headline against this run's CI
+    only (no band, no other comparisons, one file pattern), how the harness was installed but not torch, and
+    ``_misses`` for the later runs."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
     after = others(docs, reruns, bands) if later else _misses(docs, reruns)
     if not rows:
         return after
     said, digests, installs, torches = [], set(), set(), set()
+    lean = not later
     for name, again, first in rows:
         v, w = again.verdict, first.verdict
         places = _places(again, first)
@@ -336,9 +347,9 @@ def words(
             else:
                 ci = f"CI misses this run's{this}"
             floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
-            agreement = f": {ci}{_against_band(first, again, bands, floor)}"
-        where = code("attached/" + name)
-        said.append(f"{text(again.repro.id)} {got}{agreement}{_others_agree(again, first)} ({where})")
+            agreement = f": {ci}" + ("" if lean else _against_band(first, again, bands, floor))
+        where = "" if lean else f" ({code('attached/' + name)})"
+        said.append(f"{text(again.repro.id)} {got}{agreement}{'' if lean else _others_agree(again, first)}{where}")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
@@ -348,11 +359,12 @@ def words(
         pip = install_words(log_text, str(again.machine.host.python_env.get("prefix") or ""))
         torches.add(pip or _torch_words(again))
     same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
-    how = "; ".join(sorted(installs | torches))  # each already inert text
+    how = "; ".join(sorted(installs if lean else installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
+    files = f" ({code('attached/rerun-<id>.json')})" if lean else ""
     return (
         f" Re-run here from this run's first bundle, in a fresh venv ({how}; {same}{printed}):"
-        f" {'; '.join(said)}.{rest}" + after
+        f" {'; '.join(said)}{files}.{rest}" + after
     )

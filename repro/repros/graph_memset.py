@@ -172,8 +172,8 @@ class GraphMemset(Repro[MemsetParams]):
         "three slow-fill GPUs (its fill node "
         "0.68-0.70 then 0.61-0.63 us on most GPUs, as a live graph moves it): they changed the run order (the twin "
         "first) and the schedule (every arm in shared rounds) at once (band-runs.json)",
-        "another process's live CUDA graph, beyond one side experiment: twin fill node 0.70 us, not 0.62, twin "
-        "1.30-1.33x (context/graph-memset.md)",
+        "another process's live CUDA graph, tried only in a side experiment on another H200: twin fill node 0.70 us, "
+        "not 0.62, twin 1.30-1.33x (earlier commits; context/graph-memset.md, samples not in this bundle)",
         "a 2-GPU host under this run order: one under the old order read twin 2.30-2.34x, torch graph 2.21-2.24x "
         "(memset node 1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
@@ -223,7 +223,7 @@ class GraphMemset(Repro[MemsetParams]):
         if p.twin:
             work = _cmp(_TWIN_WORK, "twin_memset_work", "twin_fill_work", False, "pure CUDA twin, with work kernel")
             out.append(replace(work, judged=False))
-            out.append(_cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program"))
+            out.append(_cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program, re-implemented"))
         return out
 
     def judged_comparisons(self, params: MemsetParams, result: RunResult) -> Sequence[Comparison]:
@@ -239,7 +239,7 @@ class GraphMemset(Repro[MemsetParams]):
         chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
         twin_side = [c for c in chosen if c.qualifiers["source"] in _TWIN_SOURCES]
         if twin_side:
-            seed = _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program")
+            seed = _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program, re-implemented")
             with_seed = twin_side + [seed] * all(c.name != _SEED for c in twin_side)
             return twin_script(p, with_seed, self.id, self.title, _TORCH_PLAIN)
         if not any(c.name == _TORCH_PLAIN for c in chosen):
@@ -580,8 +580,8 @@ _TORCH_PLAIN = "memset/fill (torch graph)"
 _TORCH_MM = "(memset+mm)/(fill+mm) (torch graph)"
 _TWIN_PLAIN = "memset/fill (pure CUDA twin)"
 _TWIN_WORK = "(memset+work)/(fill+work) (pure CUDA twin)"
-_SEED = "memset/kernel (the seed's program)"
-_TWIN_SOURCES = ("pure CUDA twin", "pure CUDA twin, with work kernel", "the seed's program")
+_SEED = "memset/kernel (the seed's program, re-implemented)"
+_TWIN_SOURCES = ("pure CUDA twin", "pure CUDA twin, with work kernel", "the seed's program, re-implemented")
 
 
 def _compose(op: Callable[[], None] | None, mm: Callable[[], None] | None) -> Callable[[], None]:

@@ -352,6 +352,9 @@ def document(
         ],
         error=error,
     )
+    busy = artifact.gpu_busy(doc)  # the floor a faster harness could reach with the same samples
+    if busy is not None:
+        doc["run"].update(gpu_busy_s=round(busy[0], 3), gpu_busy_share=round(busy[1], 4))
     return dict(redact.redactor()(doc))
 
 

@@ -184,6 +184,14 @@ def test_install_mode_reads_each_copy_of_the_metadata(monkeypatch: pytest.Monkey
     editable = '{"url": "file://%s", "dir_info": {"editable": true}}'
     found[:] = [_Dist(pkg.parent, editable % "/elsewhere")]  # another tree's editable install
     assert harness.install_mode() == "run from its source tree (not installed)"
+    installed = _Dist(pkg.parent, '{"url": "file:///b/gpu_repro-0.1.0-py3-none-any.whl"}')
+    monkeypatch.setenv("PYTHONPATH", str(tree))  # the tree shadows a wheel installed into a venv
+    shadowed = f"run from its source tree (not installed), ahead of the copy installed in {pkg.parent.resolve()}"
+    found.append(installed)
+    assert harness.install_mode() == shadowed + " (PYTHONPATH names its folder)"
+    monkeypatch.delenv("PYTHONPATH")
+    assert harness.install_mode() == shadowed
+    found.pop()
     found.append(_Dist(pkg.parent, editable % tree))
     assert harness.install_mode() == f"editable install of {tree}"
     spaced = tmp_path / "my repo"  # pip writes the URL percent-encoded

@@ -47,3 +47,17 @@ def test_the_last_resort_cut_keeps_whole_blocks_and_ends_with_its_note() -> None
     parts = ["# t", "<details>\n" + "a" * 50 + "\n</details>", "b" * 100]
     out = cut_at_blocks(parts, limit=180)
     assert out.endswith(CUT_NOTE) and "</details>" in out and "b" * 100 not in out
+
+
+def test_a_bare_section_keeps_its_finding_seed_lines_and_run_line_only() -> None:
+    section = SECTION.replace("- Impact:", "- Seed's experiment vs ours: one replay\n- Impact:")
+    bare = lean_section(section, 0, spare=2, bare=True)
+    assert bare.splitlines() == [
+        "## `x`: a claim",
+        "**reproduced**: 1.5x (95% CI 1.4-1.6)",
+        "- Seed claim: 2x on a GPU",
+        "- Seed's experiment vs ours: one replay",
+        "```bash",
+        "repro run x",
+        "```",
+    ]

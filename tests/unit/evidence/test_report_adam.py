@@ -74,7 +74,7 @@ def test_the_summary_reads_no_headline_and_the_section_says_what_ran(doc: dict[s
     cells = dict(zip([h.strip() for h in head.split("|")], [c.strip() for c in row.split("|")], strict=True))
     assert cells["status"] == "**inconclusive**" and "1.000x" not in row
     assert cells["headline ratio (CI)"] == "not run (`transformer_engine` not importable)"
-    assert cells["a re-run lands within (other GPUs; same GPU)"] == "-"
+    assert cells["earlier runs landed within (other GPUs; same GPU)"] == "-"
     sec = section(text, RID)
     said = (
         "the seed's claim was not tested (TE FusedAdam: kernel time per step, capturable/regular: "

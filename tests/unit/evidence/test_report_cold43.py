@@ -36,9 +36,12 @@ def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
         if p.name.startswith(("script-", "seeds_raw.", "quick-", "rerun-graph-memset")):
             p.unlink()
     said = pasted(run)
-    assert "the re-run paragraph's command, Python, and packages;" in said
+    assert "the re-run paragraph's command, Python, packages, and the re-runs' band words and other CIs;" in said
     assert "script's numbers" not in said and "later runs" not in said
-    assert "command, Python, packages, later runs, and seeds_raw.py's and each script's numbers" in pasted(RUN)
+    assert (
+        "command, Python, packages, the re-runs' band words and other CIs, later runs, and seeds_raw.py's and each "
+        "script's numbers" in pasted(RUN)
+    )
 
 
 def test_a_suspect_runs_outlying_episode_is_in_the_comment() -> None:

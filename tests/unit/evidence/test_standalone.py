@@ -203,10 +203,10 @@ def test_graph_memset_bash_script_runs_with_a_fake_nvcc_and_prints_the_harness_r
         v.name: v for v in _memset_twin.twin_variants(_memset_twin.parse_twin_output(json.dumps(doc)), build, 0.01, 1.0)
     }
     rows = standalone.parse_output(proc.stdout)
-    assert set(rows) == {"memset/fill (pure CUDA twin)", "memset/kernel (the seed's program)"}
+    assert set(rows) == {"memset/fill (pure CUDA twin)", "memset/kernel (the seed's program, re-implemented)"}
     for label, (num, den) in {
         "memset/fill (pure CUDA twin)": ("twin_memset", "twin_fill"),
-        "memset/kernel (the seed's program)": ("twin_seed_memset", "twin_seed_fill"),
+        "memset/kernel (the seed's program, re-implemented)": ("twin_seed_memset", "twin_seed_fill"),
     }.items():
         value, _, _, paired, n, _ = variant_ratio(have[num], have[den])
         assert paired and n == 10

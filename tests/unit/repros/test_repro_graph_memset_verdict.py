@@ -81,7 +81,7 @@ def test_comparisons_twin_first_then_torch() -> None:
     ]
     assert [c.qualifiers["source"] for c in comps] == [
         "pure CUDA twin", "torch graph", "torch graph, with matmul", "pure CUDA twin, with work kernel",
-        "the seed's program",
+        "the seed's program, re-implemented",
     ]  # fmt: skip
     assert all(c.threshold == 1.2 for c in comps) and GraphMemset.headline_rule == "first"
     no_twin = GraphMemset().comparisons(build_params(RID, MemsetParams, {"twin": "false"}))

@@ -367,6 +367,11 @@ def test_quick_run_says_so_in_artifact_and_report_and_fail_on_works(
     assert "(quick run)" in md and "Quick run (`--quick`)" in md
     timed = [v for v in doc["variants"] if v["status"] == "ok"]
     assert timed and all(v["kernel_source"] == schedule.QUICK_UNPROFILED for v in timed)
+    # The artifact carries its busy share (schema 1.9), the samples' own sum over the run's wall clock.
+    run = doc["run"]
+    assert 0 < run["gpu_busy_s"] < run["duration_s"] and run["gpu_busy_share"] > 0
+    recomputed = artifact.gpu_busy({**doc, "run": {k: v for k, v in run.items() if not k.startswith("gpu_busy")}})
+    assert recomputed is not None and run["gpu_busy_s"] == pytest.approx(recomputed[0], abs=1e-3)
 
 
 def test_quick_run_straddling_is_undecided(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,68 @@
+"""The names ``repro bundle`` gives what it adds beside a run's own files, and how a folder walk tells them apart.
+
+A bundle unpacks to ``<run-id>/``: the run's own files (``<id>.json`` artifacts, ``report.md``,
+``packages.txt``, ``attached/``, ``logs/``, ``traces/``, ``plots/``), which ``repro report`` and
+``repro validate`` read as they read the run folder, and the bundle's own, named here, which are not
+artifacts. ``repro.evidence.bundle`` writes them under these names; ``repro.evidence.artifact`` leaves
+them out of its folder walks. (A leaf module: the artifact walk cannot import the bundle, which reads artifacts.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# Files the bundle writes at its top, beside the run's own.
+MANIFEST = "MANIFEST.json"
+BAND_TEXT = "band.txt"
+BAND_DATA = "band.json"
+BAND_RUNS = "band-runs.json"
+# The run's report with nothing left out for length, beside the pasted report.md.
+FULL_REPORT = "report-full.md"
+# Folders only a bundle has (a run folder's own are attached/, logs/, traces/, plots/).
+HARNESS = "harness"
+SCRIPTS = "scripts"
+SEEDS = "seeds"
+CONTEXT = "context"
+
+# A manifest lists a bundle's few hundred members at most; a file far larger is no manifest (and is not read).
+MANIFEST_MAX = 8 * 1024 * 1024
+
+OWN_FILES = frozenset({MANIFEST, BAND_TEXT, BAND_DATA, BAND_RUNS, FULL_REPORT})
+OWN_FOLDERS = frozenset({HARNESS, SCRIPTS, SEEDS, CONTEXT})
+
+
+def is_unpacked(folder: Path) -> bool:
+    """Whether ``folder`` is an unpacked bundle: it holds the bundle's MANIFEST.json (an object with its ``run_id``
+    and ``files``), which a run never writes and no artifact can be named (repro ids are lower case)."""
+    path = Path(folder) / MANIFEST
+    try:
+        if not path.is_file() or path.stat().st_size > MANIFEST_MAX:
+            return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):  # unreadable or no JSON: no manifest of a bundle
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("run_id"), str) and isinstance(doc.get("files"), list)
+
+
+def root_of(path: Path, top: Path) -> Path | None:
+    """The unpacked bundle ``path`` lies in, found from ``top`` (a folder above it, or its own) down: the outermost
+    folder that holds a MANIFEST.json, so a MANIFEST.json the run's maker put in ``attached/`` makes no second
+    bundle; None outside any."""
+    path, top = Path(path), Path(top)
+    try:
+        rel = path.parent.relative_to(top)
+    except ValueError:
+        return None
+    return next((f for f in (top.joinpath(*rel.parts[:i]) for i in range(len(rel.parts) + 1)) if is_unpacked(f)), None)
+
+
+def bundle_of(path: Path, top: Path) -> Path | None:
+    """The unpacked bundle that added ``path`` (met while walking ``top``), or None when ``path`` is no file the
+    bundle added: not one of its top files, nor under one of its own folders (the run's own files are its run's)."""
+    root = root_of(path, top)
+    if root is None:
+        return None
+    parts = Path(path).relative_to(root).parts
+    own = (len(parts) == 1 and parts[0] in OWN_FILES) or (len(parts) > 1 and parts[0] in OWN_FOLDERS)
+    return root if own else None
