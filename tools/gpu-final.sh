@@ -30,6 +30,11 @@ t0=$SECONDS
 step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 
 step "GPU: $(nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.limit --format=csv,noheader 2>&1)"
+# The CUDA twins' build cache (repro.repros._twin.cache_dir) of this call alone: every binary the run uses is built
+# by it, never one an earlier process on this machine left behind.
+export XDG_CACHE_HOME=/tmp/gpu-final-cache.$$
+rm -rf "$XDG_CACHE_HOME" && mkdir -p "$XDG_CACHE_HOME"
+step "build cache: $XDG_CACHE_HOME, empty at the start of this call"
 step "make setup (offline, fresh tree, no .venv: $(test -e .venv && echo present || echo absent))"
 echo "PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels make setup" >"$out/make.command"
 PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 make setup >"$out/make.log" 2>&1
