@@ -32,9 +32,11 @@ step() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$out/steps.txt"; }
 step "GPU: $(nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.limit --format=csv,noheader 2>&1)"
 # The CUDA twins' build cache (repro.repros._twin.cache_dir) of this call alone: every binary the run uses is built
 # by it, never one an earlier process on this machine left behind.
-export XDG_CACHE_HOME=/tmp/gpu-final-cache.$$
-rm -rf "$XDG_CACHE_HOME" && mkdir -p "$XDG_CACHE_HOME"
-step "build cache: $XDG_CACHE_HOME, empty at the start of this call"
+# The re-run in a fresh venv (step 6) gets another empty one: the bundled wheel builds its own twin.
+XDG_CACHE_HOME=$(mktemp -d /tmp/gpu-final-cache.XXXXXX) && export XDG_CACHE_HOME
+rerun_cache=$(mktemp -d /tmp/gpu-final-rerun-cache.XXXXXX)
+trap 'rm -rf "$XDG_CACHE_HOME" "$rerun_cache"' EXIT
+step "build caches: $XDG_CACHE_HOME, and $rerun_cache for the re-run, each empty at the start of this call"
 step "make setup (offline, fresh tree, no .venv: $(test -e .venv && echo present || echo absent))"
 echo "PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels make setup" >"$out/make.command"
 PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 150 make setup >"$out/make.log" 2>&1
@@ -234,7 +236,8 @@ for rid in os.environ["RERUN_IDS"].split():
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
-(cd /tmp/rerun && PATH="$fresh/bin:$PATH" PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels timeout 240 bash "$out/rerun.sh") \
+(cd /tmp/rerun && PATH="$fresh/bin:$PATH" XDG_CACHE_HOME=$rerun_cache PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels \
+    timeout 240 bash "$out/rerun.sh") \
     >"$out/rerun.log" 2>&1
 step "re-run: exit $?"
 # From /tmp/rerun: the tree's own repro/ must not shadow the installed wheel.

@@ -52,7 +52,6 @@ ENV_ALLOWLIST = (
     "NVTE_FUSED_ATTN",
     "NVTE_FLASH_ATTN",
     "TORCHINDUCTOR_MAX_AUTOTUNE",
-    "PYTHONPATH",  # which copy of the harness (and of its dependencies) an import finds first
 )
 # (key, soname stem, how to ask the library its version)
 _LIBRARIES = (

@@ -46,29 +46,37 @@ _DMI_VENDORS = {
 }
 
 
-def _sys_text(rel: str) -> str:
-    """The stripped text of ``/sys/<rel>``, empty where the file is absent (a bare host, a masked path)."""
+def _sys_text(rel: str, errors: list[OSError]) -> str:
+    """The stripped text of ``/sys/<rel>``, empty where the file is absent (a bare host, a masked path) or
+    unreadable (the error kept in ``errors``, so one such file never hides what the next source says)."""
     try:
         return (_SYSFS / rel).read_text(errors="replace").strip()
     except (FileNotFoundError, NotADirectoryError):
+        return ""
+    except OSError as exc:
+        errors.append(exc)
         return ""
 
 
 def hypervisor_vendor() -> tuple[str, str] | None:
     """``("KVM", "the kernel's kvm-clock clocksource")``: the hypervisor's vendor in lscpu's word and what
     named it, read from /sys without root or a subprocess (so a run without collect_env still knows it);
-    None where nothing there names one (bare metal, or a guest that hides it)."""
-    kind = _sys_text("hypervisor/type")[:40]  # Xen's own sysfs
+    None where nothing there names one (bare metal, or a guest that hides it). Where no source names one and
+    a file could not be read, that error is raised (the probe records it)."""
+    errors: list[OSError] = []
+    kind = _sys_text("hypervisor/type", errors)[:40]  # Xen's own sysfs
     if kind:
         return ("Xen" if kind == "xen" else kind), "/sys/hypervisor/type"
-    listed = _sys_text("devices/system/clocksource/clocksource0/available_clocksource").split()
+    listed = _sys_text("devices/system/clocksource/clocksource0/available_clocksource", errors).split()
     for name, vendor in _CLOCKSOURCE_VENDORS.items():
         if name in listed:
             return vendor, f"the kernel's {name} clocksource"
-    maker, product = _sys_text("class/dmi/id/sys_vendor"), _sys_text("class/dmi/id/product_name")
+    maker, product = _sys_text("class/dmi/id/sys_vendor", errors), _sys_text("class/dmi/id/product_name", errors)
     for (want_maker, want_product), vendor in _DMI_VENDORS.items():
         if maker == want_maker and want_product in (None, product):
             return vendor, f"DMI {maker}" + (f", {product}" if want_product else "")
+    if errors:
+        raise errors[0]
     return None
 
 

@@ -442,15 +442,19 @@ def gpu_busy(doc: Mapping[str, Any]) -> tuple[float, float] | None:
     ``calls_per_sample`` calls) and the per-kernel rounds a repro keeps in ``extra``
     (``kernel_rounds_s``, device time of the matched kernels). It is the floor a faster
     harness could reach with the same samples. None without a duration or a timed sample. An artifact since
-    schema 1.9 carries both as ``run.gpu_busy_s`` and ``run.gpu_busy_share``, which are read as written.
+    schema 1.9 carries both as ``run.gpu_busy_s`` and ``run.gpu_busy_share``, read as written where they agree with
+    each other and the duration (else recomputed from the samples).
     """
     run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
     duration = run.get("duration_s") if isinstance(run, Mapping) else None
     if not isinstance(duration, int | float) or isinstance(duration, bool) or not duration > 0:
         return None
-    seconds, share = (run.get("gpu_busy_s"), run.get("gpu_busy_share")) if isinstance(run, Mapping) else (None, None)
+    seconds = run.get("gpu_busy_s") if isinstance(run, Mapping) else None
+    share = run.get("gpu_busy_share") if isinstance(run, Mapping) else None
     if isinstance(seconds, int | float) and isinstance(share, int | float) and _number(seconds) and _number(share):
-        return float(seconds), float(share)
+        said = float(seconds), float(share)
+        if 0 <= said[0] <= float(duration) and 0 <= said[1] <= 1 and abs(said[0] / float(duration) - said[1]) < 1e-3:
+            return said
     busy = 0.0
     for v in doc.get("variants") or []:
         if not isinstance(v, Mapping):

@@ -32,17 +32,25 @@ OWN_FILES = frozenset({MANIFEST, BAND_TEXT, BAND_DATA, BAND_RUNS, FULL_REPORT})
 OWN_FOLDERS = frozenset({HARNESS, SCRIPTS, SEEDS, CONTEXT})
 
 
-def is_unpacked(folder: Path) -> bool:
-    """Whether ``folder`` is an unpacked bundle: it holds the bundle's MANIFEST.json (an object with its ``run_id``
-    and ``files``), which a run never writes and no artifact can be named (repro ids are lower case)."""
+def _manifest(folder: Path) -> dict[str, object] | None:
+    """``folder``'s MANIFEST.json when it is the bundle's: an object with ``files`` and the folder's own name as its
+    ``run_id`` (a bundle unpacks to ``<run-id>/``); None otherwise."""
     path = Path(folder) / MANIFEST
     try:
         if not path.is_file() or path.stat().st_size > MANIFEST_MAX:
-            return False
+            return None
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):  # unreadable or no JSON: no manifest of a bundle
-        return False
-    return isinstance(doc, dict) and isinstance(doc.get("run_id"), str) and isinstance(doc.get("files"), list)
+        return None
+    if isinstance(doc, dict) and doc.get("run_id") == Path(folder).name and isinstance(doc.get("files"), list):
+        return doc
+    return None
+
+
+def is_unpacked(folder: Path) -> bool:
+    """Whether ``folder`` is an unpacked bundle: it holds the bundle's MANIFEST.json (``_manifest``), which a run
+    never writes and no artifact can be named (repro ids are lower case)."""
+    return _manifest(folder) is not None
 
 
 def root_of(path: Path, top: Path) -> Path | None:
@@ -59,10 +67,16 @@ def root_of(path: Path, top: Path) -> Path | None:
 
 def bundle_of(path: Path, top: Path) -> Path | None:
     """The unpacked bundle that added ``path`` (met while walking ``top``), or None when ``path`` is no file the
-    bundle added: not one of its top files, nor under one of its own folders (the run's own files are its run's)."""
+    bundle added: its MANIFEST.json, or one of its top files or a file under one of its own folders that the
+    manifest lists (the run's own files are its run's; a file the manifest does not list is read as any other)."""
     root = root_of(path, top)
-    if root is None:
+    manifest = _manifest(root) if root is not None else None
+    if root is None or manifest is None:
         return None
     parts = Path(path).relative_to(root).parts
+    if parts == (MANIFEST,):
+        return root
     own = (len(parts) == 1 and parts[0] in OWN_FILES) or (len(parts) > 1 and parts[0] in OWN_FOLDERS)
-    return root if own else None
+    files = manifest.get("files")
+    listed = {f.get("name") for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
+    return root if own and "/".join((root.name, *parts)) in listed else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from repro.evidence.lines import RERUN_NEEDS, RERUN_NOT_REBUILT
 from repro.evidence.seedlines import SEED_METHOD_WHY
 
 
@@ -46,9 +47,10 @@ SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episode
 # line) and the re-run paragraph without the run's command, Python, packages and plots extra (lines.install_block).
 
 
-# The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim and how its experiment differs
-# from ours; the finding above them and the re-run line below are not bullets and stay too.
-BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:")
+# The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim, how its experiment differs from
+# ours, and the re-run's items (what it needs installed; why no command was rebuilt); the finding above them and
+# the run line's block below are not bullets and stay too.
+BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:", f"- {RERUN_NEEDS}", f"- {RERUN_NOT_REBUILT}")
 BARE_WORDS = "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours and re-run lines"
 
 

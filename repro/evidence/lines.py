@@ -289,16 +289,21 @@ def missing_module(doc: Artifact) -> str | None:
     return None
 
 
+# How a section's re-run items begin: what the re-run needs installed, and why no command was rebuilt.
+RERUN_NEEDS = "To test the seed's claim, the re-run needs"
+RERUN_NOT_REBUILT = "Re-run: not rebuilt here"
+
+
 def rerun_block(doc: Artifact) -> tuple[list[str], str | None]:
     """(list items, shell block): the ``repro run`` command, from validated fields only, and, when the
     seed's subject did not run for want of a module, that the re-run needs it; what to install first is
     in the report's one install block (``install_block``)."""
     r = rerun(doc)
     needs = missing_module(doc)
-    items = [f"To test the seed's claim, the re-run needs {code(needs)} installed{_how_to_install(doc, needs)}."]
+    items = [f"{RERUN_NEEDS} {code(needs)} installed{_how_to_install(doc, needs)}."]
     items = items if needs else []
     if r.args is None:
-        return [*items, f"Re-run: not rebuilt here ({text(r.why_not)})."], None
+        return [*items, f"{RERUN_NOT_REBUILT} ({text(r.why_not)})."], None
     command = r.command()
     return items, fence(command, "bash") if command else None
 

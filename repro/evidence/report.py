@@ -439,7 +439,7 @@ def report(
     # What the lean re-run paragraph leaves out, of what this run has.
     whose = lean_cuts(runs, outputs)
     rerun_gone = ["command", *(["Python"] if python_env_words(runs) else []), "packages"]
-    rerun_gone += lean_gone(runs, again)
+    rerun_gone += lean_gone(runs, again, known, log_text)
     rerun_gone += [f"{listed(whose)} numbers"] if whose else []
     dropped: list[str] = []
     shortened: list[str] = []

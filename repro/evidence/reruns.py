@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.core import stats
+from repro.core.results import Row
 from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
@@ -235,10 +236,11 @@ def _misses(docs: Sequence[Artifact], attached: Mapping[str, Any]) -> str:
 def _others_agree(again: Artifact, first: Artifact) -> str:
     """``; its other comparisons: k of n CIs overlap this run's (not: ...)``: the rows beside the headline that both
     runs measured, each CI against this run's (only the headline is set against the band); "" without any."""
-    mine = {r.comparison: r for r in first.verdict.breakdown if r.comparison and not r.headline}
+    mine = {_row_key(r): r for r in first.verdict.breakdown if _row_key(r) and not r.headline}
+    their_rows = {_row_key(r) for r in again.verdict.breakdown if _row_key(r) and not r.headline}
     near, apart = 0, []
     for r in again.verdict.breakdown:
-        w = mine.get(r.comparison or "")
+        w = mine.get(_row_key(r))
         if w is None or r.headline or r.ratio is None or w.ratio is None:
             continue
         if r.ci_low is None or r.ci_high is None or w.ci_low is None or w.ci_high is None:
@@ -252,11 +254,21 @@ def _others_agree(again: Artifact, first: Artifact) -> str:
                 ratio_with_ci(w.ratio, w.ci_low, w.ci_high, "", places),
             )
             apart.append(f"{text(r.comparison or '')} {theirs} against {ours}")
+    alone = len(set(mine) ^ their_rows)  # rows one run has and the other not (another harness's rows)
+    single = f"; {alone} other row{'s' if alone > 1 else ''} in one of the two runs only" if alone else ""
     if not near and not apart:
-        return ""
+        return single
     if not apart:
-        return f"; {'its other CI overlaps' if near == 1 else f'all {near} other CIs overlap'} too"
-    return f"; {near} of {near + len(apart)} other CIs overlap this run's (not: {'; '.join(apart)})"
+        return f"; {'its other CI overlaps' if near == 1 else f'all {near} other CIs overlap'} too{single}"
+    return f"; {near} of {near + len(apart)} other CIs overlap this run's (not: {'; '.join(apart)}){single}"
+
+
+def _row_key(r: Row) -> tuple[str, ...]:
+    """What a breakdown row compares, so that a row keeps its identity across harnesses that label it differently:
+    its two variants and basis where recorded, else its comparison's name; () for neither."""
+    if r.num and r.den:
+        return (r.num, r.den, r.basis or "")
+    return (r.comparison,) if r.comparison else ()
 
 
 def apart_places(a: tuple[float, float, float], b: tuple[float, float, float], most: int = 6) -> int:
@@ -301,12 +313,29 @@ def _against_band(first: Artifact, again: Artifact, bands: Sequence[band.Band], 
     return ", consistent with the band" if agreed == "consistent" else f"; {agreed}"
 
 
-def lean_gone(docs: Sequence[Artifact], reruns: Mapping[str, Any]) -> list[str]:
-    """What ``words``' lean form leaves out of the full one, in the Left-out note's words: the re-runs' band words
-    and other comparisons, where a re-run from the bundle is attached; the later runs (but those whose headline CI
-    misses this run's), where one is."""
-    gone = ["the re-runs' band words and other CIs"] if _rows(docs, reruns, reran=True) else []
-    return gone + (["later runs"] if _rows(docs, reruns, reran=False) else [])
+def _band_words(first: Artifact, again: Artifact, bands: Sequence[band.Band]) -> str:
+    """``_against_band`` for a re-run whose headline and this run's (with its CI) both have a value, else ""."""
+    v, w = again.verdict, first.verdict
+    if not (isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high):
+        return ""
+    return _against_band(first, again, bands, stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0)
+
+
+def lean_gone(
+    docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band], log_text: str | None = None
+) -> list[str]:
+    """What ``words``' lean form leaves out of the full one, in the Left-out note's words, each only where the full
+    form says it: the re-runs' band words, their other comparisons' CIs, how their torch was installed, and the later
+    runs (the lean form keeps those whose headline CI misses this run's)."""
+    rows = _rows(docs, reruns, reran=True)
+    gone = ["the re-runs' band words"] if any(_band_words(f, a, bands) for _, a, f in rows) else []
+    gone += ["the re-runs' other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
+    torch = (
+        install_words(log_text, str(a.machine.host.python_env.get("prefix") or "")) or _torch_words(a)
+        for _, a, _ in rows
+    )
+    gone += ["the re-runs' torch install"] if any(torch) else []
+    return gone + (["later runs"] if others(docs, reruns, bands) else [])
 
 
 def words(
@@ -346,8 +375,7 @@ def words(
                 ci = f"CI overlaps this run's{this}"
             else:
                 ci = f"CI misses this run's{this}"
-            floor = stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0
-            agreement = f": {ci}" + ("" if lean else _against_band(first, again, bands, floor))
+            agreement = f": {ci}" + ("" if lean else _band_words(first, again, bands))
         where = "" if lean else f" ({code('attached/' + name)})"
         said.append(f"{text(again.repro.id)} {got}{agreement}{'' if lean else _others_agree(again, first)}{where}")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
@@ -363,7 +391,11 @@ def words(
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
-    files = f" ({code('attached/rerun-<id>.json')})" if lean else ""
+    files = ""
+    if lean:  # one pattern where the names follow it, else each file
+        named = all(name == f"rerun-{again.repro.id}.json" for name, again, _ in rows)
+        files = code("attached/rerun-<id>.json") if named else ", ".join(code("attached/" + n) for n, _, _ in rows)
+        files = f" ({files})"
     return (
         f" Re-run here from this run's first bundle, in a fresh venv ({how}; {same}{printed}):"
         f" {'; '.join(said)}{files}.{rest}" + after

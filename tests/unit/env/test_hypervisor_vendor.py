@@ -97,6 +97,12 @@ def test_a_file_that_cannot_be_read_leaves_null_and_an_error(sysfs: Path) -> Non
     assert fp["errors"]["host.hypervisor_vendor"].startswith("IsADirectoryError")
 
 
+def test_an_unreadable_source_does_not_hide_the_next_one(sysfs: Path) -> None:
+    (sysfs / "hypervisor" / "type").mkdir(parents=True)  # unreadable, then the clocksource names KVM
+    _write(sysfs, {CLOCKSOURCE: "kvm-clock tsc hpet acpi_pm\n"})
+    assert placement.hypervisor_vendor() == ("KVM", "the kernel's kvm-clock clocksource")
+
+
 def test_the_schema_types_the_vendor_and_an_older_fingerprint_without_it_still_validates(sysfs: Path) -> None:
     fp = fingerprint.collect(with_torch=False)
     for name in ("hypervisor_vendor", "hypervisor_vendor_source"):

@@ -98,17 +98,23 @@ def test_only_what_the_bundle_added_is_left_out(unpacked: tuple[Path, Path], tmp
     del doc["verdict"]
     (folder / "graph-memset.json").write_text(json.dumps(doc))
     (folder / "attached" / MANIFEST).write_text("{}\n")  # one the run's maker attached: the run's file, no bundle
-    (folder / bundle_layout.SEEDS / "x.json").write_text("{}\n")  # under a folder only a bundle has
+    # Under a folder only a bundle has, but not in its manifest: read as any other file, so not hidden.
+    (folder / bundle_layout.SEEDS / "x.json").write_text("{}\n")
     res = _cli().invoke(app, ["validate", str(folder)])
     # An invalid artifact in a bundle's folder is still invalid.
     assert res.exit_code == 2
     assert f"error: {folder / 'graph-memset.json'}: fails the artifact schema v1 at <root>: 'verdict'" in res.stderr
     assert f"skipped: {folder / 'attached' / MANIFEST} (not an artifact: no 'kind' field)" in res.stderr
-    assert _note(folder, [*_own_json(folder), "seeds/x.json"]) in res.stderr.splitlines()
-    assert "5 valid, 1 invalid, 2 skipped (not artifacts)" in res.stderr
+    assert f"skipped: {folder / bundle_layout.SEEDS / 'x.json'} (not an artifact: no 'kind' field)" in res.stderr
+    assert _note(folder, _own_json(folder)) in res.stderr.splitlines()
+    assert "5 valid, 1 invalid, 3 skipped (not artifacts)" in res.stderr
     res = _cli().invoke(app, ["report", str(folder)])
     assert res.exit_code == 2 and f"{folder / 'graph-memset.json'}: fails the artifact schema" in res.stderr
 
+    # A manifest of another run (its run_id not the folder's name) makes no bundle either.
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "run_id": "someone-else"}))
+    assert artifact.bundle_members(folder) == []
     # Without its manifest the folder is no bundle: its band files are walked as any other JSON.
     (folder / MANIFEST).unlink()
     assert artifact.bundle_members(folder) == []

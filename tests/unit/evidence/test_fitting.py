@@ -50,13 +50,15 @@ def test_the_last_resort_cut_keeps_whole_blocks_and_ends_with_its_note() -> None
 
 
 def test_a_bare_section_keeps_its_finding_seed_lines_and_run_line_only() -> None:
+    needs = "- To test the seed's claim, the re-run needs `te` installed."
     section = SECTION.replace("- Impact:", "- Seed's experiment vs ours: one replay\n- Impact:")
-    bare = lean_section(section, 0, spare=2, bare=True)
+    bare = lean_section(section.replace("```bash", f"{needs}\n```bash"), 0, spare=2, bare=True)
     assert bare.splitlines() == [
         "## `x`: a claim",
         "**reproduced**: 1.5x (95% CI 1.4-1.6)",
         "- Seed claim: 2x on a GPU",
         "- Seed's experiment vs ours: one replay",
+        needs,
         "```bash",
         "repro run x",
         "```",

@@ -36,11 +36,14 @@ def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
         if p.name.startswith(("script-", "seeds_raw.", "quick-", "rerun-graph-memset")):
             p.unlink()
     said = pasted(run)
-    assert "the re-run paragraph's command, Python, packages, and the re-runs' band words and other CIs;" in said
+    assert (
+        "the re-run paragraph's command, Python, packages, the re-runs' band words, the re-runs' other comparisons, "
+        "and the re-runs' torch install;" in said
+    )
     assert "script's numbers" not in said and "later runs" not in said
     assert (
-        "command, Python, packages, the re-runs' band words and other CIs, later runs, and seeds_raw.py's and each "
-        "script's numbers" in pasted(RUN)
+        "command, Python, packages, the re-runs' band words, the re-runs' other comparisons, the re-runs' torch "
+        "install, later runs, and seeds_raw.py's and each script's numbers" in pasted(RUN)
     )
 
 

@@ -393,6 +393,12 @@ def test_gpu_busy_share_in_the_breakdown_and_the_report() -> None:
     assert busy is not None and busy[0] == pytest.approx(2.5) and busy[1] == pytest.approx(0.25)
     assert artifact.format_busy(doc) == "GPU busy 2.5 s (25%)"
     assert artifact.gpu_busy({"run": {"duration_s": 1.0}, "variants": []}) is None
+    # Schema 1.9 writes the pair: read as written where it agrees with itself and the duration, else recomputed.
+    written = {**doc, "run": {**doc["run"], "gpu_busy_s": 3.0, "gpu_busy_share": 0.3}}
+    assert artifact.gpu_busy(written) == (3.0, 0.3) and artifact.format_busy(written) == "GPU busy 3.0 s (30%)"
+    for bad in ((1e300, 1e300), (3.0, 0.5), (20.0, 2.0), (-1.0, -0.1)):
+        wrong = {**doc, "run": {**doc["run"], "gpu_busy_s": bad[0], "gpu_busy_share": bad[1]}}
+        assert artifact.gpu_busy(wrong) == pytest.approx((2.5, 0.25))
 
 
 def test_old_artifacts_still_validate_render_and_get_a_busy_share() -> None:
