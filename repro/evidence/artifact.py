@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from repro import __version__
 from repro.core import fsio
@@ -431,7 +431,7 @@ def format_breakdown(parts: Sequence[tuple[str, float]], min_s: float = 0.05) ->
     )
 
 
-def _number(x: Any) -> bool:
+def _number(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
@@ -451,7 +451,7 @@ def gpu_busy(doc: Mapping[str, Any]) -> tuple[float, float] | None:
         return None
     seconds = run.get("gpu_busy_s") if isinstance(run, Mapping) else None
     share = run.get("gpu_busy_share") if isinstance(run, Mapping) else None
-    if isinstance(seconds, int | float) and isinstance(share, int | float) and _number(seconds) and _number(share):
+    if _number(seconds) and _number(share):
         said = float(seconds), float(share)
         if 0 <= said[0] <= float(duration) and 0 <= said[1] <= 1 and abs(said[0] / float(duration) - said[1]) < 1e-3:
             return said

@@ -9,7 +9,9 @@ them out of its folder walks. (A leaf module: the artifact walk cannot import th
 
 from __future__ import annotations
 
+import functools
 import json
+import stat
 from pathlib import Path
 
 # Files the bundle writes at its top, beside the run's own.
@@ -34,45 +36,54 @@ OWN_FOLDERS = frozenset({HARNESS, SCRIPTS, SEEDS, CONTEXT})
 
 def _manifest(folder: Path) -> dict[str, object] | None:
     """``folder``'s MANIFEST.json when it is the bundle's: an object with ``files`` and the folder's own name as its
-    ``run_id`` (a bundle unpacks to ``<run-id>/``); None otherwise."""
+    ``run_id`` (a bundle unpacks to ``<run-id>/``), which a run never writes and no artifact can be named (repro ids
+    are lower case); None otherwise. Parsed once per file version (a walk asks for every file beneath it)."""
     path = Path(folder) / MANIFEST
     try:
-        if not path.is_file() or path.stat().st_size > MANIFEST_MAX:
-            return None
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):  # unreadable or no JSON: no manifest of a bundle
+        st = path.stat()
+    except OSError:
         return None
-    if isinstance(doc, dict) and doc.get("run_id") == Path(folder).name and isinstance(doc.get("files"), list):
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_MAX:
+        return None
+    doc = _parsed(str(path), st.st_mtime_ns, st.st_size)
+    if doc is not None and doc.get("run_id") == Path(folder).name and isinstance(doc.get("files"), list):
         return doc
     return None
 
 
-def is_unpacked(folder: Path) -> bool:
-    """Whether ``folder`` is an unpacked bundle: it holds the bundle's MANIFEST.json (``_manifest``), which a run
-    never writes and no artifact can be named (repro ids are lower case)."""
-    return _manifest(folder) is not None
+@functools.lru_cache(maxsize=32)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict[str, object] | None:
+    """The JSON object at ``path`` as of (``mtime_ns``, ``size``), which key the cache; None for anything else."""
+    try:
+        doc = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError):  # unreadable or no JSON: no manifest of a bundle
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
-def root_of(path: Path, top: Path) -> Path | None:
-    """The unpacked bundle ``path`` lies in, found from ``top`` (a folder above it, or its own) down: the outermost
-    folder that holds a MANIFEST.json, so a MANIFEST.json the run's maker put in ``attached/`` makes no second
-    bundle; None outside any."""
+def _root(path: Path, top: Path) -> tuple[Path, dict[str, object]] | None:
+    """The unpacked bundle ``path`` lies in and its manifest, found from ``top`` (a folder above it, or its own)
+    down: the outermost folder that holds the bundle's MANIFEST.json, so one the run's maker put in ``attached/``
+    makes no second bundle; None outside any."""
     path, top = Path(path), Path(top)
     try:
         rel = path.parent.relative_to(top)
     except ValueError:
         return None
-    return next((f for f in (top.joinpath(*rel.parts[:i]) for i in range(len(rel.parts) + 1)) if is_unpacked(f)), None)
+    for folder in (top.joinpath(*rel.parts[:i]) for i in range(len(rel.parts) + 1)):
+        if (manifest := _manifest(folder)) is not None:
+            return folder, manifest
+    return None
 
 
 def bundle_of(path: Path, top: Path) -> Path | None:
     """The unpacked bundle that added ``path`` (met while walking ``top``), or None when ``path`` is no file the
     bundle added: its MANIFEST.json, or one of its top files or a file under one of its own folders that the
     manifest lists (the run's own files are its run's; a file the manifest does not list is read as any other)."""
-    root = root_of(path, top)
-    manifest = _manifest(root) if root is not None else None
-    if root is None or manifest is None:
+    found = _root(path, top)
+    if found is None:
         return None
+    root, manifest = found
     parts = Path(path).relative_to(root).parts
     if parts == (MANIFEST,):
         return root

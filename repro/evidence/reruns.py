@@ -321,6 +321,11 @@ def _band_words(first: Artifact, again: Artifact, bands: Sequence[band.Band]) ->
     return _against_band(first, again, bands, stats.rel_halfwidth(w.value, w.ci_low, w.ci_high) if w.value else 0.0)
 
 
+def _torch_install(again: Artifact, log_text: str | None) -> str:
+    """How the re-run found torch: what its installs printed (``install_words``), else its fingerprint's words."""
+    return install_words(log_text, str(again.machine.host.python_env.get("prefix") or "")) or _torch_words(again)
+
+
 def lean_gone(
     docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band], log_text: str | None = None
 ) -> list[str]:
@@ -330,11 +335,7 @@ def lean_gone(
     rows = _rows(docs, reruns, reran=True)
     gone = ["the re-runs' band words"] if any(_band_words(f, a, bands) for _, a, f in rows) else []
     gone += ["the re-runs' other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
-    torch = (
-        install_words(log_text, str(a.machine.host.python_env.get("prefix") or "")) or _torch_words(a)
-        for _, a, _ in rows
-    )
-    gone += ["the re-runs' torch install"] if any(torch) else []
+    gone += ["the re-runs' torch install"] if any(_torch_install(a, log_text) for _, a, _ in rows) else []
     return gone + (["later runs"] if others(docs, reruns, bands) else [])
 
 
@@ -384,8 +385,7 @@ def words(
         if (bundled := harness_of(first).wheel()) and install == f"installed from {bundled}":
             install = "the bundled wheel"  # the install block below names it
         installs.add(text(install))
-        pip = install_words(log_text, str(again.machine.host.python_env.get("prefix") or ""))
-        torches.add(pip or _torch_words(again))
+        torches.add(_torch_install(again, log_text))
     same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs if lean else installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
