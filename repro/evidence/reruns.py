@@ -170,15 +170,25 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
     quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
     half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), and
-    in full each headline whose CI does not (the same GPU can read outside one run's CI); "" without any."""
+    in full each headline whose CI does not (the same GPU can read outside one run's CI), and each repro that ended
+    in an error there; "" without any."""
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
-    for row in _rows(docs, attached, reran=False):
+    rows = _rows(docs, attached, reran=False)
+    for row in rows:
         same = row[1].machine.gpu_uuid is not None and row[1].machine.gpu_uuid == row[2].machine.gpu_uuid
-        groups.setdefault((_flags(row[1]), "this GPU" if same else "another GPU or none recorded"), []).append(row)
+        if row[1].machine.gpu_uuid is not None or row[1].error is None:
+            groups.setdefault((_flags(row[1]), "this GPU" if same else "another GPU or none recorded"), []).append(row)
+    for row in rows:  # a repro that failed before recording its GPU goes with its command's other repros
+        if row[1].machine.gpu_uuid is None and row[1].error is not None:
+            key = next((k for k in sorted(groups, key=lambda k: k[1] != "this GPU") if k[0] == _flags(row[1])), None)
+            groups.setdefault(key or (_flags(row[1]), "another GPU or none recorded"), []).append(row)
     said = []
     for (flags, where), rows in sorted(groups.items()):
-        near, apart, theirs, ours = 0, [], [], []
+        near, apart, theirs, ours, failed = 0, [], [], [], []
         for name, again, first in rows:
+            if again.error is not None:
+                failed.append(f"{text(again.repro.id)} ({text(again.error.message)})")
+                continue
             if (cis := _headline_cis(again, first)) is None:
                 continue  # no headline CI in one of the runs: nothing to set against the other
             theirs.append(stats.rel_halfwidth(*cis[:3]))
@@ -188,14 +198,17 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
                 continue
             got = ratio_with_ci(*cis[:3], verdict_label(again.verdict))
             apart.append(f"{text(again.repro.id)}'s {got}{_shift(again, first, bands)} ({code('attached/' + name)})")
-        if near or apart:
+        if near or apart or failed:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
-            widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}"
+            over += f"; no headline there: {', '.join(failed)}" if failed else ""
+            widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}" if theirs else ""
             flagged = sorted(
                 text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect" and a.verdict.ci_low is not None
             )
             widths += f"; suspect there: {', '.join(flagged)}" if flagged else ""
-            said.append(f"{code(flags)} on {where}{_gloss(flags)}: {over} ({widths})")
+            said.append(
+                f"{code(flags)} on {where}{_gloss(flags)}: {over}" + (f" ({widths.lstrip('; ')})" if widths else "")
+            )
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
