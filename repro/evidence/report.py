@@ -57,7 +57,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import RERUN_LOG, lean_cuts, note
+from repro.evidence.printed import HISTORY, RERUN_LOG, lean_cuts, note
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -389,7 +389,7 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
-        notes = band_notes([d for d in runs if not is_smoke(d)], known)
+        notes = band_notes([d for d in runs if not is_smoke(d)], known, HISTORY in (printed or {}))
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])

@@ -184,7 +184,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
             groups.setdefault(key or (_flags(row[1]), "another GPU or none recorded"), []).append(row)
     said = []
     for (flags, where), rows in sorted(groups.items()):
-        near, apart, theirs, ours, failed = 0, [], [], [], []
+        near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
             if again.error is not None:
                 failed.append(f"{text(again.repro.id)} ({text(again.error.message)})")
@@ -193,6 +193,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
                 continue  # no headline CI in one of the runs: nothing to set against the other
             theirs.append(stats.rel_halfwidth(*cis[:3]))
             ours.append(stats.rel_halfwidth(*cis[3:]))
+            differs.extend(_reads_otherwise(again, first, cis))
             if not _apart(again, first):
                 near += 1
                 continue
@@ -201,6 +202,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         if near or apart or failed:
             over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
             over += f"; no headline there: {', '.join(failed)}" if failed else ""
+            over += f"; read otherwise there: {', '.join(differs)}" if differs else ""
             widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}" if theirs else ""
             flagged = sorted(
                 text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect" and a.verdict.ci_low is not None
@@ -210,6 +212,20 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
                 f"{code(flags)} on {where}{_gloss(flags)}: {over}" + (f" ({widths.lstrip('; ')})" if widths else "")
             )
     return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def _reads_otherwise(again: Artifact, first: Artifact, cis: tuple[float, ...]) -> list[str]:
+    """Where a later run's headline reads otherwise than this run's, whether or not the CIs overlap: another
+    status, or a CI on the other side of 1.0 (no difference between the two forms) than this run's."""
+    out = []
+    name = text(again.repro.id)
+    if again.verdict.status != first.verdict.status:
+        out.append(f"{name} {text(again.verdict.status)} (here {text(first.verdict.status)})")
+    lo, hi, our_lo, our_hi = cis[1], cis[2], cis[4], cis[5]
+    if (lo <= 1.0 <= hi) != (our_lo <= 1.0 <= our_hi):
+        held = "holds 1.0, this run's does not" if lo <= 1.0 <= hi else "excludes 1.0, this run's holds it"
+        out.append(f"{name}'s CI {lo:.3f}-{hi:.3f} {held}")
+    return out
 
 
 def _places(again: Artifact, first: Artifact) -> int | None:
