@@ -5,8 +5,8 @@ each commit's package (``git archive`` of ``repro/`` and the ``schemas/`` it lin
 One line per commit that touched ``repro/``, ``schemas/`` or ``pyproject.toml``, newest first:
 ``<short hash> <date> <digest's first 12> <subject>``, then `` [repro/repros: a.py, b.py]`` where the commit
 changed files there (a repro's module file, whose digest its artifacts record, or a helper of one; against the
-first parent for a merge). A run's digest (in its artifacts, its report's head and
-a band's runs) then names the commit it ran. A digest recorded by an older harness was computed by that
+first parent for a merge). A run's digest (in its artifacts, its report's head and a band's runs) then names the
+commit it ran. A digest recorded by an older harness was computed by that
 harness's own rule, which may differ: such a digest can be missing here.
 
 Usage: python tools/harness-history.py [REV]   (from a checkout; REV defaults to HEAD)
@@ -45,21 +45,8 @@ def main() -> None:
     log = _git("log", "--format=%h%x00%ad%x00%s", "--date=short", rev, "--", "repro", "schemas", "pyproject.toml")
     for line in log.decode().splitlines():
         commit, date, subject = line.split("\0", 2)
-        changed = (
-            _git(
-                "diff-tree",
-                "-r",
-                "--name-only",
-                "--no-commit-id",
-                "--diff-merges=first-parent",
-                "--root",
-                commit,
-                "--",
-                "repro/repros",
-            )
-            .decode()
-            .split()
-        )
+        diff = ("diff-tree", "-r", "--name-only", "--no-commit-id", "--diff-merges=first-parent", "--root")
+        changed = _git(*diff, commit, "--", "repro/repros").decode().split()
         repros = f" [repro/repros: {', '.join(Path(f).name for f in changed)}]" if changed else ""
         print(f"{commit} {date} {digest_at(commit)} {subject}{repros}")
 

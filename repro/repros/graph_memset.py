@@ -1,18 +1,16 @@
 """graph-memset: a 4-byte cudaMemsetAsync node vs a one-element fill kernel in CUDA graph replay.
 
-Seed: the NVIDIA developer forums thread "Slowdown in CUDA graph execution using
-cudaMemsetAsync (vs. a fill kernel)": a graph made of many small memset nodes replayed
-slower than the same graph with a tiny fill kernel in place of each memset. Here 1000
-of each (``ops``) are captured with ``torch.cuda.graph`` - the memset through
-cuda-bindings on torch's capture stream, the fill as ``tensor.zero_()`` on a one-element
-int32 tensor - alone and interleaved with a matmul, and graph replays are timed per op.
+Seed: the NVIDIA developer forums thread "Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill
+kernel)": a graph made of many small memset nodes replayed slower than the same graph with a tiny fill kernel in
+place of each memset. Here 1000 of each (``ops``) are captured with ``torch.cuda.graph`` - the memset through
+cuda-bindings on torch's capture stream, the fill as ``tensor.zero_()`` on a one-element int32 tensor - alone and
+interleaved with a matmul, and graph replays are timed per op.
 
-A pure CUDA twin (``csrc/graph_memset.cu``, built here with nvcc) captures the same
-memset and fill graphs with the runtime API alone, so a gap that shows in both is the
-driver's, not PyTorch's. Its matmul stand-in is a small FMA kernel (no cuBLAS), so the
-twin builds with nvcc and nothing else. The same binary also runs the seed's own program
-as posted (``seed_*``: one-thread kernels, each replay timed alone with a host clock around
-launch and device synchronize), so the report shows the seed's number beside the twin's.
+A pure CUDA twin (``csrc/graph_memset.cu``, built here with nvcc) captures the same memset and fill graphs with the
+runtime API alone, so a gap that shows in both is the driver's, not PyTorch's. Its matmul stand-in is a small FMA
+kernel (no cuBLAS), so the twin builds with nvcc and nothing else. The same binary also runs a re-implementation
+of the seed's program (``seed_*``: one-thread kernels, each replay timed alone with a host clock around launch and
+device synchronize); the seed's own seed.cu runs as posted beside it (``_memset_seedcu``).
 """
 
 from __future__ import annotations
@@ -131,9 +129,6 @@ class MemsetParams:
     twin_timeout_s: float = param(300.0, help="wall-clock limit for the twin's run", min=1.0, max=3600.0)
 
 
-# --------------------------------------------------------------------------- the repro
-
-
 def cuda_bindings_version() -> str | None:
     """The installed cuda-bindings distribution's version (what issued the memset nodes), or None."""
     try:
@@ -223,7 +218,7 @@ class GraphMemset(Repro[MemsetParams]):
         if p.twin:
             work = _cmp(_TWIN_WORK, "twin_memset_work", "twin_fill_work", False, "pure CUDA twin, with work kernel")
             out.append(replace(work, judged=False))
-            out.append(_cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program, re-implemented"))
+            out.append(_seed_cmp())
         return out
 
     def judged_comparisons(self, params: MemsetParams, result: RunResult) -> Sequence[Comparison]:
@@ -239,8 +234,7 @@ class GraphMemset(Repro[MemsetParams]):
         chosen = standalone.comparison_filter(self.comparisons(p), only, self.id)
         twin_side = [c for c in chosen if c.qualifiers["source"] in _TWIN_SOURCES]
         if twin_side:
-            seed = _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, "the seed's program, re-implemented")
-            with_seed = twin_side + [seed] * all(c.name != _SEED for c in twin_side)
+            with_seed = twin_side + [_seed_cmp()] * all(c.name != _SEED for c in twin_side)
             return twin_script(p, with_seed, self.id, self.title, _TORCH_PLAIN)
         if not any(c.name == _TORCH_PLAIN for c in chosen):
             scripted = [c.name for c in self.comparisons(p) if c.name != _TORCH_MM]
@@ -523,6 +517,10 @@ def _cmp(name: str, num: str, den: str, headline: bool, source: str, judged: boo
     )
 
 
+def _seed_cmp() -> Comparison:
+    return _cmp(_SEED, "twin_seed_memset", "twin_seed_fill", False, _SEED_SOURCE)
+
+
 def _us(have: Mapping[str, VariantResult], name: str) -> str:
     v = have.get(name)
     return f"{v.median * 1e6:.2f} us" if v is not None and v.timing is not None else "n/a"
@@ -580,8 +578,9 @@ _TORCH_PLAIN = "memset/fill (torch graph)"
 _TORCH_MM = "(memset+mm)/(fill+mm) (torch graph)"
 _TWIN_PLAIN = "memset/fill (pure CUDA twin)"
 _TWIN_WORK = "(memset+work)/(fill+work) (pure CUDA twin)"
-_SEED = "memset/kernel (the seed's program, re-implemented)"
-_TWIN_SOURCES = ("pure CUDA twin", "pure CUDA twin, with work kernel", "the seed's program, re-implemented")
+_SEED_SOURCE = "the seed's program, re-implemented"
+_SEED = f"memset/kernel ({_SEED_SOURCE})"
+_TWIN_SOURCES = ("pure CUDA twin", "pure CUDA twin, with work kernel", _SEED_SOURCE)
 
 
 def _compose(op: Callable[[], None] | None, mm: Callable[[], None] | None) -> Callable[[], None]:
