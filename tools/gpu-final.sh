@@ -189,7 +189,8 @@ else
 fi
 
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt $((all_s * 3 / 5 + reserve)) ]; then  # quick runs took 0.33-0.53 of it (evidence45-48)
+quick_s=$((all_s * 3 / 5 > 55 ? all_s * 3 / 5 : 55))  # quick runs took 36-45 s, 0.33-0.53 of it (evidence45-48)
+if [ "$left" -gt $((quick_s + reserve)) ]; then
     step "repro all --quick ($left s left)"
     quick_t0=$SECONDS
     timeout "$((left - reserve))" .venv/bin/repro all --quick --out "$out/quick" >"$out/quick.json" 2>"$out/quick.log" --json

@@ -47,7 +47,7 @@ def main() -> None:
         commit, date, subject = line.split("\0", 2)
         diff = ("diff-tree", "-r", "--name-only", "--no-commit-id", "--diff-merges=first-parent", "--root")
         changed = _git(*diff, commit, "--", "repro/repros").decode().split()
-        repros = f" [repro/repros: {', '.join(Path(f).name for f in changed)}]" if changed else ""
+        repros = f" [repro/repros: {', '.join(f.removeprefix('repro/repros/') for f in changed)}]" if changed else ""
         print(f"{commit} {date} {digest_at(commit)} {subject}{repros}")
 
 

@@ -1,6 +1,6 @@
 """The lines of a repro's short report section, each computed from the artifact's fields: the seed's
 source and its experiment beside ours, what the headline holds for, the kernels that differ, the
-re-run band, the re-run block."""
+re-run band, the re-run block; and the band note under the report's summary table."""
 
 from __future__ import annotations
 
@@ -510,3 +510,26 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
         + fence("\n".join(lines), "bash")
         + (f"\n{plots}\n" if plots else "\n")
     )
+
+
+def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band], history: bool = False) -> str:
+    """One line under the summary: per band, which arm of the headline moved on its farthest GPUs (outlier_arms),
+    and each run whose repro module file ran in none of its runs (``history``: harness-history.txt marks files)."""
+    said: dict[str, list[str]] = {}  # per band, however many of the docs fall in it
+    runs = len({d.run.run_id for d in docs})
+    for doc in docs:
+        b = band.lookup(doc, bands) if doc.verdict.status in MEASURED and doc.verdict.value is not None else None
+        if b is None:
+            continue
+        key = f"{b.repro} {b.gpu} {b.params} {b.headline}"
+        if key not in said:  # each band's runs read once
+            moved = band.outlier_arms(b)
+            why = text(f"{doc.repro.id}'s band: {moved}; why is not known")
+            said[key] = [f"{why} (`band-runs.json`)"] if moved else []
+        ours, known = b.same_source(doc.repro.source_sha256 or "")
+        if known and doc.repro.source_sha256 and not ours:
+            of = f" in run {doc.run.run_id}" if runs > 1 else ""
+            where = " (attached/harness-history.txt marks the commits that changed it)" if history else ""
+            said[key].append(text(f"{doc.repro.id}'s module file{of} ran in none of its band's {known} runs{where}"))
+    notes = [n for parts in said.values() for n in parts]
+    return f"_{'; '.join(notes)}._" if notes else ""

@@ -34,6 +34,7 @@ from repro.evidence.fitting import (
 )
 from repro.evidence.lines import (
     band_line,
+    band_notes,
     diff_lines,
     install_block,
     kernels_alone,
@@ -62,7 +63,6 @@ from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
     attach_words,
-    band_notes,
     bundle_names,
     environment,
     identity_lines,
@@ -389,7 +389,8 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
-        notes = band_notes([d for d in runs if not is_smoke(d)], known, HISTORY in (printed or {}))
+        marked = "[repro/repros: " in (printed or {}).get(HISTORY, "")  # a history that names changed files
+        notes = band_notes([d for d in runs if not is_smoke(d)], known, marked)
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
         order = run_order([d for d in runs if not is_smoke(d)])

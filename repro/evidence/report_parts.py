@@ -119,25 +119,6 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     return cell
 
 
-def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band], history: bool = False) -> str:
-    """One line under the summary: per band, which arm of the headline moved on its farthest GPUs (outlier_arms),
-    and whether the repro module file ran in none of its runs (``history``: harness-history.txt is attached)."""
-    said: dict[str, str] = {}  # one note per band, however many of the docs fall in it
-    for doc in docs:
-        b = band.lookup(doc, bands) if doc.verdict.status in MEASURED and doc.verdict.value is not None else None
-        key = f"{b.repro} {b.gpu} {b.params} {b.headline}" if b is not None else ""
-        if b is None or key in said:  # each band's runs read once
-            continue
-        parts = [f"{doc.repro.id}'s band: {moved}; why is not known"] if (moved := band.outlier_arms(b)) else []
-        ours, known = b.same_source(doc.repro.source_sha256 or "")
-        if known and doc.repro.source_sha256 and not ours:
-            where = ": attached/harness-history.txt gives the commits that changed it" if history else ""
-            parts.append(f"{doc.repro.id}'s module file (byte for byte) ran in none of its band's {known} runs{where}")
-        if parts:
-            said[key] = "; ".join(parts)
-    return f"_{text('; '.join(said.values()))} (`band-runs.json`)._" if said else ""
-
-
 def _status(doc: Artifact) -> str:
     status = f"**{text(doc.verdict.status, cell=True)}**"
     if setting := scope.only(doc):

@@ -169,62 +169,72 @@ def _apart(again: Artifact, first: Artifact) -> bool:
 def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequence[band.Band] = ()) -> str:
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
     quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
-    half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), and
-    in full each headline whose CI does not (the same GPU can read outside one run's CI), and each repro that ended
-    in an error there; "" without any."""
+    half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), in
+    full each headline whose CI does not (the same GPU can read outside one run's CI), each overlapping one that
+    reads otherwise (``_reads_otherwise``) and each repro that ended in an error there; "" without any."""
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
+    batch: dict[str, tuple[str, str]] = {}  # run id -> its group, for a repro that failed before naming its GPU
     rows = _rows(docs, attached, reran=False)
-    for row in rows:
-        same = row[1].machine.gpu_uuid is not None and row[1].machine.gpu_uuid == row[2].machine.gpu_uuid
-        if row[1].machine.gpu_uuid is not None or row[1].error is None:
-            groups.setdefault((_flags(row[1]), "this GPU" if same else "another GPU or none recorded"), []).append(row)
-    for row in rows:  # a repro that failed before recording its GPU goes with its command's other repros
-        if row[1].machine.gpu_uuid is None and row[1].error is not None:
-            key = next((k for k in sorted(groups, key=lambda k: k[1] != "this GPU") if k[0] == _flags(row[1])), None)
-            groups.setdefault(key or (_flags(row[1]), "another GPU or none recorded"), []).append(row)
+    for row in sorted(rows, key=lambda r: r[1].machine.gpu_uuid is None):
+        again, first = row[1], row[2]
+        same = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == first.machine.gpu_uuid
+        key = (_flags(again), "this GPU" if same else "another GPU or none recorded")
+        if again.machine.gpu_uuid is None and again.error is not None:
+            key = batch.get(again.run.run_id, key)
+        batch.setdefault(again.run.run_id, key)
+        groups.setdefault(key, []).append(row)
     said = []
     for (flags, where), rows in sorted(groups.items()):
         near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
             if again.error is not None:
-                failed.append(f"{text(again.repro.id)} ({text(again.error.message)})")
+                failed.append(f"{text(again.repro.id)} ({code(again.error.message, 100)})")
                 continue
             if (cis := _headline_cis(again, first)) is None:
                 continue  # no headline CI in one of the runs: nothing to set against the other
             theirs.append(stats.rel_halfwidth(*cis[:3]))
             ours.append(stats.rel_halfwidth(*cis[3:]))
-            differs.extend(_reads_otherwise(again, first, cis))
             if not _apart(again, first):
                 near += 1
+                differs.extend(_reads_otherwise(again, first, cis, name))
                 continue
             got = ratio_with_ci(*cis[:3], verdict_label(again.verdict))
             apart.append(f"{text(again.repro.id)}'s {got}{_shift(again, first, bands)} ({code('attached/' + name)})")
-        if near or apart or failed:
-            over = f"{near} headline CI(s) overlap this run's" + (f"; not {', '.join(apart)}" if apart else "")
-            over += f"; no headline there: {', '.join(failed)}" if failed else ""
-            over += f"; read otherwise there: {', '.join(differs)}" if differs else ""
-            widths = f"half-widths {_span(theirs)}, this run's {_span(ours)}" if theirs else ""
+        if not (near or apart or failed):
+            continue
+        over = [f"{near} headline CI(s) overlap this run's"] if near or apart else []
+        if theirs:
             flagged = sorted(
                 text(a.repro.id) for _, a, _ in rows if a.validity.flag == "suspect" and a.verdict.ci_low is not None
             )
-            widths += f"; suspect there: {', '.join(flagged)}" if flagged else ""
-            said.append(
-                f"{code(flags)} on {where}{_gloss(flags)}: {over}" + (f" ({widths.lstrip('; ')})" if widths else "")
-            )
+            suspect = f"; suspect there: {', '.join(flagged)}" if flagged else ""
+            over[-1] += f" (half-widths {_span(theirs)}, this run's {_span(ours)}{suspect})"
+        over += [f"not {', '.join(apart)}"] if apart else []
+        over += [f"read otherwise there: {', '.join(differs)}"] if differs else []
+        over += [f"ended in an error there: {', '.join(failed)}"] if failed else []
+        said.append(f"{code(flags)} on {where}{_gloss(flags)}: {'; '.join(over)}")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
-def _reads_otherwise(again: Artifact, first: Artifact, cis: tuple[float, ...]) -> list[str]:
-    """Where a later run's headline reads otherwise than this run's, whether or not the CIs overlap: another
-    status, or a CI on the other side of 1.0 (no difference between the two forms) than this run's."""
-    out = []
-    name = text(again.repro.id)
-    if again.verdict.status != first.verdict.status:
-        out.append(f"{name} {text(again.verdict.status)} (here {text(first.verdict.status)})")
+def _reads_otherwise(again: Artifact, first: Artifact, cis: tuple[float, ...], name: str) -> list[str]:
+    """Where a later headline of the same comparison (``attached/name``) reads otherwise than this run's though the
+    CIs overlap: another status, or a CI on the other side than this run's of 1.0 (no difference between the two
+    forms) or of the threshold, printed with the decimals that show it on its side."""
+    v, w = again.verdict, first.verdict
+    if v.headline != w.headline:
+        return []
+    out = [f"{text(again.repro.id)} {text(v.status)} (here {text(w.status)})"] if v.status != w.status else []
     lo, hi, our_lo, our_hi = cis[1], cis[2], cis[4], cis[5]
-    if (lo <= 1.0 <= hi) != (our_lo <= 1.0 <= our_hi):
-        held = "holds 1.0, this run's does not" if lo <= 1.0 <= hi else "excludes 1.0, this run's holds it"
-        out.append(f"{name}'s CI {lo:.3f}-{hi:.3f} {held}")
+    t = v.threshold
+    refs = [(1.0, "1.0")] + ([(float(t), f"the threshold {t:g}")] if isinstance(t, (int, float)) and t != 1 else [])
+    for ref, what in refs:
+        holds = lo <= ref <= hi
+        if holds == (our_lo <= ref <= our_hi):
+            continue
+        shown = (d for d in range(3, MAX_PLACES) if (round(lo, d) <= ref <= round(hi, d)) == holds)
+        d = next((d for d in shown if ref not in (round(lo, d), round(hi, d))), MAX_PLACES)
+        side = f"holds {what}, this run's does not" if holds else f"excludes {what}, this run's holds it"
+        out.append(f"{text(again.repro.id)}'s CI {lo:.{d}f}-{hi:.{d}f} {side} ({code('attached/' + name)})")
     return out
 
 

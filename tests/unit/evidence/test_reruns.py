@@ -76,11 +76,11 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
     assert said.endswith(
         " Later runs attached: `repro all --target-ci 0.02 --budget 2` on this GPU (a looser CI target, less "
-        "sampling): 3 headline CI(s) overlap this run's; not graph-memset's 1.37x (95% CI 1.35-1.47): -8.0% from "
-        "this run's, its headline sampled as this run's (50 rounds per arm): not from less sampling; beyond "
-        "twice the same-GPU ±2.3% of the re-run column (`attached/loose-graph-memset.json`); read otherwise there: "
-        "lora-batch-scaling's CI 0.897-1.021 holds 1.0, this run's does not (half-widths 0.4-6.6%, this run's "
-        "0.3-1.4%)."
+        "sampling): 3 headline CI(s) overlap this run's (half-widths 0.4-6.6%, this run's 0.3-1.4%); not "
+        "graph-memset's 1.37x (95% CI 1.35-1.47): -8.0% from this run's, its headline sampled as this run's (50 "
+        "rounds per arm): not from less sampling; beyond twice the same-GPU ±2.3% of the re-run column "
+        "(`attached/loose-graph-memset.json`); read otherwise there: lora-batch-scaling's CI 0.897-1.021 holds 1.0, "
+        "this run's does not (`attached/loose-lora-batch-scaling.json`)."
     )
     loose = [
         (v.ci_high - v.ci_low) / 2 / v.value
