@@ -1,5 +1,6 @@
-"""What evidence49's run held that its report has to show: its quick run was stopped by the call's timeout at
-solve-512-cliff, whose attached artifact is an error, not a headline."""
+"""What evidence49's cold reader asked of the full report, answered from that run's own artifacts: its quick run was
+stopped at solve-512-cliff (an error, not a headline), its loose run's lora CI holds 1.0 though it overlaps, and the
+band column gave no way to see that graph-memset's module file had changed since every band run."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence49" / "all").it
 
 
 @pytest.fixture(scope="module")
-def docs() -> list[dict[str, Any]]:
-    return with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
-
-
-def test_a_later_run_whose_repro_ended_in_an_error_names_it(docs: list[dict[str, Any]]) -> None:
+def later() -> str:
+    """The full report's Later-runs sentences, rendered from the committed run."""
+    docs = with_catalog_prose([artifact.load(p) for p in artifact.expand([RUN])])
     full = report(docs, limit=10**9, max_lines=None, declared=scripts.declared(docs), **attached_of(RUN))
-    later = full[full.index("Later runs attached:") :].split(" Standalone scripts")[0]
+    return full[full.index("Later runs attached:") :].split(" Standalone scripts")[0]
+
+
+def test_a_later_run_whose_repro_ended_in_an_error_names_it(later: str) -> None:
     quick = later[later.index("`repro all --quick`") :]
     assert quick.startswith("`repro all --quick` on this GPU (headline comparisons only): 3 headline CI(s) overlap")
     said = "ended in an error there: solve-512-cliff (`interrupted by SIGTERM after 6.3 s; the batch stopped here`)"
@@ -31,11 +33,9 @@ def test_a_later_run_whose_repro_ended_in_an_error_names_it(docs: list[dict[str,
     assert "ended in an error" not in later[later.index("`repro all --target-ci") :]
 
 
-def test_a_later_run_that_reads_otherwise_is_named_though_its_ci_overlaps(docs: list[dict[str, Any]]) -> None:
+def test_a_later_run_that_reads_otherwise_is_named_though_its_ci_overlaps(later: str) -> None:
     """The loose run's lora CI (0.926-1.021) overlaps this run's (0.924-0.960) but holds 1.0, which this run's
     finding calls outside its CI: the paragraph says so, not only that the CIs overlap."""
-    full = report(docs, limit=10**9, max_lines=None, declared=scripts.declared(docs), **attached_of(RUN))
-    later = full[full.index("Later runs attached:") :].split(" Standalone scripts")[0]
     loose = later[later.index("`repro all --target-ci 0.02 --budget 2`") :]
     assert loose.startswith(
         "`repro all --target-ci 0.02 --budget 2` on this GPU (a looser CI target, less sampling): 4 headline CI(s) "
