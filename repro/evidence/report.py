@@ -485,7 +485,7 @@ def report(
                 ]
             gone += [f"each section's {' and '.join(spared)}"] if spared and not bare else []
             gone += [BARE_WORDS] if bare else []
-            gone += ["the band's farthest-GPU note"] if stack_gone and at_notes is not None else []
+            gone += ["the note under the table on the bands' runs"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, stack_level(stack_gone))[1]) else []
             parts += [f"_Left out here, in the bundle's `{FULL_REPORT}`: {'; '.join(gone)}._", ""]

@@ -475,10 +475,13 @@ def test_past_the_lean_lines_each_kernel_list_keeps_its_first_line_before_a_sect
     assert "Report cut" not in spare and all(f"## `{d['repro']['id']}`" in spare for d in docs)
     assert "- Kernels" not in spare and "; each section's Kernels line with its kernel list" in spare
     assert "the parentheses of the Not-tested" not in spare
-    # The Not-tested tiers next, the band's farthest-GPU note first (this run's band has one).
+    # The Not-tested tiers next, the note on the bands' runs first (this run's band has one).
     noteless = _report(docs, attached=bundle.attached_names(run), limit=len(spare) - 300)
     assert "Report cut" not in noteless and all(f"## `{d['repro']['id']}`" in noteless for d in docs)
-    assert "; the band's farthest-GPU note" in noteless and "the parentheses of the Not-tested" not in noteless
+    assert (
+        "; the note under the table on the bands' runs" in noteless
+        and "the parentheses of the Not-tested" not in noteless
+    )
     details = _report(docs, attached=bundle.attached_names(run), limit=len(noteless) - 300)
     assert "Report cut" not in details and "- Not recordable from inside this run:" in details
     assert "; the parentheses of the Not-tested not-covered and not-recordable lines._" in details
