@@ -31,14 +31,15 @@ CUT_NOTE = "_Report cut at the size limit; see the artifacts._\n"
 # A section's lines that restate its finding or the summary (where it held, what is at stake, where this run
 # falls in the re-run band of the summary's column): what a report leaves out once the details blocks and the
 # environment are gone, before its kernel lines (``lean_section``) and the last tiers (``stack_gone``).
-LEAN_LINES = (
-    "- Holds for:",
-    "- Does not hold for:",
-    "- Impact:",
-    "- Re-run elsewhere",
-    "- Method:",
-    f"- {SEED_METHOD_WHY}",
+LEAN_NAMED = (
+    ("- Holds for:", "Holds-for"),
+    ("- Does not hold for:", "Does-not-hold-for"),
+    ("- Impact:", "Impact"),
+    ("- Re-run elsewhere", "Re-run-elsewhere"),
+    ("- Method:", "Method"),
+    (f"- {SEED_METHOD_WHY}", "Why-the-seed's-method-and-ours-differ"),
 )
+LEAN_LINES = tuple(prefix for prefix, _ in LEAN_NAMED)
 # The section lines a lean report spares, each named in the Left-out note: the Kernels line's timings once its list
 # is gone (the finding names the kernels that differ where they matter), before the Not-tested tiers; then, after
 # them, the Episodes line of a run with an extreme episode (the CI covers its episodes), the last before a cut.

@@ -176,6 +176,11 @@ def _vendor(f: MachineFacts) -> tuple[str, str] | None:
     """The hypervisor's vendor and what said it: collect_env's (lscpu's CPUID reading) where it ran, else
     the harness's own probe of /sys (schema 1.9; a quick run skips collect_env); None where neither says."""
     said = _VENDOR.search(f.collect_env)
+    probe = f.host.hypervisor_vendor
+    if said and probe and probe.lower() == said.group(1).lower():
+        return said.group(
+            1
+        ), f"collect_env's hypervisor vendor, as {f.host.hypervisor_vendor_source or 'the probe'} says"
     if said:
         return said.group(1), "collect_env's hypervisor vendor"
     if f.host.hypervisor_vendor:

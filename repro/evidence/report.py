@@ -25,6 +25,7 @@ from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.fitting import (
     BARE_WORDS,
     CUT_NOTE,
+    LEAN_NAMED,
     NTH,
     SPARE_BULLETS,
     cut_at_blocks,
@@ -468,14 +469,9 @@ def report(
             gone += ["collect_env's library list"] if env_short and not env_dropped else []
             gone += ["every repro's details" if every else f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
-            gone += (
-                [
-                    "the Holds-for, Does-not-hold-for, Impact, Re-run-elsewhere, Method and Why-the-methods-"
-                    f"differ lines; the re-run paragraph's {listed(rerun_gone)}"
-                ]
-                if lean
-                else []
-            )
+            held = [n for p, n in LEAN_NAMED if any(ln.startswith(p) for s, _ in sections for ln in s.split("\n"))]
+            gone += [f"the {listed(held)} lines"] if lean and held else []
+            gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if lean else []
             spared = [words for prefix, words in SPARE_BULLETS[:bullets_gone] if any(prefix in s for s, _ in sections)]
             if kernel_lines is not None and not any(w.startswith("Kernels") for w in spared):
                 gone += [

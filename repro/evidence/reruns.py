@@ -187,8 +187,10 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     for (flags, where), rows in sorted(groups.items()):
         near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
-            if again.error is not None:
-                failed.append(f"{text(again.repro.id)} ({code(again.error.message, 100)})")
+            if (err := again.error) is not None:  # an interrupt stopped the batch there: no fault of the repro's
+                sent = f" by a {err.signal} from outside the harness" if err.signal else ""
+                kind = f"was stopped{sent}" if err.kind == "interrupted" else "failed"
+                failed.append(f"{text(again.repro.id)} {text(kind)} ({code(err.message, 100)})")
                 continue
             if (cis := _headline_cis(again, first)) is None:
                 continue  # no headline CI in one of the runs: nothing to set against the other
@@ -211,7 +213,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
             over[-1] += f" (half-widths {_span(theirs)}, this run's {_span(ours)}{suspect})"
         over += [f"not {', '.join(apart)}"] if apart else []
         over += [f"read otherwise there: {', '.join(differs)}"] if differs else []
-        over += [f"ended in an error there: {', '.join(failed)}"] if failed else []
+        over += [f"no headline there, as {', '.join(failed)}"] if failed else []
         said.append(f"{code(flags)} on {where}{_gloss(flags)}: {'; '.join(over)}")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 

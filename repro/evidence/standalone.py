@@ -323,9 +323,8 @@ class Harness:
         else:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
-                parts.append(
-                    f"the package of commit {listed[:12]} (attached/harness-history.txt: the newest with this digest)"
-                )
+                history = "attached/harness-history.txt: the last commit that changed it"
+                parts.append(f"the package as of commit {listed[:12]} ({history})")
         return ", ".join(parts)
 
 

@@ -28,9 +28,9 @@ def later() -> str:
 def test_a_later_run_whose_repro_ended_in_an_error_names_it(later: str) -> None:
     quick = later[later.index("`repro all --quick`") :]
     assert quick.startswith("`repro all --quick` on this GPU (headline comparisons only): 3 headline CI(s) overlap")
-    said = "ended in an error there: solve-512-cliff (`interrupted by SIGTERM after 6.3 s; the batch stopped here`)"
-    assert said in quick
-    assert "ended in an error" not in later[later.index("`repro all --target-ci") :]
+    said = "no headline there, as solve-512-cliff was stopped by a SIGTERM from outside the harness (`interrupted by"
+    assert said + " SIGTERM after 6.3 s; the batch stopped here`)" in quick
+    assert "no headline there" not in later[later.index("`repro all --target-ci") :]
 
 
 def test_a_later_run_that_reads_otherwise_is_named_though_its_ci_overlaps(later: str) -> None:
@@ -119,7 +119,7 @@ def test_a_later_run_whose_every_repro_errored_gives_no_count() -> None:
 
     docs, later = _later("quick-solve-512-cliff.json")
     said = reruns.others(docs, later)
-    assert "headline CI(s)" not in said and "ended in an error there: solve-512-cliff (`interrupted by SIGTERM" in said
+    assert "headline CI(s)" not in said and "no headline there, as solve-512-cliff was stopped by a SIGTERM" in said
     assert "on another GPU or none recorded" in said  # no sibling named the GPU
 
 

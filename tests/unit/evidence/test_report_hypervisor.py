@@ -39,7 +39,11 @@ def test_a_run_without_collect_env_names_the_vendor_the_harness_read() -> None:
 def test_collect_env_still_words_a_full_run_and_an_older_artifact_reads_as_before() -> None:
     full = facts(_fp("Hypervisor vendor:                    KVM\n", **PROBED))
     assert guest_words(full) == "KVM guest, GPU passthrough"
-    assert host_words(full)[0] == "KVM guest (collect_env's hypervisor vendor)"
+    assert (
+        host_words(full)[0] == "KVM guest (collect_env's hypervisor vendor, as the kernel's kvm-clock clocksource says)"
+    )
+    other = facts(_fp("Hypervisor vendor:                    Microsoft\n", **PROBED))
+    assert host_words(other)[0] == "Microsoft guest (collect_env's hypervisor vendor)"  # the two disagree: lscpu's
     old = facts(_fp(None))
     assert guest_words(old) == "VM guest, GPU passthrough"
     assert host_words(old)[0] == "a VM guest (CPU hypervisor flag)"
