@@ -188,8 +188,8 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
             if (err := again.error) is not None:  # an interrupt stopped the batch there: no fault of the repro's
-                sent = f" by a {err.signal} from outside the harness" if err.signal else ""
-                kind = f"was stopped{sent}" if err.kind == "interrupted" else "failed"
+                sent = f" by a {err.signal}" if err.signal else ""
+                kind = f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed"
                 failed.append(f"{text(again.repro.id)} {text(kind)} ({code(err.message, 100)})")
                 continue
             if (cis := _headline_cis(again, first)) is None:

@@ -323,8 +323,8 @@ class Harness:
         else:
             parts.append(_NO_COMMIT.get(self.git_state or "", "commit unknown"))
             if listed:
-                history = "attached/harness-history.txt: the last commit that changed it"
-                parts.append(f"the package as of commit {listed[:12]} ({history})")
+                history = "attached/harness-history.txt: the newest it lists with this digest"
+                parts.append(f"the package of commit {listed[:12]} ({history})")
         return ", ".join(parts)
 
 

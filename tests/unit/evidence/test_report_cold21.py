@@ -50,7 +50,7 @@ def test_a_lean_report_leaves_the_later_runs_to_the_full_one(docs: list[dict[str
 def test_the_header_names_the_commit_the_attached_history_gives_the_digest(pasted: str) -> None:
     assert (
         "source 78836fa168a3, no commit (not run from a git checkout), "
-        "the package as of commit cbba033 (attached/harness-history.txt: the last commit that changed it), "
+        "the package of commit cbba033 (attached/harness-history.txt: the newest it lists with this digest), "
         "2026-12-02"
     ) in pasted
 
@@ -71,7 +71,7 @@ def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
     assert printed.commit_of(DIGEST, twice) == "7f9a388"
     said = Harness("0.1.0", DIGEST, None, "not_a_checkout").words("cbba033")
     assert said.endswith(
-        "the package as of commit cbba033 (attached/harness-history.txt: the last commit that changed it)"
+        "the package of commit cbba033 (attached/harness-history.txt: the newest it lists with this digest)"
     )
     assert "harness-history" not in Harness("0.1.0", DIGEST, "cbba033" * 5 + "abcde", "clean").words("cbba033")
 

@@ -28,7 +28,7 @@ def later() -> str:
 def test_a_later_run_whose_repro_ended_in_an_error_names_it(later: str) -> None:
     quick = later[later.index("`repro all --quick`") :]
     assert quick.startswith("`repro all --quick` on this GPU (headline comparisons only): 3 headline CI(s) overlap")
-    said = "no headline there, as solve-512-cliff was stopped by a SIGTERM from outside the harness (`interrupted by"
+    said = "no headline there, as solve-512-cliff was stopped by a SIGTERM, the batch ending there (`interrupted by"
     assert said + " SIGTERM after 6.3 s; the batch stopped here`)" in quick
     assert "no headline there" not in later[later.index("`repro all --target-ci") :]
 
