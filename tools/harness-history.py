@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from repro.env.harness import source_sha256  # noqa: E402
+from repro.evidence.printed import HISTORY_MARK  # noqa: E402
 
 
 def _git(*args: str) -> bytes:
@@ -43,11 +44,11 @@ def digest_at(commit: str) -> str:
 def main() -> None:
     rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
     log = _git("log", "--format=%h%x00%ad%x00%s", "--date=short", rev, "--", "repro", "schemas", "pyproject.toml")
+    diff = ("diff-tree", "-r", "--name-only", "--no-commit-id", "--diff-merges=first-parent", "--root")
     for line in log.decode().splitlines():
         commit, date, subject = line.split("\0", 2)
-        diff = ("diff-tree", "-r", "--name-only", "--no-commit-id", "--diff-merges=first-parent", "--root")
         changed = _git(*diff, commit, "--", "repro/repros").decode().split()
-        repros = f" [repro/repros: {', '.join(f.removeprefix('repro/repros/') for f in changed)}]" if changed else ""
+        repros = f" {HISTORY_MARK}{', '.join(f.removeprefix('repro/repros/') for f in changed)}]" if changed else ""
         print(f"{commit} {date} {digest_at(commit)} {subject}{repros}")
 
 

@@ -177,14 +177,13 @@ def _vendor(f: MachineFacts) -> tuple[str, str] | None:
     the harness's own probe of /sys (schema 1.9; a quick run skips collect_env); None where neither says."""
     said = _VENDOR.search(f.collect_env)
     probe = f.host.hypervisor_vendor
-    if said and probe and probe.lower() == said.group(1).lower():
-        return said.group(
-            1
-        ), f"collect_env's hypervisor vendor, as {f.host.hypervisor_vendor_source or 'the probe'} says"
     if said:
-        return said.group(1), "collect_env's hypervisor vendor"
-    if f.host.hypervisor_vendor:
-        return f.host.hypervisor_vendor, f.host.hypervisor_vendor_source or "the harness's probe"
+        name = said.group(1)
+        agrees = probe is not None and probe.lower() == name.lower()
+        also = f", as {f.host.hypervisor_vendor_source or 'the probe'} says" if agrees else ""
+        return name, f"collect_env's hypervisor vendor{also}"
+    if probe:
+        return probe, f.host.hypervisor_vendor_source or "the harness's probe"
     return None
 
 

@@ -199,6 +199,8 @@ RERUN_LOG = "rerun.log"
 # The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh):
 # ``<short hash> <date> <digest's first 12> <subject>``.
 HISTORY = "harness-history.txt"
+# How tools/harness-history.py marks a commit's line with the files it changed under repro/repros/.
+HISTORY_MARK = "[repro/repros: "
 _HISTORY_LINE = re.compile(r"^(?P<commit>[0-9a-f]{7,40}) \S+ (?P<digest>[0-9a-f]{12}) ", re.M)
 
 

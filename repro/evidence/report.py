@@ -59,7 +59,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import HISTORY, RERUN_LOG, lean_cuts, note
+from repro.evidence.printed import HISTORY, HISTORY_MARK, RERUN_LOG, lean_cuts, note
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -390,7 +390,7 @@ def report(
     bundle = bundle_names(runs) if runs else ""
     if runs:
         head += [summary_table(runs, known), ""]
-        marked = "[repro/repros: " in (printed or {}).get(HISTORY, "")  # a history that names changed files
+        marked = HISTORY_MARK in (printed or {}).get(HISTORY, "")  # a history that names changed files
         notes = band_notes([d for d in runs if not is_smoke(d)], known, marked)
         at_notes = len(head) if notes else None  # the band note: the first of the last things left out
         head += [notes, ""] if notes else []
@@ -453,6 +453,9 @@ def report(
     stack_gone = 0
     bullets_gone = 0  # the first this many of SPARE_BULLETS gone from every section
     bare = False  # every section without its bullets but BARE_KEEPS: the last tier before a cut
+    # The kinds of restating line (LEAN_NAMED) the sections have: what a lean report names as left out.
+    lines_of = [ln for s, _ in sections for ln in s.split("\n")]
+    restating = [name for prefix, name in LEAN_NAMED if any(ln.startswith(prefix) for ln in lines_of)]
 
     def assemble() -> list[str]:
         parts = list(head)
@@ -469,8 +472,7 @@ def report(
             gone += ["collect_env's library list"] if env_short and not env_dropped else []
             gone += ["every repro's details" if every else f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
-            held = [n for p, n in LEAN_NAMED if any(ln.startswith(p) for s, _ in sections for ln in s.split("\n"))]
-            gone += [f"the {listed(held)} lines"] if lean and held else []
+            gone += [f"the {listed(restating)} lines"] if lean and restating else []
             gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if lean else []
             spared = [words for prefix, words in SPARE_BULLETS[:bullets_gone] if any(prefix in s for s, _ in sections)]
             if kernel_lines is not None and not any(w.startswith("Kernels") for w in spared):
