@@ -12,7 +12,6 @@ from pathlib import Path
 from repro.core.results import VariantResult
 from repro.evidence import band, scope
 from repro.evidence.agreement import agree as agreed
-from repro.evidence.agreement import slack
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text
 from repro.evidence.model import Artifact
@@ -229,10 +228,14 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     lo, hi = _sig4(min(others)), _sig4(max(others))
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
     below, above = b.sides()
-    whose = "this run's CI" if b.same_gpu is None or ci > b.same_gpu[0] else "one GPU's re-run spread"
     width = f"the band's range (-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)} of {_sig4(b.center)})"
-    if (widened := slack(b, ci)) > 0:
-        width += f" widened by {whose} (±{fmt_pct(widened * 100)})"
+    if b.same_gpu is not None:  # the slack is the larger of the two: both are named, so the rule reads off the line
+        width += (
+            f" widened by the larger of this run's CI (±{fmt_pct(ci * 100)}) and one GPU's re-run spread"
+            f" (±{fmt_pct(b.same_gpu[0] * 100)})"
+        )
+    elif ci > 0:
+        width += f" widened by this run's CI (±{fmt_pct(ci * 100)})"
     harness = band.versions(b)
     made = f", {len(harness)} harness versions" if len(harness) > 1 else ""
     if made and (bare := sum(not p.harness for p in b.points)):  # runs from before the digest was recorded

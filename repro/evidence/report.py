@@ -75,7 +75,7 @@ from repro.evidence.report_parts import (
     stack_note,
     summary_table,
 )
-from repro.evidence.reruns import lean_gone, offline
+from repro.evidence.reruns import lean_gone, offline, otherwise
 from repro.evidence.reruns import words as reruns_words
 from repro.evidence.seedlines import seed_source, seed_vs_ours
 from repro.evidence.variants import (
@@ -243,10 +243,12 @@ def repro_section(
     declared: Declared | None = None,
     bands: Sequence[band.Band] | None = None,
     kernels_said: bool = False,
+    later: str = "",
 ) -> tuple[str, str]:
     """The repro's short section and its ``<details>`` block (kept apart: the details go first when space is short).
 
-    ``kernels_said``: the report's head said where every repro's kernel tables come from.
+    ``kernels_said``: the report's head said where every repro's kernel tables come from. ``later``: markdown
+    after the finding, on later runs of this repro that read otherwise (``reruns.otherwise``).
 
     ``declared``: what the caller looked up in the catalog for this artifact (impact for an
     artifact that lacks it, whether a script could be regenerated).
@@ -269,7 +271,7 @@ def repro_section(
         v.status, ""
     )
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
-    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}", ""]
+    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{later}", ""]
     if doc.error:
         e = doc.error
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]
@@ -424,14 +426,17 @@ def report(
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
     figs_of = {id(d): [f for f in figures if f.repro_id == d.repro.id] for d in runs}
-    sections = [repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known, kernels_said) for d in runs]
+    again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
+    sections = [
+        repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known, kernels_said, otherwise(d, again))
+        for d in runs
+    ]
     compact = {
         d.repro.id: compact_details(d, which.get(id(d)), figs_of[id(d)], of(d, declared)) if more else ""
         for d, (_, more) in zip(runs, sections, strict=True)
     }
     env = environment(full, machine_of)
     env_compact = environment(full, machine_of, compact=True)
-    again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     log = RERUN_LOG if RERUN_LOG in attached else None
     outputs = printed or {}
     later, later_lean = (reruns_words(runs, again, known, log, whole, log_text) for whole in (True, False))

@@ -218,14 +218,19 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
-def _reads_otherwise(again: Artifact, first: Artifact, cis: tuple[float, ...], name: str) -> list[str]:
-    """Where a later headline of the same comparison (``attached/name``) reads otherwise than this run's though the
-    CIs overlap: another status, or a CI on the other side than this run's of 1.0 (no difference between the two
-    forms) or of the threshold, printed with the decimals that show it on its side."""
+def _reads_otherwise(
+    again: Artifact, first: Artifact, cis: tuple[float, ...], name: str, whose: str | None = None
+) -> list[str]:
+    """Where a later headline of the same comparison (``attached/name``) reads otherwise than this run's: another
+    status, or a CI on the other side than this run's of 1.0 (no difference between the two forms) or of the
+    threshold, printed with the decimals that show it on its side. ``whose``: the words naming the later run
+    (its repro id by default)."""
     v, w = again.verdict, first.verdict
     if v.headline != w.headline:
         return []
-    out = [f"{text(again.repro.id)} {text(v.status)} (here {text(w.status)})"] if v.status != w.status else []
+    rid = text(again.repro.id)
+    who, ci_of = (f"{rid} ", f"{rid}'s CI") if whose is None else (f"{whose}: ", f"{whose}: CI")
+    out = [f"{who}{text(v.status)} (here {text(w.status)})"] if v.status != w.status else []
     lo, hi, our_lo, our_hi = cis[1], cis[2], cis[4], cis[5]
     t = v.threshold
     refs = [(1.0, "1.0")] + ([(float(t), f"the threshold {t:g}")] if isinstance(t, (int, float)) and t != 1 else [])
@@ -236,8 +241,23 @@ def _reads_otherwise(again: Artifact, first: Artifact, cis: tuple[float, ...], n
         shown = (d for d in range(3, MAX_PLACES) if (round(lo, d) <= ref <= round(hi, d)) == holds)
         d = next((d for d in shown if ref not in (round(lo, d), round(hi, d))), MAX_PLACES)
         side = f"holds {what}, this run's does not" if holds else f"excludes {what}, this run's holds it"
-        out.append(f"{text(again.repro.id)}'s CI {lo:.{d}f}-{hi:.{d}f} {side} ({code('attached/' + name)})")
+        out.append(f"{ci_of} {lo:.{d}f}-{hi:.{d}f} {side} ({code('attached/' + name)})")
     return out
+
+
+def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:
+    """`` Read otherwise later: ...``, for this run's section, where a re-run or later run of this repro reads
+    otherwise (``_reads_otherwise``): the finding's words are this run's, so they never stand alone against a
+    later reading of the same comparison; "" where none does."""
+    said = []
+    for reran in (True, False):
+        for name, again, ran in _rows([first], attached, reran):
+            if again.error is not None or (cis := _headline_cis(again, ran)) is None:
+                continue
+            same = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == ran.machine.gpu_uuid
+            whose = f"{code(_flags(again))} on {'this GPU' if same else 'another GPU or none recorded'}"
+            said += _reads_otherwise(again, ran, cis, name, whose)
+    return f" Read otherwise later: {'; '.join(said)}." if said else ""
 
 
 def _places(again: Artifact, first: Artifact) -> int | None:
