@@ -167,6 +167,10 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
         if found and found[2]:
             rest = [f"{_signed(d)} ({name})" for d, name in _differences(doc, have) if name]
             cost += f"; where it did not hold, per {unit}: {', '.join(rest)}" if rest else ""
+        # The rows not judged (other forms of the same op: after work, in a framework's graph) can cost more
+        # per call than the headline's pair: the headline's difference is never the only one said.
+        if aside := [f"{_signed(d)} ({name})" for d, name in _differences(doc, have, judged=False) if name]:
+            cost += f"; in the rows not judged, per {unit}: {', '.join(aside)}"
         cost += "."
     return f"{scope}{sentence}{cost}"
 
@@ -182,14 +186,16 @@ def _unit(var: VariantResult) -> str:
     return "op" if t is not None and isinstance(ops, int) and ops > 1 and t.calls_per_sample == ops else "call"
 
 
-def _differences(doc: Artifact, have: Mapping[str, VariantResult]) -> list[tuple[float, str]]:
-    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold, on time,
-    that moved the same way as the headline."""
+def _differences(doc: Artifact, have: Mapping[str, VariantResult], judged: bool = True) -> list[tuple[float, str]]:
+    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold (with
+    ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, that moved the same way as the headline."""
     out = []
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
     for r in doc.verdict.breakdown:
         a, b = have.get(str(r.num)), have.get(str(r.den))
-        if r.status in ("reproduced", INFORMATIONAL) or r.basis not in (None, "time") or a is None or b is None:
+        if r.status == "reproduced" or (r.status == INFORMATIONAL) == judged:
+            continue
+        if r.basis not in (None, "time") or a is None or b is None:
             continue
         if a.timing is None or b.timing is None:
             continue
