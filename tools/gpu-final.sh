@@ -123,10 +123,9 @@ cp Makefile "$run/attached/Makefile.txt"  # a .txt: the bundle packs text by ext
 # The harness's commit log, where the tree came with one (tools/device-tree.sh writes it before archiving).
 [ -f harness-history.txt ] && cp harness-history.txt "$run/attached/"
 # What the harness cannot know about this machine, which the report sets under "Not tested here" as our words.
-.venv/bin/python -c 'import transformer_engine.pytorch' 2>/dev/null || echo "Transformer Engine is not installed on this" \
-    "machine and could not be: the machine reaches no network, and TE's wheel (about 276 MB) is larger than what" \
-    "could be brought to it (64 MiB), so fused-adam-capturable's claim is untested here for that reason, not by" \
-    "choice." >"$run/attached/NOTE.txt"
+.venv/bin/python -c 'import transformer_engine.pytorch' 2>/dev/null || echo "Transformer Engine could not be installed" \
+    "here, not by choice: this machine reaches no network, and TE's wheel (about 276 MB) exceeds the 64 MiB that" \
+    "could be brought to it." >"$run/attached/NOTE.txt"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
 if [ "$left" -gt 260 ]; then
     step "seeds' raw scripts ($left s left)"

@@ -8,14 +8,24 @@ those fields, so a sentence never names one number where the record holds anothe
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from repro.core.order import order_warnings
+
 if TYPE_CHECKING:
     from repro.evidence.model import Artifact
 
-__all__ = ["clock_words", "during_measurement", "order_split", "restate", "without_held_clause"]
+__all__ = [
+    "clock_words",
+    "during_measurement",
+    "order_split",
+    "restate",
+    "unrecorded_orders",
+    "without_held_clause",
+]
 
 
 def clock_words(mon: Mapping[str, Any], max_clock: Any = None) -> str:
@@ -40,13 +50,46 @@ _OLD_WARNING = re.compile(
 )
 
 
-# The order check's reason as repro.run.order records it, and its shorter form in a report.
+# The order check's reason as repro.core.order records it, and its shorter form in a report.
 _ORDER = re.compile(
     r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<f>\S+) in forward rounds, "
     r"(?P<r>\S+) in reversed ones \((?:forward: (?P<num>\S+) ran before (?P<den>\S+); )?(?P<gap>\S+) apart, beyond "
     r"twice the CI's ±(?P<half>\S+)\); the median \S+ sits "
     r"between them and the CI does not cover this$"
 )
+
+
+# The order check's reason over whole orders (repro.core.order.orders_words), in a group of three or more arms.
+_ORDERS = re.compile(
+    r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<lo>\S+) with "
+    r"\((?P<lo_order>[^)]*)\) to (?P<hi>\S+) with \((?P<hi_order>[^)]*)\) over its (?P<k>\d+) orders \((?P<n>\d+)\+ "
+    r"rounds each; (?P<gap>\S+) apart, beyond twice the CI's ±(?P<half>\S+); permutation p (?P<p>\S+)\); the median "
+    r"\S+ sits between them and the CI does not cover this$"
+)
+
+
+def _orders_words(m: re.Match[str]) -> str:
+    """The whole-orders check's warning (an ``_ORDERS`` match) in a report's shorter words: the arms' names
+    without the prefix they all share up to an underscore, said once."""
+    lo, hi = m["lo_order"].split(", "), m["hi_order"].split(", ")
+    shared = os.path.commonprefix(lo + hi)
+    shared = shared[: shared.rfind("_") + 1]
+    lo, hi = [x.removeprefix(shared) for x in lo], [x.removeprefix(shared) for x in hi]
+    arms = f"arms {shared}*; " if shared else ""
+    return (
+        f"the arms' order split the rounds: {m['lo']} in rounds run {', '.join(lo)} to {m['hi']} run "
+        f"{', '.join(hi)} ({arms}{m['k']} orders, {m['n']}+ rounds each, permutation p {m['p']}; {m['gap']} apart, "
+        f"over twice the CI's ±{m['half']})"
+    )
+
+
+def _order_match(line: str) -> str | None:
+    """``line`` (an order check's warning) in a report's shorter words, without whose it is; None for another."""
+    if m := _ORDER.match(line):
+        return _order_words(m)
+    if m := _ORDERS.match(line):
+        return _orders_words(m)
+    return None
 
 
 def _order_words(m: re.Match[str]) -> str:
@@ -66,8 +109,8 @@ def _order_words(m: re.Match[str]) -> str:
 def restate(line: str, doc: Artifact) -> str:
     """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers; the order
     check's, shorter."""
-    if m := _ORDER.match(line):
-        return f"{m['who']}: {_order_words(m)}"
+    if (said := _order_match(line)) is not None:
+        return f"{line.split(': ', 1)[0]}: {said}"
     monitors = {v.name: v.gpu_monitor for v in doc.variants}
     if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: power cap, {clock_words(mon, _max_clock(doc))}"
@@ -76,10 +119,26 @@ def restate(line: str, doc: Artifact) -> str:
     return line
 
 
+def unrecorded_orders(doc: Artifact) -> list[str]:
+    """The order check's warnings (``repro.core.order.order_warnings``, the headline's and every other row's) on
+    this run's rounds that the run itself did not record: its harness made no such check, or not over whole orders.
+    """
+    recorded = {ln.split(": ", 1)[0] for ln in (*doc.warnings, *doc.validity.reasons) if _order_match(ln) is not None}
+    rows = doc.raw.get("verdict", {}).get("breakdown") if isinstance(doc.raw.get("verdict"), Mapping) else None
+    if not isinstance(rows, list):
+        return []
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    found = order_warnings(rows, doc.variants) + order_warnings(rows, doc.variants, headline=False)
+    return [w for w in found if w.split(": ", 1)[0] not in recorded]
+
+
 def order_split(doc: Artifact, comparison: str) -> str:
     """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
-    comparison; "" where it did not."""
-    return next((_order_words(m) for ln in doc.warnings if (m := _ORDER.match(ln)) and m["who"] == comparison), "")
+    comparison, in the run or on its rounds here (``unrecorded_orders``); "" where it did not."""
+    for ln in (*doc.warnings, *unrecorded_orders(doc)):
+        if ln.split(": ", 1)[0] == comparison and (said := _order_match(ln)) is not None:
+            return said
+    return ""
 
 
 # A finding's clause on clocks held down (repro.repros._lora_finding.clocks_clause), with its medians:

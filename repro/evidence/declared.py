@@ -36,6 +36,9 @@ class Declared:
     # With a script: what a reader should know about it (its source differs from the artifact's).
     # Without one: why none could be regenerated.
     script_note: str | None = None
+    # The sha256 of the catalog's own source of the repro (the harness rendering the report): where it is not
+    # the artifact's, a script this harness regenerates can differ from one made by the harness that ran.
+    source: str | None = None
 
 
 NONE = Declared()

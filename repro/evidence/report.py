@@ -20,7 +20,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import restate, with_power_peak, without_held_clause
+from repro.evidence.clocks import restate, unrecorded_orders, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.fitting import (
     BARE_WORDS,
@@ -163,12 +163,22 @@ def _grouped(messages: Sequence[str]) -> list[str]:
     return [f"{k} ({', '.join(v)})" if v else k for k, v in by.items()]
 
 
+def _order_said(warning: str, doc: Artifact) -> str:
+    """An order check's warning in a report's words, without whose it is (its section's headline) and without
+    saying again that it is about the arms' order (the line's own label)."""
+    return restate(warning, doc).split(": ", 1)[-1].removeprefix("the arms' order split the rounds: ")
+
+
 def _notes(doc: Artifact) -> list[str]:
     """The warnings, grouped by message, WARNINGS_SHOWN in all (why the run is suspect is in its section)."""
     reasons = list(doc.validity.reasons) if doc.validity.flag == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
     said = {x.split(":", 1)[0] for x in reasons}
     warnings = [restate(w, doc) for w in doc.warnings if not (reasons and w.split(":", 1)[0] in said)]
+    # The order check on this run's rounds where the run made none (its section has the headline's).
+    head = doc.verdict.headline
+    found = [restate(w, doc) for w in unrecorded_orders(doc) if w.split(": ", 1)[0] != head]
+    warnings += [f"{w} (checked by this report, not by the run)" for w in found]
     # Clock events while measuring are summarised per repro under Environment (clocks.during).
     warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
@@ -214,12 +224,8 @@ def _details(
         facts.append(f"Time: {text(spent)} of {doc.run.duration_s:.1f} s" + (f"; {busy}." if busy else "."))
     if not smoke:
         if declared.script:
-            # With a script, the catalog's note says its source differs from the one that ran; the
-            # digests are in the artifact (repro.source_sha256) and in the bundle's MANIFEST.json.
-            note = " (this installation's source)"
-            note = note if declared.script_note else ""
             member = script_member(str(rid), declared.script) or f"scripts/{rid}.py"
-            facts.append(f"Script: `{text(member)}` in the bundle{note}.")
+            facts.append(f"Script: `{text(member)}` in the bundle.")
         else:
             why = declared.script_note or "the report was rendered without the catalog"
             facts.append(f"No standalone script could be regenerated here ({text(why)}).")
@@ -227,8 +233,12 @@ def _details(
         body += ["stderr tail:", "", fence(doc.error.stderr_tail[-1500:]), ""]
     if not any(b.strip() for b in body) and not facts:
         return ""  # nothing ran and nothing was said: no block holding only a digest
-    if r.source_sha256 and not declared.script_note:
-        facts.append(f"Repro source sha256 {code(r.source_sha256[:12])}.")
+    if r.source_sha256:
+        # Rendered by a harness whose source of the repro is not the run's: said, as a script it regenerates can
+        # differ from the bundle's (the bundle's MANIFEST.json has a script note where its harness's differed).
+        here = declared.source
+        other = f" (this report's harness has another source of it, {code(here[:12])})" if here else ""
+        facts.append(f"Repro source sha256 {code(r.source_sha256[:12])}{other if here != r.source_sha256 else ''}.")
     if machine and not smoke:
         facts.append(f"Fingerprint: machine {machine} under Environment.")
     body += [" ".join(facts), ""] if facts else []
@@ -293,6 +303,9 @@ def repro_section(
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
     items += [x for x in [band_line(doc, known), scope.episode_line(doc, known)] if x]
+    # The headline's rounds split by the arms' order where the run's own check did not say so.
+    split = [w for w in unrecorded_orders(doc) if w.split(": ", 1)[0] == v.headline]
+    items += [f"Arms' order (checked by this report, not by the run): {text(_order_said(w, doc))}" for w in split]
     more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.

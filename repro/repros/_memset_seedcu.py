@@ -118,7 +118,7 @@ def seed_cu_clause(got: Any) -> str | None:
 # How seed.cu's timing differs from the re-implementation's (the twin's seed_* variants), for the report.
 SEED_CU_VS = (
     "seed.cu times one replay per process, right after 5 back-to-back replays; the re-implementation, hundreds "
-    "in one process, each alone after a synchronize; this run does not tell which of these differences moves it"
+    "in one process, each alone after a synchronize; this run does not tell which of these differences moves the ratio"
 )
 
 

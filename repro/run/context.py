@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig, T
+from repro.core.order import round_order
 from repro.core.results import Comparison, HeadlineRule, Kernel, Timing, VariantResult, Work, achieved
 from repro.evidence.clocks import clock_words
 from repro.run.kernels import (
@@ -27,7 +28,7 @@ from repro.run.kernels import (
 )
 from repro.run.knobs import apply_knobs, knob_state
 from repro.run.progress import Progress, no_progress
-from repro.run.sampling import kernel_enough, kernel_episode, round_order, sample_adaptively
+from repro.run.sampling import kernel_enough, kernel_episode, sample_adaptively
 from repro.run.schedule import QUICK_ANSWERED, QUICK_SKIP, QUICK_UNPROFILED, measure_groups
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ from typing import Any
 from repro.core import redact, stats
 from repro.core.claim import not_tested_here
 from repro.core.context import SamplingConfig
+from repro.core.order import order_warnings
 from repro.core.results import HeadlineRule, achieved
 from repro.core.spec import (
     Comparison,
@@ -34,7 +35,6 @@ from repro.evidence import artifact
 from repro.evidence.clocks import clock_words
 from repro.run import catalog
 from repro.run.context import RunContext
-from repro.run.order import order_warnings
 from repro.run.progress import Progress, no_progress
 
 # CPU timing (smoke runs) uses this many threads, whatever the machine has: a thread pool
@@ -319,7 +319,7 @@ def document(
 
     ``phases``: seconds spent in each phase of the run (see ``execute``), in the order they ran;
     ``measure``: the measurement's own split (warm-up, sampling, profiling; ``RunContext.spent``);
-    ``order``: a headline whose rounds split by the arms' order (``repro.run.order``): a warning, and the
+    ``order``: a headline whose rounds split by the arms' order (``repro.core.order``): a warning, and the
     run is suspect. A side row's split is a warning only, and not on a smoke run (order noise is normal there).
     """
     judged = validity(variants, fp.get("gpu"))

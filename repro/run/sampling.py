@@ -10,7 +10,7 @@ from repro.core import stats
 from repro.core.context import SamplingConfig
 from repro.core.results import Comparison, StopReason
 
-__all__ = ["kernel_enough", "kernel_episode", "paired_stop", "round_order", "sample_adaptively"]
+__all__ = ["kernel_enough", "kernel_episode", "paired_stop", "sample_adaptively"]
 
 
 def sample_adaptively(
@@ -43,17 +43,6 @@ def sample_adaptively(
             check_every = max(1, n // 10)
         if elapsed >= cfg.budget_s and n >= cfg.min_samples:
             return samples, "time_budget", elapsed
-
-
-def round_order(k: int, r: int) -> list[int]:
-    """The order of ``k`` arms in round ``r``: rotated every other round, reversed in odd ones.
-
-    For two arms that is AB BA BA AB AB BA ...: each arm is as often first as second, and
-    each round pair is symmetric, so a trend over time cancels in the per-round ratios.
-    """
-    shift = (r // 2) % k
-    order = [(i + shift) % k for i in range(k)]
-    return order[::-1] if r % 2 else order
 
 
 def paired_stop(

@@ -14,10 +14,11 @@ from typing import Any, Literal, Protocol
 
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
+from repro.core.order import round_order
 from repro.core.results import Comparison, Kernel, StopReason, Timing, VariantResult
 from repro.run.kernels import DEVICE_CATS, chrome_trace, kernels_from_trace, profiler_session, quiet_profiler_stderr
 from repro.run.progress import Progress
-from repro.run.sampling import paired_stop, round_order
+from repro.run.sampling import paired_stop
 
 
 class ScheduleContext(Protocol):

@@ -94,5 +94,6 @@ def declared(
             plots=tuple(cls.plots),
             script=script,
             script_note=note,
+            source=artifact.source_sha256(catalog.source_file(cls.id)),
         )
     return out

@@ -15,12 +15,13 @@ from typer.testing import CliRunner
 from repro.cli.main import app
 from repro.core import stats
 from repro.core.context import Arm, SamplingConfig
+from repro.core.order import round_order
 from repro.core.results import Comparison, Finding, Metric, RunResult, Timing, VariantResult
 from repro.core.spec import Repro, Requirements
 from repro.core.verdict import as_smoke, outcome, variant_ratio
 from repro.run.context import RunContext
 from repro.run.kernels import per_call_device_time
-from repro.run.sampling import kernel_episode, round_order
+from repro.run.sampling import kernel_episode
 
 LEGACY = ROOT / "tests" / "plugins_legacy"
 TRUE_RATIO = 0.92
