@@ -126,7 +126,7 @@ def order_effect(
     if len(by) < 2 or min(len(v) for v in by.values()) < MIN_ROUNDS:
         return None
     gap = _spread(list(by.values()))
-    if gap <= max(2 * half, FLOOR):
+    if not gap > max(2 * half, FLOOR):  # NaN never passes
         return None
     # How unlikely the orders' ranks part this far by chance: the rounds' ratios shuffled across the orders.
     sizes = [len(v) for v in by.values()]
@@ -137,9 +137,9 @@ def order_effect(
     for _ in range(PERMUTATIONS):
         rng.shuffle(ranks)
         beyond += _between(ranks, sizes) >= seen - 1e-9
+        if beyond + 1 >= ALPHA * (PERMUTATIONS + 1):
+            return None  # p can no longer fall under ALPHA
     p = (beyond + 1) / (PERMUTATIONS + 1)
-    if p >= ALPHA:
-        return None
     meds = {o: statistics.median(v) for o, v in by.items()}
     lo, hi = min(meds, key=lambda o: meds[o]), max(meds, key=lambda o: meds[o])
     return OrderEffect(meds[lo], lo, meds[hi], hi, len(by), min(sizes), gap, p)
@@ -151,7 +151,8 @@ def orders_words(e: OrderEffect, value: float, half: float) -> str:
     return (
         f"the per-round ratios depend on the arms' order within a round: {e.low:.4g} with ({', '.join(e.low_order)})"
         f" to {e.high:.4g} with ({', '.join(e.high_order)}) over its {e.orders} orders ({e.rounds}+ rounds each; "
-        f"{e.gap:.1%} apart, beyond twice the CI's ±{half:.1%}; permutation p {e.p:.2g}); the median {value:.4g} "
+        f"{e.gap:.1%} apart, beyond twice the CI's ±{half:.1%}; Kruskal-Wallis permutation p {e.p:.2g}); the median "
+        f"{value:.4g} "
         "sits between them and the CI does not cover this"
     )
 
@@ -176,6 +177,8 @@ def order_warnings(
             continue
         if not isinstance(value, float) or not isinstance(lo, float) or not isinstance(hi, float):
             continue
+        if not all(x > 0 for x in b):
+            continue  # a round left out of the ratios would shift every later round's order
         ratios = stats.paired_ratios(a, b, float(row.get("scale") or 1.0))
         first = num_first(variants, str(row.get("num")), str(row.get("den")), len(ratios))
         if first is None:
@@ -205,8 +208,14 @@ def order_warnings(
 
 def group_arms(variants: Sequence[VariantResult], num: str, den: str) -> list[str] | None:
     """The timed arms of the group that holds ``num`` and ``den`` (``timing.group``), in the group's order (the
-    schedule keeps the repro's); None when the two are not timed in one recorded group."""
-    group = {v.name: v.timing.group for v in variants if v.timing is not None and v.timing.rounds}
+    schedule keeps the repro's); None when the two are not timed in one recorded group of the harness's own
+    schedule."""
+    # An external program (graph-memset's CUDA twin) orders its own rounds, not by round_order: no group here.
+    group = {
+        v.name: v.timing.group
+        for v in variants
+        if v.timing is not None and v.timing.rounds and v.timing.method != "external"
+    }
     g = group.get(num)
     if g is None or group.get(den) != g:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from repro.core.order import order_warnings
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from repro.evidence.model import Artifact
 
 __all__ = [
+    "FOUND",
+    "checked",
+    "is_order",
     "clock_words",
     "during_measurement",
     "order_split",
@@ -50,6 +54,9 @@ _OLD_WARNING = re.compile(
 )
 
 
+# How every order check's warning begins after its comparison's name and ": " (repro.core.order).
+ORDER_WORDS = "the per-round ratios depend on the arms' order within a round: "
+
 # The order check's reason as repro.core.order records it, and its shorter form in a report.
 _ORDER = re.compile(
     r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<f>\S+) in forward rounds, "
@@ -62,33 +69,46 @@ _ORDER = re.compile(
 # The order check's reason over whole orders (repro.core.order.orders_words), in a group of three or more arms.
 _ORDERS = re.compile(
     r"^(?P<who>.+?): the per-round ratios depend on the arms' order within a round: (?P<lo>\S+) with "
-    r"\((?P<lo_order>[^)]*)\) to (?P<hi>\S+) with \((?P<hi_order>[^)]*)\) over its (?P<k>\d+) orders \((?P<n>\d+)\+ "
-    r"rounds each; (?P<gap>\S+) apart, beyond twice the CI's ±(?P<half>\S+); permutation p (?P<p>\S+)\); the median "
-    r"\S+ sits between them and the CI does not cover this$"
+    r"\((?P<lo_order>.*?)\) to (?P<hi>\S+) with \((?P<hi_order>.*?)\) over its (?P<k>\d+) orders \((?P<n>\d+)\+ "
+    r"rounds each; (?P<gap>\S+) apart, beyond twice the CI's ±(?P<half>\S+); Kruskal-Wallis permutation p "
+    r"(?P<p>\S+)\); the median \S+ sits between them and the CI does not cover this$"
 )
 
 
-def _orders_words(m: re.Match[str]) -> str:
+def _orders_words(m: re.Match[str], brief: bool = False) -> str:
     """The whole-orders check's warning (an ``_ORDERS`` match) in a report's shorter words: the arms' names
-    without the prefix they all share up to an underscore, said once."""
+    without the prefix they all share up to an underscore, said once; ``brief``: without the orders and counts."""
+    if brief:
+        return (
+            f"the arms' order split the rounds: {m['lo']} to {m['hi']} over {m['k']} orders (permutation p "
+            f"{m['p']}), beyond the CI's ±{m['half']}"
+        )
     lo, hi = m["lo_order"].split(", "), m["hi_order"].split(", ")
     shared = os.path.commonprefix(lo + hi)
     shared = shared[: shared.rfind("_") + 1]
+    shared = shared if all(len(x) > len(shared) for x in lo + hi) else ""  # no arm left without a name
     lo, hi = [x.removeprefix(shared) for x in lo], [x.removeprefix(shared) for x in hi]
     arms = f"arms {shared}*; " if shared else ""
     return (
         f"the arms' order split the rounds: {m['lo']} in rounds run {', '.join(lo)} to {m['hi']} run "
-        f"{', '.join(hi)} ({arms}{m['k']} orders, {m['n']}+ rounds each, permutation p {m['p']}; {m['gap']} apart, "
-        f"over twice the CI's ±{m['half']})"
+        f"{', '.join(hi)} ({arms}{m['k']} orders, {m['n']}+ rounds each, Kruskal-Wallis permutation p {m['p']}; "
+        f"{m['gap']} apart, over twice the CI's ±{m['half']})"
     )
 
 
-def _order_match(line: str) -> str | None:
+# What a report says before an order check's words that it made itself on the run's rounds (``checked``), and
+# what it adds where there is room.
+FOUND = "by this report's check: "
+FOUND_WHY = "by this report's check (the run's harness split rounds only by which arm ran first): "
+
+
+def _order_match(line: str, brief: bool = False) -> str | None:
     """``line`` (an order check's warning) in a report's shorter words, without whose it is; None for another."""
+    line = line.removeprefix(FOUND)
     if m := _ORDER.match(line):
         return _order_words(m)
     if m := _ORDERS.match(line):
-        return _orders_words(m)
+        return _orders_words(m, brief)
     return None
 
 
@@ -106,10 +126,13 @@ def _order_words(m: re.Match[str]) -> str:
     )
 
 
-def restate(line: str, doc: Artifact) -> str:
+def restate(line: str, doc: Artifact, brief: bool = False) -> str:
     """A recorded suspect reason or warning about clocks, reworded from its variant's monitor numbers; the order
-    check's, shorter."""
-    if (said := _order_match(line)) is not None:
+    check's, shorter (``brief``: the whole-orders check's without which orders, and this report's own without
+    why it made it)."""
+    if line.startswith(FOUND):
+        return (FOUND if brief else FOUND_WHY) + restate(line.removeprefix(FOUND), doc, brief)
+    if (said := _order_match(line, brief)) is not None:
         return f"{line.split(': ', 1)[0]}: {said}"
     monitors = {v.name: v.gpu_monitor for v in doc.variants}
     if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
@@ -123,22 +146,48 @@ def unrecorded_orders(doc: Artifact) -> list[str]:
     """The order check's warnings (``repro.core.order.order_warnings``, the headline's and every other row's) on
     this run's rounds that the run itself did not record: its harness made no such check, or not over whole orders.
     """
-    recorded = {ln.split(": ", 1)[0] for ln in (*doc.warnings, *doc.validity.reasons) if _order_match(ln) is not None}
     rows = doc.raw.get("verdict", {}).get("breakdown") if isinstance(doc.raw.get("verdict"), Mapping) else None
     if not isinstance(rows, list):
         return []
-    rows = [r for r in rows if isinstance(r, Mapping)]
-    found = order_warnings(rows, doc.variants) + order_warnings(rows, doc.variants, headline=False)
-    return [w for w in found if w.split(": ", 1)[0] not in recorded]
+    said = [ln.removeprefix(FOUND) for ln in (*doc.warnings, *doc.validity.reasons)]
+    # A row is checked where nothing recorded (or found here) says its rounds split already; a smoke run's other
+    # rows are not checked at all, as its harness does not (order noise is normal there).
+    rows = [
+        r
+        for r in rows
+        if isinstance(r, Mapping)
+        and (r.get("headline") or not doc.smoke)
+        and not any(ln.startswith(f"{r.get('comparison')}: {ORDER_WORDS}") for ln in said)
+    ]
+    return order_warnings(rows, doc.variants) + order_warnings(rows, doc.variants, headline=False)
 
 
 def order_split(doc: Artifact, comparison: str) -> str:
     """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
     comparison, in the run or on its rounds here (``unrecorded_orders``); "" where it did not."""
-    for ln in (*doc.warnings, *unrecorded_orders(doc)):
-        if ln.split(": ", 1)[0] == comparison and (said := _order_match(ln)) is not None:
-            return said
+    for line in (*doc.warnings, *(FOUND + w for w in unrecorded_orders(doc))):
+        ln = line.removeprefix(FOUND)
+        if ln.startswith(f"{comparison}: {ORDER_WORDS}") and (said := _order_match(ln, brief=True)) is not None:
+            return FOUND + said if line.startswith(FOUND) else said
     return ""
+
+
+def is_order(line: str) -> bool:
+    """Whether ``line`` is an order check's reason or warning (recorded, or this report's own)."""
+    return _order_match(line) is not None
+
+
+def checked(doc: Artifact) -> Artifact:
+    """The run with the order check made on its rounds where its harness made none (``unrecorded_orders``), each
+    found line after FOUND: a headline's as a suspect reason (as a run records it), another row's as a warning."""
+    found = unrecorded_orders(doc)
+    if not found:
+        return doc
+    mine = f"{doc.verdict.headline}: {ORDER_WORDS}"
+    head = tuple(FOUND + w for w in found if w.startswith(mine))
+    rows = tuple(FOUND + w for w in found if not w.startswith(mine))
+    validity = replace(doc.validity, flag="suspect", reasons=(*doc.validity.reasons, *head)) if head else None
+    return replace(doc, validity=validity or doc.validity, warnings=(*doc.warnings, *rows))
 
 
 # A finding's clause on clocks held down (repro.repros._lora_finding.clocks_clause), with its medians:

@@ -229,7 +229,7 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     read = f"GPU read {lo}" if len(others) == 1 else f"GPUs read {lo}-{hi}"
     below, above = b.sides()
     width = f"the band's range (-{fmt_pct(below * 100)}/+{fmt_pct(above * 100)} of {_sig4(b.center)})"
-    if b.same_gpu is not None:  # the slack is the larger of the two: both are named, so the rule reads off the line
+    if b.same_gpu is not None and max(ci, b.same_gpu[0]) > 0:  # the larger of the two: both named, the rule said
         width += (
             f" widened by the larger of this run's CI (±{fmt_pct(ci * 100)}) and one GPU's re-run spread"
             f" (±{fmt_pct(b.same_gpu[0] * 100)})"

@@ -20,7 +20,7 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import restate, unrecorded_orders, with_power_peak, without_held_clause
+from repro.evidence.clocks import FOUND, checked, is_order, restate, with_power_peak, without_held_clause
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.fitting import (
     BARE_WORDS,
@@ -71,6 +71,7 @@ from repro.evidence.report_parts import (
     legend,
     method_line,
     not_tested,
+    rendered_by,
     run_order,
     stack_note,
     summary_table,
@@ -163,25 +164,22 @@ def _grouped(messages: Sequence[str]) -> list[str]:
     return [f"{k} ({', '.join(v)})" if v else k for k, v in by.items()]
 
 
-def _order_said(warning: str, doc: Artifact) -> str:
-    """An order check's warning in a report's words, without whose it is (its section's headline) and without
-    saying again that it is about the arms' order (the line's own label)."""
-    return restate(warning, doc).split(": ", 1)[-1].removeprefix("the arms' order split the rounds: ")
+def _whose(line: str) -> str:
+    """What a reason or warning is about: the words before its first colon, after any FOUND."""
+    return line.removeprefix(FOUND).split(":", 1)[0]
 
 
 def _notes(doc: Artifact) -> list[str]:
     """The warnings, grouped by message, WARNINGS_SHOWN in all (why the run is suspect is in its section)."""
     reasons = list(doc.validity.reasons) if doc.validity.flag == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
-    said = {x.split(":", 1)[0] for x in reasons}
-    warnings = [restate(w, doc) for w in doc.warnings if not (reasons and w.split(":", 1)[0] in said)]
-    # The order check on this run's rounds where the run made none (its section has the headline's).
-    head = doc.verdict.headline
-    found = [restate(w, doc) for w in unrecorded_orders(doc) if w.split(": ", 1)[0] != head]
-    warnings += [f"{w} (checked by this report, not by the run)" for w in found]
+    said = {_whose(x) for x in reasons}
+    warnings = [restate(w, doc) for w in doc.warnings if not (reasons and _whose(w) in said)]
     # Clock events while measuring are summarised per repro under Environment (clocks.during).
     warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
+    # An order check's suspect reason, said briefly in the section: here in full, with the orders.
+    notes += [f"suspect reason in full: {text(restate(x, doc))}" for x in reasons if is_order(x)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
     return notes
@@ -272,7 +270,7 @@ def repro_section(
     validity = doc.validity
     status = f"**{text(v.status)}**"
     if validity.flag == "suspect" and validity.reasons:
-        restated = [restate(x, doc) for x in validity.reasons]
+        restated = [restate(x, doc, brief=True) for x in validity.reasons]
         status += f" (suspect: {text('; '.join(with_power_peak(doc, _grouped(_by_median(restated)))))})"
         if any(_CLOCK_REASON.match(x) for x in restated):
             finding = without_held_clause(finding)  # the note above gives the clocks' medians
@@ -303,9 +301,6 @@ def repro_section(
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
     items += [x for x in [band_line(doc, known), scope.episode_line(doc, known)] if x]
-    # The headline's rounds split by the arms' order where the run's own check did not say so.
-    split = [w for w in unrecorded_orders(doc) if w.split(": ", 1)[0] == v.headline]
-    items += [f"Arms' order (checked by this report, not by the run): {text(_order_said(w, doc))}" for w in split]
     more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.
@@ -386,7 +381,8 @@ def report(
     typed = [model.of(d) for d in docs]
     run_ids = sorted({d.run.run_id for d in typed})
     cliffs = [d for d in typed if isinstance(d, Cliff)]
-    runs = [d for d in typed if isinstance(d, Artifact)]
+    # The order check made here on the rounds of a run whose harness did not make it (clocks.checked).
+    runs = [checked(d) for d in typed if isinstance(d, Artifact)]
     if figures is None:
         figures = describe(runs, declared=declared)
     head = [f"# {text(title or 'gpu-repro report')}: run {text(', '.join(run_ids))}", ""]
@@ -401,6 +397,7 @@ def report(
         head += [ident[0], ""]
     elif ident:
         head += [f"- {line}" for line in ident] + [""]
+    head += [by, ""] if (by := rendered_by(runs)) else []
     smoke_run = bool(runs) and all(is_smoke(d) for d in runs)
     bundle = bundle_names(runs) if runs else ""
     if runs:

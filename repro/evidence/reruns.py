@@ -394,9 +394,10 @@ def lean_gone(
     form says it: the re-runs' band words, their other comparisons' CIs, how their torch was installed, and the later
     runs (the lean form keeps those whose headline CI misses this run's)."""
     rows = _rows(docs, reruns, reran=True)
-    gone = ["the re-runs' band words"] if any(_band_words(f, a, bands) for _, a, f in rows) else []
-    gone += ["the re-runs' other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
-    gone += ["the re-runs' torch install"] if any(_torch_install(a, log_text) for _, a, _ in rows) else []
+    theirs = ["band words"] if any(_band_words(f, a, bands) for _, a, f in rows) else []
+    theirs += ["other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
+    theirs += ["torch install"] if any(_torch_install(a, log_text) for _, a, _ in rows) else []
+    gone = [f"the re-runs' {', '.join(theirs[:-1])}{' and ' if len(theirs) > 1 else ''}{theirs[-1]}"] if theirs else []
     return gone + (["later runs"] if others(docs, reruns, bands) else [])
 
 

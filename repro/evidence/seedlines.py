@@ -126,8 +126,8 @@ def seed_cu_nodes(doc: Artifact) -> str:
         ours, theirs = doc.variant(name), finite(med.get(form))
         if ours is None or not ours.median or not theirs:
             return ""
-        runs = [x * 1e3 / SEED_CU_OPS for x in (each.get(form) or [] if isinstance(each, Mapping) else [])]
-        runs = [x for x in runs if finite(x)]
+        listed = each.get(form) if isinstance(each, Mapping) else None
+        runs = [x * 1e3 / SEED_CU_OPS for v in (listed if isinstance(listed, list) else []) if (x := finite(v))]
         said.append((label, ours.median * 1e9, theirs * 1e3 / SEED_CU_OPS, runs))
     per_op = []
     outside = []

@@ -37,13 +37,13 @@ def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
             p.unlink()
     said = pasted(run)
     assert (
-        "the re-run paragraph's command, Python, packages, the re-runs' band words, the re-runs' other comparisons, "
-        "and the re-runs' torch install;" in said
+        "the re-run paragraph's command, Python, packages, and the re-runs' band words, other comparisons and torch "
+        "install;" in said
     )
     assert "script's numbers" not in said and "later runs" not in said
     assert (
-        "command, Python, packages, the re-runs' band words, the re-runs' other comparisons, the re-runs' torch "
-        "install, later runs, and seeds_raw.py's and each script's numbers" in pasted(RUN)
+        "command, Python, packages, the re-runs' band words, other comparisons and torch install, later runs, and "
+        "seeds_raw.py's and each script's numbers" in pasted(RUN)
     )
 
 

@@ -17,7 +17,6 @@ from repro.evidence.report import report
 from repro.run import scripts
 
 RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence49" / "all").iterdir())
-LABEL = "- Arms' order (checked by this report, not by the run): "
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +33,45 @@ def test_seed_cu_nodes_are_set_against_its_own_processes_and_none_is_said_to_mov
     assert "moves it:" not in memset and "only the" not in memset  # both lie outside seed.cu's own spread
 
 
-def test_a_headline_whose_rounds_split_by_whole_orders_says_so_in_its_section(full: str) -> None:
+def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_reports_check(full: str) -> None:
+    """The harness that ran split the rounds only by which of two arms ran first: the report makes the whole-orders
+    check on the run's rounds, and a headline it finds split is suspect, as the legend defines it, in the table and
+    in its section, saying whose check it was; the orders themselves are in the details."""
     lora = section(full, "lora-batch-scaling")
+    assert lora.split("\n")[1].startswith(
+        "**inconclusive** (suspect: power cap, median SM clock bs1 1650, bs2 1665, bs4 1650 MHz of 1980 MHz max, "
+        "power up to 690.6 W of a 700 W limit in NVML's polls; by this report's check: bs2/bs1: the arms' order split "
+        "the rounds: 0.8867 to 0.9786 over 6 orders (permutation p 0.0005), beyond the CI's ±1.9%):"
+    )
     assert (
-        f"{LABEL}0.8867 in rounds run bs2, bs4, bs1 to 0.9786 run bs1, bs4, bs2 (6 orders, 8+ rounds each, "
-        "permutation p 0.0005; 10.4% apart, over twice the CI's ±1.9%)"
-    ) in lora
+        "suspect reason in full: by this report's check (the run's harness split rounds only by which arm ran "
+        "first): bs2/bs1: the arms' order split the rounds: 0.8867 in rounds run bs2, bs4, bs1 to 0.9786 run bs1, "
+        "bs4, bs2 (6 orders, 8+ rounds each, Kruskal-Wallis permutation p 0.0005; 10.4% apart, over twice the CI's "
+        "±1.9%)"
+    ) in lora.split("<details>", 1)[1]
     solve = section(full, "solve-512-cliff")
-    assert f"{LABEL}9.505 in rounds run n512, n511, n510, n513 to 9.631 run n511, n512, n513, n510 (arms " in solve
+    assert solve.split("\n")[1].startswith(
+        "**reproduced** (suspect: by this report's check: cusolver/b128: the arms' order split the rounds: 9.505 to "
+        "9.631 over 8 orders (permutation p 0.004), beyond the CI's ±0.5%):"
+    )
+    assert "run n512, n511, n510, n513 to 9.631 run n511, n512, n513, n510 (arms cusolver_b128\\_\\*; 8 orders" in solve
+    assert "| solve-512-cliff | **reproduced** (cusolver backend only) (suspect) |" in full
     for rid in ("5090-linear", "fused-adam-capturable", "graph-memset"):
-        assert LABEL not in section(full, rid)
+        assert "(suspect" not in section(full, rid).split("\n")[1]
     # A row that is not the headline: in the seed-program line that names it, and among the details' warnings.
     memset = section(full, "graph-memset")
-    torch_row = "(memset+mm)/(fill+mm) (torch graph) 1.03x (95% CI 1.03-1.04); the arms' order split the rounds: "
-    assert torch_row + "1.023 in rounds run memset_mm, mm_only, fill_mm to 1.038 run" in memset
-    assert "(checked by this report, not by the run)" in memset.split("<details>", 1)[1]
+    torch_row = "(memset+mm)/(fill+mm) (torch graph) 1.03x (95% CI 1.03-1.04); by this report's check: the arms' order"
+    assert torch_row + " split the rounds: 1.023 to 1.038 over 6 orders (permutation p 0.0005)" in memset
+    assert (
+        "arning: by this report's check (the run's harness split rounds only by which arm ran first): (memset+mm)"
+        in memset.split("<details>", 1)[1]
+    )
+    # The twin orders its own rounds: no check reads them.
+    assert "pure CUDA twin): the arms' order" not in memset
+    assert full.count("_Rendered by a harness other than the run's: the words can differ from the bundle's") == 1
 
 
-def test_a_run_that_recorded_the_check_gets_no_second_line() -> None:
+def test_a_run_that_recorded_the_check_is_not_checked_again() -> None:
     doc = typed(RUN, "lora-batch-scaling")
     (said,) = [w for w in unrecorded_orders(doc) if w.startswith("bs2/bs1: ")]
     raw = copy.deepcopy(doc.raw)
@@ -59,11 +79,21 @@ def test_a_run_that_recorded_the_check_gets_no_second_line() -> None:
     again = model.run_of(raw)
     assert not any(w.startswith("bs2/bs1: ") for w in unrecorded_orders(again))
     text = report([raw], limit=10**9, max_lines=None, declared=scripts.declared([raw]))
-    lora = section(text, "lora-batch-scaling")
-    assert LABEL not in lora
-    status = lora.split("\n")[1]  # the suspect note says it, with the comparison it is about
-    assert "; the arms' order split the rounds: 0.8867 in rounds run bs2, bs4, bs1 to 0.9786 run" in status
-    assert "over twice the CI's ±1.9%) (bs2/bs1)):" in status
+    status = section(text, "lora-batch-scaling").split("\n")[1]
+    assert "by this report's check" not in status
+    assert "; the arms' order split the rounds: 0.8867 to 0.9786 over 6 orders (permutation p 0.0005), beyond" in status
+    assert "beyond the CI's ±1.9% (bs2/bs1)):" in status
+
+
+def test_a_smoke_runs_other_rows_and_a_malformed_seed_cu_record_are_left_alone() -> None:
+    raw = copy.deepcopy(typed(RUN, "graph-memset").raw)
+    assert unrecorded_orders(model.run_of(raw))  # the torch graph's row with its matmul
+    raw["run"]["smoke"] = True
+    assert unrecorded_orders(model.run_of(raw)) == []  # its harness checks a smoke run's headline only
+    raw["run"]["smoke"] = False
+    raw["extra"]["seed_cu"]["us"]["memset"] = [None, "903", 5]
+    said = report([raw], limit=10**9, max_lines=None, declared=scripts.declared([raw]))
+    assert "memset node 888 (seed.cu 903, -1.6%), kernel node 621 (seed.cu 592, +4.9%; its processes 592-607)" in said
 
 
 def test_the_script_line_keeps_the_runs_digest_and_names_the_rendering_harnesss(full: str) -> None:
@@ -72,6 +102,6 @@ def test_the_script_line_keeps_the_runs_digest_and_names_the_rendering_harnesss(
     (declared,) = here.values()
     assert "this installation" not in memset
     assert "Script: `scripts/graph-memset.sh` in the bundle. Repro source sha256 `2b451fbc1168`" in memset
-    if declared.source != typed(RUN, "graph-memset").repro.source_sha256:
-        assert f"(this report's harness has another source of it, `{(declared.source or '')[:12]}`)." in memset
+    assert declared.source and declared.source != typed(RUN, "graph-memset").repro.source_sha256
+    assert f"(this report's harness has another source of it, `{declared.source[:12]}`)." in memset
     assert "Repro source sha256 `0d98c07f87b5`." in section(full, "solve-512-cliff")  # the same source: no more

@@ -212,5 +212,35 @@ def test_the_whole_orders_warning_reads_back_in_a_reports_words() -> None:
     said = _order_match(f"bs2/bs1: {orders_words(e, 0.9413, 0.019)}")
     assert said == (
         "the arms' order split the rounds: 0.8867 in rounds run bs2, bs4, bs1 to 0.9786 run bs1, bs4, bs2 (6 orders, "
-        "8+ rounds each, permutation p 0.0005; 10.4% apart, over twice the CI's ±1.9%)"
+        "8+ rounds each, Kruskal-Wallis permutation p 0.0005; 10.4% apart, over twice the CI's ±1.9%)"
     )
+
+    # Arm names holding the words' own punctuation read back whole.
+    odd = OrderEffect(0.9, ("bs(2)", "x) to y"), 1.0, ("x) to y", "bs(2)"), 2, 4, 0.11, 0.001)
+    got = _order_match(f"b/c: {orders_words(odd, 0.95, 0.01)}")
+    assert got is not None and "0.9 in rounds run bs(2), x) to y to 1 run x) to y, bs(2)" in got
+
+
+def test_an_external_programs_rounds_are_not_classified_by_the_harnesss_orders() -> None:
+    """graph-memset's CUDA twin orders its own rounds (forward, then reversed, no rotation): round_order does not
+    say how they ran, so neither order check reads them."""
+    twin = [
+        dataclasses.replace(v, timing=dataclasses.replace(v.timing, method="external"))
+        for v in _grouped({"a": [1.0] * 24, "b": [1.0, 1.2] * 12, "c": [1.0] * 24})
+        if v.timing is not None
+    ]
+    row = {"num": "b", "den": "a", "ratio": 1.1, "ci_low": 1.09, "ci_high": 1.11, "headline": True, "paired": True}
+    assert num_first(twin, "b", "a", 24) is None
+    assert order_warnings([{**row, "comparison": "b/a"}], twin) == []
+
+
+def test_a_round_with_no_denominator_leaves_the_check_out() -> None:
+    """A round dropped from the ratios would shift every later round's order: the check says nothing instead."""
+    n = 24
+    first = num_first(_grouped({"a": [1.0] * n, "b": [1.0] * n}), "b", "a", n) or []
+    b = [1.2 if not f else 1.0 for f in first]
+    a = [1.0] * n
+    a[3] = 0.0
+    row = {"num": "b", "den": "a", "ratio": 1.1, "ci_low": 1.09, "ci_high": 1.11, "headline": True, "paired": True}
+    assert order_warnings([{**row, "comparison": "b/a"}], _grouped({"a": a, "b": b})) == []
+    assert order_warnings([{**row, "comparison": "b/a"}], _grouped({"a": [1.0] * n, "b": b}))

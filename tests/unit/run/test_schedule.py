@@ -52,6 +52,7 @@ class _Synthetic(RunContext):
 
     cost: dict[str, float]
     noise: float = 0.0
+    quiet: frozenset[str] = frozenset()  # arms without noise
     rng: random.Random = random.Random(7)
 
     def synchronize(self) -> None:
@@ -66,7 +67,8 @@ class _Synthetic(RunContext):
 
         def one() -> float:
             drift = 1.0 + 0.3 * ((clock.episode * 7919) % 5) / 5  # a state per episode, the same for every arm
-            t = self.cost[arm.name] * drift * (1.0 + self.noise * self.rng.gauss(0, 1))
+            noise = 0.0 if arm.name in self.quiet else self.noise
+            t = self.cost[arm.name] * drift * (1.0 + noise * self.rng.gauss(0, 1))
             clock.t += t
             return t
 
@@ -473,3 +475,34 @@ def test_each_arm_keeps_its_own_calibrated_calls_per_sample() -> None:
     out = ctx.measure_groups({g: _arms(names) for g, names in GROUPS.items()})
     calls = {v.name: v.timing.calls_per_sample for vs in out.values() for v in vs if v.timing is not None}
     assert calls == calibrated
+
+
+def test_the_order_check_classifies_each_round_by_the_order_the_schedule_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """repro.core.order.orders_of says in which order a group's arms ran in each of its rounds: here read off the
+    schedule's own blocks, for groups of 3, 2 and 4 arms that stop after different numbers of rounds."""
+    from repro.core.order import orders_of
+
+    ran: list[str] = []
+    block = schedule._block
+
+    def recorded(ctx: Any, a: Any, cfg: SamplingConfig) -> None:
+        ran.append(a.arm.name)
+        block(ctx, a, cfg)
+
+    monkeypatch.setattr(schedule, "_block", recorded)
+    groups = {"g3": ("a", "b", "c"), "g2": ("d", "e"), "g4": ("f", "g", "h", "i")}
+    cost = {"a": 0.002, "b": 0.001, "c": 0.003, "d": 0.001, "e": 0.001, "f": 0.001, "g": 0.002, "h": 0.001, "i": 0.004}
+    comps = [Comparison(f"{g}x", names[0], names[1], 1.5) for g, names in groups.items()]
+    ctx = _ctx(cost, comps, SamplingConfig(), noise=0.2)
+    ctx.quiet = frozenset("defghi")  # g2 and g4 decide early, g3 samples on
+    out = ctx.measure_groups({g: _arms(n) for g, n in groups.items()})
+    lengths = set()
+    for g, names in groups.items():
+        mine = [n for n in ran if n in names]
+        timing = out[g][0].timing
+        rounds = timing.rounds if timing is not None else None
+        assert rounds is not None and len(mine) == len(names) * len(rounds)
+        seen = [tuple(mine[i : i + len(names)]) for i in range(0, len(mine), len(names))]
+        assert seen == orders_of(list(names), len(rounds)), g
+        lengths.add(len(rounds))
+    assert len(lengths) > 1  # the groups stopped after different numbers of rounds
