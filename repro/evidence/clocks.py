@@ -8,13 +8,13 @@ those fields, so a sentence never names one number where the record holds anothe
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from repro.core.order import order_warnings
+from repro.evidence.markdown import unprefixed
 
 if TYPE_CHECKING:
     from repro.evidence.model import Artifact
@@ -84,10 +84,8 @@ def _orders_words(m: re.Match[str], brief: bool = False) -> str:
             f"{m['p']}), beyond the CI's ±{m['half']}"
         )
     lo, hi = m["lo_order"].split(", "), m["hi_order"].split(", ")
-    shared = os.path.commonprefix(lo + hi)
-    shared = shared[: shared.rfind("_") + 1]
-    shared = shared if all(len(x) > len(shared) for x in lo + hi) else ""  # no arm left without a name
-    lo, hi = [x.removeprefix(shared) for x in lo], [x.removeprefix(shared) for x in hi]
+    names, shared = unprefixed(lo + hi)
+    lo, hi = names[: len(lo)], names[len(lo) :]
     arms = f"arms {shared}*; " if shared else ""
     return (
         f"the arms' order split the rounds: {m['lo']} in rounds run {', '.join(lo)} to {m['hi']} run "

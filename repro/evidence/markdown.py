@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -243,3 +244,13 @@ def finite(x: object) -> float | None:
     if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
         return None
     return float(x)
+
+
+def unprefixed(names: Sequence[str]) -> tuple[list[str], str]:
+    """``names`` without the prefix they all share up to an underscore, and that prefix ("" where none, or where
+    an arm would be left without a name): ``cusolver_b128_n512``, ``cusolver_b128_n511`` -> n512, n511."""
+    shared = os.path.commonprefix(list(names))
+    shared = shared[: shared.rfind("_") + 1]
+    if not shared or not all(len(x) > len(shared) for x in names):
+        return list(names), ""
+    return [x.removeprefix(shared) for x in names], shared

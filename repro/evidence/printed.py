@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from repro.evidence.markdown import text
+from repro.core.order import group_arms
+from repro.evidence.markdown import text, unprefixed
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
 
@@ -113,6 +114,21 @@ def seeds(log: str, ids: Sequence[str]) -> str:
     )
 
 
+def _alone(doc: Artifact) -> str:
+    """``; its script times bs2 and bs1 alone, the run's rounds also ran bs4``: where the run timed its headline's
+    two arms in rounds with other arms, which a standalone script (each comparison's two arms alone) does not."""
+    head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    if head is None or not head.num or not head.den:
+        return ""
+    arms = group_arms(doc.variants, head.num, head.den) or []
+    others = [a for a in arms if a not in (head.num, head.den)]
+    if not others:
+        return ""
+    (num, den, *rest), shared = unprefixed([head.num, head.den, *others])
+    arms_of = f" (arms {shared}*)" if shared else ""
+    return text(f"; its script times {num} and {den} alone, the run's rounds also ran {', '.join(rest)}{arms_of}")
+
+
 def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = False) -> str:
     """``Each repro's standalone script, run here (...): ...``: the ratio each printed for its repro's headline
     comparison, against the headline; "" without any. ``lean``: how many agree within the check and the
@@ -140,9 +156,10 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         row = got.get(v.headline or "") or next(iter(got.values()), {})
         ratio = row.get("ratio")
         if ratio is not None:
-            said.append(f"{d.repro.id} {ratio:.3g} ({ratio / v.value - 1:+.1%})")
+            missed = v.ci_low is not None and v.ci_high is not None and not v.ci_low <= ratio <= v.ci_high
+            said.append(f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{_alone(d) if missed else ''})")
             off.append((abs(ratio / v.value - 1), d.repro.id, said[-1]))
-            outside += v.ci_low is not None and v.ci_high is not None and not v.ci_low <= ratio <= v.ci_high
+            outside += missed
     if not said:
         return ""
     lead = " Standalone scripts run here (`attached/script-<id>.out`; one process each"

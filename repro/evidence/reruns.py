@@ -428,6 +428,8 @@ def words(
         v, w = again.verdict, first.verdict
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
+        if v.value is None:  # nothing timed there (a library absent, a GPU too small): its status, as here or not
+            got = f"{text(v.status)}, no headline" + (" (as here)" if w.value is None and v.status == w.status else "")
         this = f" ({ci})" if (ci := _ci_at(w, places)) else ""
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:

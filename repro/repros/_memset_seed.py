@@ -3,7 +3,8 @@
 The seed's torch form captures 1000 ops into one CUDA graph, each op a 4-byte cudaMemsetAsync
 (through cuda-bindings) or ``z.zero_()`` on a one-element float tensor, then ``torch.matmul(x, w.T)``
 on a 512x1024 and a 1024x1024 fp32 tensor; it warms up with 30 ops on a side stream, replays the
-graph once, and times that replay with a host clock around it and a device synchronize. Memset
+graph once (its first replay after capture), and times that replay with a host clock around it and a device
+synchronize. Memset
 first, then zero_. One replay per form, so it has no CI.
 """
 
@@ -23,9 +24,9 @@ SEED_HOW = (
 # Why the seed's torch program and the harness's own pairing of the same ops ("(memset+mm)/(fill+mm) (torch
 # graph)") can disagree, even in sign: what each does differently.
 SEED_TORCH_WHY = (
-    "the seed's: one replay per form, host clock, memset form first (1 us per op is 3% of it), matmul by w.T into "
-    "a new output; ours: paired rounds of back-to-back replays, CUDA events, matmul(a, b, out=c); which difference "
-    "turns the sign is not tested"
+    "the seed's: each graph's first replay after capture, one per form, host clock, memset form first (1 us per op "
+    "is 3% of it), matmul by w.T into a new output; ours: paired rounds of back-to-back warm replays, CUDA events, "
+    "matmul(a, b, out=c); which difference turns the sign is not tested"
 )
 
 

@@ -73,8 +73,10 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
     assert said == (
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
         "the check, not its CI): 5090-linear 0.922 (-0.8%), fused-adam-capturable torch_fused 0.997 (no headline to "
-        "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%), solve-512-cliff 9.55 "
-        "(+0.5%); 4 outside the run's CI: no spread here bounds a script (one process each, clocks not recorded)."
+        "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%; its script times bs2 and "
+        "bs1 alone, the run's rounds also ran bs4), solve-512-cliff 9.55 (+0.5%; its script times n512 and n511 "
+        "alone, the run's rounds also ran n510, n513 (arms cusolver_b128\\_\\*)); 4 outside the run's CI: no spread "
+        "here bounds a script (one process each, clocks not recorded)."
     )
     assert printed.scripts(_docs(), {}) == ""
     assert printed.scripts(_docs(), {"script-5090-linear.out": "no ratio printed\n"}) == ""
@@ -114,7 +116,10 @@ def test_the_bundled_report_sets_the_printed_numbers_and_the_history_beside_the_
 ) -> None:
     run = _bundled(tmp_path, monkeypatch, {HISTORY: "9d303d4 2026-12-02 Report: ...\n"})
     after = (run / "report.md").read_text()
-    assert "Standalone scripts run here (`attached/script-<id>.out`;" in after and "(+5.2%)" in after
+    assert (
+        "Standalone scripts run here (`attached/script-<id>.out`;" in after
+        and "(+5.2%; its script times bs2 and bs1 alone" in after
+    )
     # seeds_raw.py's numbers restate the sections' own runs of the seeds' programs: a lean report leaves them to the
     # bundle's full report, and says so.
     with tarfile.open(tmp_path / "b.tar.gz") as tar:

@@ -125,7 +125,9 @@ def test_the_seed_torch_program_stands_beside_our_pairing_of_the_same_ops() -> N
     said = seed_torch_words(seed, _typed(doc))
     assert "memset/zero\\_() 0.98x" in said
     assert "; ours, the same ops paired: (memset+mm)/(fill+mm) (torch graph) 1.04x (95% CI 1.03-1.04)" in said
-    assert "; they differ in method: the seed's: one replay per form, host clock, memset form first" in said
+    assert "; they differ in method: the seed's: each graph's first replay after capture, one per form, host clock" in (
+        said
+    )
     assert said.endswith("which difference turns the sign is not tested.")
     seed["ours"] = "no such comparison"
     assert seed_torch_words(seed, _typed(doc)) == plain

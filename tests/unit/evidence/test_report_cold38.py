@@ -73,7 +73,8 @@ def test_scripts_outside_the_ci_say_why_no_spread_bounds_them() -> None:
     said = scripts(docs, outputs, lean=True)
     assert (
         "3 outside the run's CI: no spread here bounds a script (one process each, clocks "
-        "not recorded); farthest: lora-batch-scaling 0.981 (+4.7%)"
+        "not recorded); farthest: lora-batch-scaling 0.981 (+4.7%; its script times bs2 and bs1 alone, the run's "
+        "rounds also ran bs4)"
     ) in said
 
 

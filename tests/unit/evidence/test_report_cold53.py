@@ -1,0 +1,60 @@
+"""What a sixth cold reader of evidence49's report, rendered again at c07cce9, asked: lora's standalone script, the
+one outside the run's CI, times bs2 and bs1 alone while the run's rounds ran bs4 among them (the arm the order check
+implicates); a re-run of a repro that timed nothing read "n/a"; the seed's torch program times each graph's first
+replay after capture, which the words on why it differs left out; and the quick run's SIGTERM came from the
+driver's own timeout, which only its maker can say (tools/gpu-final.sh now writes it into attached/NOTE.txt)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from evidence_run import pasted
+from helpers import ROOT
+
+from repro.repros._memset_seed import SEED_TORCH_WHY
+
+RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence49" / "all").iterdir())
+
+
+def test_a_script_outside_the_runs_ci_says_which_arms_it_leaves_out() -> None:
+    said = pasted(RUN)
+    assert (
+        "farthest: lora-batch-scaling 0.979 (+4.0%; its script times bs2 and bs1 alone, the run's rounds also ran "
+        "bs4)" in said
+    )
+    assert "5090-linear 0.915 (-0.8%; its script" not in pasted(RUN, limit=10**9, max_lines=None)  # inside: nothing
+
+
+def test_a_re_run_that_timed_nothing_says_its_status(tmp_path: Path) -> None:
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    doc = json.loads((run / "fused-adam-capturable.json").read_text())
+    doc["run"]["run_id"] = "20261204T210000Z-aaaaaa"
+    (run / "attached" / "rerun-fused-adam-capturable.json").write_text(json.dumps(doc))
+    said = pasted(run)
+    assert "; fused-adam-capturable inconclusive, no headline (as here);" in said and " n/a" not in said
+
+
+def test_the_seed_torch_programs_first_replay_is_among_the_differences() -> None:
+    assert SEED_TORCH_WHY.startswith("the seed's: each graph's first replay after capture, one per form, host clock")
+    assert "back-to-back warm replays" in SEED_TORCH_WHY
+
+
+def test_the_gpu_tool_notes_a_step_its_own_timeout_stopped_and_re_runs_every_repro(tmp_path: Path) -> None:
+    import re
+    import subprocess
+
+    tool = (ROOT / "tools" / "gpu-final.sh").read_text()
+    assert "RERUN_IDS=${RERUN_IDS:-5090-linear fused-adam-capturable graph-memset lora-batch-scaling" in tool
+    assert 'timed_out "$rc" "repro all --quick"' in tool and 'timed_out "$rc" "repro all --target-ci' in tool
+    body = re.search(r"(?ms)^timed_out\(\) \{.*?^\}", tool)
+    assert body is not None
+    (tmp_path / "attached").mkdir()
+    script = f'run={tmp_path}\n{body.group(0)}\ntimed_out 0 "repro all"\ntimed_out 124 "repro all --quick"\n'
+    subprocess.run(["bash", "-c", script], check=True)
+    assert (tmp_path / "attached" / "NOTE.txt").read_text() == (
+        "'repro all --quick' was stopped by this script's own time limit (timeout, exit 124), not by a fault of the "
+        "repro it was running.\n"
+    )
