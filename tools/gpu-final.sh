@@ -127,7 +127,7 @@ cp Makefile "$run/attached/Makefile.txt"  # a .txt: the bundle packs text by ext
     "here, not by choice: this machine reaches no network, and TE's wheel (about 276 MB) exceeds the 64 MiB that" \
     "could be brought to it." >"$run/attached/NOTE.txt"
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt 260 ]; then
+if [ "$left" -gt 290 ]; then
     step "seeds' raw scripts ($left s left)"
     seeds_t0=$SECONDS
     OUT="$out" timeout 120 python3 tools/seeds_raw.py >"$out/seeds.log" 2>&1
@@ -145,7 +145,7 @@ fi
 
 # The five standalone scripts (about 90 s on an H200) when the budget leaves room for them and for steps 5-7.
 left=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0)))
-if [ "$left" -gt 190 ]; then
+if [ "$left" -gt 220 ]; then
     step "standalone scripts ($left s left)"
     mkdir -p "$out/scripts"
     for id in 5090-linear fused-adam-capturable lora-batch-scaling solve-512-cliff graph-memset; do
@@ -243,20 +243,30 @@ install = head.split("```bash\n", 1)[1].split("```", 1)[0]
 print("set -e")
 print("\n".join(line for line in install.splitlines() if line.startswith("pip install")))
 for rid in os.environ["RERUN_IDS"].split():
+    if f"## `{rid}`" not in text:
+        continue  # no section for it (the report was cut there): no line to run
     section = text.split(f"## `{rid}`", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     print("\n".join(line for line in block.splitlines() if line.strip() and not line.startswith("#")))
 PY
+# What is left of the budget, but for the second bundle and the table (about 30 s), and never under a minute.
+rerun_s=$((${FINAL_BUDGET_S:-540} - (SECONDS - t0) - 30))
+[ "$rerun_s" -lt 60 ] && rerun_s=60
 (cd /tmp/rerun && PATH="$fresh/bin:$PATH" XDG_CACHE_HOME=$rerun_cache PIP_NO_INDEX=1 PIP_FIND_LINKS=$wheels \
-    timeout 300 bash "$out/rerun.sh") \
+    timeout "$rerun_s" bash "$out/rerun.sh") \
     >"$out/rerun.log" 2>&1
-step "re-run: exit $?"
+rc=$?
+step "re-run: exit $rc"
+timed_out "$rc" "the re-run lines of $RERUN_IDS"
 # From /tmp/rerun: the tree's own repro/ must not shadow the installed wheel.
 (cd /tmp/rerun && RERUN_IDS="$RERUN_IDS" "$fresh/bin/python" - "$run" /tmp/rerun) >"$out/rerun-check.txt" 2>&1 <<'PY'
 import glob, json, os, sys
 from repro.env import harness
 print("installed harness source_sha256:", harness.source_sha256(), "at", harness.package_root())
 for rid in os.environ["RERUN_IDS"].split():
+    if not os.path.exists(f"{sys.argv[1]}/{rid}.json"):
+        print(f"{rid}: no artifact of repro all")
+        continue
     ran = json.load(open(f"{sys.argv[1]}/{rid}.json"))
     print(f"{rid}: repro all's artifact records:", ran["fingerprint"]["harness"]["source_sha256"])
     for path in glob.glob(f"{sys.argv[2]}/artifacts/*/{rid}.json"):
@@ -265,7 +275,7 @@ for rid in os.environ["RERUN_IDS"].split():
         print(f"{rid}: re-run artifact records:  ", doc["fingerprint"]["harness"]["source_sha256"])
         print(f"{rid}: re-run's harness:", doc["fingerprint"]["host"]["python_env"]["harness_install"])
         def said(w):  # a verdict's status and headline with its CI, where it has them
-            ci = f" ({w['ci_low']:.4f}-{w['ci_high']:.4f})" if w.get("ci_low") is not None else ""
+            ci = f" ({w['ci_low']:.4f}-{w['ci_high']:.4f})" if None not in (w.get("ci_low"), w.get("ci_high")) else ""
             return f"{w['status']} {w['value']:.4f}{ci}" if w.get("value") is not None else f"{w['status']}, no headline"
         print(f"{rid}: re-run verdict: {said(v)}; repro all: {said(ran['verdict'])}")
 PY

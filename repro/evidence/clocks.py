@@ -131,7 +131,7 @@ def restate(line: str, doc: Artifact, brief: bool = False) -> str:
     if line.startswith(FOUND):
         return (FOUND if brief else FOUND_WHY) + restate(line.removeprefix(FOUND), doc, brief)
     if (said := _order_match(line, brief)) is not None:
-        return f"{line.split(': ', 1)[0]}: {said}"
+        return f"{line.split(': ', 1)[0]}: {said}{_one_side(line, doc)}"
     monitors = {v.name: v.gpu_monitor for v in doc.variants}
     if (m := _OLD_REASON.match(line)) and isinstance(mon := monitors.get(m["who"]), Mapping):
         return f"{m['who']}: power cap, {clock_words(mon, _max_clock(doc))}"
@@ -170,6 +170,21 @@ def order_split(doc: Artifact, comparison: str) -> str:
     return ""
 
 
+def _one_side(line: str, doc: Artifact) -> str:
+    """``, every order above the 1.5 threshold``: where the whole-orders check's lowest and highest orders of the
+    headline lie on one side of its threshold, so the split cannot turn its status; "" otherwise."""
+    if (m := _ORDERS.match(line.removeprefix(FOUND))) is None or m["who"] != doc.verdict.headline:
+        return ""
+    if not isinstance(t := doc.verdict.threshold, int | float) or isinstance(t, bool):
+        return ""
+    try:
+        lo, hi = float(m["lo"]), float(m["hi"])
+    except ValueError:  # a recorded line whose numbers do not read as numbers: nothing to say
+        return ""
+    side = "above" if lo > t else "below" if hi < t else ""
+    return f", every order {side} the {t:g} threshold" if side else ""
+
+
 def is_order(line: str) -> bool:
     """Whether ``line`` is an order check's reason or warning (recorded, or this report's own)."""
     return _order_match(line) is not None
@@ -181,9 +196,10 @@ def checked(doc: Artifact) -> Artifact:
     found = unrecorded_orders(doc)
     if not found:
         return doc
-    mine = f"{doc.verdict.headline}: {ORDER_WORDS}"
-    head = tuple(FOUND + w for w in found if w.startswith(mine))
-    rows = tuple(FOUND + w for w in found if not w.startswith(mine))
+    # A headline's makes the run suspect, as a run records it, unless validity does not apply to the run at all.
+    mine = f"{doc.verdict.headline}: {ORDER_WORDS}" if doc.validity.flag != "not_applicable" else None
+    head = tuple(FOUND + w for w in found if mine and w.startswith(mine))
+    rows = tuple(FOUND + w for w in found if not (mine and w.startswith(mine)))
     validity = replace(doc.validity, flag="suspect", reasons=(*doc.validity.reasons, *head)) if head else None
     return replace(doc, validity=validity or doc.validity, warnings=(*doc.warnings, *rows))
 

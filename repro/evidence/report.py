@@ -71,7 +71,6 @@ from repro.evidence.report_parts import (
     legend,
     method_line,
     not_tested,
-    rendered_by,
     run_order,
     stack_note,
     summary_table,
@@ -79,6 +78,7 @@ from repro.evidence.report_parts import (
 from repro.evidence.reruns import lean_gone, offline, otherwise
 from repro.evidence.reruns import words as reruns_words
 from repro.evidence.seedlines import seed_source, seed_vs_ours
+from repro.evidence.standalone import rendered_by
 from repro.evidence.variants import (
     comparisons_table,
     is_smoke,

@@ -6,7 +6,6 @@ Everything here reads the artifacts only; ``repro.evidence.report`` puts the par
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -78,24 +77,6 @@ def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None =
         when = "" if not span else f", {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "")
         out.append(words + when)
     return out
-
-
-@functools.cache
-def _own_source() -> str:
-    from repro.env.harness import source_sha256  # this installation's digest, read once per process
-
-    return source_sha256()
-
-
-def rendered_by(docs: Sequence[Artifact]) -> str | None:
-    """A note where a run recorded a harness digest that is not this installation's: its words are this harness's,
-    so they can differ from the run's own report.md; None where every recorded digest is this one's."""
-    if not any((d := harness_of(doc).digest) and d != _own_source() for doc in docs):
-        return None
-    return (
-        "_Rendered by a harness other than the run's: the words can differ from the bundle's report.md, the "
-        "numbers cannot._"
-    )
 
 
 def spread(below: float, above: float) -> str:

@@ -16,7 +16,7 @@ from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
-from repro.evidence.model import Artifact, Verdict
+from repro.evidence.model import Artifact, ErrorInfo, Verdict
 from repro.evidence.standalone import harness_of
 
 
@@ -188,9 +188,7 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
             if (err := again.error) is not None:  # an interrupt stopped the batch there: no fault of the repro's
-                sent = f" by a {err.signal}" if err.signal else ""
-                kind = f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed"
-                failed.append(f"{text(again.repro.id)} {text(kind)} ({code(err.message, 100)})")
+                failed.append(f"{text(again.repro.id)} {_stopped(err)} ({code(err.message, 100)})")
                 continue
             if (cis := _headline_cis(again, first)) is None:
                 continue  # no headline CI in one of the runs: nothing to set against the other
@@ -216,6 +214,12 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         over += [f"no headline there, as {', '.join(failed)}"] if failed else []
         said.append(f"{code(flags)} on {where}{_gloss(flags)}: {'; '.join(over)}")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def _stopped(err: ErrorInfo) -> str:
+    """``was stopped by a SIGTERM, the batch ending there`` (an interrupt: no fault of the repro's) or ``failed``."""
+    sent = f" by a {err.signal}" if err.signal else ""
+    return text(f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed")
 
 
 def _reads_otherwise(
@@ -252,11 +256,15 @@ def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:
     said = []
     for reran in (True, False):
         for name, again, ran in _rows([first], attached, reran):
-            if again.error is not None or (cis := _headline_cis(again, ran)) is None:
+            if again.error is not None:
                 continue
             same = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == ran.machine.gpu_uuid
             whose = f"{code(_flags(again))} on {'this GPU' if same else 'another GPU or none recorded'}"
-            said += _reads_otherwise(again, ran, cis, name, whose)
+            if (cis := _headline_cis(again, ran)) is not None:
+                said += _reads_otherwise(again, ran, cis, name, whose)
+            elif again.verdict.status != ran.verdict.status:  # no CI to set beside this one's: the status alone
+                v, w = again.verdict, ran.verdict
+                said.append(f"{whose}: {text(v.status)} (here {text(w.status)}) ({code('attached/' + name)})")
     return f" Read otherwise later: {'; '.join(said)}." if said else ""
 
 
@@ -428,8 +436,11 @@ def words(
         v, w = again.verdict, first.verdict
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
-        if v.value is None:  # nothing timed there (a library absent, a GPU too small): its status, as here or not
-            got = f"{text(v.status)}, no headline" + (" (as here)" if w.value is None and v.status == w.status else "")
+        if again.error is not None:  # stopped or failed there: said as the later runs' sentence says it
+            got = f"{_stopped(again.error)} ({code(again.error.message, 100)})"
+        elif v.value is None:  # nothing timed there (a library absent, a GPU too small): its status beside this one's
+            alike = w.value is None and v.status == w.status
+            got = f"{text(v.status)}, no headline ({'as here' if alike else f'here {text(w.status)}'})"
         this = f" ({ci})" if (ci := _ci_at(w, places)) else ""
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:

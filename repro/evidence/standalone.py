@@ -35,6 +35,7 @@ __all__ = [
     "CPU_ENV",
     "PRELUDE",
     "Harness",
+    "rendered_by",
     "Rerun",
     "build",
     "comparison_filter",
@@ -429,3 +430,27 @@ def comparison_filter(comparisons: Sequence[Comparison], only: str | None, repro
     if only not in names:
         raise UsageError(f"--comparison {only!r} for {repro_id}: expected one of {', '.join(names)}")
     return [c for c in comparisons if c.name == only]
+
+
+_OWN: dict[object, str] = {}
+
+
+def _own_source() -> str:
+    """This installation's digest, read once per process (per digest function: a test may stand another in)."""
+    from repro.env import harness
+
+    fn = harness.source_sha256
+    if fn not in _OWN:
+        _OWN[fn] = fn()
+    return _OWN[fn]
+
+
+def rendered_by(docs: Sequence[Artifact]) -> str | None:
+    """A note where a run recorded a harness digest that is not this installation's: its words are this harness's,
+    so they can differ from the run's own report.md; None where every recorded digest is this one's."""
+    if not any((d := harness_of(doc).digest) and d != _own_source() for doc in docs):
+        return None
+    return (
+        "_Rendered by a harness other than the run's: the words can differ from the bundle's report.md, the "
+        "numbers cannot._"
+    )

@@ -35,9 +35,10 @@ def test_the_seeds_programs_ratios_are_read_from_seeds_raw_log() -> None:
         " The seeds' programs again, by seeds_raw.py (`attached/seeds_raw.log`; one process each, no CI; a "
         "program that times one call moves between processes more than one that times many): "
         "5090-linear 0.95x; fused-adam-capturable (torch's fused AdamW, TE absent) kernels 1.00x, step 1.00x; "
-        "lora-batch-scaling no seed program (seeds_raw.py's stand-in for the speed baseline, a LayerNorm block stack "
-        "unlike this repro's model, gave 1.00x per sample, ±3.0% from its 3-decimal times: not a measure of the "
-        "claim); solve-512-cliff default 0.93x, cusolver 4.47x; "
+        "lora-batch-scaling no seed program (seeds_raw.py's stand-in for the speed baseline, this repro's FLUX-shaped "
+        "LoRA block stack timed in a plain loop, batch 1 then 2, no batch 4 between, gave 1.00x per sample, ±3.0% "
+        "from its 3-decimal times, one process, no CI: not a measure of the claim); solve-512-cliff default 0.93x, "
+        "cusolver 4.47x; "
         "graph-memset torch 0.97x, seed.cu 1.47x (nvcc -arch=native: the GPU it ran on)."
     )
     only = printed.seeds((ATTACHED / "seeds_raw.log").read_text(), ["solve-512-cliff"])
@@ -72,11 +73,12 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
     assert lora is not None and f"{0.9859 / lora - 1:+.1%}" == "+5.2%"  # the script's bs2/bs1 line: 0.9859
     assert said == (
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
-        "the check, not its CI): 5090-linear 0.922 (-0.8%), fused-adam-capturable torch_fused 0.997 (no headline to "
-        "check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%; its script times bs2 and "
-        "bs1 alone, the run's rounds also ran bs4), solve-512-cliff 9.55 (+0.5%; its script times n512 and n511 "
-        "alone, the run's rounds also ran n510, n513 (arms cusolver_b128\\_\\*)); 4 outside the run's CI: no spread "
-        "here bounds a script (one process each, clocks not recorded)."
+        "the check, not its CI): 5090-linear 0.922 (-0.8%; its script times linear_fp32 and manual_fp32 alone, the "
+        "run's rounds held other groups' arms too), fused-adam-capturable torch_fused 0.997 (no headline to check it "
+        "against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 (+5.2%; its script times bs2 and bs1 alone, "
+        "the run's rounds held bs4 too), solve-512-cliff 9.55 (+0.5%; its script times n512 and n511 alone, the "
+        "run's rounds held n510, n513 (arms cusolver_b128\\_\\*) and other groups' arms too); 4 outside the run's CI: "
+        "no spread here bounds a script (one process each, clocks not recorded)."
     )
     assert printed.scripts(_docs(), {}) == ""
     assert printed.scripts(_docs(), {"script-5090-linear.out": "no ratio printed\n"}) == ""

@@ -41,7 +41,8 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
     assert lora.split("\n")[1].startswith(
         "**inconclusive** (suspect: power cap, median SM clock bs1 1650, bs2 1665, bs4 1650 MHz of 1980 MHz max, "
         "power up to 690.6 W of a 700 W limit in NVML's polls; by this report's check: bs2/bs1: the arms' order split "
-        "the rounds: 0.8867 to 0.9786 over 6 orders (permutation p 0.0005), beyond the CI's ±1.9%):"
+        "the rounds: 0.8867 to 0.9786 over 6 orders (permutation p 0.0005), beyond the CI's ±1.9%, every order below "
+        "the 1.3 threshold):"
     )
     assert (
         "suspect reason in full: by this report's check (the run's harness split rounds only by which arm ran "
@@ -52,7 +53,7 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
     solve = section(full, "solve-512-cliff")
     assert solve.split("\n")[1].startswith(
         "**reproduced** (suspect: by this report's check: cusolver/b128: the arms' order split the rounds: 9.505 to "
-        "9.631 over 8 orders (permutation p 0.004), beyond the CI's ±0.5%):"
+        "9.631 over 8 orders (permutation p 0.004), beyond the CI's ±0.5%, every order above the 1.5 threshold):"
     )
     assert "run n512, n511, n510, n513 to 9.631 run n511, n512, n513, n510 (arms cusolver_b128\\_\\*; 8 orders" in solve
     assert "| solve-512-cliff | **reproduced** (cusolver backend only) (suspect) |" in full
@@ -82,7 +83,7 @@ def test_a_run_that_recorded_the_check_is_not_checked_again() -> None:
     status = section(text, "lora-batch-scaling").split("\n")[1]
     assert "by this report's check" not in status
     assert "; the arms' order split the rounds: 0.8867 to 0.9786 over 6 orders (permutation p 0.0005), beyond" in status
-    assert "beyond the CI's ±1.9% (bs2/bs1)):" in status
+    assert "beyond the CI's ±1.9%, every order below the 1.3 threshold (bs2/bs1)):" in status
 
 
 def test_a_smoke_runs_other_rows_and_a_malformed_seed_cu_record_are_left_alone() -> None:

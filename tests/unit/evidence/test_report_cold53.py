@@ -21,8 +21,8 @@ RUN = next((ROOT / "artifacts" / "reference" / "h200" / "evidence49" / "all").it
 def test_a_script_outside_the_runs_ci_says_which_arms_it_leaves_out() -> None:
     said = pasted(RUN)
     assert (
-        "farthest: lora-batch-scaling 0.979 (+4.0%; its script times bs2 and bs1 alone, the run's rounds also ran "
-        "bs4)" in said
+        "farthest: lora-batch-scaling 0.979 (+4.0%; its script times bs2 and bs1 alone, the run's rounds held bs4 "
+        "too)" in said
     )
     assert "5090-linear 0.915 (-0.8%; its script" not in pasted(RUN, limit=10**9, max_lines=None)  # inside: nothing
 
@@ -58,3 +58,35 @@ def test_the_gpu_tool_notes_a_step_its_own_timeout_stopped_and_re_runs_every_rep
         "'repro all --quick' was stopped by this script's own time limit (timeout, exit 124), not by a fault of the "
         "repro it was running.\n"
     )
+
+
+def test_a_re_run_with_another_status_and_no_headline_or_an_error_says_so(tmp_path: Path) -> None:
+    """A re-run that timed nothing where this run reproduced: its status beside this one's, in the paragraph and in
+    the section's Read-otherwise line; a re-run that was stopped: as the later runs' sentence says it."""
+    run = tmp_path / RUN.name
+    shutil.copytree(RUN, run)
+    doc = json.loads((run / "attached" / "rerun-graph-memset.json").read_text())
+    doc["verdict"].update(status="inconclusive", value=None, ci_low=None, ci_high=None)
+    doc["verdict"]["claim"]["tested"] = False
+    (run / "attached" / "rerun-graph-memset.json").write_text(json.dumps(doc))
+    said = pasted(run, limit=10**9, max_lines=None)
+    assert "; graph-memset inconclusive, no headline (here reproduced)" in said
+    assert "Read otherwise later: `repro run graph-memset` on this GPU: inconclusive (here reproduced)" in said
+    doc["error"] = {"kind": "interrupted", "message": "interrupted by SIGTERM after 2.0 s", "signal": "SIGTERM"}
+    (run / "attached" / "rerun-graph-memset.json").write_text(json.dumps(doc))
+    said = pasted(run, limit=10**9, max_lines=None)
+    assert "; graph-memset was stopped by a SIGTERM, the batch ending there (`interrupted by SIGTERM after 2.0 s`)" in (
+        said
+    )
+
+
+def test_a_headline_order_split_on_one_side_of_the_threshold_says_so_and_the_lora_stand_in_is_named() -> None:
+    said = pasted(RUN)
+    assert "9.505 to 9.631 over 8 orders (permutation p 0.004), beyond the CI's ±0.5%, every order above the 1.5 " in (
+        said
+    )
+    assert "this repro's FLUX-shaped LoRA block stack timed in a plain loop, batch 1 then 2, no batch 4 between" in (
+        pasted(RUN, limit=10**9, max_lines=None)
+    )
+    # Inside its CI, a script gets no words on the arms it leaves out.
+    assert "solve-512-cliff 9.56 (-0.2%)" in pasted(RUN, limit=10**9, max_lines=None)
