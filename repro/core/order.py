@@ -152,8 +152,7 @@ def orders_words(e: OrderEffect, value: float, half: float) -> str:
         f"the per-round ratios depend on the arms' order within a round: {e.low:.4g} with ({', '.join(e.low_order)})"
         f" to {e.high:.4g} with ({', '.join(e.high_order)}) over its {e.orders} orders ({e.rounds}+ rounds each; "
         f"{e.gap:.1%} apart, beyond twice the CI's ±{half:.1%}; Kruskal-Wallis permutation p {e.p:.2g}); the median "
-        f"{value:.4g} "
-        "sits between them and the CI does not cover this"
+        f"{value:.4g} sits between them and the CI does not cover this"
     )
 
 

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FOUND",
     "checked",
-    "is_order",
     "clock_words",
     "during_measurement",
+    "is_order",
     "order_split",
     "restate",
     "unrecorded_orders",
