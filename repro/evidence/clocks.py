@@ -80,8 +80,8 @@ def _orders_words(m: re.Match[str], brief: bool = False) -> str:
     without the prefix they all share up to an underscore, said once; ``brief``: without the orders and counts."""
     if brief:
         return (
-            f"the arms' order split the rounds: {m['lo']} to {m['hi']} over {m['k']} orders (permutation p "
-            f"{m['p']}), beyond the CI's ±{m['half']}"
+            f"the arms' order moved it {m['lo']}-{m['hi']} over {m['k']} orders (permutation p {m['p']}), past the "
+            f"CI's ±{m['half']}"
         )
     lo, hi = m["lo_order"].split(", "), m["hi_order"].split(", ")
     names, shared = unprefixed(lo + hi)
@@ -171,7 +171,7 @@ def order_split(doc: Artifact, comparison: str) -> str:
 
 
 def _one_side(line: str, doc: Artifact) -> str:
-    """``, every order above the 1.5 threshold``: where the whole-orders check's lowest and highest orders of the
+    """``, all above the 1.5 threshold``: where the whole-orders check's lowest and highest orders of the
     headline lie on one side of its threshold, so the split cannot turn its status; "" otherwise."""
     if (m := _ORDERS.match(line.removeprefix(FOUND))) is None or m["who"] != doc.verdict.headline:
         return ""
@@ -182,7 +182,7 @@ def _one_side(line: str, doc: Artifact) -> str:
     except ValueError:  # a recorded line whose numbers do not read as numbers: nothing to say
         return ""
     side = "above" if lo > t else "below" if hi < t else ""
-    return f", every order {side} the {t:g} threshold" if side else ""
+    return f", all {side} the {t:g} threshold" if side else ""
 
 
 def is_order(line: str) -> bool:

@@ -279,7 +279,10 @@ def repro_section(
         v.status, ""
     )
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
-    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{later}", ""]
+    # The finding's CI is this run's median's: where the arms' order split the headline's rounds, it says so there.
+    split = validity.flag == "suspect" and any(is_order(x) and _whose(x) == v.headline for x in validity.reasons)
+    split_said = " The arms' order alone moves it past this CI (above)." if split else ""
+    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{later}", ""]
     if doc.error:
         e = doc.error
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]

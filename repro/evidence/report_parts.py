@@ -14,6 +14,7 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
+from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
@@ -126,7 +127,11 @@ def _status(doc: Artifact) -> str:
     elif missed := scope.not_held(doc):
         status += f" (not: {text('; '.join(missed), cell=True)})"
     status += " (quick run)" if doc.run.quick else ""
-    return status + (" (suspect)" if doc.validity.flag == "suspect" else "")
+    if doc.validity.flag != "suspect":
+        return status
+    # Suspect only by the report's own check on an older run's rounds: said, as the run's artifact says valid.
+    mine = doc.validity.reasons and all(x.startswith(FOUND) for x in doc.validity.reasons)
+    return status + (" (suspect by this report's check)" if mine else " (suspect)")
 
 
 def _short_reason(reason: str) -> str:

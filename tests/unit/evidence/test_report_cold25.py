@@ -78,10 +78,12 @@ def test_the_legend_says_samples_are_sized_to_about_a_millisecond(pasted: str, d
     assert "samples of about 1 ms of calls (or one longer call" in pasted
 
 
-def test_the_report_fits_with_two_lines_of_every_kernel_list(pasted: str) -> None:
-    # seed.cu's per-node line (evidence45's cold read) costs this run its kernel lists' third lines on.
+def test_the_report_fits_with_a_line_of_every_kernel_list(pasted: str) -> None:
+    # seed.cu's per-node line (evidence45's cold read) and the order check's words (evidence49's) cost this run
+    # its kernel lists' lines after the first, not the lists.
     assert len(pasted) <= 20_000 and pasted.count("\n") + 1 <= 250
-    assert "each section's kernel lines" not in pasted.replace("each section's kernel lines after its second", "")
+    rest = pasted.replace("each section's kernel lines after its second", "")
+    assert "each section's kernel lines" not in rest.replace("each section's kernel lines after its first", "")
     assert json.dumps(pasted).count("Kernels") >= 4
 
 
