@@ -25,9 +25,11 @@ __all__ = [
     "clock_words",
     "during_measurement",
     "is_order",
+    "order_about",
     "order_split",
     "restate",
     "unrecorded_orders",
+    "whose",
     "without_held_clause",
 ]
 
@@ -147,7 +149,7 @@ def unrecorded_orders(doc: Artifact) -> list[str]:
     rows = doc.raw.get("verdict", {}).get("breakdown") if isinstance(doc.raw.get("verdict"), Mapping) else None
     if not isinstance(rows, list):
         return []
-    said = [ln.removeprefix(FOUND) for ln in (*doc.warnings, *doc.validity.reasons)]
+    said = (*doc.warnings, *doc.validity.reasons)
     # A row is checked where nothing recorded (or found here) says its rounds split already; a smoke run's other
     # rows are not checked at all, as its harness does not (order noise is normal there).
     rows = [
@@ -155,17 +157,28 @@ def unrecorded_orders(doc: Artifact) -> list[str]:
         for r in rows
         if isinstance(r, Mapping)
         and (r.get("headline") or not doc.smoke)
-        and not any(ln.startswith(f"{r.get('comparison')}: {ORDER_WORDS}") for ln in said)
+        and not any(order_about(ln, str(r.get("comparison"))) for ln in said)
     ]
     return order_warnings(rows, doc.variants) + order_warnings(rows, doc.variants, headline=False)
 
 
+def order_about(line: str, comparison: str) -> bool:
+    """Whether ``line``, a reason or warning (recorded, or this report's own after FOUND), is the order check's
+    about ``comparison``."""
+    return line.removeprefix(FOUND).startswith(f"{comparison}: {ORDER_WORDS}")
+
+
+def whose(line: str) -> str:
+    """What a reason or warning is about: the words before its first colon, after any FOUND."""
+    return line.removeprefix(FOUND).split(":", 1)[0]
+
+
 def order_split(doc: Artifact, comparison: str) -> str:
     """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
-    comparison, in the run or on its rounds here (``unrecorded_orders``); "" where it did not."""
-    for line in (*doc.warnings, *(FOUND + w for w in unrecorded_orders(doc))):
-        ln = line.removeprefix(FOUND)
-        if ln.startswith(f"{comparison}: {ORDER_WORDS}") and (said := _order_match(ln, brief=True)) is not None:
+    comparison, in a run from ``checked`` (so the check made here on its rounds is among its warnings); "" where
+    it did not."""
+    for line in doc.warnings:
+        if order_about(line, comparison) and (said := _order_match(line.removeprefix(FOUND), brief=True)) is not None:
             return FOUND + said if line.startswith(FOUND) else said
     return ""
 
@@ -197,9 +210,9 @@ def checked(doc: Artifact) -> Artifact:
     if not found:
         return doc
     # A headline's makes the run suspect, as a run records it, unless validity does not apply to the run at all.
-    mine = f"{doc.verdict.headline}: {ORDER_WORDS}" if doc.validity.flag != "not_applicable" else None
-    head = tuple(FOUND + w for w in found if mine and w.startswith(mine))
-    rows = tuple(FOUND + w for w in found if not (mine and w.startswith(mine)))
+    mine = doc.validity.flag != "not_applicable"
+    head = tuple(FOUND + w for w in found if mine and order_about(w, doc.verdict.headline))
+    rows = tuple(FOUND + w for w in found if not (mine and order_about(w, doc.verdict.headline)))
     validity = replace(doc.validity, flag="suspect", reasons=(*doc.validity.reasons, *head)) if head else None
     return replace(doc, validity=validity or doc.validity, warnings=(*doc.warnings, *rows))
 

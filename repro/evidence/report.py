@@ -20,7 +20,15 @@ from typing import Any
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
 from repro.evidence.bundle import FULL_REPORT, script_member
-from repro.evidence.clocks import FOUND, checked, is_order, restate, with_power_peak, without_held_clause
+from repro.evidence.clocks import (
+    checked,
+    is_order,
+    order_about,
+    restate,
+    whose,
+    with_power_peak,
+    without_held_clause,
+)
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.fitting import (
     BARE_WORDS,
@@ -164,17 +172,12 @@ def _grouped(messages: Sequence[str]) -> list[str]:
     return [f"{k} ({', '.join(v)})" if v else k for k, v in by.items()]
 
 
-def _whose(line: str) -> str:
-    """What a reason or warning is about: the words before its first colon, after any FOUND."""
-    return line.removeprefix(FOUND).split(":", 1)[0]
-
-
 def _notes(doc: Artifact) -> list[str]:
     """The warnings, grouped by message, WARNINGS_SHOWN in all (why the run is suspect is in its section)."""
     reasons = list(doc.validity.reasons) if doc.validity.flag == "suspect" else []
     # A suspect reason restates a clocks warning about the same variant: said once, in the section.
-    said = {_whose(x) for x in reasons}
-    warnings = [restate(w, doc) for w in doc.warnings if not (reasons and _whose(w) in said)]
+    said = {whose(x) for x in reasons}
+    warnings = [restate(w, doc) for w in doc.warnings if not (reasons and whose(w) in said)]
     # Clock events while measuring are summarised per repro under Environment (clocks.during).
     warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
@@ -280,7 +283,7 @@ def repro_section(
     )
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     # The finding's CI is this run's median's: where the arms' order split the headline's rounds, it says so there.
-    split = validity.flag == "suspect" and any(is_order(x) and _whose(x) == v.headline for x in validity.reasons)
+    split = validity.flag == "suspect" and any(order_about(x, v.headline) for x in validity.reasons)
     split_said = " The arms' order alone moves it past this CI (above)." if split else ""
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{later}", ""]
     if doc.error:
