@@ -162,10 +162,10 @@ def unrecorded_orders(doc: Artifact) -> list[str]:
     return order_warnings(rows, doc.variants) + order_warnings(rows, doc.variants, headline=False)
 
 
-def order_about(line: str, comparison: str) -> bool:
+def order_about(line: str, comparison: str | None) -> bool:
     """Whether ``line``, a reason or warning (recorded, or this report's own after FOUND), is the order check's
-    about ``comparison``."""
-    return line.removeprefix(FOUND).startswith(f"{comparison}: {ORDER_WORDS}")
+    about ``comparison`` (never where there is none, as for a run without a headline)."""
+    return comparison is not None and line.removeprefix(FOUND).startswith(f"{comparison}: {ORDER_WORDS}")
 
 
 def whose(line: str) -> str:
