@@ -115,9 +115,13 @@ def seeds(log: str, ids: Sequence[str]) -> str:
     )
 
 
+UNTESTED = "not tested as the cause"
+
+
 def _alone(doc: Artifact) -> str:
-    """``; its script times bs2 and bs1 alone, the run's rounds also ran bs4``: where the run timed its headline's
-    two arms in rounds with other arms, which a standalone script (each comparison's two arms alone) does not."""
+    """``; its script times bs2 and bs1 alone, the run's rounds held bs4 too, not tested as the cause``: where the
+    run timed its headline's two arms in rounds with other arms, which a standalone script (each comparison's two
+    arms alone) does not. One difference of several (the script's own sampling is another): said, not blamed."""
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
     if head is None or not head.num or not head.den:
         return ""
@@ -133,7 +137,8 @@ def _alone(doc: Artifact) -> str:
     (num, den, *rest), shared = unprefixed([head.num, head.den, *others])
     held = [*([", ".join(rest) + (f" (arms {shared}*)" if shared else "")] if rest else [])]
     held += ["other groups' arms"] if more else []
-    return text(f"; its script times {num} and {den} alone, the run's rounds held {' and '.join(held)} too")
+    held_words = " and ".join(held)
+    return text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too, " + UNTESTED)
 
 
 def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = False) -> str:
@@ -208,6 +213,22 @@ def wanted(name: str) -> bool:
 NOTE = "NOTE.txt"
 NOTE_LIMIT = 400
 _PARAGRAPH = re.compile(r"\r?\n[ \t]*\r?\n")  # a blank line, CRLF or a whitespace-only one included
+
+
+# How a run's maker (tools/gpu-final.sh) says in its note that its own time limit stopped a command: the artifact
+# records the signal, not who sent it. ``'<command>' LIMIT_WORDS``, the command as the report names it
+# (``reruns._flags``), or ``'the re-run lines of ID ID ...'`` for the re-runs.
+LIMIT_WORDS = "was stopped by this script's own time limit"
+_RERUN_LIMIT = re.compile(r"'the re-run lines of ([^']*)' " + re.escape(LIMIT_WORDS))
+
+
+def stopped_by_limit(note_text: str | None, command: str, rerun_of: str | None = None) -> bool:
+    """Whether the maker's note says its own time limit stopped ``command`` (or, with ``rerun_of``, the re-runs,
+    that repro's among them)."""
+    said = note_text or ""
+    if rerun_of is not None:
+        return any(rerun_of in m[1].split() for m in _RERUN_LIMIT.finditer(said))
+    return f"'{command}' {LIMIT_WORDS}" in said
 
 
 def note(outputs: Mapping[str, str]) -> str | None:

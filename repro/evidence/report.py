@@ -67,7 +67,7 @@ from repro.evidence.markdown import (
 )
 from repro.evidence.model import Artifact, Cliff, Doc
 from repro.evidence.plots import INSTALL_HINT, NOT_DRAWN_HERE, Figure, describe
-from repro.evidence.printed import HISTORY, HISTORY_MARK, RERUN_LOG, lean_cuts, note
+from repro.evidence.printed import HISTORY, HISTORY_MARK, NOTE, RERUN_LOG, lean_cuts, note
 from repro.evidence.printed import words as printed_words
 from repro.evidence.report_parts import (
     STACK_LINES,
@@ -455,7 +455,8 @@ def report(
     env_compact = environment(full, machine_of, compact=True)
     log = RERUN_LOG if RERUN_LOG in attached else None
     outputs = printed or {}
-    later, later_lean = (reruns_words(runs, again, known, log, whole, log_text) for whole in (True, False))
+    note_text = outputs.get(NOTE)
+    later, later_lean = (reruns_words(runs, again, known, log, whole, log_text, note_text) for whole in (True, False))
     install = install_block(runs, reran=later + printed_words(runs, outputs))
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections run the seeds' programs too).
     install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)

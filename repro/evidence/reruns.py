@@ -17,6 +17,7 @@ from repro.evidence import band
 from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, ErrorInfo, Verdict
+from repro.evidence.printed import NOTE, stopped_by_limit
 from repro.evidence.standalone import harness_of
 
 
@@ -166,12 +167,15 @@ def _apart(again: Artifact, first: Artifact) -> bool:
     return got is not None and not stats.cis_overlap(got[1], got[2], got[4], got[5])
 
 
-def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequence[band.Band] = ()) -> str:
+def others(
+    docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequence[band.Band] = (), note_text: str | None = None
+) -> str:
     """`` Later runs attached: ...``: the attached artifacts that are not re-runs from the bundle (a looser or
     quick run its maker made after this one), by command and GPU: how many headline CIs overlap this run's, the
     half-widths on both sides (a wider CI overlaps more easily, so an overlap rules out only a larger shift), in
     full each headline whose CI does not (the same GPU can read outside one run's CI), each overlapping one that
-    reads otherwise (``_reads_otherwise``) and each repro that ended in an error there; "" without any."""
+    reads otherwise (``_reads_otherwise``) and each repro that ended in an error there (``note_text``: the maker's
+    note, which may say its own time limit stopped the command); "" without any."""
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
     batch: dict[str, tuple[str, str]] = {}  # run id -> its group, for a repro that failed before naming its GPU
     rows = _rows(docs, attached, reran=False)
@@ -188,7 +192,8 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
         near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
         for name, again, first in rows:
             if (err := again.error) is not None:  # an interrupt stopped the batch there: no fault of the repro's
-                failed.append(f"{text(again.repro.id)} {_stopped(err)} ({code(err.message, 100)})")
+                limit = stopped_by_limit(note_text, flags)
+                failed.append(f"{text(again.repro.id)} {_stopped(err, limit)} ({code(err.message, 100)})")
                 continue
             if (cis := _headline_cis(again, first)) is None:
                 continue  # no headline CI in one of the runs: nothing to set against the other
@@ -216,10 +221,12 @@ def others(docs: Sequence[Artifact], attached: Mapping[str, Any], bands: Sequenc
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
-def _stopped(err: ErrorInfo) -> str:
-    """``was stopped by a SIGTERM, the batch ending there`` (an interrupt: no fault of the repro's) or ``failed``."""
-    sent = f" by a {err.signal}" if err.signal else ""
-    return text(f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed")
+def _stopped(err: ErrorInfo, limit: bool = False) -> str:
+    """``was stopped by a SIGTERM, the batch ending there`` (an interrupt: no fault of the repro's) or ``failed``;
+    ``limit``: where the maker's note says its own time limit sent it."""
+    sent = f" by a {text(err.signal)}" if err.signal else ""
+    sent += f" from its maker's time limit ({code('attached/' + NOTE)})" if limit else ""
+    return f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed"
 
 
 def _reads_otherwise(
@@ -416,6 +423,7 @@ def words(
     log: str | None = None,
     later: bool = True,
     log_text: str | None = None,
+    note_text: str | None = None,
 ) -> str:
     """`` Run here from this run's bundle: ...``, then ``others``; "" when no attached artifact ran one of
     ``docs``' repros. ``reruns``: attached file name -> its artifact (``model.of``'s), only artifacts of this
@@ -424,10 +432,10 @@ def words(
     file with what the re-run's installs printed, if any, and ``log_text`` its text (``install_words``);
     ``later``: with ``others``' sentence; without it, the lean form: each re-run's headline against this run's CI
     only (no band, no other comparisons, one file pattern), how the harness was installed but not torch, and
-    ``_misses`` for the later runs."""
+    ``_misses`` for the later runs. ``note_text``: the maker's note (``others``)."""
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
-    after = others(docs, reruns, bands) if later else _misses(docs, reruns)
+    after = others(docs, reruns, bands, note_text) if later else _misses(docs, reruns)
     if not rows:
         return after
     said, digests, installs, torches = [], set(), set(), set()
@@ -437,7 +445,8 @@ def words(
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
         if again.error is not None:  # stopped or failed there: said as the later runs' sentence says it
-            got = f"{_stopped(again.error)} ({code(again.error.message, 100)})"
+            limit = stopped_by_limit(note_text, "", rerun_of=again.repro.id)
+            got = f"{_stopped(again.error, limit)} ({code(again.error.message, 100)})"
         elif v.value is None:  # nothing timed there (a library absent, a GPU too small): its status beside this one's
             alike = w.value is None and v.status == w.status
             got = f"{text(v.status)}, no headline ({'as here' if alike else f'here {text(w.status)}'})"

@@ -74,7 +74,7 @@ def test_scripts_outside_the_ci_say_why_no_spread_bounds_them() -> None:
     assert (
         "3 outside the run's CI: no spread here bounds a script (one process each, clocks "
         "not recorded); farthest: lora-batch-scaling 0.981 (+4.7%; its script times bs2 and bs1 alone, the run's "
-        "rounds held bs4 too)"
+        "rounds held bs4 too, not tested as the cause)"
     ) in said
 
 
