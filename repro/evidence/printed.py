@@ -50,15 +50,16 @@ def _adam(body: str) -> str | None:
 
 
 def _lora(body: str) -> str | None:
-    """The seed gives no program: seeds_raw.py's stand-in (the repro's FLUX-shaped LoRA block stack in a plain loop,
-    batch 1 then 2) is the speed baseline's, not a measure of the claim."""
+    """The seed gives no program: seeds_raw.py's stand-in (a LoRA block stack of the repro's widths, not its model,
+    in a plain loop, batch 1 then 2) is the speed baseline's, not a measure of the claim."""
     one, two = _floats(rf"bs 1:\s*{_NUM} s/it", body), _floats(rf"bs 2:\s*{_NUM} s/it", body)
     if not one or not two or one[0] <= 0 or two[0] <= 0:
         return None
     rounding = 0.0005 / one[0] + 0.0005 / two[0]  # the times are printed to 3 decimals
     return (
-        f"no seed program (seeds_raw.py's stand-in for the speed baseline, this repro's FLUX-shaped LoRA block stack "
-        f"timed in a plain loop, batch 1 then 2, no batch 4 between, gave {_x(two[0] / 2 / one[0])} per sample, "
+        "no seed program (seeds_raw.py's stand-in for the speed baseline, a LoRA block stack of its own with this "
+        "repro's widths but not its model (affine LayerNorms, one fused qkv adapter, another loss), timed in a plain "
+        f"loop, batch 1 then 2, no batch 4 between, gave {_x(two[0] / 2 / one[0])} per sample, "
         f"±{rounding:.1%} from its 3-decimal times, one process, no CI: not a measure of the claim)"
     )
 

@@ -144,9 +144,10 @@ def seed_cu_nodes(doc: Artifact) -> str:
 
 
 def seed_torch_words(got: object, doc: Artifact | None = None) -> str:
-    """graph-memset's second seed program (``extra["seed_torch_program"]``: the seed's torch graph, run as posted),
-    in one sentence beside the seed.cu line, as inert text; "" when it did not run. With ``doc``, the run's own
-    comparison of the same ops that the program names (its ``ours``) follows, with the program's ``why``."""
+    """graph-memset's second seed program (``extra["seed_torch_program"]``: the seed's torch graph, re-coded in the
+    repro and run in its process after the rounds), in one sentence beside the seed.cu line, as inert text; ""
+    when it did not run. With ``doc``, the run's own comparison of the same ops that the program names (its
+    ``ours``) follows, with the program's ``why``."""
     if not isinstance(got, Mapping):
         return ""
     ms = got.get("ms")
@@ -156,7 +157,7 @@ def seed_torch_words(got: object, doc: Artifact | None = None) -> str:
     how = got.get("how")
     how = how[:300] if isinstance(how, str) else None  # the repro's words; an artifact's, so bounded
     return text(
-        f"The seed's torch program, run as posted here{f' ({how})' if isinstance(how, str) else ''}: "
+        f"The seed's torch program, re-coded in the run's process{f' ({how})' if isinstance(how, str) else ''}: "
         f"memset/zero_() {memset / zero:.2f}x (memset {memset:.2f} ms, zero_ {zero:.2f} ms; one replay each, no CI)"
     ) + _ours_beside(got, doc)
 

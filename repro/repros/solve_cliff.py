@@ -166,8 +166,9 @@ class Solve512Cliff(Repro[SolveParams]):
     headline_rule = "worst"
     impact = (
         "Batched dense solves of a few hundred unknowns (Gauss-Newton and Kalman steps, implicit layers) "
-        "cross n=512 as they grow, often at a power of two; at 512 unknowns and above (the looped path takes "
-        "every n >= 512) every solve_ex call under the affected backend costs more than at 511."
+        "cross n=512 as they grow, often at a power of two; from n=512 the affected backend solves a batch one "
+        "matrix at a time (a batch of one loops at 511 too), so the larger the batch, the more a call costs "
+        "against 511."
     )
     # The rule was read in the two versions of pytorch/pytorch's BatchLinearAlgebra.cpp the project's source
     # index held (commits 7cf55ed6b736 and 006b3e67c188); that index gave no date, tag or history for them.

@@ -58,11 +58,11 @@ def test_the_cublas_comment_keeps_its_hedge(pasted: str) -> None:
 def test_both_seed_programs_of_graph_memset_are_shown(docs: list[dict[str, Any]], pasted: str) -> None:
     memset = _doc(docs, "graph-memset")
     assert claim_cell(run_of(memset)) == (
-        "tested (headline: pure CUDA twin; as posted, no CI: seed.cu 1.46x, the torch program 0.95x; "
+        "tested (headline: pure CUDA twin; no CI: seed.cu as posted 1.46x, its torch program re-coded 0.95x; "
         "seed.cu re-implemented 1.43x)"
     )
     said = seed_torch_words(memset["extra"]["seed_torch_program"])
-    assert said.startswith("The seed's torch program, run as posted here (1000 ops in one graph, each a 4-byte ")
+    assert said.startswith("The seed's torch program, re-coded in the run's process (1000 ops in one graph, each ")
     assert said.endswith("memset/zero\\_() 0.95x (memset 35.49 ms, zero\\_ 37.26 ms; one replay each, no CI).")
     assert said in pasted.split("## `graph-memset`", 1)[1]
     # A program that did not run says nothing of a number.

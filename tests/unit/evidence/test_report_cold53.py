@@ -87,7 +87,7 @@ def test_a_headline_order_split_on_one_side_of_the_threshold_says_so_and_the_lor
     assert (
         "past the CI's ±0.5%, all above the 1.5 threshold):" in said and "The arms' order alone moves it past " in said
     )
-    assert "this repro's FLUX-shaped LoRA block stack timed in a plain loop, batch 1 then 2, no batch 4 between" in (
+    assert "a LoRA block stack of its own with this repro's widths but not its model (affine LayerNorms" in (
         pasted(RUN, limit=10**9, max_lines=None)
     )
     # Inside its CI, a script gets no words on the arms it leaves out.

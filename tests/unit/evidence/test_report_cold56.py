@@ -66,3 +66,22 @@ def test_a_later_run_its_makers_time_limit_stopped_says_so(tmp_path: Path) -> No
     # The maker's note names one command: another one stopped by a SIGTERM is not said to be its.
     (run / "attached" / "NOTE.txt").write_text(f"{TE}\n'repro all --target-ci 0.02 --budget 2' {LIMIT_WORDS}.\n")
     assert f"solve-512-cliff {limit}" not in pasted(run, limit=10**9, max_lines=None)
+
+
+def test_a_tenth_reads_words_that_claim_no_more_than_ran() -> None:
+    """A tenth reader: seeds_raw.py's lora stand-in is not this repro's model; graph-memset's torch program is the
+    seed's re-coded in the run's process, not run as posted; solve's Impact claims no cost at every batch size (a
+    batch of one loops at 511 too)."""
+    from repro.repros.solve_cliff import Solve512Cliff
+
+    full = pasted(RUN, limit=10**9, max_lines=None)
+    seeds = (ROOT / "tools" / "seeds_raw.py").read_text()
+    assert "torch.nn.LayerNorm(d); s.qkv = L(d, 3 * d)" in seeds  # affine, one fused qkv adapter: not the repro's
+    assert "a LoRA block stack of its own with this repro's widths but not its model (affine LayerNorms" in full
+    assert "this repro's FLUX-shaped" not in full
+    assert (
+        "The seed's torch program, re-coded in the run's process (1000 ops" in full and "run as posted here" not in full
+    )
+    assert "no CI: seed.cu as posted 1.53x, its torch program re-coded 0.95x; seed.cu re-implemented" in pasted(RUN)
+    impact = Solve512Cliff.impact
+    assert "a batch of one loops at 511 too" in impact and "every solve_ex call" not in impact
