@@ -175,8 +175,8 @@ def whose(line: str) -> str:
 
 def order_split(doc: Artifact, comparison: str) -> str:
     """``the arms' order split the rounds: ...`` (``restate``'s words) where the order check warned about this
-    comparison, in a run from ``checked`` (so the check made here on its rounds is among its warnings); "" where
-    it did not."""
+    comparison, one other than the headline (whose split is a suspect reason, not a warning), in a run from
+    ``checked`` (so the check made here on its rounds is among its warnings); "" where it did not."""
     for line in doc.warnings:
         if order_about(line, comparison) and (said := _order_match(line.removeprefix(FOUND), brief=True)) is not None:
             return FOUND + said if line.startswith(FOUND) else said

@@ -210,7 +210,8 @@ def wanted(name: str) -> bool:
 
 
 # What a run's maker says of the machine that the harness cannot know (why a library is absent, say): its first
-# paragraph, at most NOTE_LIMIT characters, goes under the report's "Not tested here" as their words.
+# paragraph, at most NOTE_LIMIT characters, goes under the report's "Not tested here" as their words; its whole
+# text is read for the commands its own time limit stopped (stopped_by_limit).
 NOTE = "NOTE.txt"
 NOTE_LIMIT = 400
 _PARAGRAPH = re.compile(r"\r?\n[ \t]*\r?\n")  # a blank line, CRLF or a whitespace-only one included
@@ -226,7 +227,7 @@ _RERUN_LIMIT = re.compile(r"'the re-run lines of ([^']*)' " + re.escape(LIMIT_WO
 def stopped_by_limit(note_text: str | None, command: str, rerun_of: str | None = None) -> bool:
     """Whether the maker's note says its own time limit stopped ``command`` (or, with ``rerun_of``, the re-runs,
     that repro's among them)."""
-    said = note_text or ""
+    said = " ".join((note_text or "").split())  # a hand-wrapped note reads as one line
     if rerun_of is not None:
         return any(rerun_of in m[1].split() for m in _RERUN_LIMIT.finditer(said))
     return f"'{command}' {LIMIT_WORDS}" in said

@@ -262,7 +262,8 @@ def repro_section(
     after the finding, on later runs of this repro that read otherwise (``reruns.otherwise``).
 
     ``declared``: what the caller looked up in the catalog for this artifact (impact for an
-    artifact that lacks it, whether a script could be regenerated).
+    artifact that lacks it, whether a script could be regenerated). ``doc`` as ``report`` passes it, from
+    ``clocks.checked``, carries the order check made here on its rounds; a raw artifact, only what its run recorded.
     """
     doc = model.run_of(doc)
     declared = declared or Declared()

@@ -225,6 +225,8 @@ def _stopped(err: ErrorInfo, limit: bool = False) -> str:
     """``was stopped by a SIGTERM, the batch ending there`` (an interrupt: no fault of the repro's) or ``failed``;
     ``limit``: where the maker's note says its own time limit sent it."""
     sent = f" by a {text(err.signal)}" if err.signal else ""
+    # GNU timeout sends SIGTERM: another signal is not said to be the time limit's, whatever the note says.
+    limit = limit and err.signal in (None, "SIGTERM")
     sent += f" from its maker's time limit ({code('attached/' + NOTE)})" if limit else ""
     return f"was stopped{sent}, the batch ending there" if err.kind == "interrupted" else "failed"
 

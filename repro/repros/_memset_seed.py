@@ -1,4 +1,5 @@
-"""graph-memset's 4-byte memset through cuda-bindings, and the seed's torch program re-run as posted.
+"""graph-memset's 4-byte memset through cuda-bindings, and the seed's torch program re-coded, run in the repro's
+process after its rounds.
 
 The seed's torch form captures 1000 ops into one CUDA graph, each op a 4-byte cudaMemsetAsync
 (through cuda-bindings) or ``z.zero_()`` on a one-element float tensor, then ``torch.matmul(x, w.T)``

@@ -65,7 +65,15 @@ def test_a_later_run_its_makers_time_limit_stopped_says_so(tmp_path: Path) -> No
     assert f"; graph-memset {limit}" in said
     # The maker's note names one command: another one stopped by a SIGTERM is not said to be its.
     (run / "attached" / "NOTE.txt").write_text(f"{TE}\n'repro all --target-ci 0.02 --budget 2' {LIMIT_WORDS}.\n")
-    assert f"solve-512-cliff {limit}" not in pasted(run, limit=10**9, max_lines=None)
+    other = pasted(run, limit=10**9, max_lines=None)
+    assert f"solve-512-cliff {limit}" not in other and f"; graph-memset {limit}" not in other
+    # A hand-wrapped note reads the same; a SIGINT is not said to be a time limit's.
+    (run / "attached" / "NOTE.txt").write_text(note.replace("' was stopped by", "'\n  was stopped by"))
+    assert f"solve-512-cliff {limit}" in pasted(run, limit=10**9, max_lines=None)
+    doc = json.loads((run / "attached" / "rerun-graph-memset.json").read_text())
+    doc["error"]["signal"] = "SIGINT"
+    (run / "attached" / "rerun-graph-memset.json").write_text(json.dumps(doc))
+    assert "; graph-memset was stopped by a SIGINT, the batch ending there" in pasted(run, limit=10**9, max_lines=None)
 
 
 def test_a_tenth_reads_words_that_claim_no_more_than_ran() -> None:
