@@ -481,6 +481,19 @@ def format_busy(doc: Mapping[str, Any]) -> str:
     return f"{who} busy {got[0]:.1f} s ({got[1]:.0%})"
 
 
+def format_run_busy(docs: Sequence[Mapping[str, Any]]) -> str:
+    """``GPU busy 29.6 s of the repros' 92.3 s (32%)``: the busy seconds of every artifact that has them over the
+    durations of all of them (a repro that timed nothing still took its seconds); empty when none has them."""
+    busy = [got[0] for d in docs if (got := gpu_busy(d)) is not None]
+    if not busy:
+        return ""
+    runs = [d.get("run") if isinstance(d.get("run"), Mapping) else {} for d in docs]
+    total = sum(float(r["duration_s"]) for r in runs if _number(r.get("duration_s")) and r["duration_s"] > 0)
+    who = "GPU" if all(r.get("device") == "cuda" for r in runs) else "device"
+    whose = "the repros'" if len(docs) > 1 else "the repro's"
+    return f"{who} busy {sum(busy):.1f} s of {whose} {total:.1f} s ({sum(busy) / total:.0%})"
+
+
 # A run folder's name: its UTC start time and a random suffix.
 RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,}")
 

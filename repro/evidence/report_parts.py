@@ -15,6 +15,7 @@ from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
 from repro.evidence.clocks import FOUND
+from repro.evidence.artifact import format_run_busy
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
@@ -52,12 +53,14 @@ def _date(doc: Artifact) -> str | None:
 
 
 def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None = None) -> list[str]:
-    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s).
+    """One line per distinct machine and stack: GPU, driver, torch and CUDA, the harness, the date(s), and the
+    share of its repros' seconds the GPU spent on their timed work (``artifact.format_run_busy``).
 
     ``printed``: the attached files the report reads (``repro.evidence.printed``); a harness history among them
     names the commit of a digest recorded without one.
     """
     seen: dict[str, list[str]] = {}
+    group: dict[str, list[Artifact]] = {}
     for d in docs:
         h = harness_of(d)
         e = essentials(d.fingerprint)
@@ -72,11 +75,13 @@ def identity_lines(docs: Sequence[Artifact], printed: Mapping[str, str] | None =
             ]
         )
         seen.setdefault(words, []).extend(x for x in [_date(d)] if x)
+        group.setdefault(words, []).append(d)
     out = []
     for words, dates in seen.items():
         span = sorted(set(dates))
         when = "" if not span else f", {span[0]}" + (f" to {span[-1]}" if len(span) > 1 else "")
-        out.append(words + when)
+        busy = format_run_busy([d.raw for d in group[words]])
+        out.append(words + when + (f"; {busy}" if busy else ""))
     return out
 
 

@@ -110,9 +110,13 @@ def test_the_bench_report_renders_with_its_tables_and_details(bench: str) -> Non
 
 def test_the_identity_line_names_gpu_driver_stack_harness_and_date(bench: str, docs: list[dict[str, Any]]) -> None:
     line = bench.splitlines()[2]
+    busy = [artifact.gpu_busy(d) for d in docs]
+    total = sum(b[0] for b in busy if b is not None)
+    seconds = sum(d["run"]["duration_s"] for d in docs)
     assert line == (
         "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130 (CUDA 13.0, container in a KVM guest), gpu-repro 0.1.0, "
-        "no source digest recorded, commit 680f57eaec77, 2026-11-30"
+        f"no source digest recorded, commit 680f57eaec77, 2026-11-30; GPU busy {total:.1f} s of the repros' "
+        f"{seconds:.1f} s ({total / seconds:.0%})"
     )
     doc = copy.deepcopy(_by_id(docs, "solve-512-cliff"))
     doc["fingerprint"]["harness"].update(source_sha256="ab" * 32, git_commit=None, git_state="not_a_checkout")

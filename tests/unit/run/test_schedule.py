@@ -403,6 +403,23 @@ def test_gpu_busy_share_in_the_breakdown_and_the_report() -> None:
         assert artifact.gpu_busy(wrong) == pytest.approx((2.5, 0.25))
 
 
+def test_the_run_busy_share_sums_every_repro_and_heads_the_pasted_report() -> None:
+    timed = {"run": {"duration_s": 10.0, "device": "cuda", "gpu_busy_s": 2.0, "gpu_busy_share": 0.2}, "variants": []}
+    idle = {"run": {"duration_s": 6.0, "device": "cuda"}, "variants": []}  # timed nothing: its seconds still count
+    assert artifact.format_run_busy([timed, idle]) == "GPU busy 2.0 s of the repros' 16.0 s (12%)"
+    assert artifact.format_run_busy([timed]) == "GPU busy 2.0 s of the repro's 10.0 s (20%)"
+    cpu = {"run": {**timed["run"], "device": "cpu"}, "variants": []}
+    assert artifact.format_run_busy([timed, cpu]).startswith("device busy 4.0 s of the repros' 20.0 s")
+    assert artifact.format_run_busy([idle]) == ""
+    docs = [artifact.load(p) for p in sorted(REFERENCE.glob("*/*.json"))]
+    # The pasted form, cut to its limits, keeps the run's share on its identity line.
+    head = report(docs).split("\n")[2]
+    busy = [artifact.gpu_busy(d) for d in docs]
+    total = sum(b[0] for b in busy if b is not None)
+    seconds = sum(d["run"]["duration_s"] for d in docs)
+    assert f"GPU busy {total:.1f} s of the repros' {seconds:.1f} s ({total / seconds:.0%})" in head
+
+
 def test_old_artifacts_still_validate_render_and_get_a_busy_share() -> None:
     paths = sorted(REFERENCE.glob("*/*.json"))
     assert paths
