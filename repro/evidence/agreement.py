@@ -4,9 +4,11 @@ GPU's re-runs lie from that GPU's value or by a run's own CI, whichever is large
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from repro.evidence.band import Band
+from repro.evidence.band import Band, key_of, lookup
+from repro.evidence.model import Artifact
 
 Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]
 
@@ -40,4 +42,44 @@ def agree(a: float, b: float, band: Band | None, floor: float = 0.0, centred: bo
     return "consistent" if -below <= b / a - 1 <= above else "differs beyond the band"
 
 
-__all__ = ["Agreement", "agree", "reach", "slack"]
+def other_models(doc: Artifact | Mapping[str, Any], bands: Sequence[Band]) -> list[Band]:
+    """The bands of this artifact's repro, params and headline comparison on other GPU models, most GPUs first:
+    where its own model has none, what the committed runs read elsewhere (not a band for this model)."""
+    key = key_of(doc, joining=False)
+    if key is None:
+        return []
+    found = [b for b in bands if (b.repro, b.params, b.headline) == (key[0], key[2], key[3]) and b.gpu != key[1]]
+    return sorted(found, key=lambda b: -len(b.points))
+
+
+def span(b: Band) -> tuple[float, float]:
+    """The lowest and highest GPU values of a band."""
+    below, above = b.sides()
+    return b.center * (1 - below), b.center * (1 + above)
+
+
+def elsewhere(b: Band) -> str:
+    """``NVIDIA H200: 1.23-1.51x (57 GPUs)``: where another model's GPUs read, lowest to highest."""
+    lo, hi = span(b)
+    return f"{b.gpu}: {lo:.3g}-{hi:.3g}x ({len(b.points)} GPUs)"
+
+
+def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
+    """``On NVIDIA H200 the committed runs at these params read 1.23-1.51x (57 GPUs), all above the 1.2 threshold:
+    this status holds for this GPU model, not for that one.``: where this model has no band and another model's whole
+    band lies across the threshold from this run's headline; "" otherwise."""
+    v = doc.verdict
+    if v.value is None or v.threshold is None or lookup(doc, bands) is not None:
+        return ""
+    for b in other_models(doc, bands):
+        lo, hi = span(b)
+        side = "above" if lo >= v.threshold > v.value else "below" if hi < v.threshold <= v.value else ""
+        if side:
+            return (
+                f"On {b.gpu} the committed runs at these params read {lo:.3g}-{hi:.3g}x ({len(b.points)} GPUs), all "
+                f"{side} the {v.threshold:g} threshold: this status holds for this GPU model, not for that one."
+            )
+    return ""
+
+
+__all__ = ["Agreement", "agree", "elsewhere", "model_flip", "other_models", "reach", "slack", "span"]

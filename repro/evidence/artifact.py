@@ -487,10 +487,12 @@ def format_run_busy(docs: Sequence[Mapping[str, Any]]) -> str:
     busy = [got[0] for d in docs if (got := gpu_busy(d)) is not None]
     if not busy:
         return ""
-    runs = [d.get("run") if isinstance(d.get("run"), Mapping) else {} for d in docs]
-    total = sum(float(r["duration_s"]) for r in runs if _number(r.get("duration_s")) and r["duration_s"] > 0)
+    runs: list[Mapping[str, Any]] = [r if isinstance(r := d.get("run"), Mapping) else {} for d in docs]
+    total = sum(float(x) for r in runs if _number(x := r.get("duration_s")) and x > 0)
     who = "GPU" if all(r.get("device") == "cuda" for r in runs) else "device"
     whose = "the repros'" if len(docs) > 1 else "the repro's"
+    if not total > 0:
+        return ""
     return f"{who} busy {sum(busy):.1f} s of {whose} {total:.1f} s ({sum(busy) / total:.0%})"
 
 

@@ -82,8 +82,8 @@ def _orders_words(m: re.Match[str], brief: bool = False) -> str:
     without the prefix they all share up to an underscore, said once; ``brief``: without the orders and counts."""
     if brief:
         return (
-            f"the arms' order moved it {m['lo']}-{m['hi']} over {m['k']} orders (permutation p {m['p']}), past the "
-            f"CI's ±{m['half']}"
+            f"its rounds split by the arms' order: medians {m['lo']}-{m['hi']} over {m['k']} orders of {m['n']}+ "
+            f"rounds (permutation p {m['p']}), past the CI's ±{m['half']}"
         )
     lo, hi = m["lo_order"].split(", "), m["hi_order"].split(", ")
     names, shared = unprefixed(lo + hi)

@@ -8,6 +8,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from repro.core.results import VariantResult
 from repro.evidence import band, scope
@@ -325,13 +326,33 @@ def _how_to_install(doc: Artifact, module: str | None) -> str:
     if not isinstance(spec, str) or not _PIP_SPEC.fullmatch(spec):
         return ""
     note = said.get("note")
-    gib, seed_gib = said.get("gpu_memory_gib"), said.get("seed_gpu_memory_gib")
-    room = f"; about {gib:g} GiB of GPU memory at these sizes" if isinstance(gib, int | float) and gib > 0 else ""
-    if room and isinstance(seed_gib, int | float) and seed_gib > 0:
-        room += f" (the seed's program, one form at a time: about {seed_gib:g} GiB)"
+    room = _room(doc, said)
     return f": {code(shlex.join(['pip', 'install', spec]))}" + (
         f" ({text(note)}{room})" if isinstance(note, str) and note else f" ({room[2:]})" if room else ""
     )
+
+
+def _gib(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and x > 0 else None
+
+
+def _room(doc: Artifact, said: Mapping[str, Any]) -> str:
+    """``; about 109.9 GiB of GPU memory at these sizes (its standalone script: 94.2 GiB; the seed's program, one form
+    at a time: 62.8 GiB), more than this GPU's 79.2 GiB: fewer tensors (`--set n_tensors=...`) or a larger GPU``:
+    from ``claim_needs``; the run's own figure is ``run_gpu_memory_gib`` (older artifacts record the script's only)."""
+    run, script, seed = (_gib(said.get(k)) for k in ("run_gpu_memory_gib", "gpu_memory_gib", "seed_gpu_memory_gib"))
+    first = run or script
+    if first is None:
+        return ""
+    whose = "" if run else " for its standalone script"
+    others = [f"its standalone script: about {script:g} GiB"] if run and script else []
+    others += [f"the seed's program, one form at a time: about {seed:g} GiB"] if seed else []
+    room = f"; about {first:g} GiB of GPU memory at these sizes{whose}" + (f" ({'; '.join(others)})" if others else "")
+    gpu = doc.fingerprint.get("gpu")
+    total = _gib(gpu.get("memory_total_bytes")) if isinstance(gpu, Mapping) else None
+    if total is not None and first * 2**30 > total:
+        room += f", more than this GPU's {total / 2**30:.1f} GiB: `--set n_tensors=...` or a larger GPU"
+    return room
 
 
 # nvcc flags as the twin records them (-O3 -arch=sm_90): shown only in this shape.

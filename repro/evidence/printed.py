@@ -142,6 +142,10 @@ def _alone(doc: Artifact) -> str:
     return text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too, " + UNTESTED)
 
 
+# What a script that sizes itself to the free GPU memory prints (fused-adam's): the ratio is for fewer tensors.
+_SIZED_DOWN = re.compile(r"sizing down to ([0-9]{1,6}) of ([0-9]{1,6}) tensors")
+
+
 def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = False) -> str:
     """``Each repro's standalone script, run here (...): ...``: the ratio each printed for its repro's headline
     comparison, against the headline; "" without any. ``lean``: how many agree within the check and the
@@ -158,8 +162,10 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         except (ValueError, IndexError):  # a garbled output: nothing to set beside the run
             continue
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
+            fit = _SIZED_DOWN.search(printed)
+            sized = f" at {fit.group(1)} of its {fit.group(2)} tensors, sized to the free GPU memory" if fit else ""
             first = [
-                f"{text(d.repro.id)} {text(name)} {row['ratio']:.3g}"
+                f"{text(d.repro.id)} {text(name)} {row['ratio']:.3f}{sized}"
                 for name, row in got.items()
                 if row.get("ratio") is not None
             ]
@@ -224,13 +230,13 @@ LIMIT_WORDS = "was stopped by this script's own time limit"
 _RERUN_LIMIT = re.compile(r"'the re-run lines of ([^']*)' " + re.escape(LIMIT_WORDS))
 
 
-def stopped_by_limit(note_text: str | None, command: str, rerun_of: str | None = None) -> bool:
+def stopped_by_limit(note_text: str | None, command: str | None = None, rerun_of: str | None = None) -> bool:
     """Whether the maker's note says its own time limit stopped ``command`` (or, with ``rerun_of``, the re-runs,
     that repro's among them)."""
     said = " ".join((note_text or "").split())  # a hand-wrapped note reads as one line
     if rerun_of is not None:
         return any(rerun_of in m[1].split() for m in _RERUN_LIMIT.finditer(said))
-    return f"'{command}' {LIMIT_WORDS}" in said
+    return command is not None and f"'{command}' {LIMIT_WORDS}" in said
 
 
 def note(outputs: Mapping[str, str]) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
+from repro.evidence.agreement import model_flip
 from repro.evidence.bundle import FULL_REPORT, script_member
 from repro.evidence.clocks import (
     checked,
@@ -285,8 +286,9 @@ def repro_section(
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     # The finding's CI is this run's median's: where the arms' order split the headline's rounds, it says so there.
     split = validity.flag == "suspect" and any(order_about(x, v.headline) for x in validity.reasons)
-    split_said = " The arms' order alone moves it past this CI (above)." if split else ""
-    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{later}", ""]
+    split_said = " Split by the arms' order, its rounds lie past this CI (above)." if split else ""
+    flip = f" {text(said)}" if (said := model_flip(doc, known)) else ""  # another GPU model's runs read otherwise
+    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{flip}{later}", ""]
     if doc.error:
         e = doc.error
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]

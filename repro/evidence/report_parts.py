@@ -14,8 +14,9 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
-from repro.evidence.clocks import FOUND
+from repro.evidence.agreement import elsewhere, other_models
 from repro.evidence.artifact import format_run_busy
+from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
 from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
@@ -96,7 +97,8 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
         return "-"
     b = band.lookup(doc, bands)
     if b is None:
-        return "no cross-GPU data"
+        seen = other_models(doc, bands)
+        return f"none on this model; {text(elsewhere(seen[0]))}" if seen else "no cross-GPU data"
     flagged, known = b.suspect
     suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
     few = b.outliers
@@ -228,7 +230,7 @@ def _gpu_in_bands(docs: Sequence[Artifact], bands: Sequence[band.Band]) -> str:
         return ""
     among = [text(d.repro.id) for d, b in held if any(p.uuid == d.machine.gpu_uuid for p in b.points)]
     if len(among) == len(held):
-        return "; this run's GPU is one of them in every row"
+        return "; this run's GPU among them in every row"
     if not among:
         return "; this run's GPU is in none of them"
     return f"; this run's GPU is one of them for {', '.join(among)} only"
@@ -264,14 +266,21 @@ def legend(
         if any(isinstance(d.extra.get("twin"), Mapping) for d in docs)
         else ""
     )
+    # The column's notation, where a row uses it: a band of this run's GPU model (else the cells say it in words).
+    column = (
+        f" Earlier-runs column (committed default runs, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs "
+        "-x%/+y% of m (n): the farthest GPU's median below and above m, the GPUs' medians' median; same GPU ±y% "
+        "(k runs on j GPUs): the farthest run from its GPU's median. Neither bounds the next run, nor does the CI."
+        if any(band.lookup(d, bands) is not None for d in docs)
+        else (
+            " Earlier-runs column: committed default runs (`band.txt`, `band.json`); no band is a bound for the next "
+            "run."
+        )
+    )
     return (
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "
         "the same CI of its episodes' medians (episode: rounds between idle gaps; an extreme episode can lie "
-        "outside). Earlier-runs column (committed default "
-        f"runs: `band.txt`, `band.json`{_gpu_in_bands(docs, bands)}): other GPUs -x%/+y% of m (n): the farthest "
-        "GPU's median below and above m, the median of all GPUs' medians; same GPU ±y% "
-        "(k runs on m): the farthest run from its GPU's median. "
-        "Not a bound for the next run; the CI is not one either."
+        f"outside).{column}"
         f"{said} Timed: median per call, CUDA events over samples of about 1 ms of calls (or one longer call; "
         f"launch latency, host gaps included){twin}; kernel time: profiled device "
         "time only."

@@ -447,7 +447,7 @@ def words(
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
         if again.error is not None:  # stopped or failed there: said as the later runs' sentence says it
-            limit = stopped_by_limit(note_text, "", rerun_of=again.repro.id)
+            limit = stopped_by_limit(note_text, rerun_of=again.repro.id)
             got = f"{_stopped(again.error, limit)} ({code(again.error.message, 100)})"
         elif v.value is None:  # nothing timed there (a library absent, a GPU too small): its status beside this one's
             alike = w.value is None and v.status == w.status
@@ -477,6 +477,14 @@ def words(
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
+    stop = ""
+    if (
+        not left
+        and all(a.error is None for _, a, _ in rows)
+        and any(stopped_by_limit(note_text, rerun_of=a.repro.id) for _, a, _ in rows)
+    ):  # the note's stop came after the last re-run had written its whole artifact (plots, printing)
+        last = max(rows, key=lambda r: r[1].run.created_utc)[1].repro.id
+        stop = f" The note's time limit stopped them after the last, {text(last)}, wrote its artifact."
     files = ""
     if lean:  # one pattern where the names follow it, else each file
         named = all(name == f"rerun-{again.repro.id}.json" for name, again, _ in rows)
@@ -484,5 +492,5 @@ def words(
         files = f" ({files})"
     return (
         f" Re-run here from this run's first bundle, in a fresh venv ({how}; {same}{printed}):"
-        f" {'; '.join(said)}{files}.{rest}" + after
+        f" {'; '.join(said)}{files}.{rest}{stop}" + after
     )

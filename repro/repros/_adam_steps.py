@@ -133,11 +133,17 @@ def free_gpu_bytes() -> int | None:
         return None
 
 
+def run_bytes(n_tensors: int, numel: int) -> int:
+    """The run's fp32 sets in bytes (``no_room``): params, grads, two optimizers' two moments, foreach's
+    temporaries."""
+    return 7 * 4 * n_tensors * numel
+
+
 def no_room(n_tensors: int, numel: int) -> str | None:
     """Why this GPU cannot hold the run's fp32 sets, with a numel that fits; None when it can (or free
     memory cannot be read). The sets: params, grads and two optimizers' moments (regular and capturable
     live at once, so their steps can be interleaved), and one more for the foreach path's temporaries."""
-    need = 7 * 4 * n_tensors * numel
+    need = run_bytes(n_tensors, numel)
     free = free_gpu_bytes()
     if free is None or need <= free:
         return None

@@ -62,6 +62,7 @@ from repro.repros._adam_steps import (
     first_step,
     kernel_split,
     no_room,
+    run_bytes,
     seed_entry,
     seed_method,
     seed_method_note,
@@ -424,9 +425,11 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "elements": elements,
             "kernel_counted": STEP_KERNELS,
             "multi_tensor_match": list(MULTI_TENSOR_KEYS),
-            # What a re-run that tests the claim needs: TE, and room for the fp32 sets of a step at these sizes.
+            # What a re-run that tests the claim needs: TE, and room for the fp32 sets of a step at these sizes
+            # (the run's, and its standalone script's, which times one backend).
             "claim_needs": {
                 **TE_INSTALL,
+                "run_gpu_memory_gib": round(run_bytes(p.n_tensors, p.numel) / 2**30, 1),
                 "gpu_memory_gib": round(script_gib(p, "te"), 1),
                 # params, grads and one optimizer's two moments: the seed frees one form's before the next
                 "seed_gpu_memory_gib": round(4 * 4 * elements / 2**30, 1),

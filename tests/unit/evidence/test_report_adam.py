@@ -4,6 +4,7 @@ given the fields a run of this tree records; the seed-method numbers below are s
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -110,18 +111,24 @@ def test_the_rerun_line_names_the_te_install_the_claim_needs(doc: dict[str, Any]
         "To test the seed's claim, the re-run needs `transformer_engine` installed: "
         "`pip install 'transformer_engine[pytorch]'` (a TE build for your CUDA; the seed names no TE version)."
     ) in sec
-    # With the memory a run at these sizes holds (recorded since the claim's needs carry it).
+    # Older artifacts record the standalone script's memory only, and say whose it is.
     sized = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "gpu_memory_gib": 94.2}}}
     assert (
-        "(a TE build for your CUDA; the seed names no TE version; about 94.2 GiB of GPU memory at these sizes)."
+        "(a TE build for your CUDA; the seed names no TE version; about 94.2 GiB of GPU memory at these sizes for its "
+        "standalone script)."
     ) in section(report([sized]), RID)
-    both = {
-        **doc,
-        "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "gpu_memory_gib": 94.2, "seed_gpu_memory_gib": 62.8}},
-    }
+    needs = {**TE_INSTALL, "run_gpu_memory_gib": 109.9, "gpu_memory_gib": 94.2, "seed_gpu_memory_gib": 62.8}
+    both = {**doc, "extra": {**doc["extra"], "claim_needs": needs}}
     assert (
-        "about 94.2 GiB of GPU memory at these sizes (the seed's program, one form at a time: about 62.8 GiB))."
-    ) in section(report([both]), RID)
+        "about 109.9 GiB of GPU memory at these sizes (its standalone script: about 94.2 GiB; the seed's program, one "
+        "form at a time: about 62.8 GiB))."
+    ) in section(report([both]), RID)  # an H200: room enough
+    # On a GPU with less memory than the run holds, the line says so and how to size it down.
+    small = copy.deepcopy(both)
+    small["fingerprint"]["gpu"]["memory_total_bytes"] = 85_045_706_752
+    assert ("about 62.8 GiB), more than this GPU's 79.2 GiB: `--set n_tensors=...` or a larger GPU).") in section(
+        report([small]), RID
+    )
     # A malformed requirement in the open extra is not rendered as a command
     bad = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "pip": "te; rm -rf /"}}}
     assert "pip install 'te" not in report([bad]) and "needs `transformer_engine` installed." in report([bad])

@@ -88,7 +88,7 @@ def test_the_band_line_says_where_this_run_falls_and_how_to_list_the_band(
     assert got is not None
     low, high = float(got.group(1)), float(got.group(2))
     assert got.group(3) == ("below all" if low > 9.335 else "above all" if high < 9.335 else "inside their range")
-    assert "(committed default runs: `band.txt`, `band.json`" in roomy
+    assert "(committed default runs, `band.json`" in roomy
     doc = by_id(docs, "solve-512-cliff")
     key = band.key_of(doc, joining=False)
     assert key is not None

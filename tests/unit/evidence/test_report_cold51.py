@@ -40,8 +40,9 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
     lora = section(full, "lora-batch-scaling")
     assert lora.split("\n")[1].startswith(
         "**inconclusive** (suspect: power cap, median SM clock bs1 1650, bs2 1665, bs4 1650 MHz of 1980 MHz max, "
-        "power up to 690.6 W of a 700 W limit in NVML's polls; by this report's check: bs2/bs1: the arms' order moved "
-        "it 0.8867-0.9786 over 6 orders (permutation p 0.0005), past the CI's ±1.9%, all below the 1.3 threshold):"
+        "power up to 690.6 W of a 700 W limit in NVML's polls; by this report's check: bs2/bs1: its rounds split by "
+        "the arms' order: medians 0.8867-0.9786 over 6 orders of 8+ rounds (permutation p 0.0005), past the CI's "
+        "±1.9%, all below the 1.3 threshold):"
     )
     assert (
         "suspect reason in full: by this report's check (the run's harness split rounds only by which arm ran "
@@ -51,8 +52,9 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
     ) in lora.split("<details>", 1)[1]
     solve = section(full, "solve-512-cliff")
     assert solve.split("\n")[1].startswith(
-        "**reproduced** (suspect: by this report's check: cusolver/b128: the arms' order moved it 9.505-9.631 over 8 "
-        "orders (permutation p 0.004), past the CI's ±0.5%, all above the 1.5 threshold):"
+        "**reproduced** (suspect: by this report's check: cusolver/b128: its rounds split by the arms' order: "
+        "medians 9.505-9.631 over 8 orders of 3+ rounds (permutation p 0.004), past the CI's ±0.5%, all above the 1.5 "
+        "threshold):"
     )
     assert "run n512, n511, n510, n513 to 9.631 run n511, n512, n513, n510 (arms cusolver_b128\\_\\*; 8 orders" in solve
     assert "| solve-512-cliff | **reproduced** (cusolver backend only) (suspect by this report's check) |" in full
@@ -61,8 +63,11 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
         assert "(suspect" not in section(full, rid).split("\n")[1]
     # A row that is not the headline: in the seed-program line that names it, and among the details' warnings.
     memset = section(full, "graph-memset")
-    torch_row = "(memset+mm)/(fill+mm) (torch graph) 1.03x (95% CI 1.03-1.04); by this report's check: the arms' order"
-    assert torch_row + " moved it 1.023-1.038 over 6 orders (permutation p 0.0005)" in memset
+    torch_row = "(memset+mm)/(fill+mm) (torch graph) 1.03x (95% CI 1.03-1.04); by this report's check: its rounds split"
+    assert (
+        torch_row + " by the arms' order: medians 1.023-1.038 over 6 orders of 4+ rounds (permutation p 0.0005)"
+        in memset
+    )
     assert (
         "arning: by this report's check (the run's harness split rounds only by which arm ran first): (memset+mm)"
         in memset.split("<details>", 1)[1]
@@ -82,7 +87,10 @@ def test_a_run_that_recorded_the_check_is_not_checked_again() -> None:
     text = report([raw], limit=10**9, max_lines=None, declared=scripts.declared([raw]))
     status = section(text, "lora-batch-scaling").split("\n")[1]
     assert "by this report's check" not in status
-    assert "; the arms' order moved it 0.8867-0.9786 over 6 orders (permutation p 0.0005), past" in status
+    assert (
+        "; its rounds split by the arms' order: medians 0.8867-0.9786 over 6 orders of 8+ rounds (permutation p "
+        "0.0005), past" in status
+    )
     assert "past the CI's ±1.9%, all below the 1.3 threshold (bs2/bs1)):" in status
 
 

@@ -82,10 +82,14 @@ def test_a_re_run_with_another_status_and_no_headline_or_an_error_says_so(tmp_pa
 
 def test_a_headline_order_split_on_one_side_of_the_threshold_says_so_and_the_lora_stand_in_is_named() -> None:
     said = pasted(RUN)
-    assert "9.505-9.631 over 8 orders (permutation p 0.004), past the CI's ±0.5%, all above the 1.5 threshold" in said
+    assert (
+        "9.505-9.631 over 8 orders of 3+ rounds (permutation p 0.004), past the CI's ±0.5%, all above the 1.5 threshold"
+        in said
+    )
     assert "| solve-512-cliff | **reproduced** (cusolver backend only) (suspect by this report's check) |" in said
     assert (
-        "past the CI's ±0.5%, all above the 1.5 threshold):" in said and "The arms' order alone moves it past " in said
+        "past the CI's ±0.5%, all above the 1.5 threshold):" in said
+        and "Split by the arms' order, its rounds lie past " in said
     )
     assert "a LoRA block stack of its own with this repro's widths but not its model (affine LayerNorms" in (
         pasted(RUN, limit=10**9, max_lines=None)

@@ -167,7 +167,7 @@ def test_the_rerun_band_column_and_line_come_from_data(bench: str, docs: list[di
     shipped = band.lookup(doc)
     assert shipped is not None  # the shipped band by default, which holds this run's GPU
     assert f"({len(shipped.points)} GPUs, " in bench and " with this repro module file)" in bench
-    assert "runs: `band.txt`, `band.json`; this run's GPU is one of them in every row)" in bench
+    assert "runs, `band.json`; this run's GPU among them in every row)" in bench
     assert "this run's GPU is in none of them" in text  # the fixed bands hold GPUs a, b and c only
     bare = report([_by_id(docs, "solve-512-cliff")], bands=[])
     assert "| no cross-GPU data |" in bare and "no cross-GPU data for these params on this GPU model" in bare

@@ -18,7 +18,7 @@ def test_the_legend_explains_worst_of_k_samples_and_us_per_call(roomy: str, docs
     legend = next(ln for ln in roomy.splitlines() if ln.startswith("_The CI covers"))
     assert '"99.2% CI, worst of 6": 6 comparisons decide together, each CI at 1 - 0.05/6 (Bonferroni)' in legend
     assert "n: rounds (each a median of samples) or samples." in legend
-    assert "same GPU ±y% (k runs on m): the farthest run from its GPU's median" in legend
+    assert "same GPU ±y% (k runs on j GPUs): the farthest run from its GPU's median" in legend
     assert "us/call: a kernel's time over its launches in one call" in legend
     # Without a worst-of-k headline the legend does not explain one.
     solo = report([by_id(docs, "5090-linear")])

@@ -404,8 +404,11 @@ def test_gpu_busy_share_in_the_breakdown_and_the_report() -> None:
 
 
 def test_the_run_busy_share_sums_every_repro_and_heads_the_pasted_report() -> None:
-    timed = {"run": {"duration_s": 10.0, "device": "cuda", "gpu_busy_s": 2.0, "gpu_busy_share": 0.2}, "variants": []}
-    idle = {"run": {"duration_s": 6.0, "device": "cuda"}, "variants": []}  # timed nothing: its seconds still count
+    timed: dict[str, Any] = {
+        "run": {"duration_s": 10.0, "device": "cuda", "gpu_busy_s": 2.0, "gpu_busy_share": 0.2},
+        "variants": [],
+    }
+    idle: dict[str, Any] = {"run": {"duration_s": 6.0, "device": "cuda"}, "variants": []}  # timed nothing: counts
     assert artifact.format_run_busy([timed, idle]) == "GPU busy 2.0 s of the repros' 16.0 s (12%)"
     assert artifact.format_run_busy([timed]) == "GPU busy 2.0 s of the repro's 10.0 s (20%)"
     cpu = {"run": {**timed["run"], "device": "cpu"}, "variants": []}

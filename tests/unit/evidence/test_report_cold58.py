@@ -1,0 +1,89 @@
+"""What evidence52's cold read (an H100 run, no band for its model) found shown wrongly or not at all, checked on
+that run's own artifacts: another model's band beside a row with none, a status that model's runs read otherwise, the
+memory a re-run at the seed's sizes needs against this GPU's, a script that sized itself down, the re-runs' stop after
+their artifacts, and the order check's words as an association."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from evidence_run import pasted, section
+from helpers import ROOT
+
+RUN = next((ROOT / "artifacts" / "reference" / "h100" / "evidence52" / "all").iterdir())
+
+
+@pytest.fixture(scope="module")
+def lean() -> str:
+    return pasted(RUN)
+
+
+@pytest.fixture(scope="module")
+def full() -> str:
+    return pasted(RUN, limit=10**9, max_lines=None)
+
+
+def test_the_pasted_report_fits_and_keeps_every_section(lean: str) -> None:
+    assert len(lean) <= 20_000 and lean.count("\n") + 1 <= 250 and "Report cut" not in lean
+    for rid in ("5090-linear", "fused-adam-capturable", "graph-memset", "lora-batch-scaling", "solve-512-cliff"):
+        assert section(lean, rid)
+    assert "seed.cu as posted 1.13x" in lean and "- Episodes:" in lean  # not the bare tier
+
+
+def test_a_row_without_a_band_for_its_model_names_another_models(lean: str) -> None:
+    rows = {ln.split(" | ")[0][2:]: ln for ln in lean.splitlines() if ln.startswith("| ") and " | " in ln}
+    assert rows["graph-memset"].endswith("| none on this model; NVIDIA H200: 1.23-1.51x (57 GPUs) |")
+    assert rows["solve-512-cliff"].endswith("| none on this model; NVIDIA H200: 9.32-9.59x (63 GPUs) |")
+    # No band of this model in any row: the legend leaves the band cells' notation out.
+    assert "Earlier-runs column: committed default runs (`band.txt`, `band.json`); no band is a bound" in lean
+    assert "-x%/+y% of m" not in lean
+
+
+def test_a_status_another_models_runs_read_otherwise_says_so(lean: str) -> None:
+    memset = section(lean, "graph-memset").split("\n")[1]
+    assert memset.startswith("**not_reproduced**: memset/fill (pure CUDA twin) was 1.17x (95% CI 1.16-1.18)")
+    assert (
+        " On NVIDIA H200 the committed runs at these params read 1.23-1.51x (57 GPUs), all above the 1.2 threshold: "
+        "this status holds for this GPU model, not for that one."
+    ) in memset
+    for rid in ("5090-linear", "solve-512-cliff"):  # on the same side of the threshold on both models
+        assert "this status holds for this GPU model" not in section(lean, rid)
+
+
+def test_the_memory_a_test_of_the_claim_needs_is_set_against_this_gpus(lean: str) -> None:
+    adam = section(lean, "fused-adam-capturable")
+    # This run's artifact records the standalone script's figure only (6 fp32 sets), and says whose it is.
+    assert (
+        "about 94.2 GiB of GPU memory at these sizes for its standalone script (the seed's program, one form at a "
+        "time: about 62.8 GiB), more than this GPU's 79.2 GiB: `--set n_tensors=...` or a larger GPU)."
+    ) in adam
+
+
+def test_a_script_that_sized_itself_down_says_at_what_size(full: str) -> None:
+    assert (
+        "fused-adam-capturable torch_fused 1.002 at 150 of its 201 tensors, sized to the free GPU memory (no headline"
+    ) in full
+
+
+def test_a_time_limit_after_every_rerun_wrote_its_artifact_says_so(lean: str, full: str) -> None:
+    for text in (lean, full):
+        assert "The note's time limit stopped them after the last, solve-512-cliff, wrote its artifact." in text
+    assert "solve-512-cliff 10.61x (99.2% CI 10.58-10.69, worst of 6): CI overlaps this run's" in lean
+
+
+def test_the_order_split_is_said_as_an_association(lean: str) -> None:
+    lora = section(lean, "lora-batch-scaling").split("\n")[1]
+    assert "its rounds split by the arms' order: medians 0.8296-0.9756 over 6 orders of 4+ rounds" in lora
+    assert "order moved it" not in lora and "order alone moves" not in lora
+    assert "Split by the arms' order, its rounds lie past this CI (above)." in lora
+
+
+def test_the_identity_line_ends_with_the_runs_gpu_busy_share(lean: str) -> None:
+    assert lean.split("\n")[2].endswith("2026-12-05; GPU busy 29.7 s of the repros' 83.2 s (36%)")
+
+
+def test_this_runs_own_report_was_rendered_by_its_harness() -> None:
+    own = (RUN / "report.md").read_text()
+    assert "source d693000b3900" in own and len(own) <= 20_000
+    assert Path(RUN / "attached" / "NOTE.txt").read_text().count("stopped by this script's own time limit") == 1
