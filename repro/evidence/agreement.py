@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from repro.evidence.band import Band, key_of, lookup
+from repro.evidence.band import MIN_GPUS, Band, key_of, lookup
 from repro.evidence.model import Artifact
 
 Agreement = Literal["consistent", "differs beyond the band", "no cross-GPU data"]
@@ -48,36 +48,58 @@ def other_models(doc: Artifact | Mapping[str, Any], bands: Sequence[Band]) -> li
     key = key_of(doc, joining=False)
     if key is None:
         return []
-    found = [b for b in bands if (b.repro, b.params, b.headline) == (key[0], key[2], key[3]) and b.gpu != key[1]]
+    found = [
+        b
+        for b in bands
+        if (b.repro, b.params, b.headline) == (key[0], key[2], key[3]) and b.gpu != key[1] and len(b.points) >= MIN_GPUS
+    ]
     return sorted(found, key=lambda b: -len(b.points))
 
 
 def span(b: Band) -> tuple[float, float]:
     """The lowest and highest GPU values of a band."""
-    below, above = b.sides()
-    return b.center * (1 - below), b.center * (1 + above)
+    return min(p.value for p in b.points), max(p.value for p in b.points)
+
+
+def _gpus(b: Band) -> str:
+    """``57 GPUs`` or ``63 GPUs, all 82 runs suspect``: a band of suspect runs says so wherever it is quoted."""
+    flagged, known = b.suspect
+    return f"{len(b.points)} GPUs" + (
+        f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
+    )
 
 
 def elsewhere(b: Band) -> str:
     """``NVIDIA H200: 1.23-1.51x (57 GPUs)``: where another model's GPUs read, lowest to highest."""
     lo, hi = span(b)
-    return f"{b.gpu}: {lo:.3g}-{hi:.3g}x ({len(b.points)} GPUs)"
+    return f"{b.gpu}: {lo:.3g}-{hi:.3g}x ({_gpus(b)})"
 
 
 def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
-    """``On NVIDIA H200 the committed runs at these params read 1.23-1.51x (57 GPUs), all above the 1.2 threshold:
-    this status holds for this GPU model, not for that one.``: where this model has no band and another model's whole
-    band lies across the threshold from this run's headline; "" otherwise."""
+    """``On NVIDIA H200 the committed runs at these params read 1.23-1.51x (57 GPUs), every GPU's median above the 1.2
+    threshold, unlike this run.``: where this model has no band, this run's status is the threshold's call (its whole
+    CI on one side: reproduced or not_reproduced), and every GPU of another model's band lies on the other side;
+    "" otherwise."""
     v = doc.verdict
-    if v.value is None or v.threshold is None or lookup(doc, bands) is not None:
+    if v.status not in ("reproduced", "not_reproduced") or v.threshold is None or lookup(doc, bands) is not None:
         return ""
+    for b in other_models(doc, bands):
+        lo, hi = span(b)
+        side = "above" if v.status == "not_reproduced" and lo >= v.threshold else ""
+        side = "below" if v.status == "reproduced" and hi < v.threshold else side
+        if side:
+            return (
+                f"On {b.gpu} the committed runs at these params read {lo:.4g}-{hi:.4g}x ({_gpus(b)}), every GPU's "
+                f"median {side} the {v.threshold:g} threshold, unlike this run."
+            )
+    return ""
     for b in other_models(doc, bands):
         lo, hi = span(b)
         side = "above" if lo >= v.threshold > v.value else "below" if hi < v.threshold <= v.value else ""
         if side:
             return (
-                f"On {b.gpu} the committed runs at these params read {lo:.3g}-{hi:.3g}x ({len(b.points)} GPUs), all "
-                f"{side} the {v.threshold:g} threshold: this status holds for this GPU model, not for that one."
+                f"On {b.gpu} the committed runs at these params read {lo:.3g}-{hi:.3g}x ({_gpus(b)}), all {side} "
+                f"the {v.threshold:g} threshold, unlike this run."
             )
     return ""
 

@@ -79,7 +79,8 @@ _ORDERS = re.compile(
 
 def _orders_words(m: re.Match[str], brief: bool = False) -> str:
     """The whole-orders check's warning (an ``_ORDERS`` match) in a report's shorter words: the arms' names
-    without the prefix they all share up to an underscore, said once; ``brief``: without the orders and counts."""
+    without the prefix they all share up to an underscore, said once; ``brief``: without which orders, with their
+    number and their fewest rounds."""
     if brief:
         return (
             f"its rounds split by the arms' order: medians {m['lo']}-{m['hi']} over {m['k']} orders of {m['n']}+ "

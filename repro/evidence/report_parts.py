@@ -272,10 +272,7 @@ def legend(
         "-x%/+y% of m (n): the farthest GPU's median below and above m, the GPUs' medians' median; same GPU ±y% "
         "(k runs on j GPUs): the farthest run from its GPU's median. Neither bounds the next run, nor does the CI."
         if any(band.lookup(d, bands) is not None for d in docs)
-        else (
-            " Earlier-runs column: committed default runs (`band.txt`, `band.json`); no band is a bound for the next "
-            "run."
-        )
+        else " Earlier-runs column: committed default runs (`band.json`); no band is a bound for the next run."
     )
     return (
         "_The CI covers this process on this GPU: an order-statistic CI of the median per-round ratio, widened to "

@@ -88,10 +88,9 @@ THRESHOLD_WHY = (
 )
 
 
-# The standalone script's memory plan (see script_gib). Of the free memory it plans on 90%:
-# the CUDA context is already counted as used, but the caching allocator rounds each 80 MiB
-# tensor up and the fused kernels keep small per-step buffers, so the last few percent are
-# not there to fill.
+# The standalone script's memory plan (see script_gib). Of the free memory it plans on 90%: the CUDA context
+# is already counted as used, but the caching allocator rounds each 80 MiB tensor up and the fused kernels
+# keep small per-step buffers, so the last few percent are not there to fill.
 SETS_FUSED = 6
 SCRIPT_USABLE = 0.9
 
@@ -425,8 +424,7 @@ class FusedAdamCapturable(Repro[AdamParams]):
             "elements": elements,
             "kernel_counted": STEP_KERNELS,
             "multi_tensor_match": list(MULTI_TENSOR_KEYS),
-            # What a re-run that tests the claim needs: TE, and room for the fp32 sets of a step at these sizes
-            # (the run's, and its standalone script's, which times one backend).
+            # What a re-run that tests the claim needs: TE, and room for the run's (and its script's) fp32 sets.
             "claim_needs": {
                 **TE_INSTALL,
                 "run_gpu_memory_gib": round(run_bytes(p.n_tensors, p.numel) / 2**30, 1),

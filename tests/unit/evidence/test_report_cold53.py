@@ -89,7 +89,7 @@ def test_a_headline_order_split_on_one_side_of_the_threshold_says_so_and_the_lor
     assert "| solve-512-cliff | **reproduced** (cusolver backend only) (suspect by this report's check) |" in said
     assert (
         "past the CI's ±0.5%, all above the 1.5 threshold):" in said
-        and "Split by the arms' order, its rounds lie past " in said
+        and "Split by the arms' order, its rounds' medians lie past " in said
     )
     assert "a LoRA block stack of its own with this repro's widths but not its model (affine LayerNorms" in (
         pasted(RUN, limit=10**9, max_lines=None)
