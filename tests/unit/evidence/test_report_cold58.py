@@ -38,7 +38,7 @@ def test_a_row_without_a_band_for_its_model_names_another_models(lean: str) -> N
     assert rows["graph-memset"].endswith("| none on this model; NVIDIA H200: 1.23-1.51x (57 GPUs) |")
     assert rows["solve-512-cliff"].endswith("| none on this model; NVIDIA H200: 9.32-9.59x (63 GPUs) |")
     # No band of this model in any row: the legend leaves the band cells' notation out.
-    assert "Earlier-runs column: committed default runs (`band.txt`, `band.json`); no band is a bound" in lean
+    assert "Earlier-runs column: committed default runs (`band.json`); no band is a bound" in lean
     assert "-x%/+y% of m" not in lean
 
 
@@ -92,3 +92,27 @@ def test_this_runs_own_report_was_rendered_by_its_harness() -> None:
     own = (RUN / "report.md").read_text()
     assert "source d693000b3900" in own and len(own) <= 20_000
     assert Path(RUN / "attached" / "NOTE.txt").read_text().count("stopped by this script's own time limit") == 1
+
+
+def test_another_models_band_flips_only_a_status_the_threshold_decided() -> None:
+    import copy
+
+    from repro.evidence import artifact, band, model
+    from repro.evidence.agreement import model_flip
+
+    raw = artifact.load(RUN / "graph-memset.json")
+    known = band.load()
+    assert model_flip(model.run_of(raw), known).startswith("On NVIDIA H200 the committed runs")
+    # A CI that straddles the threshold (not_reproduced by the CI, its value above it) against a band all below it:
+    # both models read not_reproduced, so nothing flips.
+    straddle = copy.deepcopy(raw)
+    straddle["verdict"].update(value=1.21, ci_low=1.19, ci_high=1.23)
+    below = [
+        band.Band(b.repro, b.gpu, b.params, tuple(band.Point(p.uuid, 1.0, p.runs) for p in b.points), b.headline)
+        for b in known
+    ]
+    assert model_flip(model.run_of(straddle), below) == ""
+    # A status the claim's scope set (inconclusive) is not the threshold's call.
+    scoped = copy.deepcopy(raw)
+    scoped["verdict"]["status"] = "inconclusive"
+    assert model_flip(model.run_of(scoped), known) == ""
