@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from repro.core.order import order_warnings
+from repro.core.order import group_arms, order_warnings, orders_of
 from repro.evidence.markdown import unprefixed
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FOUND",
     "checked",
+    "order_rounds",
     "clock_words",
     "during_measurement",
     "is_order",
@@ -267,3 +268,31 @@ def with_power_peak(doc: Artifact, reasons: Sequence[str]) -> list[str]:
     of = f" of a {limit:g} W limit" if isinstance(limit, (int, float)) else ""
     out[at] += f", power up to {max(peaks):.1f} W{of} in NVML's polls"
     return out
+
+
+def order_rounds(line: str, doc: Artifact) -> str:
+    """``; rounds (number from 1: ratio) run bs4, bs2, bs1: 1: 0.8296, 7: 0.5083, ...; run bs1, bs4, bs2: ...``: where
+    ``line`` is the whole-orders check's reason or warning, the per-round ratios of its lowest and highest orders,
+    so a reader sees whether a few rounds or all of them set the split; "" where they cannot be rebuilt."""
+    m = _ORDERS.match(line.removeprefix(FOUND))
+    if m is None:
+        return ""
+    row = next((r for r in doc.verdict.breakdown if r.comparison == m["who"] and r.num and r.den), None)
+    arms = group_arms(doc.variants, row.num, row.den) if row is not None and row.num and row.den else None
+    have = {v.name: v.timing.rounds for v in doc.variants if v.timing is not None and v.timing.rounds}
+    if row is None or arms is None or row.num not in have or row.den not in have:
+        return ""
+    a, b = have[row.num], have[row.den]
+    if len(a) != len(b) or not all(x > 0 for x in b):
+        return ""
+    orders = orders_of(arms, len(a))
+    said = []
+    for wanted in (m["lo_order"], m["hi_order"]):
+        order = tuple(wanted.split(", "))
+        got = [
+            f"{i + 1}: {x / y * float(row.scale or 1.0):.4g}"
+            for i, (x, y, o) in enumerate(zip(a, b, orders, strict=True))
+            if o == order
+        ]
+        said += [f"run {', '.join(unprefixed(list(order))[0])}: {', '.join(got)}"] if got else []
+    return f"; rounds (number from 1: ratio) {'; '.join(said)}" if len(said) == 2 else ""

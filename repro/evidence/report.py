@@ -25,6 +25,7 @@ from repro.evidence.clocks import (
     checked,
     is_order,
     order_about,
+    order_rounds,
     restate,
     whose,
     with_power_peak,
@@ -183,7 +184,7 @@ def _notes(doc: Artifact) -> list[str]:
     warnings = [w for w in warnings if _CLOCKS_WARNING not in w]
     notes = [f"warning: {text(w)}" for w in _grouped(warnings)]
     # An order check's suspect reason, said briefly in the section: here in full, with the orders.
-    notes += [f"suspect reason in full: {text(restate(x, doc))}" for x in reasons if is_order(x)]
+    notes += [f"suspect reason in full: {text(restate(x, doc) + order_rounds(x, doc))}" for x in reasons if is_order(x)]
     if len(notes) > WARNINGS_SHOWN:
         notes = notes[: WARNINGS_SHOWN - 1] + [f"{len(notes) - WARNINGS_SHOWN + 1} more warnings in the artifact"]
     return notes

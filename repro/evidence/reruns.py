@@ -277,6 +277,16 @@ def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:
     return f" Read otherwise later: {'; '.join(said)}." if said else ""
 
 
+def _barely(lo: float, hi: float, lo2: float, hi2: float) -> str:
+    """`` by 0.00004 only (1.1486-1.1624 against 1.1624-1.1838)``: where two CIs share under a tenth of the narrower
+    one's width, the overlap and both CIs to four decimals (rounded, they can read as touching); "" otherwise."""
+    shared = min(hi, hi2) - max(lo, lo2)
+    if not shared < 0.1 * min(hi - lo, hi2 - lo2):
+        return ""
+    by = f"{shared:.6f}".rstrip("0").rstrip(".") if shared >= 5e-7 else "under 0.000001"
+    return f" by {by} only ({lo:.4f}-{hi:.4f} against {lo2:.4f}-{hi2:.4f})"
+
+
 def _places(again: Artifact, first: Artifact) -> int | None:
     """Decimals that show both headline CIs' widths (each run's own need, the larger) and, where both have a CI,
     print them overlapping or apart as they are: two CIs that miss by 0.001 never read as one printed range."""
@@ -459,7 +469,7 @@ def words(
             if v.ci_low is None or v.ci_high is None:
                 ci = "has no CI"
             elif stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
-                ci = f"CI overlaps this run's{this}"
+                ci = f"CI overlaps this run's{this}" + _barely(v.ci_low, v.ci_high, w.ci_low, w.ci_high)
             else:
                 ci = f"CI misses this run's{this}"
             agreement = f": {ci}" + ("" if lean else _band_words(first, again, bands))

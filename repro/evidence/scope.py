@@ -165,11 +165,14 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
         # Where the ratio stayed under the threshold, the difference itself may not have shrunk: said
         # from the medians, so a smaller ratio is not read as a smaller cost.
         if found and found[2]:
-            rest = [f"{_signed(d)} ({name})" for d, name in _differences(doc, have) if name]
+            rest = [f"{_signed(d)} ({name})" for d, name, _ in _differences(doc, have) if name]
             cost += f"; where it did not hold, per {unit}: {', '.join(rest)}" if rest else ""
+            # A row that ran the other way costs nothing more: said once, so the reader sees what it saves.
+            other = [f"{_signed(d)} ({name}: {ab})" for d, name, ab in _differences(doc, have, way=-1.0) if name]
+            cost += f"; where it ran the other way, per {unit}: {', '.join(other)}" if other else ""
         # The rows not judged (other forms of the same op: after work, in a framework's graph) can cost more
         # per call than the headline's pair: the headline's difference is never the only one said.
-        if aside := [f"{_signed(d)} ({name})" for d, name in _differences(doc, have, judged=False) if name]:
+        if aside := [f"{_signed(d)} ({name})" for d, name, _ in _differences(doc, have, judged=False) if name]:
             cost += f"; in the rows not judged, per {unit}: {', '.join(aside)}"
         cost += "."
     return f"{scope}{sentence}{cost}"
@@ -186,9 +189,13 @@ def _unit(var: VariantResult) -> str:
     return "op" if t is not None and isinstance(ops, int) and ops > 1 and t.calls_per_sample == ops else "call"
 
 
-def _differences(doc: Artifact, have: Mapping[str, VariantResult], judged: bool = True) -> list[tuple[float, str]]:
-    """(numerator's median - denominator's, the row's comparison) for the rows that did not hold (with
-    ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, that moved the same way as the headline."""
+def _differences(
+    doc: Artifact, have: Mapping[str, VariantResult], judged: bool = True, way: float = 1.0
+) -> list[tuple[float, str, str]]:
+    """(numerator's median - denominator's, the row's comparison, ``<numerator's> against <denominator's>``) for the
+    rows that did not hold (with
+    ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, that moved the same way as the headline
+    (``way=-1``: the other way)."""
     out = []
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
     for r in doc.verdict.breakdown:
@@ -200,10 +207,11 @@ def _differences(doc: Artifact, have: Mapping[str, VariantResult], judged: bool 
         if a.timing is None or b.timing is None:
             continue
         name = _row_name(head.qualifiers, r, every=True) if head is not None else None
-        out.append((a.median - b.median, name or str(r.comparison or r.label or "")))
+        both = f"{fmt_time(a.median)} against {fmt_time(b.median)}"
+        out.append((a.median - b.median, name or str(r.comparison or r.label or ""), both))
     # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
-    sign = 1.0 if head is None or float(head.ratio or 1.0) >= 1.0 else -1.0
-    return [(d, name) for d, name in out if d * sign > 0]
+    sign = way if head is None or float(head.ratio or 1.0) >= 1.0 else -way
+    return [x for x in out if x[0] * sign > 0]
 
 
 def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
