@@ -510,6 +510,26 @@ def _others_seen(run: Mapping[str, Any], arms: Collection[str]) -> list[object]:
     return got
 
 
+def band_arms(
+    b: Band, path: Path = RUNS_FILE
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, dict[str, float]], dict[str, float]] | None:
+    """(band run id -> its shipped run, run id -> its headline arms' medians, arm -> the median of all its runs'):
+    from the shipped band runs (``path``); None where they cannot be read or the band's runs name not two arms."""
+    try:
+        loaded = json.loads(path.read_text())["runs"]
+        runs = {r["run_id"]: r for r in loaded if isinstance(r, Mapping) and r.get("repro") == b.repro}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    arms = {rid: _arm_times(runs.get(rid) or {}) for p in b.points for rid in p.runs}
+    every: dict[str, list[float]] = {}
+    for times in arms.values():
+        for name, t in times.items():
+            every.setdefault(name, []).append(t)
+    if len(every) != 2:
+        return None
+    return runs, arms, {name: statistics.median(ts) for name, ts in every.items()}
+
+
 def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
     """``on its farthest 3 GPUs, the arm that moved most: twin_fill 741 ns (b43f15a9), ..., against all its runs'
     medians of twin_memset 918 ns, twin_fill 618 ns``: for a band with ``outliers``, which arm of the headline (its
@@ -517,21 +537,10 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
     (``path``), against the median of every band run of that arm, and whether NVML listed another compute process
     around those arms; "" without outliers, or without the runs of every farthest GPU and their arms."""
     few = b.outliers
-    if few is None:
+    got = band_arms(b, path) if few is not None else None
+    if few is None or got is None:
         return ""
-    try:
-        loaded = json.loads(path.read_text())["runs"]
-        runs = {r["run_id"]: r for r in loaded if isinstance(r, Mapping) and r.get("repro") == b.repro}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return ""
-    arms = {rid: _arm_times(runs.get(rid) or {}) for p in b.points for rid in p.runs}
-    every: dict[str, list[float]] = {}
-    for times in arms.values():
-        for name, t in times.items():
-            every.setdefault(name, []).append(t)
-    if len(every) != 2:
-        return ""
-    typical = {name: statistics.median(ts) for name, ts in every.items()}
+    runs, arms, typical = got
     c = b.center
     moved: dict[str, list[str]] = {}
     others: list[object] = []

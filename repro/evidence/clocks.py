@@ -9,6 +9,7 @@ those fields, so a sentence never names one number where the record holds anothe
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -271,9 +272,11 @@ def with_power_peak(doc: Artifact, reasons: Sequence[str]) -> list[str]:
 
 
 def order_rounds(line: str, doc: Artifact) -> str:
-    """``; rounds (number from 1: ratio) run bs4, bs2, bs1: 1: 0.8296, 7: 0.5083, ...; run bs1, bs4, bs2: ...``: where
-    ``line`` is the whole-orders check's reason or warning, the per-round ratios of its lowest and highest orders,
-    so a reader sees whether a few rounds or all of them set the split; "" where they cannot be rebuilt."""
+    """``; rounds (number from 1: ratio) run bs4, bs2, bs1: 2: 0.8296, 8: 0.5077, ...; run bs1, bs4, bs2: ...; the
+    lowest's, each arm against its median: bs2 +5%, ...; bs1 +20%, +88%, ...``: where ``line`` is the whole-orders
+    check's reason or warning, the per-round ratios of its lowest and highest orders and how far each arm lay from
+    its median in the lowest's rounds, so a reader sees whether a few rounds, and which arm, set the split; "" where
+    they cannot be rebuilt."""
     m = _ORDERS.match(line.removeprefix(FOUND))
     if m is None:
         return ""
@@ -287,6 +290,14 @@ def order_rounds(line: str, doc: Artifact) -> str:
         return ""
     orders = orders_of(arms, len(a))
     said = []
+    low = tuple(m["lo_order"].split(", "))
+    at = [i for i, o in enumerate(orders) if o == low]
+    # Which arm set the lowest order's rounds apart: each arm's time in those rounds against its median of all.
+    names = unprefixed([row.num, row.den])[0]
+    moved = [
+        f"{n} " + ", ".join(f"{xs[i] / statistics.median(xs) - 1:+.0%}" for i in at)
+        for n, xs in zip(names, (a, b), strict=True)
+    ]
     for wanted in (m["lo_order"], m["hi_order"]):
         order = tuple(wanted.split(", "))
         got = [
@@ -295,4 +306,7 @@ def order_rounds(line: str, doc: Artifact) -> str:
             if o == order
         ]
         said += [f"run {', '.join(unprefixed(list(order))[0])}: {', '.join(got)}"] if got else []
-    return f"; rounds (number from 1: ratio) {'; '.join(said)}" if len(said) == 2 else ""
+    if len(said) != 2:
+        return ""
+    each = f"the lowest's, each arm against its median: {'; '.join(moved)}"
+    return f"; rounds (number from 1: ratio) {'; '.join(said)}; {each}"

@@ -451,6 +451,6 @@ def rendered_by(docs: Sequence[Artifact]) -> str | None:
     if not any((d := harness_of(doc).digest) and d != _own_source() for doc in docs):
         return None
     return (
-        "_Rendered by a harness other than the run's: its words, and its own checks (\"by this report's check\"), can "
-        "differ from the bundle's report.md; the run's numbers cannot._"
+        "_Rendered by another harness than the run's: words and checks (\"by this report's check\") can differ from "
+        "the bundle's report.md, numbers cannot._"
     )
