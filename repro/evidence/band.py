@@ -537,10 +537,10 @@ def outlier_arms(b: Band, path: Path = RUNS_FILE) -> str:
     (``path``), against the median of every band run of that arm, and whether NVML listed another compute process
     around those arms; "" without outliers, or without the runs of every farthest GPU and their arms."""
     few = b.outliers
-    got = band_arms(b, path) if few is not None else None
-    if few is None or got is None:
+    shipped = band_arms(b, path) if few is not None else None
+    if few is None or shipped is None:
         return ""
-    runs, arms, typical = got
+    runs, arms, typical = shipped
     c = b.center
     moved: dict[str, list[str]] = {}
     others: list[object] = []

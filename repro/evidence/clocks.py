@@ -271,6 +271,10 @@ def with_power_peak(doc: Artifact, reasons: Sequence[str]) -> list[str]:
     return out
 
 
+# How many rounds of an order ``order_rounds`` lists before it counts the rest.
+ROUNDS_LISTED = 12
+
+
 def order_rounds(line: str, doc: Artifact) -> str:
     """``; rounds (number from 1: ratio) run bs4, bs2, bs1: 2: 0.8296, 8: 0.5077, ...; run bs1, bs4, bs2: ...; the
     lowest's, each arm against its median: bs2 +5%, ...; bs1 +20%, +88%, ...``: where ``line`` is the whole-orders
@@ -295,7 +299,7 @@ def order_rounds(line: str, doc: Artifact) -> str:
     # Which arm set the lowest order's rounds apart: each arm's time in those rounds against its median of all.
     names = unprefixed([row.num, row.den])[0]
     moved = [
-        f"{n} " + ", ".join(f"{xs[i] / statistics.median(xs) - 1:+.0%}" for i in at)
+        f"{n} " + ", ".join(f"{xs[i] / statistics.median(xs) - 1:+.0%}" for i in at[:ROUNDS_LISTED])
         for n, xs in zip(names, (a, b), strict=True)
     ]
     for wanted in (m["lo_order"], m["hi_order"]):
@@ -305,7 +309,8 @@ def order_rounds(line: str, doc: Artifact) -> str:
             for i, (x, y, o) in enumerate(zip(a, b, orders, strict=True))
             if o == order
         ]
-        said += [f"run {', '.join(unprefixed(list(order))[0])}: {', '.join(got)}"] if got else []
+        more = f", and {len(got) - ROUNDS_LISTED} more" if len(got) > ROUNDS_LISTED else ""
+        said += [f"run {', '.join(unprefixed(list(order))[0])}: {', '.join(got[:ROUNDS_LISTED])}{more}"] if got else []
     if len(said) != 2:
         return ""
     each = f"the lowest's, each arm against its median: {'; '.join(moved)}"

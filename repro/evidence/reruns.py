@@ -278,13 +278,14 @@ def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:
 
 
 def _barely(lo: float, hi: float, lo2: float, hi2: float) -> str:
-    """`` by 0.00004 only (1.1486-1.1624 against 1.1624-1.1838)``: where two CIs share under a tenth of the narrower
-    one's width, the overlap and both CIs to four decimals (rounded, they can read as touching); "" otherwise."""
+    """`` by 0.000037 only (1.1486-1.1624 against 1.1624-1.1838)``: where two CIs share under a tenth of the narrower
+    one's width, the overlap and both CIs to four decimals (rounded, they can read as touching); `` at 2.0000 only
+    (...)`` where they only touch; "" otherwise."""
     shared = min(hi, hi2) - max(lo, lo2)
     if not shared < 0.1 * min(hi - lo, hi2 - lo2):
         return ""
-    by = f"{shared:.6f}".rstrip("0").rstrip(".") if shared >= 5e-7 else "under 0.000001"
-    return f" by {by} only ({lo:.4f}-{hi:.4f} against {lo2:.4f}-{hi2:.4f})"
+    by = f"by {shared:.6f}".rstrip("0").rstrip(".") if shared >= 5e-7 else f"at {max(lo, lo2):.4f}"
+    return f" {by} only ({lo:.4f}-{hi:.4f} against {lo2:.4f}-{hi2:.4f})"
 
 
 def _places(again: Artifact, first: Artifact) -> int | None:

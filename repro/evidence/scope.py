@@ -9,6 +9,7 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -165,17 +166,26 @@ def impact(doc: Artifact, declared: Declared | None = None) -> str | None:
         # Where the ratio stayed under the threshold, the difference itself may not have shrunk: said
         # from the medians, so a smaller ratio is not read as a smaller cost.
         if found and found[2]:
-            rest = [f"{_signed(d)} ({name})" for d, name, _ in _differences(doc, have) if name]
-            cost += f"; where it did not hold, per {unit}: {', '.join(rest)}" if rest else ""
+            rest = _listed(_differences(doc, have))
+            cost += f"; where it did not hold, per {unit}: {rest}" if rest else ""
             # A row that ran the other way costs nothing more: said once, so the reader sees what it saves.
-            other = [f"{_signed(d)} ({name}: {ab})" for d, name, ab in _differences(doc, have, way=-1.0) if name]
-            cost += f"; where it ran the other way, per {unit}: {', '.join(other)}" if other else ""
+            other = _listed(_differences(doc, have, way=-1.0), medians=True)
+            cost += f"; where it ran the other way, per {unit}: {other}" if other else ""
         # The rows not judged (other forms of the same op: after work, in a framework's graph) can cost more
         # per call than the headline's pair: the headline's difference is never the only one said.
-        if aside := [f"{_signed(d)} ({name})" for d, name, _ in _differences(doc, have, judged=False) if name]:
-            cost += f"; in the rows not judged, per {unit}: {', '.join(aside)}"
+        if aside := _listed(_differences(doc, have, judged=False)):
+            cost += f"; in the rows not judged, per {unit}: {aside}"
         cost += "."
     return f"{scope}{sentence}{cost}"
+
+
+def _listed(rows: Sequence[tuple[str, str, str]], medians: bool = False) -> str:
+    """``+34.5 us (default backend, batch 16), ...`` (``_differences``'s rows); with ``medians``, or where the
+    difference is left out, each row's two medians after its name."""
+    return ", ".join(
+        f"{d} ({name}: {both})" if d and medians else f"{d} ({name})" if d else f"({name}: {both})"
+        for d, name, both in rows
+    )
 
 
 def _signed(seconds: float) -> str:
@@ -191,13 +201,15 @@ def _unit(var: VariantResult) -> str:
 
 def _differences(
     doc: Artifact, have: Mapping[str, VariantResult], judged: bool = True, way: float = 1.0
-) -> list[tuple[float, str, str]]:
-    """(numerator's median - denominator's, the row's comparison, ``<numerator's> against <denominator's>``) for the
-    rows that did not hold (with
-    ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, that moved the same way as the headline
-    (``way=-1``: the other way)."""
+) -> list[tuple[str, str, str]]:
+    """(``+89.4 us`` or "", the row's comparison, ``<numerator's median> against <denominator's>``) for the
+    rows that did not hold (with ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, whose ratio
+    moved the same way as the headline's (``way=-1``: the other way). The difference of the medians is given where
+    its sign agrees with the row's ratio (the median of per-round ratios, scaled), else the two medians only."""
     out = []
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
+    sign = way if head is None or float(head.ratio or 1.0) >= 1.0 else -way
     for r in doc.verdict.breakdown:
         a, b = have.get(str(r.num)), have.get(str(r.den))
         if r.status == "reproduced" or (r.status == INFORMATIONAL) == judged:
@@ -206,12 +218,15 @@ def _differences(
             continue
         if a.timing is None or b.timing is None:
             continue
-        name = _row_name(head.qualifiers, r, every=True) if head is not None else None
-        both = f"{fmt_time(a.median)} against {fmt_time(b.median)}"
-        out.append((a.median - b.median, name or str(r.comparison or r.label or ""), both))
-    # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
-    sign = way if head is None or float(head.ratio or 1.0) >= 1.0 else -way
-    return [x for x in out if x[0] * sign > 0]
+        d = a.median - b.median
+        moved = float(r.ratio) - 1 if isinstance(r.ratio, int | float) else d
+        if not moved * sign > 0:
+            continue
+        name = (_row_name(head.qualifiers, r, every=True) if head is not None else None) or str(
+            r.comparison or r.label or ""
+        )
+        out.append((_signed(d) if d * moved > 0 else "", name, f"{fmt_time(a.median)} against {fmt_time(b.median)}"))
+    return out
 
 
 def seed_gpus(doc: Artifact, declared: Declared | None = None) -> list[str]:
@@ -224,7 +239,20 @@ def untested(doc: Artifact, declared: Declared | None = None) -> list[str]:
     """The conditions the repro says matter that one run cannot cover (the artifact's since schema 1.5,
     else the caller's ``Declared``)."""
     value = doc.repro.untested if "untested" in doc.repro.recorded else getattr(declared, "untested", None)
-    return [str(u) for u in value] if value is not None else []
+    return [_without_own_model(str(u), doc.machine.gpu_name) for u in value] if value is not None else []
+
+
+# A GPU model as a not-covered line lists it among others ("GPUs (Ada, Blackwell, H100, A100)").
+_MODEL = re.compile(r"\b([A-Z]{1,3}[0-9]{2,4}[A-Za-z]?)\b")
+
+
+def _without_own_model(line: str, gpu_name: str | None) -> str:
+    """``line`` without this run's own GPU model in a list of models left untested (``(H100, A100, Blackwell)`` on
+    an H100 reads ``(A100, Blackwell)``): the catalog names every model, a run covers its own."""
+    own = [m for m in _MODEL.findall(gpu_name or "") if not m.endswith("GB")]
+    for model in own:
+        line = re.sub(rf"\(({model}, )|(, {model})(?=[,)])", lambda m: "(" if m.group(1) else "", line)
+    return line
 
 
 def _covered(seed_gpu: str, run_gpus: Sequence[str]) -> bool:

@@ -172,7 +172,7 @@ class GraphMemset(Repro[MemsetParams]):
         "a 2-GPU host under this run order: under the old order one read twin 2.30-2.34x, torch graph 2.21-2.24x "
         "(memset node 1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
-        "Blackwell, A100, the H100 or H200 this run is not); MPS, MIG",
+        "Blackwell, H100, A100); MPS, MIG",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "
         "from their containers, their twin's fill node read 0.72-0.74 us, the twin 1.22-1.29x and the torch graph's "
         "row under 1 (band-runs.json: their VBIOS, board part numbers and driver are each shared with other band GPUs)",

@@ -189,7 +189,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "a cuSOLVER API log and ncu metrics of getrf_pivot (no cuSOLVER logger in this build; no ncu run)",
         "the upstream fix's commit and first release (not read here)",
         "the issue's own timings and build (not read: was its ~10x a MAGMA-less default or a chosen cuSOLVER)",
-        "other GPUs (A100, Blackwell, the H100 or H200 this run is not); ROCm (lu_factor keeps the same cutoff there)",
+        "other GPUs (H100, A100, Blackwell); ROCm (lu_factor keeps the same cutoff there)",
     )
     plots = (
         Plot(
