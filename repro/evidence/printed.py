@@ -163,7 +163,7 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
             continue
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
             fit = _SIZED_DOWN.search(printed)
-            sized = f" at {fit.group(1)} of its {fit.group(2)} tensors, sized to the free GPU memory" if fit else ""
+            sized = f" at {fit.group(1)} of {fit.group(2)} tensors, sized to fit" if fit else ""
             first = [
                 f"{text(d.repro.id)} {text(name)} {row['ratio']:.3f}{sized}"
                 for name, row in got.items()

@@ -470,9 +470,9 @@ def words(
             if v.ci_low is None or v.ci_high is None:
                 ci = "has no CI"
             elif stats.cis_overlap(v.ci_low, v.ci_high, w.ci_low, w.ci_high):
-                ci = f"CI overlaps this run's{this}" + _barely(v.ci_low, v.ci_high, w.ci_low, w.ci_high)
+                ci = f"CI overlaps ours{this}" + _barely(v.ci_low, v.ci_high, w.ci_low, w.ci_high)
             else:
-                ci = f"CI misses this run's{this}"
+                ci = f"CI misses ours{this}"
             agreement = f": {ci}" + ("" if lean else _band_words(first, again, bands))
         where = "" if lean else f" ({code('attached/' + name)})"
         said.append(f"{text(again.repro.id)} {got}{agreement}{'' if lean else _others_agree(again, first)}{where}")
@@ -488,6 +488,8 @@ def words(
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
+    # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
+    seen = " that saw this machine's packages" if lean and any("already in" in t for t in torches) else ""
     stop = ""
     if (
         not left
@@ -502,6 +504,6 @@ def words(
         files = code("attached/rerun-<id>.json") if named else ", ".join(code("attached/" + n) for n, _, _ in rows)
         files = f" ({files})"
     return (
-        f" Re-run here from this run's first bundle, in a fresh venv ({how}; {same}{printed}):"
+        f" Re-run here from this run's first bundle, in a fresh venv{seen} ({how}; {same}{printed}):"
         f" {'; '.join(said)}{files}.{rest}{stop}" + after
     )

@@ -36,7 +36,7 @@ def test_the_lean_re_run_paragraph_says_each_ci_against_this_runs_and_how_the_ha
 ) -> None:
     pasted = report(docs, declared=scripts.declared(docs), **attached_of(RUN))
     paragraph = next(ln for ln in pasted.splitlines() if ln.startswith("**Re-run**"))
-    assert "graph-memset 1.490x (95% CI 1.482-1.494): CI misses this run's (1.461-1.476)" in paragraph
+    assert "graph-memset 1.490x (95% CI 1.482-1.494): CI misses ours (1.461-1.476)" in paragraph
     assert "run from its source tree (not installed)" in paragraph and "`attached/rerun-<id>.json`" in paragraph
     assert "re-run spread" not in paragraph  # the band's words stay in the full report
 

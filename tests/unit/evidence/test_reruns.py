@@ -37,12 +37,12 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     )
     assert "this run's harness digest" in said
     assert (
-        f"5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps this run's (0.918-0.923), {_within(docs[0])}; "
+        f"5090-linear 0.920x (95% CI 0.915-0.925): CI overlaps ours (0.918-0.923), {_within(docs[0])}; "
         "its other CI overlaps too (`attached/rerun-5090-linear.json`)"
     ) in said
     # On another GPU, the spread between GPUs is the measure.
     elsewhere = model.of(_on_gpu(again, "GPU-other"))
-    assert "CI overlaps this run's (0.918-0.923), consistent with the band; " in reruns.words(
+    assert "CI overlaps ours (0.918-0.923), consistent with the band; " in reruns.words(
         docs, {"rerun-5090-linear.json": elsewhere}, band.load()
     )
     # The sections whose lines were not run from the bundle are named.
@@ -70,7 +70,7 @@ def test_a_later_run_attached_beside_the_reruns_is_set_against_this_runs_ci() ->
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("*-*.json"))}  # not all.json
     said = reruns.words(docs, attached, band.load())
     assert (
-        f"graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps this run's (1.48-1.50), {_within(_memset(docs))}; "
+        f"graph-memset 1.51x (95% CI 1.48-1.52): CI overlaps ours (1.48-1.50), {_within(_memset(docs))}; "
         "all 4 other CIs overlap too (`attached/rerun-graph-memset.json`)"
     ) in said
     # What the knobs change, and both runs' half-widths: a wider CI overlaps more easily.
@@ -123,7 +123,7 @@ def test_a_reruns_other_comparisons_outside_this_runs_cis_are_named() -> None:
     attached = {p.name: model.of(artifact.load(p)) for p in sorted((run / "attached").glob("rerun-*.json"))}
     said = reruns.words(docs, attached, band.load())
     assert (
-        f"graph-memset 1.48x (95% CI 1.47-1.50): CI overlaps this run's (1.36-1.50), {_within(_memset(docs))}; "
+        f"graph-memset 1.48x (95% CI 1.47-1.50): CI overlaps ours (1.36-1.50), {_within(_memset(docs))}; "
         "2 of 4 other CIs overlap "
         "this run's (not: memset/fill (torch graph) 1.01x (1.01-1.03) against 1.06x (1.05-1.08); memset/kernel (the "
         "seed's program) 1.43x (1.42-1.45) against 1.49x (1.48-1.49)) (`attached/rerun-graph-memset.json`)"
@@ -138,7 +138,7 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
     assert (
-        "5090-linear 0.930x (95% CI 0.929-0.931): CI misses this run's (0.918-0.923), " in said
+        "5090-linear 0.930x (95% CI 0.929-0.931): CI misses ours (0.918-0.923), " in said
         and "re-run spread" in said
     )
     # Within or beyond twice one GPU's spread, whatever this run's own CI: the number said is the one judged by.
@@ -151,7 +151,7 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
         wide = dataclasses.replace(v, value=value, ci_low=value * 0.97, ci_high=value * 1.03)
         said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=wide)}, band.load())
         assert f"), {word} twice one GPU's re-run spread (±{fmt_pct(spread * 100)})" in said
-        assert "CI overlaps this run's (" in said
+        assert "CI overlaps ours (" in said
 
 
 def test_a_rerun_without_a_ci_says_so() -> None:
