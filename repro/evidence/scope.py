@@ -440,3 +440,27 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
         said += f": {moved[1]} ({moved[2]} against {fmt_time(moved[3])} in the others)"
         said += "".join(f", {x[1]}" for x in also)
     return said + "."
+
+
+def crossing_episodes(doc: Artifact) -> str:
+    """``memset/fill (torch graph) 1.57x in its episode 2 (0.90x over all)``: the other paired rows one of whose
+    episodes' medians lay across the threshold from the row's own ratio, each at its farthest such episode; "" where
+    none did. The headline's episodes are ``episode_line``'s."""
+    v = doc.verdict
+    if v.threshold is None:
+        return ""
+    said = []
+    for r in v.breakdown:
+        num, den = doc.variant(str(r.num)), doc.variant(str(r.den))
+        if r.headline or not r.paired or r.ratio is None or num is None or den is None:
+            continue
+        a = num.timing.rounds if num.timing is not None and num.timing.rounds else ()
+        b = den.timing.rounds if den.timing is not None and den.timing.rounds else ()
+        if not a or len(a) != len(b) or not all(x > 0 for x in b) or num.timing is None:
+            continue
+        meds = stats.episode_medians(stats.paired_ratios(a, b, float(r.scale or 1.0)), num.timing.episode_rounds)
+        across = [i for i, m in enumerate(meds) if (m >= v.threshold) != (float(r.ratio) >= v.threshold)]
+        if across and len(meds) > 1:
+            at = max(across, key=lambda i: abs(meds[i] / float(r.ratio) - 1))
+            said.append(f"{r.comparison} {meds[at]:.2f}x in its episode {at + 1} ({float(r.ratio):.2f}x over all)")
+    return f"across the {v.threshold:g} threshold in one episode: {'; '.join(said)}" if said else ""

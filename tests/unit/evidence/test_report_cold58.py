@@ -149,3 +149,13 @@ def test_the_second_reads_answers(lean: str, full: str) -> None:
     assert without(line, "NVIDIA H100 80GB HBM3") == "other GPUs (A100, Blackwell); ROCm"
     assert without(line, "NVIDIA A100-SXM4-80GB") == "other GPUs (H100, Blackwell); ROCm"
     assert without(line, "NVIDIA H200") == line and without("on another H200: x", "NVIDIA H200") == "on another H200: x"
+
+
+def test_another_rows_episode_across_the_threshold_joins_the_episodes_line(full: str) -> None:
+    """The fourth read: the torch graph's row read 1.57x in one episode (its memset node 1575 ns there), which the
+    Episodes line, the headline's only, did not say."""
+    assert (
+        "twin_fill +0.0%; across the 1.2 threshold in one episode: memset/fill (torch graph) 1.57x in its episode 2 "
+        "(0.90x over all)."
+    ) in full
+
