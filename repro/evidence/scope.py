@@ -458,9 +458,10 @@ def crossing_episodes(doc: Artifact) -> str:
         b = den.timing.rounds if den.timing is not None and den.timing.rounds else ()
         if not a or len(a) != len(b) or not all(x > 0 for x in b) or num.timing is None:
             continue
+        ratio, line = float(r.ratio), v.threshold
         meds = stats.episode_medians(stats.paired_ratios(a, b, float(r.scale or 1.0)), num.timing.episode_rounds)
-        across = [i for i, m in enumerate(meds) if (m >= v.threshold) != (float(r.ratio) >= v.threshold)]
+        across = [i for i, m in enumerate(meds) if (m >= line) != (ratio >= line)]
         if across and len(meds) > 1:
-            at = max(across, key=lambda i: abs(meds[i] / float(r.ratio) - 1))
-            said.append(f"{r.comparison} {meds[at]:.2f}x in its episode {at + 1} ({float(r.ratio):.2f}x over all)")
+            at = max(across, key=lambda i: abs(meds[i] / ratio - 1))
+            said.append(f"{r.comparison} {meds[at]:.2f}x in its episode {at + 1} ({ratio:.2f}x over all)")
     return f"across the {v.threshold:g} threshold in one episode: {'; '.join(said)}" if said else ""
