@@ -313,9 +313,7 @@ def repro_section(
     # Another row's episode across the threshold joins the headline's Episodes line (or makes one).
     episodes, crossing = scope.episode_line(doc, known), scope.crossing_episodes(doc)
     episodes = (
-        f"{episodes[:-1]}; {crossing}."
-        if episodes and crossing
-        else episodes or (crossing and f"Episodes: {crossing}.")
+        f"{episodes} {crossing}." if episodes and crossing else episodes or (crossing and f"Episodes: {crossing}.")
     )
     items += [x for x in [band_line(doc, known), episodes] if x]
     more, shell = rerun_block(doc)

@@ -489,7 +489,8 @@ def words(
     rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
     # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
-    seen = " that saw this machine's packages" if lean and any("already in" in t for t in torches) else ""
+    outside = any("already in" in t or "the machine's" in t for t in torches)  # install_words' or _torch_words'
+    seen = " that saw this machine's packages" if lean and outside else ""
     stop = ""
     if (
         not left

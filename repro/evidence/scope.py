@@ -9,6 +9,7 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -443,25 +444,34 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
 
 
 def crossing_episodes(doc: Artifact) -> str:
-    """``memset/fill (torch graph) 1.57x in its episode 2 (0.90x over all)``: the other paired rows one of whose
-    episodes' medians lay across the threshold from the row's own ratio, each at its farthest such episode; "" where
-    none did. The headline's episodes are ``episode_line``'s."""
-    v = doc.verdict
-    if v.threshold is None:
-        return ""
+    """``Other rows: memset/fill (torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: episode 2),
+    above the 1.2 threshold, 0.8986 over all``: each other paired row timed on wall time whose CI lies on one side
+    of the threshold (the row's own, else the headline's) while some of its episodes' medians lie outside that CI
+    on the other side; "" where none does. The headline's episodes are ``episode_line``'s."""
     said = []
-    for r in v.breakdown:
+    for r in doc.verdict.breakdown:
         num, den = doc.variant(str(r.num)), doc.variant(str(r.den))
-        if r.headline or not r.paired or r.ratio is None or num is None or den is None:
+        line = r.threshold if isinstance(r.threshold, int | float) else doc.verdict.threshold
+        if r.headline or not r.paired or r.basis == "kernel" or line is None or num is None or den is None:
             continue
+        if r.ratio is None or r.ci_low is None or r.ci_high is None or (r.ci_low < line) != (r.ci_high < line):
+            continue  # no CI, or one that straddles the threshold: an episode across it says nothing new
         a = num.timing.rounds if num.timing is not None and num.timing.rounds else ()
         b = den.timing.rounds if den.timing is not None and den.timing.rounds else ()
         if not a or len(a) != len(b) or not all(x > 0 for x in b) or num.timing is None:
             continue
-        ratio, line = float(r.ratio), v.threshold
-        meds = stats.episode_medians(stats.paired_ratios(a, b, float(r.scale or 1.0)), num.timing.episode_rounds)
-        across = [i for i, m in enumerate(meds) if (m >= line) != (ratio >= line)]
-        if across and len(meds) > 1:
-            at = max(across, key=lambda i: abs(meds[i] / ratio - 1))
-            said.append(f"{r.comparison} {meds[at]:.2f}x in its episode {at + 1} ({ratio:.2f}x over all)")
-    return f"across the {v.threshold:g} threshold in one episode: {'; '.join(said)}" if said else ""
+        ratios = stats.paired_ratios(a, b, float(r.scale or 1.0))
+        if not math.isclose(statistics.median(ratios), r.ratio, rel_tol=1e-6):
+            continue  # the rounds are not what the row's ratio was taken from
+        meds = stats.episode_medians(ratios, num.timing.episode_rounds)
+        value = r.ratio
+        below = value < line
+        across = [i for i, m in enumerate(meds) if (m >= line if below else m < line)]
+        if across:
+            at = max(across, key=lambda i: abs(meds[i] / value - 1))
+            judged = ", not judged," if r.status == INFORMATIONAL else ""
+            said.append(
+                f"{r.comparison}{judged} read {meds[at]:.4g} in {len(across)} of {len(meds)} episodes (farthest: "
+                f"episode {at + 1}), {'above' if below else 'below'} the {line:g} threshold, {value:.4g} over all"
+            )
+    return f"Other rows: {'; '.join(said)}" if said else ""

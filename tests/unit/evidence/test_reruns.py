@@ -137,10 +137,7 @@ def test_a_rerun_whose_ci_misses_this_runs_says_so_beside_the_band() -> None:
     v = moved.verdict
     off = dataclasses.replace(v, value=0.9300, ci_low=0.9290, ci_high=0.9310)  # above this run's 0.915-0.925
     said = reruns.words(docs, {"rerun-5090-linear.json": dataclasses.replace(moved, verdict=off)}, band.load())
-    assert (
-        "5090-linear 0.930x (95% CI 0.929-0.931): CI misses ours (0.918-0.923), " in said
-        and "re-run spread" in said
-    )
+    assert "5090-linear 0.930x (95% CI 0.929-0.931): CI misses ours (0.918-0.923), " in said and "re-run spread" in said
     # Within or beyond twice one GPU's spread, whatever this run's own CI: the number said is the one judged by.
     first = docs[0]
     b = band.lookup(first, band.load())
