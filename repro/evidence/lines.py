@@ -338,7 +338,7 @@ def _gib(x: Any) -> float | None:
 
 def _room(doc: Artifact, said: Mapping[str, Any]) -> str:
     """``; about 109.9 GiB of GPU memory at these sizes (its standalone script: 94.2 GiB; the seed's program, one form
-    at a time: 62.8 GiB), more than this GPU's 79.2 GiB: fewer tensors (`--set n_tensors=...`) or a larger GPU``:
+    at a time: 62.8 GiB), more than this GPU's 79.2 GiB: `--set n_tensors=...` or a larger GPU``:
     from ``claim_needs``; the run's own figure is ``run_gpu_memory_gib`` (older artifacts record the script's only)."""
     run, script, seed = (_gib(said.get(k)) for k in ("run_gpu_memory_gib", "gpu_memory_gib", "seed_gpu_memory_gib"))
     first = run or script
