@@ -62,12 +62,16 @@ def span(b: Band) -> tuple[float, float]:
     return min(p.value for p in b.points), max(p.value for p in b.points)
 
 
-def _gpus(b: Band) -> str:
-    """``57 GPUs`` or ``63 GPUs, all 82 runs suspect``: a band of suspect runs says so wherever it is quoted."""
+def suspect_words(b: Band) -> str:
+    """``, all 82 runs suspect`` or ``, 15 of 163 runs suspect``; "" where none was: a band of suspect runs says so
+    wherever it is quoted."""
     flagged, known = b.suspect
-    return f"{len(b.points)} GPUs" + (
-        f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
-    )
+    return f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
+
+
+def _gpus(b: Band) -> str:
+    """``57 GPUs`` or ``63 GPUs, all 82 runs suspect``."""
+    return f"{len(b.points)} GPUs{suspect_words(b)}"
 
 
 def elsewhere(b: Band) -> str:
@@ -111,4 +115,14 @@ def _arms_there(doc: Artifact, b: Band) -> str:
     return f"; arms there/here: {', '.join(pairs)}"
 
 
-__all__ = ["Agreement", "agree", "elsewhere", "model_flip", "other_models", "reach", "slack", "span"]
+__all__ = [
+    "Agreement",
+    "agree",
+    "elsewhere",
+    "model_flip",
+    "other_models",
+    "reach",
+    "slack",
+    "span",
+    "suspect_words",
+]

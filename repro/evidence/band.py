@@ -168,10 +168,15 @@ def headline_row(a: Artifact) -> Row | None:
 
 
 def headline_rounds(a: Artifact) -> tuple[float, ...]:
-    """The headline's per-round paired ratios, from its two variants' recorded rounds and the row's scale,
-    where their median is the recorded headline; () otherwise (a kernel-time basis, rounds not recorded)."""
+    """The headline's per-round paired ratios (``row_rounds`` of its row and the recorded headline)."""
     row = headline_row(a)
-    if row is None or not row.paired or row.basis == "kernel" or a.verdict.value is None:
+    return row_rounds(a, row, a.verdict.value) if row is not None else ()
+
+
+def row_rounds(a: Artifact, row: Row, value: float | None) -> tuple[float, ...]:
+    """A paired row's per-round ratios, from its two variants' recorded rounds and the row's scale, where their
+    median is ``value`` (the ratio recorded for them); () otherwise (a kernel-time basis, rounds not recorded)."""
+    if not row.paired or row.basis == "kernel" or value is None:
         return ()
     num, den = a.variant(str(row.num)), a.variant(str(row.den))
     x = (num.timing.rounds if num is not None and num.timing is not None else None) or ()
@@ -179,7 +184,7 @@ def headline_rounds(a: Artifact) -> tuple[float, ...]:
     if not x or len(x) != len(y) or any(v <= 0 for v in y):
         return ()
     ratios = stats.paired_ratios(x, y, float(row.scale or 1.0))
-    return tuple(ratios) if math.isclose(statistics.median(ratios), a.verdict.value, rel_tol=1e-9) else ()
+    return tuple(ratios) if math.isclose(statistics.median(ratios), value, rel_tol=1e-9) else ()
 
 
 def compute(

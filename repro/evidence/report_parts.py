@@ -14,7 +14,7 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
-from repro.evidence.agreement import elsewhere, other_models
+from repro.evidence.agreement import elsewhere, other_models, suspect_words
 from repro.evidence.artifact import format_run_busy
 from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
@@ -99,8 +99,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     if b is None:
         seen = other_models(doc, bands)
         return f"none on this model; {text(elsewhere(seen[0]))}" if seen else "no cross-GPU data"
-    flagged, known = b.suspect
-    suspect = f", {'all' if flagged == known else f'{flagged} of'} {known} runs suspect" if flagged else ""
+    suspect = suspect_words(b)
     few = b.outliers
     rest = f"; without the farthest {few[0]}: {spread(*b.sides(few[0]))}" if few else ""
     ours, known_sources = b.same_source(doc.repro.source_sha256 or "")

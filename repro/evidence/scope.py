@@ -9,7 +9,6 @@ comes from the caller as ``Declared`` data; nothing here reads the plugin regist
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from repro.core.errors import reason_only
 from repro.core.results import VariantResult, rel_halfwidth
 from repro.core.verdict import INFORMATIONAL
 from repro.env.fingerprint import essentials
-from repro.evidence.band import Band, headline_rounds, headline_row, lookup
+from repro.evidence.band import Band, headline_rounds, headline_row, lookup, row_rounds
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import guest_words, image_vars
 from repro.evidence.markdown import fmt_time
@@ -450,19 +449,16 @@ def crossing_episodes(doc: Artifact) -> str:
     on the other side; "" where none does. The headline's episodes are ``episode_line``'s."""
     said = []
     for r in doc.verdict.breakdown:
-        num, den = doc.variant(str(r.num)), doc.variant(str(r.den))
+        num = doc.variant(str(r.num))
         line = r.threshold if isinstance(r.threshold, int | float) else doc.verdict.threshold
-        if r.headline or not r.paired or r.basis == "kernel" or line is None or num is None or den is None:
+        if r.headline or line is None or num is None or num.timing is None:
             continue
         if r.ratio is None or r.ci_low is None or r.ci_high is None or (r.ci_low < line) != (r.ci_high < line):
             continue  # no CI, or one that straddles the threshold: an episode across it says nothing new
-        a = num.timing.rounds if num.timing is not None and num.timing.rounds else ()
-        b = den.timing.rounds if den.timing is not None and den.timing.rounds else ()
-        if not a or len(a) != len(b) or not all(x > 0 for x in b) or num.timing is None:
+        # () unless paired on wall time, with rounds whose median is the row's ratio.
+        ratios = row_rounds(doc, r, r.ratio)
+        if not ratios:
             continue
-        ratios = stats.paired_ratios(a, b, float(r.scale or 1.0))
-        if not math.isclose(statistics.median(ratios), r.ratio, rel_tol=1e-6):
-            continue  # the rounds are not what the row's ratio was taken from
         meds = stats.episode_medians(ratios, num.timing.episode_rounds)
         value = r.ratio
         below = value < line
