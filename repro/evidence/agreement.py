@@ -4,6 +4,7 @@ GPU's re-runs lie from that GPU's value or by a run's own CI, whichever is large
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -102,6 +103,44 @@ def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
     return ""
 
 
+def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> str:
+    """What committed runs read for a comparison this run did not run, where it has no headline: the first in the
+    verdict's not-run list with a band, on this run's GPU model where it has one, else on the model with the most
+    GPUs; "" where none has a band.
+
+    ``brief``, the summary table's cell: ``torch_fused, not run here: NVIDIA H200 1.000-1.003x (11 GPUs, other
+    params)``. Else the Re-run-elsewhere line's words, which name the comparison's label, the runs and the params
+    those runs set otherwise: the params they lack, then those they set to other values or lack in some runs."""
+    ours = doc.repro.params or {}
+    for name, label in dict.fromkeys((n.comparison, n.label) for n in doc.verdict.not_run):
+        found = [b for b in bands if (b.repro, b.headline) == (doc.repro.id, name) and len(b.points) >= MIN_GPUS]
+        if not found:
+            continue
+        models = sorted({b.gpu for b in found})
+        own = doc.machine.gpu_name
+        gpu = own if own in models else max(models, key=lambda g: sum(len(b.points) for b in found if b.gpu == g))
+        there = [b for b in found if b.gpu == gpu]
+        values = [p.value for b in there for p in b.points]
+        gpus = len({p.uuid for b in there for p in b.points})
+        runs = len({r for b in there for p in b.points for r in p.runs})
+        theirs = [json.loads(b.params) for b in there]
+        lack = sorted(k for k in ours if all(k not in t for t in theirs))
+        other = sorted(
+            {k for t in theirs for k in set(t) | set(ours) if k not in lack and t.get(k, t) != ours.get(k, t)}
+        )
+        span = f"{min(values):.3f}-{max(values):.3f}x"
+        if brief:
+            same = "other params" if lack or other else "these params"
+            return f"{name}, not run here: {gpu} {span} ({gpus} GPUs, {same})"
+        differ = [f"lack {', '.join(lack)}" if lack else "", f"set {', '.join(other)} otherwise" if other else ""]
+        params = " and ".join(x for x in differ if x) or "are this run's"
+        return (
+            f"{name} ({label}), not run here either, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, "
+            f"whose params {params}"
+        )
+    return ""
+
+
 def _arms_there(doc: Artifact, b: Band) -> str:
     """``; arms there/here: twin_memset 918 ns/912 ns, twin_fill 618 ns/782 ns``: the headline's arms' medians over
     the other model's band runs beside this run's, the one that differs more last; "" where either side lacks them."""
@@ -120,6 +159,7 @@ __all__ = [
     "agree",
     "elsewhere",
     "model_flip",
+    "not_run_bands",
     "other_models",
     "reach",
     "slack",

@@ -50,15 +50,25 @@ SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episode
 
 # The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim, how its experiment differs from
 # ours, and the re-run's items (what it needs installed; why no command was rebuilt); the finding above them and
-# the run line's block below are not bullets and stay too.
+# the run line's block below are not bullets and stay too. At the first bare level the lines with the numbers of
+# the seed's own programs (seed.cu as posted, its torch program re-coded, its program re-implemented) stay as well.
 BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:", f"- {RERUN_NEEDS}", f"- {RERUN_NOT_REBUILT}")
+SEED_KEEPS = ("- The seed's ",)
 BARE_WORDS = "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours and re-run lines"
+# The Left-out note's words per bare level (1, 2).
+BARE_LEVEL_WORDS = (
+    "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours, the seed's programs' and re-run"
+    " lines",
+    BARE_WORDS,
+)
 
 
-def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare: bool = False) -> str:
+def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare: int = 0) -> str:
     """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
     cut to its first ``kernels`` lines; without the first ``spare`` of SPARE_BULLETS (a line and its sub-bullets);
-    ``bare``: without any bullet but BARE_KEEPS (the last tier before a cut: every section stays)."""
+    ``bare`` 1: without any bullet but BARE_KEEPS and SEED_KEEPS; 2: but BARE_KEEPS (the last tier before a cut:
+    every section stays)."""
+    keeps = BARE_KEEPS + (SEED_KEEPS if bare == 1 else ())
     kept = []
     listed: int | None = None  # sub-bullets kept of the kernel list being read, None outside one
     spared = tuple(prefix for prefix, _ in SPARE_BULLETS[:spare])
@@ -69,7 +79,7 @@ def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare:
         if skipping and ln.startswith("  - "):
             continue
         skipping = (bool(spared) and ln.startswith(spared)) or (
-            bare and ln.startswith("- ") and not ln.startswith(BARE_KEEPS)
+            bool(bare) and ln.startswith("- ") and not ln.startswith(keeps)
         )
         if skipping:
             continue

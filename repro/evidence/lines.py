@@ -13,6 +13,7 @@ from typing import Any
 from repro.core.results import VariantResult
 from repro.evidence import band, scope
 from repro.evidence.agreement import agree as agreed
+from repro.evidence.agreement import not_run_bands
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text
 from repro.evidence.model import Artifact
@@ -205,7 +206,8 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
     v = doc.verdict
     if v.status not in MEASURED or v.value is None:
-        return None
+        got = not_run_bands(doc, bands, brief=False)
+        return f"Re-run elsewhere: this run has no headline; {text(got)}." if got else None
     b = band.lookup(doc, bands)
     if b is None:
         differ = band.other_params(doc, bands)

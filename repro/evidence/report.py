@@ -33,7 +33,7 @@ from repro.evidence.clocks import (
 )
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.fitting import (
-    BARE_WORDS,
+    BARE_LEVEL_WORDS,
     CUT_NOTE,
     LEAN_NAMED,
     NTH,
@@ -483,7 +483,7 @@ def report(
     # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
     bullets_gone = 0  # the first this many of SPARE_BULLETS gone from every section
-    bare = False  # every section without its bullets but BARE_KEEPS: the last tier before a cut
+    bare = 0  # 1: every section without its bullets but BARE_KEEPS and SEED_KEEPS; 2: but BARE_KEEPS, the last
     # The kinds of restating line (LEAN_NAMED) the sections have: what a lean report names as left out.
     lines_of = [ln for s, _ in sections for ln in s.split("\n")]
     restating = [name for prefix, name in LEAN_NAMED if any(ln.startswith(prefix) for ln in lines_of)]
@@ -513,7 +513,7 @@ def report(
                     else "each section's kernel lines"
                 ]
             gone += [f"each section's {' and '.join(spared)}"] if spared and not bare else []
-            gone += [BARE_WORDS] if bare else []
+            gone += [BARE_LEVEL_WORDS[bare - 1]] if bare else []
             gone += ["the note under the table on the bands' runs"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, stack_level(stack_gone))[1]) else []
@@ -572,10 +572,11 @@ def report(
         )
         if real and fits(parts := assemble()):
             break
-    if not fits(parts):  # the Episodes lines, then every bullet but BARE_KEEPS: the last before a cut
+    if not fits(parts):  # the Episodes lines, then the bare levels: the last before a cut
         bullets_gone = 2
-        if not fits(parts := assemble()):
-            bare = True
+        for bare in (1, 2) if not fits(parts := assemble()) else ():  # noqa: B007 (assemble reads it)
+            if fits(parts := assemble()):
+                break
     parts = assemble()
     if fits(parts):
         return "\n".join(parts)

@@ -14,7 +14,7 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
-from repro.evidence.agreement import elsewhere, other_models, suspect_words
+from repro.evidence.agreement import elsewhere, not_run_bands, other_models, suspect_words
 from repro.evidence.artifact import format_run_busy
 from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
@@ -94,7 +94,7 @@ def spread(below: float, above: float) -> str:
 
 def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     if doc.verdict.status not in MEASURED or doc.verdict.value is None:
-        return "-"
+        return text(not_run_bands(doc, bands)) or "-"
     b = band.lookup(doc, bands)
     if b is None:
         seen = other_models(doc, bands)

@@ -50,9 +50,13 @@ def test_the_last_resort_cut_keeps_whole_blocks_and_ends_with_its_note() -> None
 
 
 def test_a_bare_section_keeps_its_finding_seed_lines_and_run_line_only() -> None:
+    """Level 1 keeps the lines with the seed's own programs' numbers too; level 2, the last before a cut, drops
+    them."""
     needs = "- To test the seed's claim, the re-run needs `te` installed."
-    section = SECTION.replace("- Impact:", "- Seed's experiment vs ours: one replay\n- Impact:")
-    bare = lean_section(section.replace("```bash", f"{needs}\n```bash"), 0, spare=2, bare=True)
+    seeds = "- The seed's own seed.cu, run as posted: 1.13x\n  - its processes 888-1202 us"
+    section = SECTION.replace("- Impact:", f"- Seed's experiment vs ours: one replay\n{seeds}\n- Impact:")
+    section = section.replace("```bash", f"- Where in the stack: getrf\n{needs}\n```bash")
+    bare = lean_section(section, 0, spare=2, bare=2)
     assert bare.splitlines() == [
         "## `x`: a claim",
         "**reproduced**: 1.5x (95% CI 1.4-1.6)",
@@ -63,3 +67,5 @@ def test_a_bare_section_keeps_its_finding_seed_lines_and_run_line_only() -> None
         "repro run x",
         "```",
     ]
+    first = lean_section(section, 0, spare=2, bare=1)
+    assert first.splitlines() == bare.splitlines()[:4] + seeds.splitlines() + bare.splitlines()[4:]

@@ -14,7 +14,8 @@ def test_the_run_renders_whole_where_its_own_report_was_cut() -> None:
     said = pasted(RUN)
     assert "Report cut" not in said and len(said) <= 20_000 and said.count("\n") + 1 <= 250
     assert "Report cut" in (RUN / "report.md").read_text()
-    assert section(said, "solve-512-cliff") and "each section's Kernels line with its kernel list" in said
+    assert section(said, "solve-512-cliff") and "the seed's programs' and re-run lines" in said
+    assert "- The seed's own seed.cu" in section(said, "graph-memset")
 
 
 def test_seed_cu_against_the_reimplementation_names_the_node_outside_seed_cus_processes() -> None:

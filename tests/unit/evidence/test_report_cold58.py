@@ -28,9 +28,10 @@ def test_the_pasted_report_fits_and_keeps_every_section(lean: str) -> None:
     assert len(lean) <= 20_000 and lean.count("\n") + 1 <= 250 and "Report cut" not in lean
     for rid in ("5090-linear", "fused-adam-capturable", "graph-memset", "lora-batch-scaling", "solve-512-cliff"):
         assert section(lean, rid)
-    # Not the bare tier: the seed's lines stay; the Episodes line is kept or named as left out.
-    assert "seed.cu as posted 1.13x" in lean and "lines but its finding" not in lean
-    assert "- Episodes:" in lean or "Episodes line" in lean
+    # Not the last bare tier: the seed's lines stay; the Episodes line is kept or named as left out.
+    assert "seed.cu as posted 1.13x" in lean and "- The seed's own seed.cu" in lean
+    assert "Seed's-experiment-vs-ours and re-run lines" not in lean
+    assert "- Episodes:" in lean or "Episodes line" in lean or "lines but its finding" in lean
 
 
 def test_a_row_without_a_band_for_its_model_names_another_models(lean: str) -> None:
@@ -162,3 +163,19 @@ def test_another_rows_episode_across_the_threshold_joins_the_episodes_line(full:
 
     old = next((ROOT / "artifacts" / "reference" / "h200" / "evidence24" / "all").iterdir())
     assert "Other rows:" not in rendered(old, limit=10**9, max_lines=None)
+
+
+def test_a_row_without_a_headline_gives_what_earlier_runs_read_for_a_comparison_it_skipped(
+    lean: str, full: str
+) -> None:
+    """The fourth read: fused-adam's earlier-runs cell read "-" though the band holds torch_fused's runs on H200s
+    (an older default, whose params lack controls_without_te and control_kernels, timed the controls without TE)."""
+    rows = {ln.split(" | ")[0][2:]: ln for ln in lean.splitlines() if ln.startswith("| ") and " | " in ln}
+    assert rows["fused-adam-capturable"].endswith(
+        "| torch_fused, not run here: NVIDIA H200 1.000-1.003x (11 GPUs, other params) |"
+    )
+    assert (
+        "- Re-run elsewhere: this run has no headline; torch_fused (torch AdamW(fused=True): kernel time per step, "
+        "capturable/regular), not run here either, read 1.000-1.003x on 11 NVIDIA H200 GPUs in 15 committed runs, "
+        "whose params lack control_kernels, controls_without_te and set kernel_episode_rounds otherwise."
+    ) in section(full, "fused-adam-capturable")

@@ -530,8 +530,9 @@ def test_before_one_kernel_line_each_kernel_list_keeps_two() -> None:
     whole = _report(docs, attached=bundle.attached_names(run), limit=10**9, max_lines=None)
     lists = [_sub_bullets(sec) for sec in whole.split("\n- Kernels")[1:]]
     assert max(lists) >= 3  # some list has a third line to leave out
-    # From where one kernel line each is left (or the paste limit), up: the first limit that keeps more keeps two.
-    limit = PASTE_LIMIT
+    # From where one kernel line each is left, searched down from above the paste limit, up: the first limit that
+    # keeps more keeps two.
+    limit = PASTE_LIMIT + 5_000
     while "after its first" not in _report(docs, attached=bundle.attached_names(run), limit=limit):
         limit -= 250
         assert limit > 10_000, "no limit leaves one kernel line each"
