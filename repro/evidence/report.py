@@ -287,7 +287,12 @@ def repro_section(
     finding = with_whole_steps(doc, finding[len(lead) :] if lead and finding.startswith(lead) else finding)
     # The finding's CI is this run's median's: where the arms' order split the headline's rounds, it says so there.
     split = validity.flag == "suspect" and any(order_about(x, v.headline) for x in validity.reasons)
-    split_said = " Split by the arms' order, its rounds' medians lie past this CI (above)." if split else ""
+    split_said = (
+        " Split by the arms' order, its rounds' medians lie past this CI, as the suspect note at this line's start"
+        " gives them."
+        if split
+        else ""
+    )
     flip = f" {text(said)}" if (said := model_flip(doc, known)) else ""  # another GPU model's runs read otherwise
     lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{flip}{later}", ""]
     if doc.error:

@@ -171,7 +171,7 @@ def test_a_suspect_note_with_the_clocks_medians_says_them_once() -> None:
     assert "held the SM clock" not in status and status.endswith(
         "5.1 GiB peak at batch 2, not FLUX; the profiled "
         "kernels alone gave 0.97x per sample (23.7 -&gt; 45.8 ms a step). Split by the arms' order, its rounds' "
-        "medians lie past this CI (above)."  # the run recorded the split
+        "medians lie past this CI, as the suspect note at this line's start gives them."  # the run recorded the split
     )
     assert "the arms' order split the rounds" in status
 

@@ -84,7 +84,10 @@ def test_the_order_split_is_said_as_an_association(lean: str) -> None:
     lora = section(lean, "lora-batch-scaling").split("\n")[1]
     assert "its rounds split by the arms' order: medians 0.8296-0.9756 over 6 orders of 4+ rounds" in lora
     assert "order moved it" not in lora and "order alone moves" not in lora
-    assert "Split by the arms' order, its rounds' medians lie past this CI (above)." in lora
+    assert (
+        "Split by the arms' order, its rounds' medians lie past this CI, as the suspect note at this line's start "
+        "gives them."
+    ) in lora
 
 
 def test_the_identity_line_ends_with_the_runs_gpu_busy_share(lean: str) -> None:
