@@ -8,7 +8,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from repro.evidence.band import MIN_GPUS, Band, band_arms, key_of, lookup
+from repro.evidence.band import MIN_GPUS, Band, key_of, lookup
+from repro.evidence.band_runs import band_arms
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact
 

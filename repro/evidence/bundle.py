@@ -36,7 +36,7 @@ from typing import Any
 from repro.core import fsio
 from repro.core.errors import UsageError
 from repro.core.redact import text_redactor
-from repro.evidence import band, model, seeds, wheel
+from repro.evidence import band, band_runs, model, seeds, wheel
 from repro.evidence.bundle_layout import BAND_DATA, BAND_RUNS, BAND_TEXT, CONTEXT, HARNESS, MANIFEST, SCRIPTS, SEEDS
 from repro.evidence.bundle_layout import FULL_REPORT as FULL_REPORT  # re-exported: the report names it
 
@@ -316,7 +316,7 @@ def _add_band(
     out.members.append((f"{name}/{BAND_TEXT}", ("\n".join([head, how, *said]) + "\n").encode()))
     if mine:
         out.members.append((f"{name}/{BAND_DATA}", band.to_json(mine, ["artifacts/reference"]).encode()))
-    if runs := band.runs_of(sorted({b.repro for b in mine})):
+    if runs := band_runs.runs_of(sorted({b.repro for b in mine})):
         out.members.append((f"{name}/{BAND_RUNS}", runs.encode()))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.core.results import VariantResult
-from repro.evidence import band, scope
+from repro.evidence import band, band_runs, scope
 from repro.evidence.agreement import agree as agreed
 from repro.evidence.agreement import not_run_bands
 from repro.evidence.declared import Declared
@@ -549,7 +549,7 @@ def band_notes(docs: Sequence[Artifact], bands: Sequence[band.Band], history: bo
             continue
         key = f"{b.repro} {b.gpu} {b.params} {b.headline}"
         if key not in said:  # each band's runs read once
-            moved = band.outlier_arms(b)
+            moved = band_runs.outlier_arms(b)
             why = text(f"{doc.repro.id}'s band: {moved}; why is not known")
             said[key] = [f"{why} (`band-runs.json`)"] if moved else []
         ours, known = b.same_source(doc.repro.source_sha256 or "")

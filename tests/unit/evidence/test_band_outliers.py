@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from repro.evidence import artifact, band, model, reruns
+from repro.evidence import artifact, band, band_runs, model, reruns
 from repro.evidence.model import Artifact
 from repro.evidence.report import report
 from repro.run import scripts
@@ -23,7 +23,7 @@ def _memset_band() -> band.Band:
 
 
 def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None:
-    said = band.outlier_arms(_memset_band())
+    said = band_runs.outlier_arms(_memset_band())
     # The farthest GPUs as the committed runs have them (evidence45's GPU made them 5 from 3): the three slow-fill
     # GPUs first, each with its arm and value.
     assert re.match(
@@ -38,15 +38,30 @@ def test_the_farthest_gpus_of_a_band_are_named_with_the_arm_that_moved() -> None
 
 def test_a_band_without_outliers_or_without_its_runs_says_nothing(tmp_path: Path) -> None:
     b = _memset_band()
-    assert band.outlier_arms(b, tmp_path / "absent.json") == ""
+    assert band_runs.outlier_arms(b, tmp_path / "absent.json") == ""
     even = dataclasses.replace(b, points=tuple(dataclasses.replace(p, value=b.center) for p in b.points))
-    assert even.outliers is None and band.outlier_arms(even) == ""
+    assert even.outliers is None and band_runs.outlier_arms(even) == ""
     # Runs whose headline row names no arms: nothing to say about them.
     runs = json.loads(band.RUNS_FILE.read_text())
     for r in runs["runs"]:
         r["verdict"]["breakdown"] = []
     (tmp_path / "runs.json").write_text(json.dumps(runs))
-    assert band.outlier_arms(b, tmp_path / "runs.json") == ""
+    assert band_runs.outlier_arms(b, tmp_path / "runs.json") == ""
+
+
+def test_the_runs_file_is_parsed_once_and_again_when_it_changes(tmp_path: Path) -> None:
+    b = _memset_band()
+    runs = json.loads(band.RUNS_FILE.read_text())
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs))
+    said = band_runs.outlier_arms(b, path)
+    before = band_runs._parsed.cache_info()
+    assert band_runs.outlier_arms(b, path) == said and said
+    assert band_runs._parsed.cache_info().hits == before.hits + 1
+    for r in runs["runs"]:
+        r["verdict"]["breakdown"] = []
+    path.write_text(json.dumps(runs))  # a smaller file: another size, whatever the clock's resolution
+    assert band_runs.outlier_arms(b, path) == ""
 
 
 def test_the_report_names_the_moved_arm_under_the_summary() -> None:
@@ -86,20 +101,20 @@ def test_odd_band_runs_never_crash_and_never_overclaim(tmp_path: Path) -> None:
                 if v.get("name") == "twin_fill":
                     v["gpu_monitor"] = "not a monitor"
     (tmp_path / "odd.json").write_text(json.dumps(odd))
-    assert "twin_fill 741 ns (b43f15a9)" in band.outlier_arms(b, tmp_path / "odd.json")
+    assert "twin_fill 741 ns (b43f15a9)" in band_runs.outlier_arms(b, tmp_path / "odd.json")
     bad = copy.deepcopy(runs)
     for r in bad["runs"]:
         for v in r.get("variants") or []:
             if v.get("name") == "twin_fill":
                 v["median_s"] = float("inf") if r["run_id"].endswith("e84ba9") else True
     (tmp_path / "bad.json").write_text(json.dumps(bad))
-    said = band.outlier_arms(b, tmp_path / "bad.json")
+    said = band_runs.outlier_arms(b, tmp_path / "bad.json")
     assert "inf" not in said and "500 ms" not in said  # no non-finite or boolean median is read as a time
     # A farthest GPU whose runs are not in the file: nothing is said rather than two GPUs of three.
     far = next(p for p in b.points if p.uuid.startswith("b43f15a9"))
     gone = {"kind": runs["kind"], "version": 1, "runs": [r for r in runs["runs"] if r["run_id"] not in far.runs]}
     (tmp_path / "gone.json").write_text(json.dumps(gone))
-    assert band.outlier_arms(b, tmp_path / "gone.json") == ""
+    assert band_runs.outlier_arms(b, tmp_path / "gone.json") == ""
 
 
 def test_a_band_note_is_said_once_per_band() -> None:
