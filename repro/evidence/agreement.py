@@ -82,9 +82,16 @@ def elsewhere(b: Band) -> str:
     return f"{b.gpu}: {lo:.3g}-{hi:.3g}x ({_gpus(b)})"
 
 
+def module_runs(doc: Artifact, b: Band) -> str:
+    """``3 of 110 runs with this repro module file``: how many of the band's runs recorded this run's repro source;
+    "" where this run or the band's runs recorded none."""
+    ours, known = b.same_source(doc.repro.source_sha256 or "")
+    return f"{ours} of {known} runs with this repro module file" if known and doc.repro.source_sha256 else ""
+
+
 def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
     """``On NVIDIA H200 every GPU's median at these params lies above the 1.2 threshold (the table's span; 3 of 110
-    runs with this module file), unlike this run; arms there/here: ...``: where this model has no band, this run's
+    runs with this repro module file), unlike this run; arms there/here: ...``: where this model has no band, this run's
     status is the threshold's call (its whole CI on one side: reproduced or not_reproduced), and every GPU of another
     model's band lies on the other side; "" otherwise."""
     v = doc.verdict
@@ -95,8 +102,7 @@ def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
         side = "above" if v.status == "not_reproduced" and lo >= v.threshold else ""
         side = "below" if v.status == "reproduced" and hi < v.threshold else side
         if side:
-            ours, known = b.same_source(doc.repro.source_sha256 or "")
-            code = f"; {ours} of {known} runs with this module file" if known and doc.repro.source_sha256 else ""
+            code = f"; {said}" if (said := module_runs(doc, b)) else ""
             return (
                 f"On {b.gpu} every GPU's median at these params lies {side} the {v.threshold:g} threshold (the table's "
                 f"span{code}), unlike this run{_arms_there(doc, b)}."
@@ -160,6 +166,7 @@ __all__ = [
     "agree",
     "elsewhere",
     "model_flip",
+    "module_runs",
     "not_run_bands",
     "other_models",
     "reach",

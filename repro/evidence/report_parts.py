@@ -14,7 +14,7 @@ from repro.core.claim import JOIN
 from repro.core.validity import CLOCK_FLOOR, POWER_CAP_FLOOR
 from repro.env.fingerprint import essentials
 from repro.evidence import band, scope, seeds
-from repro.evidence.agreement import elsewhere, not_run_bands, other_models, suspect_words
+from repro.evidence.agreement import elsewhere, module_runs, not_run_bands, other_models, suspect_words
 from repro.evidence.artifact import format_run_busy
 from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
@@ -102,12 +102,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     suspect = suspect_words(b)
     few = b.outliers
     rest = f"; without the farthest {few[0]}: {spread(*b.sides(few[0]))}" if few else ""
-    ours, known_sources = b.same_source(doc.repro.source_sha256 or "")
-    code_of = (
-        f", {ours} of {known_sources} runs with this repro module file"
-        if known_sources and doc.repro.source_sha256
-        else ""
-    )
+    code_of = f", {said}" if (said := module_runs(doc, b)) else ""
     # Where this run lies against the median of all GPUs, when it is beyond the band (without its farthest GPUs,
     # where a few of them widen it).
     off = doc.verdict.value / b.center - 1

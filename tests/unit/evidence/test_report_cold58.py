@@ -48,7 +48,7 @@ def test_a_status_another_models_runs_read_otherwise_says_so(lean: str) -> None:
     assert memset.startswith("**not_reproduced**: memset/fill (pure CUDA twin) was 1.17x (95% CI 1.16-1.18)")
     assert (
         " On NVIDIA H200 every GPU's median at these params lies above the 1.2 threshold (the table's span; 3 of 110 "
-        "runs with this module file), unlike this run; arms there/here: twin_memset 918 ns/912 ns, twin_fill 618 "
+        "runs with this repro module file), unlike this run; arms there/here: twin_memset 918 ns/912 ns, twin_fill 618 "
         "ns/782 ns."
     ) in memset
     for rid in ("5090-linear", "solve-512-cliff"):  # on the same side of the threshold on both models
