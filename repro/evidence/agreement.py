@@ -5,10 +5,11 @@ GPU's re-runs lie from that GPU's value or by a run's own CI, whichever is large
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from repro.evidence.band import MIN_GPUS, Band, key_of, lookup
+from repro.evidence.band import MEASURED, MIN_GPUS, Band, key_of, lookup
 from repro.evidence.band_runs import band_arms
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact
@@ -110,41 +111,87 @@ def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
     return ""
 
 
+# A param name as a report names it (``band.other_params``'s rule): an artifact's keys are open.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _params(b: Band) -> dict[str, Any] | None:
+    """A band's params as a dict; None where its JSON is not an object."""
+    try:
+        got = json.loads(b.params)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def _runs(b: Band) -> int:
+    return len({r for p in b.points for r in p.runs})
+
+
+def _params_differ(ours: Mapping[str, Any], there: Sequence[tuple[Band, dict[str, Any]]]) -> str:
+    """``lack control_kernels, controls_without_te (all 15 runs); lack kernel_episode_rounds (7 of 15 runs)``: how
+    the params of the bands' runs differ from this run's, per param: absent there, or set to another value (or set
+    there and not here), with how many of their runs do so."""
+    total = sum(_runs(b) for b, _ in there)
+    missing = object()
+    groups: dict[tuple[str, int], list[str]] = {}
+    for k in sorted({*ours, *(k for _, t in there for k in t)}):
+        if not _NAME.fullmatch(k):
+            continue
+        lack = sum(_runs(b) for b, t in there if k in ours and k not in t)
+        other = sum(_runs(b) for b, t in there if k in t and t[k] != ours.get(k, missing))
+        for kind, n in (("lack", lack), ("set otherwise", other)):
+            if n:
+                groups.setdefault((kind, n), []).append(k)
+    return "; ".join(
+        f"{kind} {', '.join(keys)} ({'all' if n == total else f'{n} of'} {total} runs)"
+        for (kind, n), keys in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1]))
+    )
+
+
 def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> str:
-    """What committed runs read for a comparison this run did not run, where it has no headline: the first in the
-    verdict's not-run list with a band, on this run's GPU model where it has one, else on the model with the most
-    GPUs; "" where none has a band.
+    """What committed runs read for a comparison this run did not run, where this run measured nothing for its
+    headline (a measured status without a value; never a smoke run): the first in the verdict's not-run list with a
+    band, on this run's GPU model where it has one, else on the model with the most distinct GPUs; of that model's
+    bands, the one at this run's params where there is one, else all of them; "" where none has a band.
 
     ``brief``, the summary table's cell: ``torch_fused, not run here: NVIDIA H200 1.000-1.003x (11 GPUs, other
-    params)``. Else the Re-run-elsewhere line's words, which name the comparison's label, the runs and the params
-    those runs set otherwise: the params they lack, then those they set to other values or lack in some runs."""
+    params)``. Else the Re-run-elsewhere line's words, which name the comparison's label, the runs and how their
+    params differ from this run's (``_params_differ``)."""
+    v = doc.verdict
+    if v.value is not None or v.status not in MEASURED or doc.smoke:
+        return ""
     ours = doc.repro.params or {}
-    for name, label in dict.fromkeys((n.comparison, n.label) for n in doc.verdict.not_run):
-        found = [b for b in bands if (b.repro, b.headline) == (doc.repro.id, name) and len(b.points) >= MIN_GPUS]
+    canonical = json.dumps(ours, sort_keys=True)
+    for name, label in dict.fromkeys((n.comparison, n.label) for n in v.not_run):
+        found = [
+            (b, t)
+            for b in bands
+            if (b.repro, b.headline) == (doc.repro.id, name) and len(b.points) >= MIN_GPUS
+            if (t := _params(b)) is not None
+        ]
         if not found:
             continue
-        models = sorted({b.gpu for b in found})
+        models = sorted({b.gpu for b, _ in found})
         own = doc.machine.gpu_name
-        gpu = own if own in models else max(models, key=lambda g: sum(len(b.points) for b in found if b.gpu == g))
-        there = [b for b in found if b.gpu == gpu]
-        values = [p.value for b in there for p in b.points]
-        gpus = len({p.uuid for b in there for p in b.points})
-        runs = len({r for b in there for p in b.points for r in p.runs})
-        theirs = [json.loads(b.params) for b in there]
-        lack = sorted(k for k in ours if all(k not in t for t in theirs))
-        other = sorted(
-            {k for t in theirs for k in set(t) | set(ours) if k not in lack and t.get(k, t) != ours.get(k, t)}
+        gpu = (
+            own
+            if own in models
+            else max(models, key=lambda g: len({p.uuid for b, _ in found if b.gpu == g for p in b.points}))
         )
+        there = [(b, t) for b, t in found if b.gpu == gpu]
+        there = [(b, t) for b, t in there if b.params == canonical] or there
+        values = [p.value for b, _ in there for p in b.points]
+        gpus = len({p.uuid for b, _ in there for p in b.points})
+        runs = sum(_runs(b) for b, _ in there)
         span = f"{min(values):.3f}-{max(values):.3f}x"
+        differ = _params_differ(ours, there) if doc.repro.params else "unknown: this run recorded none"
         if brief:
-            same = "other params" if lack or other else "these params"
+            same = ("other params" if doc.repro.params else "params unknown here") if differ else "these params"
             return f"{name}, not run here: {gpu} {span} ({gpus} GPUs, {same})"
-        differ = [f"lack {', '.join(lack)}" if lack else "", f"set {', '.join(other)} otherwise" if other else ""]
-        params = " and ".join(x for x in differ if x) or "are this run's"
-        return (
-            f"{name} ({label}), not run here either, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, "
-            f"whose params {params}"
-        )
+        what = label if label and label != "None" else name
+        params = f"whose params: {differ}" if differ else "at this run's params"
+        return f"{name} ({what}), not run here, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, {params}"
     return ""
 
 

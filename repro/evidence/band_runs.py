@@ -1,6 +1,6 @@
-"""The shipped band runs (``band.RUNS_FILE``): a compact copy of every run behind the bands, which a bundle ships and
-the report reads for what a band's arms did. The file is parsed once per path and modification, and what is read
-from it is shared between callers: read it, never change it."""
+"""The shipped band runs (``band.RUNS_FILE``): a compact copy of every run behind the bands, which a bundle ships
+and the report reads for what a band's arms did. The file is parsed once per path and change (``_parsed``), and
+what is read from it is shared between callers: read it, never change it."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ def _shipped(path: Path) -> Mapping[str, Any] | None:
         st = path.stat()
     except OSError:
         return None
-    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+    return _parsed(str(path), (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=4)
-def _parsed(path: str, mtime_ns: int, size: int) -> Mapping[str, Any] | None:
-    """``path``'s JSON, once per (path, modification time, size)."""
+def _parsed(path: str, stamp: tuple[int, int, int, int]) -> Mapping[str, Any] | None:
+    """``path``'s JSON, once per path and ``stamp`` (inode, modification and change times, size): a file replaced
+    or rewritten, its modification time restored or not, gets another stamp."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError):

@@ -7,6 +7,7 @@ and the cut between whole blocks that nothing else may follow.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from repro.evidence.lines import RERUN_NEEDS, RERUN_NOT_REBUILT
 from repro.evidence.seedlines import SEED_METHOD_WHY
@@ -50,20 +51,21 @@ SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episode
 
 # The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim, how its experiment differs from
 # ours, and the re-run's items (what it needs installed; why no command was rebuilt); the finding above them and
-# the run line's block below are not bullets and stay too. At the first bare level the lines with the numbers of
-# the seed's own programs (seed.cu as posted, its torch program re-coded, its program re-implemented) stay as well.
+# the run line's block below are not bullets and stay too. At the first bare level every line that opens "The seed's"
+# stays as well: the seed's own programs and methods as run here (seed.cu as posted, its torch program re-coded, its
+# program re-implemented, its method re-run), with their numbers.
 BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:", f"- {RERUN_NEEDS}", f"- {RERUN_NOT_REBUILT}")
 SEED_KEEPS = ("- The seed's ",)
 BARE_WORDS = "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours and re-run lines"
 # The Left-out note's words per bare level (1, 2).
 BARE_LEVEL_WORDS = (
-    "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours, the seed's programs' and re-run"
-    " lines",
+    "each section's lines but its finding, Seed claim, Seed's-experiment-vs-ours, the seed's-programs-run-here and"
+    " re-run lines",
     BARE_WORDS,
 )
 
 
-def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare: int = 0) -> str:
+def lean_section(section: str, kernels: int | None = None, spare: int = 0, bare: Literal[0, 1, 2] = 0) -> str:
     """The section without LEAN_LINES; with ``kernels``, each kernel list (a "- Kernels" line's sub-bullets)
     cut to its first ``kernels`` lines; without the first ``spare`` of SPARE_BULLETS (a line and its sub-bullets);
     ``bare`` 1: without any bullet but BARE_KEEPS and SEED_KEEPS; 2: but BARE_KEEPS (the last tier before a cut:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from repro.core.kernelnames import recut
 from repro.evidence import artifact, band, cliff_report, model, scope
@@ -383,7 +383,8 @@ def report(
     What does not fit goes in this order, each named in a note that points at the bundle: the
     repros' ``<details>`` blocks (largest first), then the environment; then the sections' lines that
     restate (``repro.evidence.fitting``: LEAN_LINES), their kernel lists, their Kernels lines, the
-    last tiers of the Not-tested section, the Episodes lines; only then is the report cut
+    last tiers of the Not-tested section, the Episodes lines, then every bullet but the seed's and the re-run's
+    (``fitting.BARE_KEEPS``, ``SEED_KEEPS``), then the seed's programs' bullets; only then is the report cut
     between whole blocks. ``figures``: the repros' plots (``repro.evidence.plots``). ``declared``: what
     the caller looked up in the plugin registry per artifact (``repro.run.scripts.declared``).
     ``bands``: the re-run bands (default: the shipped data, ``repro.evidence.band``). ``attached``:
@@ -488,7 +489,9 @@ def report(
     # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
     bullets_gone = 0  # the first this many of SPARE_BULLETS gone from every section
-    bare = 0  # 1: every section without its bullets but BARE_KEEPS and SEED_KEEPS; 2: but BARE_KEEPS, the last
+    bare: Literal[0, 1, 2] = (
+        0  # 1: every section without its bullets but BARE_KEEPS and SEED_KEEPS; 2: but BARE_KEEPS, the last
+    )
     # The kinds of restating line (LEAN_NAMED) the sections have: what a lean report names as left out.
     lines_of = [ln for s, _ in sections for ln in s.split("\n")]
     restating = [name for prefix, name in LEAN_NAMED if any(ln.startswith(prefix) for ln in lines_of)]

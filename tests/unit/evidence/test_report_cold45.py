@@ -14,7 +14,7 @@ def test_the_run_renders_whole_where_its_own_report_was_cut() -> None:
     said = pasted(RUN)
     assert "Report cut" not in said and len(said) <= 20_000 and said.count("\n") + 1 <= 250
     assert "Report cut" in (RUN / "report.md").read_text()
-    assert section(said, "solve-512-cliff") and "the seed's programs' and re-run lines" in said
+    assert section(said, "solve-512-cliff") and "the seed's-programs-run-here and re-run lines" in said
     assert "- The seed's own seed.cu" in section(said, "graph-memset")
 
 
