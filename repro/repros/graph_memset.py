@@ -162,7 +162,7 @@ class GraphMemset(Repro[MemsetParams]):
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
-        "why the torch graph's row read 1.29-1.35x before harness f90ac86/7ff9414 and 0.89-1.08x since, "
+        "why the torch graph's row read 1.29-1.35x on H200s before harness f90ac86/7ff9414 and 0.89-1.08x since, "
         "only its zero_() node moving, 0.69-0.70 then 0.86-1.01 us, the twin 1.32-1.35x then 1.42-1.52x, or "
         "1.22-1.29x on three slow-fill GPUs (its fill node "
         "0.68-0.70 then 0.61-0.63 us on most GPUs, as a live graph moves it): they changed the run order (the twin "
