@@ -294,7 +294,8 @@ def repro_section(
         else ""
     )
     flip = f" {text(said)}" if (said := model_flip(doc, known)) else ""  # another GPU model's runs read otherwise
-    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{split_said}{flip}{later}", ""]
+    short = f" {text(x)}" if (x := scope.short_of_threshold(doc)) else ""  # its direction held, its size did not
+    lines = [f"## {code(r.id)}: {text(r.title)}", f"{status}: {text(finding)}{short}{split_said}{flip}{later}", ""]
     if doc.error:
         e = doc.error
         lines[-1:] = [f"Error ({text(e.kind)}): {text(e.message)}", ""]

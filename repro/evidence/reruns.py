@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from repro.core import stats
+from repro.core.order import group_arms
 from repro.core.results import Row
 from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
@@ -189,7 +190,7 @@ def others(
         groups.setdefault(key, []).append(row)
     said = []
     for (flags, where), rows in sorted(groups.items()):
-        near, apart, theirs, ours, failed, differs = 0, [], [], [], [], []
+        near, apart, theirs, ours, failed, differs, cleaner = 0, [], [], [], [], [], []
         for name, again, first in rows:
             if (err := again.error) is not None:  # an interrupt stopped the batch there: no fault of the repro's
                 limit = stopped_by_limit(note_text, flags)
@@ -199,6 +200,7 @@ def others(
                 continue  # no headline CI in one of the runs: nothing to set against the other
             theirs.append(stats.rel_halfwidth(*cis[:3]))
             ours.append(stats.rel_halfwidth(*cis[3:]))
+            cleaner.extend(_valid_there(again, first, cis))
             if not _apart(again, first):
                 near += 1
                 differs.extend(_reads_otherwise(again, first, cis, name))
@@ -216,9 +218,24 @@ def others(
             over[-1] += f" (half-widths {_span(theirs)}, this run's {_span(ours)}{suspect})"
         over += [f"not {', '.join(apart)}"] if apart else []
         over += [f"read otherwise there: {', '.join(differs)}"] if differs else []
+        over += [f"valid there, suspect here: {', '.join(cleaner)}"] if cleaner else []
         over += [f"no headline there, as {', '.join(failed)}"] if failed else []
         said.append(f"{code(flags)} on {where}{_gloss(flags)}: {'; '.join(over)}")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
+
+
+def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, float, float, float, float]) -> list[str]:
+    """``lora-batch-scaling 0.956x (95% CI 0.951-0.969), bs4 not in its rounds``: a later run's headline where this
+    run's was suspect and that run's was not, with the arms of this run's headline group it did not time (a quick
+    run times the headline's own arms only); [] otherwise."""
+    if first.validity.flag != "suspect" or again.validity.flag != "valid":
+        return []
+    head = next((r for r in first.verdict.breakdown if r.headline), None)
+    arms = group_arms(first.variants, head.num, head.den) if head is not None and head.num and head.den else None
+    timed = {v.name for v in again.variants if v.timing is not None and v.timing.rounds}
+    gone = [a for a in arms or () if a not in timed]
+    without = f", {', '.join(map(text, gone))} not in its rounds" if gone else ""
+    return [f"{text(again.repro.id)} {ratio_with_ci(*cis[:3], verdict_label(again.verdict))}{without}"]
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:
@@ -463,6 +480,8 @@ def words(
         elif v.value is None:  # nothing timed there (a library absent, a GPU too small): its status beside this one's
             alike = w.value is None and v.status == w.status
             got = f"{text(v.status)}, no headline ({'as here' if alike else f'here {text(w.status)}'})"
+        if again.error is None and again.validity.flag == "suspect":  # its clocks or order: as the run's own flag
+            got += " (suspect, as here)" if first.validity.flag == "suspect" else " (suspect)"
         this = f" ({ci})" if (ci := _ci_at(w, places)) else ""
         agreement = ""
         if isinstance(v.value, float) and isinstance(w.value, float) and w.ci_low is not None and w.ci_high:

@@ -22,7 +22,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence.band import Band, headline_rounds, headline_row, lookup, row_rounds
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import guest_words, image_vars
-from repro.evidence.markdown import fmt_time
+from repro.evidence.markdown import fmt_pct, fmt_time
 from repro.evidence.model import Artifact, Row
 
 __all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus", "untested"]
@@ -86,12 +86,35 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     return out, _capped(holds), _capped(fails)
 
 
-def _row_name(quals: Mapping[str, Any], row: Row, every: bool = False) -> str | None:
+def short_of_threshold(doc: Artifact) -> str:
+    """``Its whole CI lies above 1.0 (+16.6% at its median), the claim's direction; the 1.2 threshold it falls short
+    of is the repro's own: <why>.``: where a tested claim did not reproduce though its whole CI lies past 1.0 on the
+    claim's side (the threshold's), so that a reader does not take not_reproduced for no effect, nor a small effect
+    for a large one; "" otherwise, and where the verdict does not record that its headline tested the claim."""
+    v = doc.verdict
+    if v.status != "not_reproduced" or None in (v.threshold, v.value, v.ci_low, v.ci_high):
+        return ""
+    if v.claim is None or not v.claim.tested:  # the headline is not the seed's claim (or not known to be)
+        return ""
+    above = float(v.threshold or 0) > 1.0
+    if not (float(v.ci_low or 0) > 1.0 if above else float(v.ci_high or 0) < 1.0):
+        return ""
+    why = f": {v.threshold_why.rstrip('.')}" if v.threshold_why else ""
+    off = (float(v.value or 0) - 1) * 100
+    return (
+        f"Its whole CI lies {'above' if above else 'below'} 1.0 ({'+' if off > 0 else '-'}{fmt_pct(abs(off))} at its "
+        f"median), the claim's direction; the {v.threshold:g} threshold it falls short of is the repro's own{why}."
+    )
+
+
+def _row_name(quals: Mapping[str, Any], row: Row, every: bool = False, among: Sequence[Row] = ()) -> str | None:
     """A row named by its first qualifier that differs from the headline's ("torch graph, with matmul"), or
     with ``every`` by each that differs ("default backend, batch 16", where a bare "default backend" would
-    not say which of its rows a number is)."""
+    not say which of its rows a number is), and by each in which any row of ``among`` differs from the
+    headline ("default backend, batch 128" beside "default backend, batch 16")."""
     other = row.qualifiers
-    keys = [k for k in quals if other.get(k) != quals.get(k)][: None if every else 1]
+    keys = [k for k in quals if other.get(k) != quals.get(k) or any(r.qualifiers.get(k) != quals.get(k) for r in among)]
+    keys = keys if every else [k for k in keys if other.get(k) != quals.get(k)][:1]
     if not keys:
         return None
     name = ", ".join(_one(k, other.get(k)) or f"{k} -" for k in keys)
@@ -206,7 +229,7 @@ def _differences(
     rows that did not hold (with ``judged=False``: the rows not judged, ``INFORMATIONAL``), on time, whose ratio
     moved the same way as the headline's (``way=-1``: the other way). The difference of the medians is given where
     its sign agrees with the row's ratio (the median of per-round ratios, scaled), else the two medians only."""
-    out = []
+    picked = []
     head = next((r for r in doc.verdict.breakdown if r.headline), None)
     # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
     sign = way if head is None or float(head.ratio or 1.0) >= 1.0 else -way
@@ -222,7 +245,11 @@ def _differences(
         moved = float(r.ratio) - 1 if isinstance(r.ratio, int | float) else d
         if not moved * sign > 0:
             continue
-        name = (_row_name(head.qualifiers, r, every=True) if head is not None else None) or str(
+        picked.append((r, a, b, d, moved))
+    out = []
+    for r, a, b, d, moved in picked:  # each named by every setting in which a listed row differs from the headline
+        among = [x[0] for x in picked]
+        name = (_row_name(head.qualifiers, r, every=True, among=among) if head is not None else None) or str(
             r.comparison or r.label or ""
         )
         out.append((_signed(d) if d * moved > 0 else "", name, f"{fmt_time(a.median)} against {fmt_time(b.median)}"))

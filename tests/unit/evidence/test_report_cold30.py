@@ -69,11 +69,12 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     before = [x for x in rows if not x[0]]
     after = [x for x in rows if x[0]]
     assert before and after
+    assert {r["gpu"]["name"] for r in runs} == {"NVIDIA H200"}  # "on H200s"
     usual = [x for x in after if x[3] < 0.7e-6]  # all but the GPUs whose twin fill node read slow
     slow = [x for x in after if x[3] >= 0.7e-6]
     assert len({r["gpu"]["uuid"] for r in runs if r["run_id"] >= REORDERED and r["variants"]}) > 2
     expected = [
-        f"row read {_span([x[2] for x in before], 1, 2)}x before harness f90ac86",
+        f"row read {_span([x[2] for x in before], 1, 2)}x on H200s before harness f90ac86",
         f"{_span([x[2] for x in after], 1, 2)}x since, only its zero_() node moving, "
         f"{_span([x[1] for x in before], 1e6, 2)} then {_span([x[1] for x in after], 1e6, 2)} us",
         f"fill node {_span([x[3] for x in before], 1e6, 2)} then {_span([x[3] for x in usual], 1e6, 2)} us on most",

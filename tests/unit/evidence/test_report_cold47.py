@@ -20,7 +20,7 @@ def test_the_impact_line_names_the_batch_as_well_as_the_backend_of_a_row_that_di
     # its medians and no difference (their sign disagrees with the ratio's); b64 and b128 ran faster at n=512.
     assert (
         "where it ran the other way, per call: (default backend, batch 16: 5.04 ms against 5 ms), -329 us (default "
-        "backend, batch 64: 6.05 ms against 6.38 ms), -320 us (default backend: 7.76 ms against 8.08 ms)."
+        "backend, batch 64: 6.05 ms against 6.38 ms), -320 us (default backend, batch 128: 7.76 ms against 8.08 ms)."
     ) in _full("solve-512-cliff")
     assert "where it did not hold, per call" not in _full("solve-512-cliff")
 

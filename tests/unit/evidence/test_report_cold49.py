@@ -41,7 +41,8 @@ def test_a_later_run_that_reads_otherwise_is_named_though_its_ci_overlaps(later:
         "`repro all --target-ci 0.02 --budget 2` on this GPU (a looser CI target, less sampling): 4 headline CI(s) "
         "overlap this run's (half-widths 0.5-4.9%, this run's 0.5-1.9%; suspect there: lora-batch-scaling); read "
         "otherwise there: lora-batch-scaling's CI 0.926-1.021 holds 1.0, this run's does not "
-        "(`attached/loose-lora-batch-scaling.json`)."
+        "(`attached/loose-lora-batch-scaling.json`); valid there, suspect here: solve-512-cliff 9.52x (99.2% CI "
+        "9.48-9.57, worst of 6)."
     )
     assert "read otherwise" not in later[: later.index("`repro all --target-ci")]
 

@@ -141,7 +141,7 @@ def test_the_second_reads_answers(lean: str, full: str) -> None:
     assert (
         "Here: +111 ms per call (123 ms against 11.5 ms); where it ran the other way, per call: -89.4 us (default "
         "backend, batch 16: 5.12 ms against 5.21 ms), -309 us (default backend, batch 64: 6.29 ms against 6.6 ms), "
-        "-78.3 us (default backend: 8.12 ms against 8.19 ms)."
+        "-78.3 us (default backend, batch 128: 8.12 ms against 8.19 ms)."
     ) in full
     # A not-covered line's list of untested models leaves out the run's own, whatever the line's words.
     assert "GPUs (Ada, Blackwell, A100); MPS, MIG" in full and "Blackwell, H100" not in full
