@@ -19,6 +19,7 @@ from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, ErrorInfo, Verdict
 from repro.evidence.printed import NOTE, stopped_by_limit
+from repro.evidence.scope import crossing_episodes, episode_line
 from repro.evidence.standalone import harness_of
 
 
@@ -236,6 +237,16 @@ def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, floa
     gone = [a for a in arms or () if a not in timed]
     without = f", {', '.join(map(text, gone))} not in its rounds" if gone else ""
     return [f"{text(again.repro.id)} {ratio_with_ci(*cis[:3], verdict_label(again.verdict))}{without}"]
+
+
+def _episodes_there(again: Artifact, bands: Sequence[band.Band]) -> str:
+    """``; its episodes: 2 of 10 outside its CI; farthest: ...; other rows: memset/fill (torch graph), not judged,
+    read 2.841 in 2 of 16 episodes ...``: a re-run's own episode lines (``scope.episode_line``,
+    ``scope.crossing_episodes``), as this run's section gives its own; "" without any."""
+    head = episode_line(again, bands).removeprefix("Episodes: ").removesuffix(".").replace("the CI", "its CI", 1)
+    rows = crossing_episodes(again).removeprefix("Other rows: ")
+    got = [x for x in (head, f"other rows: {rows}" if rows else "") if x]
+    return f"; its episodes: {text('; '.join(got))}" if got else ""
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:
@@ -494,7 +505,8 @@ def words(
                 ci = f"CI misses ours{this}"
             agreement = f": {ci}" + ("" if lean else _band_words(first, again, bands))
         where = "" if lean else f" ({code('attached/' + name)})"
-        said.append(f"{text(again.repro.id)} {got}{agreement}{'' if lean else _others_agree(again, first)}{where}")
+        more = "" if lean else _others_agree(again, first) + _episodes_there(again, bands)
+        said.append(f"{text(again.repro.id)} {got}{agreement}{more}{where}")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")

@@ -75,3 +75,15 @@ def test_a_later_run_valid_where_this_one_was_suspect_is_named_with_the_arms_it_
         "4 headline CI(s) overlap this run's (half-widths 0.3-3.0%, this run's 0.6-1.9%); valid there, suspect here: "
         "lora-batch-scaling 0.96x (95% CI 0.95-0.97), bs4 not in its rounds."
     ) in paragraph
+
+
+def test_a_re_runs_own_episode_lines_join_its_entry_in_the_full_report(full: str) -> None:
+    """The re-run's torch-graph memset arm had episodes of 2.8x: said there as this run's section says its own."""
+    paragraph = next(ln for ln in full.splitlines() if ln.startswith("**Re-run**"))
+    assert (
+        "; its episodes: 2 of 10 outside its CI; farthest: episode 2, 1.14x (-1.5%): twin_memset -1.5% (892 ns "
+        "against 906 ns in the others), twin_fill -0.0%; other rows: memset/fill (torch graph), not judged, read "
+        "2.841 in 2 of 16 episodes (farthest: episode 13), above the 1.2 threshold, 0.9152 over all "
+        "(`attached/rerun-graph-memset.json`)"
+    ) in paragraph
+    assert paragraph.count("; its episodes: ") == 1  # the other re-runs have no episode line
