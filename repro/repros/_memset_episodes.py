@@ -27,6 +27,10 @@ _FORMS = (
 )
 
 
+# The torch graph's forms without work (the harness's rounds and episodes, not the twin's): memset, then its kernel.
+_TORCH_FORMS = (("memset", "memset"), ("fill", "zero_()"))
+
+
 def episode_medians(v: VariantResult | None) -> list[float]:
     """The medians of a variant's episodes (its rounds cut at ``episode_rounds``), or [] without episodes."""
     t = v.timing if v is not None else None
@@ -62,8 +66,25 @@ def _off(meds: list[float]) -> list[tuple[int, float, float]]:
     return [(i + 1, m, m / mid - 1) for i, m in enumerate(meds) if abs(m / mid - 1) > OFF_EPISODES]
 
 
+def _torch_line(have: Mapping[str, VariantResult], twin_memset_only: bool) -> list[str]:
+    """The torch graph's memset and zero_() forms by episode (the harness's episodes, numbered apart from the
+    twin's), where one of them lies over OFF_EPISODES from its form's median; [] otherwise. Where only its memset
+    moved and only the twin's memset nodes did too (``twin_memset_only``), says so of both programs."""
+    forms = [(words, meds) for name, words in _TORCH_FORMS if (meds := episode_medians(have.get(name)))]
+    off = {words: _off(meds) for words, meds in forms}
+    if len(forms) < 2 or not any(off.values()):
+        return []
+    listed = "; ".join(f"{words} {', '.join(f'{m * 1e9:.0f}' for m in meds)}" for words, meds in forms)
+    named = [f"{words} episode {i} ({m * 1e9:.0f} ns, {rel:+.1%})" for words, eps in off.items() for i, m, rel in eps]
+    said = f"The torch graph per episode, in run order (ns): {listed}; over {OFF_EPISODES:.0%}: {', '.join(named)}."
+    if all(w == "memset" for w, eps in off.items() if eps) and twin_memset_only:
+        said += " In both programs only memset nodes moved, in episodes of their own."
+    return [said]
+
+
 def episode_lines(have: Mapping[str, VariantResult]) -> list[str]:
-    """The twin's episode spread, each form's episode medians in run order, and the episodes off the rest.
+    """The twin's episode spread, each form's episode medians in run order, and the episodes off the rest; then the
+    torch graph's (``_torch_line``).
 
     Says whether only memset nodes moved and whether they moved in the same episodes; it never
     says why (a per-node trace would be needed for that).
@@ -77,10 +98,15 @@ def episode_lines(have: Mapping[str, VariantResult]) -> list[str]:
     off = {words: _off(meds) for words, meds in forms}
     named = [f"{words} episode {i} ({m * 1e9:.0f} ns, {rel:+.1%})" for words, eps in off.items() for i, m, rel in eps]
     if not named:
-        return [spread, said + f" No episode is over {OFF_EPISODES:.0%} from its form's median."]
+        return [
+            spread,
+            said + f" No episode is over {OFF_EPISODES:.0%} from its form's median.",
+            *_torch_line(have, False),
+        ]
     said += f" Over {OFF_EPISODES:.0%} from their form's median: {', '.join(named)}."
     moved = {words for words, eps in off.items() if eps}
-    if all("memset" in words for words in moved):
+    memset_only = all("memset" in words for words in moved)
+    if memset_only:
         episodes = [{i for i, _, _ in eps} for eps in off.values() if eps]
         same = sorted(set.intersection(*episodes)) if len(episodes) > 1 else []
         where = f", both forms in episode{'s' if len(same) > 1 else ''} {', '.join(map(str, same))}" if same else ""
@@ -88,4 +114,4 @@ def episode_lines(have: Mapping[str, VariantResult]) -> list[str]:
             f" Only memset nodes moved{where}; the kernel forms measured held: the memset node's cost shifts between "
             "episodes, which this run does not explain (no per-node trace here)."
         )
-    return [spread, said]
+    return [spread, said, *_torch_line(have, memset_only)]

@@ -50,3 +50,19 @@ def test_a_kernel_that_moves_is_named_and_no_memset_only_claim_is_made() -> None
 def test_steady_episodes_say_so() -> None:
     _, listed = episode_lines(_have(twin_memset=[910, 912, 905, 915], twin_fill=[612, 612, 613, 612]))
     assert listed.endswith("No episode is over 2% from its form's median.")
+
+
+def test_the_torch_graphs_forms_are_listed_where_one_moved_and_both_programs_memset_only_is_said() -> None:
+    twin: dict[str, list[float]] = {"twin_memset": [910, 912, 830, 915], "twin_fill": [612, 612, 613, 612]}
+    have = _have(**twin, memset=[912, 1575, 918, 908, 900], fill=[1003, 1000, 995, 1001, 998])
+    *_, torch = episode_lines(have)
+    assert torch.startswith(
+        "The torch graph per episode, in run order (ns): memset 912, 1575, 918, 908, 900; zero_() 1003, 1000, 995, "
+        "1001, 998; over 2%: memset episode 2 (1575 ns, +72.7%)"
+    )
+    assert torch.endswith(" In both programs only memset nodes moved, in episodes of their own.")
+    # The torch graph's zero_() moved too: no memset-only sentence; steady torch forms: no line at all.
+    moved = _have(**twin, memset=[912, 1575, 918, 908, 900], fill=[1003, 1300, 995, 1001, 998])
+    assert "only memset nodes" not in episode_lines(moved)[-1] and "zero_() episode 2" in episode_lines(moved)[-1]
+    steady = _have(**twin, memset=[912, 910, 918, 908, 900], fill=[1003, 1000, 995, 1001, 998])
+    assert len(episode_lines(steady)) == 2
