@@ -119,7 +119,7 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
     parts = [
         f"**Machine {m.label}** (used by {text(', '.join(m.repros) if every is None else every)}):",
         "",
-        f"- GPU: {f.gpu_name or '-'}, board {nv.board_part_number or '-'}, compute capability "
+        f"- GPU: {f.gpu_name or '-'}, board {nv.board_part_number or '-'}{_board_ids(nv)}, compute capability "
         f"{f.compute_capability or '-'}, {f.sm_count or '-'} SMs, "
         f"{_gib(f.memory_total_bytes)}; "
         f"driver {nv.driver_version or '-'}; power limit {nv.power_limit_w or '-'} W "
@@ -159,12 +159,33 @@ def machine_summary(m: Machine, every: str | None = None, ceilings_in: str | Non
     parts.append("- Allowlisted env vars set: " + (", ".join(f"{k}={v}" for k, v in f.env.items()) or "none"))
     h = f.host
     parts.append(
-        f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({h.cpu_count or '-'} CPUs)"
+        f"- Host: {h.os or '-'}, Python {h.python or '-'}, {h.cpu or '-'} ({_cpu_model(f)}{h.cpu_count or '-'} CPUs)"
         + "".join(f"; {x}" for x in host_words(f))
     )
     parts += [f"- {x}" for x in [container_words(f), install_words(f), harness_words(f)] if x]
     # Fingerprint values are untrusted text: every bullet's content is escaped; only the frame is markdown.
     return "\n".join(f"- {text(p[2:])}" if p.startswith("- ") else p for p in parts)
+
+
+def _board_ids(nv: Nvml) -> str:
+    """``, VBIOS 96.00.DA.00.0C, PCI device 0x233010de`` where NVML gave them."""
+    said = [f"VBIOS {nv.vbios_version}"] if nv.vbios_version else []
+    said += [f"PCI device {nv.pci_device_id}"] if nv.pci_device_id else []
+    return "".join(f", {x}" for x in said)
+
+
+# collect_env's lscpu lines that tell one CPU of a generic name ("Intel(R) Xeon(R) Processor") from another.
+_CPU_FIELDS = (("CPU family", "family"), ("Model", "model"), ("Stepping", "stepping"), ("L3 cache", "L3"))
+
+
+def _cpu_model(f: MachineFacts) -> str:
+    """``family 6, model 207, stepping 2, L3 300 MiB (1 instance); `` from collect_env's lscpu lines; "" without."""
+    said = []
+    for field, words in _CPU_FIELDS:
+        m = re.search(rf"^{field}:\s*(\S.*?)\s*$", f.collect_env, re.MULTILINE)
+        if m and len(m.group(1)) <= 40:
+            said.append(f"{words} {m.group(1)}")
+    return f"{', '.join(said)}; " if said else ""
 
 
 _VIRTUALIZATION = {0: "GPU not virtualized", 1: "GPU passthrough", 2: "vGPU", 3: "host vGPU", 4: "host vSGA"}

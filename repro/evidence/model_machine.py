@@ -73,6 +73,8 @@ class Nvml:
     """NVML's reading of the board (fingerprint ``gpu.nvml``)."""
 
     board_part_number: str | None = None
+    vbios_version: str | None = None
+    pci_device_id: str | None = None  # "0x233010de": the device id and NVIDIA's vendor id (the SKU's form factor)
     driver_version: str | None = None
     power_limit_w: float | None = None
     power_default_limit_w: float | None = None
@@ -202,6 +204,8 @@ def _libraries(raw: Mapping[str, Any]) -> tuple[Library, ...]:
 def _nvml(nv: Mapping[str, Any]) -> Nvml:
     return Nvml(
         board_part_number=string(nv.get("board_part_number")),
+        vbios_version=string(nv.get("vbios_version")),
+        pci_device_id=string(nv.get("pci_device_id")),
         driver_version=string(nv.get("driver_version")),
         power_limit_w=number(nv.get("power_limit_w")),
         power_default_limit_w=number(nv.get("power_default_limit_w")),

@@ -316,12 +316,7 @@ def repro_section(
     if v.status == "reproduced":
         impact = scope.impact(doc, declared)
         items += [f"Impact: {text(impact)}"] if impact else []
-    # Another row's episode across the threshold joins the headline's Episodes line (or makes one).
-    episodes, crossing = scope.episode_line(doc, known), scope.crossing_episodes(doc)
-    episodes = (
-        f"{episodes} {crossing}." if episodes and crossing else episodes or (crossing and f"Episodes: {crossing}.")
-    )
-    items += [x for x in [band_line(doc, known), episodes] if x]
+    items += [x for x in [band_line(doc, known), scope.episodes_line(doc, known)] if x]
     more, shell = rerun_block(doc)
     items += more
     # No blank lines around the list: a list may follow a paragraph, and a fence ends a list.

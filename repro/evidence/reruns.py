@@ -19,7 +19,7 @@ from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, ErrorInfo, Verdict
 from repro.evidence.printed import NOTE, stopped_by_limit
-from repro.evidence.scope import crossing_episodes, episode_line
+from repro.evidence.scope import episodes_line
 from repro.evidence.standalone import harness_of
 
 
@@ -240,13 +240,11 @@ def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, floa
 
 
 def _episodes_there(again: Artifact, bands: Sequence[band.Band]) -> str:
-    """``; its episodes: 2 of 10 outside its CI; farthest: ...; other rows: memset/fill (torch graph), not judged,
-    read 2.841 in 2 of 16 episodes ...``: a re-run's own episode lines (``scope.episode_line``,
-    ``scope.crossing_episodes``), as this run's section gives its own; "" without any."""
-    head = episode_line(again, bands).removeprefix("Episodes: ").removesuffix(".").replace("the CI", "its CI", 1)
-    rows = crossing_episodes(again).removeprefix("Other rows: ")
-    got = [x for x in (head, f"other rows: {rows}" if rows else "") if x]
-    return f"; its episodes: {text('; '.join(got))}" if got else ""
+    """``; its episodes: 2 of 10 outside its CI; farthest: ... Other rows: memset/fill (torch graph), not judged,
+    read 2.841 in 2 of 16 episodes ...``: a re-run's own Episodes line (``scope.episodes_line``), as this run's
+    section gives its own; "" without one."""
+    got = episodes_line(again, bands).removeprefix("Episodes:").strip().removesuffix(".")
+    return f"; its episodes: {text(got.replace('outside the CI', 'outside its CI', 1))}" if got else ""
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:

@@ -469,6 +469,32 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
     return said + "."
 
 
+def rounds_across(doc: Artifact) -> str:
+    """``10 of 50 headline rounds read above the 1.2 threshold (up to 3.38)``: where the headline's CI lies on one
+    side of the threshold and some of its per-round ratios on the other; "" otherwise."""
+    v, line = doc.verdict, doc.verdict.threshold
+    if line is None or v.value is None or v.ci_low is None or v.ci_high is None:
+        return ""
+    if (v.ci_low < line) != (v.ci_high < line):  # a CI across the threshold: a round across it says nothing new
+        return ""
+    ratios = headline_rounds(doc)
+    below = v.ci_high < line
+    across = [x for x in ratios if (x >= line if below else x < line)]
+    if not across:
+        return ""
+    far = f"up to {max(across):.3g}" if below else f"down to {min(across):.3g}"
+    side = "above" if below else "below"
+    return f"{len(across)} of {len(ratios)} headline rounds read {side} the {line:g} threshold ({far})"
+
+
+def episodes_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
+    """The section's Episodes line: ``episode_line``'s, then the headline's rounds across the threshold
+    (``rounds_across``) and other rows' episodes across it (``crossing_episodes``); "" where none says anything."""
+    head = episode_line(doc, bands)
+    rest = [f"{x}." for x in (rounds_across(doc), crossing_episodes(doc)) if x]
+    return " ".join([head or "Episodes:", *rest]) if head or rest else ""
+
+
 def crossing_episodes(doc: Artifact) -> str:
     """``Other rows: memset/fill (torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: episode 2),
     above the 1.2 threshold, 0.8986 over all``: each other paired row timed on wall time whose CI lies on one side

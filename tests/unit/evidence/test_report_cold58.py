@@ -160,8 +160,9 @@ def test_another_rows_episode_across_the_threshold_joins_the_episodes_line(full:
     """A row not judged whose CI lies under the threshold while one of its episodes lies above it is said beside the
     headline's episodes (graph-memset's torch graph: 1.572 in episode 2, its memset node 1575 ns there)."""
     assert (
-        "twin_fill +0.0%. Other rows: memset/fill (torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: "
-        "episode 2), above the 1.2 threshold, 0.8986 over all."
+        "twin_fill +0.0%. 10 of 50 headline rounds read above the 1.2 threshold (up to 3.38). Other rows: memset/fill "
+        "(torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: episode 2), above the 1.2 threshold, "
+        "0.8986 over all."
     ) in full
     # A row whose CI straddles the threshold says nothing of its episodes (evidence24's seed-program row, 1.196
     # with CI 1.189-1.219, five of its ten episodes above 1.2).
@@ -245,12 +246,37 @@ def test_a_later_run_valid_where_this_one_was_suspect_is_named_with_the_arms_it_
 
 
 def test_a_re_runs_own_episode_lines_join_its_entry_in_the_full_report(full: str) -> None:
-    """The re-run's torch-graph memset arm had episodes of 2.8x: said there as this run's section says its own."""
+    """The re-run's torch-graph memset arm had episodes of 2.8x: said there as this run's section says its own (the
+    sixth read: and the headline's rounds across the threshold, 10 of 50 here, 2 of 50 there)."""
     paragraph = next(ln for ln in full.splitlines() if ln.startswith("**Re-run**"))
     assert (
         "; its episodes: 2 of 10 outside its CI; farthest: episode 2, 1.14x (-1.5%): twin_memset -1.5% (892 ns "
-        "against 906 ns in the others), twin_fill -0.0%; other rows: memset/fill (torch graph), not judged, read "
-        "2.841 in 2 of 16 episodes (farthest: episode 13), above the 1.2 threshold, 0.9152 over all "
-        "(`attached/rerun-graph-memset.json`)"
+        "against 906 ns in the others), twin_fill -0.0%. 2 of 50 headline rounds read above the 1.2 threshold (up "
+        "to 2.13). Other rows: memset/fill (torch graph), not judged, read 2.841 in 2 of 16 episodes (farthest: "
+        "episode 13), above the 1.2 threshold, 0.9152 over all (`attached/rerun-graph-memset.json`)"
     ) in paragraph
     assert paragraph.count("; its episodes: ") == 1  # the other re-runs have no episode line
+
+
+# The sixth read (rendered at d90a8b0): the board's VBIOS and PCI id and the host CPU's family, model and stepping,
+# which the fingerprint holds, and the headline's rounds across the threshold.
+
+
+def test_the_environment_names_the_boards_vbios_and_the_cpus_model(full: str) -> None:
+    lines = full.splitlines()
+    gpu = next(ln for ln in lines if ln.startswith("- GPU: "))
+    assert gpu.startswith(
+        "- GPU: NVIDIA H100 80GB HBM3, board 695-2G520-0200-000, VBIOS 96.00.DA.00.0C, PCI device 0x233010de, "
+    )
+    host = next(ln for ln in lines if ln.startswith("- Host: "))
+    assert "Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2, L3 300 MiB (1 instance); 16 CPUs)" in host
+
+
+def test_rounds_across_the_threshold_are_counted_only_where_the_ci_is_on_one_side() -> None:
+    doc = _doc("graph-memset")
+    assert scope.rounds_across(doc) == "10 of 50 headline rounds read above the 1.2 threshold (up to 3.38)"
+    assert scope.rounds_across(_doc("solve-512-cliff")) == ""  # every round above 1.5, as its CI
+    raw = artifact.load(RUN / "graph-memset.json")
+    raw["verdict"]["ci_high"] = 1.25  # a CI across the threshold
+    wide = model.of(raw)
+    assert isinstance(wide, Artifact) and scope.rounds_across(wide) == ""
