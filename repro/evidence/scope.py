@@ -92,18 +92,30 @@ def short_of_threshold(doc: Artifact) -> str:
     claim's side (the threshold's), so that a reader does not take not_reproduced for no effect, nor a small effect
     for a large one; "" otherwise, and where the verdict does not record that its headline tested the claim."""
     v = doc.verdict
+    side = held_side(doc)
+    if not side:
+        return ""
+    why = f": {v.threshold_why.rstrip('.')}" if v.threshold_why else ""
+    off = (float(v.value or 0) - 1) * 100
+    return (
+        f"Its whole CI lies {side} 1.0 ({'+' if off > 0 else '-'}{fmt_pct(abs(off))} at its "
+        f"median), the claim's direction; the {v.threshold:g} threshold it falls short of is the repro's own{why}."
+    )
+
+
+def held_side(doc: Artifact) -> str:
+    """``above`` (or ``below``): where a tested claim did not reproduce though its whole CI lies past 1.0 on the
+    threshold's side; "" otherwise, and where the verdict does not record that its headline tested the claim."""
+    v = doc.verdict
     if v.status != "not_reproduced" or None in (v.threshold, v.value, v.ci_low, v.ci_high):
         return ""
     if v.claim is None or not v.claim.tested:  # the headline is not the seed's claim (or not known to be)
         return ""
     above = float(v.threshold or 0) > 1.0
-    if not (float(v.ci_low or 0) > 1.0 if above else float(v.ci_high or 0) < 1.0):
-        return ""
-    why = f": {v.threshold_why.rstrip('.')}" if v.threshold_why else ""
-    off = (float(v.value or 0) - 1) * 100
     return (
-        f"Its whole CI lies {'above' if above else 'below'} 1.0 ({'+' if off > 0 else '-'}{fmt_pct(abs(off))} at its "
-        f"median), the claim's direction; the {v.threshold:g} threshold it falls short of is the repro's own{why}."
+        ("above" if above else "below")
+        if (float(v.ci_low or 0) > 1.0 if above else float(v.ci_high or 0) < 1.0)
+        else ""
     )
 
 

@@ -280,3 +280,10 @@ def test_rounds_across_the_threshold_are_counted_only_where_the_ci_is_on_one_sid
     raw["verdict"]["ci_high"] = 1.25  # a CI across the threshold
     wide = model.of(raw)
     assert isinstance(wide, Artifact) and scope.rounds_across(wide) == ""
+
+
+def test_the_summary_row_of_a_claim_whose_direction_held_says_so_beside_its_status(lean: str) -> None:
+    rows = {ln.split(" | ")[0][2:]: ln for ln in lean.splitlines() if ln.startswith("| ") and " | " in ln}
+    assert rows["graph-memset"].startswith("| graph-memset | **not_reproduced** (whole CI above 1.0) | tested ")
+    for rid in ("5090-linear", "fused-adam-capturable", "lora-batch-scaling", "solve-512-cliff"):
+        assert "whole CI" not in rows[rid]
