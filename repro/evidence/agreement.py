@@ -196,8 +196,10 @@ def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> s
 
 
 def _arms_there(doc: Artifact, b: Band) -> str:
-    """``; arms there/here: twin_memset 918 ns/912 ns, twin_fill 618 ns/782 ns``: the headline's arms' medians over
-    the other model's band runs beside this run's, the one that differs more last; "" where either side lacks them."""
+    """``; arms there/here: twin_memset 918 ns/912 ns, twin_fill 618 ns/782 ns; NVML saw no other process around
+    them here``: the headline's arms' medians over the other model's band runs beside this run's, the one that differs
+    more last, and whether NVML saw another compute process around this run's arms (another process's live graph
+    moves a node's time); "" where either side lacks them."""
     got = band_arms(b)
     here = {x.name: x.median for x in doc.variants if x.timing is not None and x.median}
     if got is None or set(got[2]) - set(here):
@@ -205,7 +207,9 @@ def _arms_there(doc: Artifact, b: Band) -> str:
     there = got[2]
     far = max(there, key=lambda n: abs(here[n] / there[n] - 1))
     pairs = [f"{n} {fmt_time(there[n])}/{fmt_time(here[n])}" for n in sorted(there, key=lambda n: n == far)]
-    return f"; arms there/here: {', '.join(pairs)}"
+    seen = [(x.gpu_monitor or {}).get("other_pids") for x in doc.variants if x.name in there]
+    alone = "; NVML saw no other process around them here" if seen and all(o == [] for o in seen) else ""
+    return f"; arms there/here: {', '.join(pairs)}{alone}"
 
 
 __all__ = [

@@ -219,23 +219,29 @@ def others(
             over[-1] += f" (half-widths {_span(theirs)}, this run's {_span(ours)}{suspect})"
         over += [f"not {', '.join(apart)}"] if apart else []
         over += [f"read otherwise there: {', '.join(differs)}"] if differs else []
-        over += [f"valid there, suspect here: {', '.join(cleaner)}"] if cleaner else []
+        over += [f"valid there, suspect here: {'; '.join(cleaner)}"] if cleaner else []
         over += [f"no headline there, as {', '.join(failed)}"] if failed else []
         said.append(f"{code(flags)} on {where}{_gloss(flags)}: {'; '.join(over)}")
     return f" Later runs attached: {'. '.join(said)}." if said else ""
 
 
 def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, float, float, float, float]) -> list[str]:
-    """``lora-batch-scaling 0.956x (95% CI 0.951-0.969), bs4 not in its rounds``: a later run's headline where this
-    run's was suspect and that run's was not, with the arms of this run's headline group it did not time (a quick
-    run times the headline's own arms only); [] otherwise."""
+    """``lora-batch-scaling 0.96x (95% CI 0.95-0.97) without bs4 in its rounds``: a later run's headline where this
+    run's was suspect and that run's was not, on the same GPU and comparison, with the arms of this run's headline
+    group it did not time (a quick run times the headline's own arms only); [] otherwise."""
     if first.validity.flag != "suspect" or again.validity.flag != "valid":
+        return []
+    if again.verdict.headline != first.verdict.headline or not first.machine.gpu_uuid:
+        return []
+    if again.machine.gpu_uuid != first.machine.gpu_uuid:
         return []
     head = next((r for r in first.verdict.breakdown if r.headline), None)
     arms = group_arms(first.variants, head.num, head.den) if head is not None and head.num and head.den else None
     timed = {v.name for v in again.variants if v.timing is not None and v.timing.rounds}
-    gone = [a for a in arms or () if a not in timed]
-    without = f", {', '.join(map(text, gone))} not in its rounds" if gone else ""
+    gone = [text(a) for a in arms or () if a not in timed]
+    without = (
+        f" without {', '.join(gone[:-1])}{' and ' if len(gone) > 1 else ''}{gone[-1]} in its rounds" if gone else ""
+    )
     return [f"{text(again.repro.id)} {ratio_with_ci(*cis[:3], verdict_label(again.verdict))}{without}"]
 
 
@@ -445,11 +451,12 @@ def lean_gone(
     docs: Sequence[Artifact], reruns: Mapping[str, Any], bands: Sequence[band.Band], log_text: str | None = None
 ) -> list[str]:
     """What ``words``' lean form leaves out of the full one, in the Left-out note's words, each only where the full
-    form says it: the re-runs' band words, their other comparisons' CIs, how their torch was installed, and the later
-    runs (the lean form keeps those whose headline CI misses this run's)."""
+    form says it: the re-runs' band words, their other comparisons' CIs, their episodes, how their torch was
+    installed, and the later runs (the lean form keeps those whose headline CI misses this run's)."""
     rows = _rows(docs, reruns, reran=True)
     theirs = ["band words"] if any(_band_words(f, a, bands) for _, a, f in rows) else []
     theirs += ["other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
+    theirs += ["episodes"] if any(_episodes_there(a, bands) for _, a, _ in rows) else []
     theirs += ["torch install"] if any(_torch_install(a, log_text) for _, a, _ in rows) else []
     gone = [f"the re-runs' {', '.join(theirs[:-1])}{' and ' if len(theirs) > 1 else ''}{theirs[-1]}"] if theirs else []
     return gone + (["later runs"] if others(docs, reruns, bands) else [])

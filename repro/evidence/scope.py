@@ -25,7 +25,21 @@ from repro.evidence.machines import guest_words, image_vars
 from repro.evidence.markdown import fmt_pct, fmt_time
 from repro.evidence.model import Artifact, Row
 
-__all__ = ["conditions", "impact", "not_tested", "only", "qualifier_text", "seed_gpus", "untested"]
+__all__ = [
+    "conditions",
+    "crossing_episodes",
+    "episode_line",
+    "episodes_line",
+    "held_side",
+    "impact",
+    "not_tested",
+    "only",
+    "qualifier_text",
+    "rounds_across",
+    "seed_gpus",
+    "short_of_threshold",
+    "untested",
+]
 
 MAX_CONTRASTS = 3
 # How the harness opens the finding of a repro that did not run (repro.core.verdict.unavailable).
@@ -87,36 +101,31 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
 
 
 def short_of_threshold(doc: Artifact) -> str:
-    """``Its whole CI lies above 1.0 (+16.6% at its median), the claim's direction; the 1.2 threshold it falls short
-    of is the repro's own: <why>.``: where a tested claim did not reproduce though its whole CI lies past 1.0 on the
-    claim's side (the threshold's), so that a reader does not take not_reproduced for no effect, nor a small effect
-    for a large one; "" otherwise, and where the verdict does not record that its headline tested the claim."""
+    """``The headline's whole CI lies above 1.0 (+17% at its median), the claim's direction; the 1.2 threshold it
+    falls short of is the repro's own: <why>.``: where ``held_side`` holds, so that a reader does not take
+    not_reproduced for no effect, nor a small effect for a large one; "" otherwise."""
     v = doc.verdict
-    side = held_side(doc)
-    if not side:
+    if not held_side(doc):
         return ""
     why = f": {v.threshold_why.rstrip('.')}" if v.threshold_why else ""
     off = (float(v.value or 0) - 1) * 100
     return (
-        f"Its whole CI lies {side} 1.0 ({'+' if off > 0 else '-'}{fmt_pct(abs(off))} at its "
-        f"median), the claim's direction; the {v.threshold:g} threshold it falls short of is the repro's own{why}."
+        f"The headline's whole CI lies above 1.0 (+{fmt_pct(off)} at its median), the claim's direction; the "
+        f"{v.threshold:g} threshold it falls short of is the repro's own{why}."
     )
 
 
-def held_side(doc: Artifact) -> str:
-    """``above`` (or ``below``): where a tested claim did not reproduce though its whole CI lies past 1.0 on the
-    threshold's side; "" otherwise, and where the verdict does not record that its headline tested the claim."""
+def held_side(doc: Artifact) -> bool:
+    """Whether a tested claim did not reproduce though its headline's whole CI lies between 1.0 and the threshold
+    (a claim holds where the whole CI reaches its threshold, ``repro.core.verdict.decide``, so the threshold lies
+    above 1.0): the claim's direction, short of its size. False where the verdict does not record that its
+    headline tested the claim."""
     v = doc.verdict
-    if v.status != "not_reproduced" or None in (v.threshold, v.value, v.ci_low, v.ci_high):
-        return ""
+    if v.status != "not_reproduced" or v.threshold is None or v.value is None or v.ci_low is None or v.ci_high is None:
+        return False
     if v.claim is None or not v.claim.tested:  # the headline is not the seed's claim (or not known to be)
-        return ""
-    above = float(v.threshold or 0) > 1.0
-    return (
-        ("above" if above else "below")
-        if (float(v.ci_low or 0) > 1.0 if above else float(v.ci_high or 0) < 1.0)
-        else ""
-    )
+        return False
+    return v.ci_low > 1.0 and v.ci_high < v.threshold
 
 
 def _row_name(quals: Mapping[str, Any], row: Row, every: bool = False, among: Sequence[Row] = ()) -> str | None:
@@ -531,8 +540,9 @@ def crossing_episodes(doc: Artifact) -> str:
         if across:
             at = max(across, key=lambda i: abs(meds[i] / value - 1))
             judged = ", not judged," if r.status == INFORMATIONAL else ""
+            read = f"{meds[at]:.4g}" if float(f"{meds[at]:.4g}") != line else f"{meds[at]:.6g}"  # never the line
             said.append(
-                f"{r.comparison}{judged} read {meds[at]:.4g} in {len(across)} of {len(meds)} episodes (farthest: "
+                f"{r.comparison}{judged} read {read} in {len(across)} of {len(meds)} episodes (farthest: "
                 f"episode {at + 1}), {'above' if below else 'below'} the {line:g} threshold, {value:.4g} over all"
             )
     return f"Other rows: {'; '.join(said)}" if said else ""

@@ -69,7 +69,8 @@ def _off(meds: list[float]) -> list[tuple[int, float, float]]:
 def _torch_line(have: Mapping[str, VariantResult], twin_memset_only: bool) -> list[str]:
     """The torch graph's memset and zero_() forms by episode (the harness's episodes, numbered apart from the
     twin's), where one of them lies over OFF_EPISODES from its form's median; [] otherwise. Where only its memset
-    moved and only the twin's memset nodes did too (``twin_memset_only``), says so of both programs."""
+    moved and only the twin's memset nodes did too (``twin_memset_only``), says so of both programs, of these forms
+    (the forms after work are not read here). Said only beside the twin's lines (``episode_lines``)."""
     forms = [(words, meds) for name, words in _TORCH_FORMS if (meds := episode_medians(have.get(name)))]
     off = {words: _off(meds) for words, meds in forms}
     if len(forms) < 2 or not any(off.values()):
@@ -78,7 +79,7 @@ def _torch_line(have: Mapping[str, VariantResult], twin_memset_only: bool) -> li
     named = [f"{words} episode {i} ({m * 1e9:.0f} ns, {rel:+.1%})" for words, eps in off.items() for i, m, rel in eps]
     said = f"The torch graph per episode, in run order (ns): {listed}; over {OFF_EPISODES:.0%}: {', '.join(named)}."
     if all(w == "memset" for w, eps in off.items() if eps) and twin_memset_only:
-        said += " In both programs only memset nodes moved, in episodes of their own."
+        said += " Of the forms listed, in both programs only memset nodes moved, in episodes of their own."
     return [said]
 
 

@@ -42,8 +42,8 @@ def test_the_left_out_note_names_only_what_the_run_has(tmp_path: Path) -> None:
     )
     assert "script's numbers" not in said and "later runs" not in said
     assert (
-        "command, Python, packages, the re-runs' band words, other comparisons and torch install, later runs, and "
-        "seeds_raw.py's and each script's numbers" in pasted(RUN)
+        "command, Python, packages, the re-runs' band words, other comparisons, episodes and torch install, later "
+        "runs, and seeds_raw.py's and each script's numbers" in pasted(RUN)
     )
 
 

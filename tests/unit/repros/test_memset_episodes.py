@@ -60,7 +60,7 @@ def test_the_torch_graphs_forms_are_listed_where_one_moved_and_both_programs_mem
         "The torch graph per episode, in run order (ns): memset 912, 1575, 918, 908, 900; zero_() 1003, 1000, 995, "
         "1001, 998; over 2%: memset episode 2 (1575 ns, +72.7%)"
     )
-    assert torch.endswith(" In both programs only memset nodes moved, in episodes of their own.")
+    assert torch.endswith(" Of the forms listed, in both programs only memset nodes moved, in episodes of their own.")
     # The torch graph's zero_() moved too: no memset-only sentence; steady torch forms: no line at all.
     moved = _have(**twin, memset=[912, 1575, 918, 908, 900], fill=[1003, 1300, 995, 1001, 998])
     assert "only memset nodes" not in episode_lines(moved)[-1] and "zero_() episode 2" in episode_lines(moved)[-1]
