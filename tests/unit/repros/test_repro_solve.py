@@ -314,3 +314,26 @@ def test_the_finding_gives_the_lu_kernel_per_matrix_at_each_size() -> None:
         128,
     )
     assert two.endswith(": n=510-511 getrf_panel (79, 80 us)")
+
+
+def test_two_sizes_whose_lu_kernels_shorten_alike_name_their_instantiations_and_launches() -> None:
+    """evidence52's cuSOLVER getrf_pivot: one instantiation per matrix at n=512, another launched twice at n=513."""
+    from repro.api import Kernel
+    from repro.repros._lu_paths import per_matrix_clause
+
+    def point(n: int, name: str, us: float, launches: float) -> VariantResult:
+        k = Kernel(name, count=int(launches), total_us=us, mean_us=us / launches, per_call=launches)
+        return VariantResult(f"cusolver_b128_n{n}", "x", {"n": n}, "ok", kernels=(k,))
+
+    got = per_matrix_clause(
+        [
+            point(511, "void getrf_panel<float, float, 4>(int, float* const*)", 10_206.9, 1),
+            point(512, "void getrf_pivot<getrf_params_<float, 512, 1, 512, 512, 1> >(int)", 114_352.7, 128),
+            point(513, "void getrf_pivot<getrf_params_<float, 512, 2, 512, 256, 1> >(int)", 116_412.8, 256),
+        ],
+        128,
+    )
+    assert got.endswith(
+        "n=511 getrf_panel (80 us); n=512 getrf_pivot<getrf_params_> [float, 512, 1, 512, 512, 1] (893 us); "
+        "n=513 getrf_pivot<getrf_params_> [float, 512, 2, 512, 256, 1] (909 us, 2 launches per matrix)"
+    ), got
