@@ -85,13 +85,13 @@ def per_matrix_clause(variants: Sequence[VariantResult], batch: int) -> str:
         kernel = next((k for k in v.kernels if top and k.name == top[0]), None)
         if kernel is None or batch <= 0:
             continue
-        n, us = str(v.config.get("n", "?")), f"{kernel.us_per_call / batch:,.0f}"
+        n, per = str(v.config.get("n", "?")), f"{kernel.us_per_call / batch:,.0f}"
         launches[kernel.name] = float(kernel.per_call) / batch
         if runs and runs[-1][0] == kernel.name:
             runs[-1][1].append(n)
-            runs[-1][2].append(us)
+            runs[-1][2].append(per)
         else:
-            runs.append((kernel.name, [n], [us]))
+            runs.append((kernel.name, [n], [per]))
     shorts = [short_kernel(name, 48) for name, _, _ in runs]
     said = []
     for (name, sizes, us), short in zip(runs, shorts, strict=True):
