@@ -114,15 +114,43 @@ def _calls(path: Path) -> dict[str, int]:
     return {fn: k for fn, k in got.items() if fn != "cublasLt"}
 
 
+# What one cuBLASLt trace line says of the GEMM it launched, as (its field, our word, a rewrite of its value).
+_LT_FIELDS: tuple[tuple[str, str, Callable[[str], str]], ...] = (
+    ("epilogue", "epilogue", lambda v: v.removeprefix("EPILOGUE_")),
+    ("algoId", "algo", str),
+    ("tile", "tile", lambda v: v.removeprefix("MATMUL_TILE_")),
+    ("stages", "stages", lambda v: v.removeprefix("MATMUL_STAGES_")),
+    ("smCountTarget", "SM count target", str),
+    ("workSpaceSizeInBytes", "workspace", lambda v: f"{int(v) / 2**20:g} MiB" if v.isdigit() else v),
+)
+
+
+def lt_params(raw: str) -> str:
+    """``epilogue BIAS, algo 55, tile 128x128, stages 8x3, workspace 1 MiB``: what the first cuBLASLt trace line
+    of a log says of the GEMM it launched; "" without one."""
+    line = next((ln for ln in raw.splitlines() if "[Trace]" in ln), "")
+    said = []
+    for field, words, how in _LT_FIELDS:
+        m = re.search(rf"\b{field}=([A-Za-z0-9_x]{{1,40}})", line)
+        if m:
+            said.append(f"{words} {how(m.group(1))}")
+    return ", ".join(said)
+
+
 def forms_clause(log: Any) -> str:
-    """The API log in one clause (no full stop): each form's functions; "" when it read no call."""
+    """The API log in one clause (no full stop): each form's functions, and what cuBLASLt's trace says of the GEMM
+    it launched (``lt_params``); "" when it read no call."""
     forms = log.get("forms") if isinstance(log, Mapping) else None
     if not isinstance(forms, Mapping) or not forms:
         return ""
+    raw = log.get("raw")
     said = []
     for name, libs in forms.items():
         named = call_words(libs, _NAMES)
-        said.append(f"{name} called {', '.join(named) if named else 'no logged function'}")
+        got = raw.get(name) if isinstance(raw, Mapping) else None
+        lt = got.get("cublasLt") if isinstance(got, Mapping) else None
+        params = f" [cuBLASLt's trace: {words}]" if isinstance(lt, str) and (words := lt_params(lt)) else ""
+        said.append(f"{name} called {', '.join(named) if named else 'no logged function'}{params}")
     if all(s.endswith("no logged function") for s in said):
         return ""
     logged = [_NAMES[k] for k in _LIBS if k not in (log.get("no_logger") or {})]

@@ -64,3 +64,21 @@ def test_the_users_own_library_logging_is_left_alone(monkeypatch: pytest.MonkeyP
     got = ba.form_calls({"f": lambda: None}, lambda: None)
     assert got["error"] == "not logged here: the user's own library logging is on (CUBLASLT_LOG_LEVEL)"
     assert "forms" not in got
+
+
+def test_the_clause_gives_what_cublaslts_trace_says_of_each_forms_gemm() -> None:
+    """evidence52's log (H100): nn.Linear's GEMM carried the bias in its epilogue with a 1 MiB workspace; the manual
+    form's, the same algorithm, none."""
+    import json
+
+    from helpers import ROOT
+
+    run = next((ROOT / "artifacts" / "reference" / "h100" / "evidence52" / "all").iterdir())
+    log = json.loads((run / "5090-linear.json").read_text())["extra"]["api_log"]
+    assert ba.forms_clause(log) == (
+        "the cuBLAS/cuBLASLt API log (one fp32 call each): nn.Linear called cublasLtMatmul (cuBLASLt) [cuBLASLt's "
+        "trace: epilogue BIAS, algo 55, tile 128x128, stages 8x3, workspace 1 MiB]; x @ w.t() + b called "
+        "cublasSgemm_v2 (cuBLAS), cublasLtSSSMatmul (cuBLASLt) [cuBLASLt's trace: algo 55, tile 128x128, stages 8x3, "
+        "SM count target 132, workspace 0 MiB]"
+    )
+    assert ba.lt_params("no trace here") == "" and ba.lt_params("[Trace] algoId=<script>") == ""
