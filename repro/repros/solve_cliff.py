@@ -57,6 +57,7 @@ from repro.repros._lu_paths import (
     per_matrix_clause,
 )
 from repro.repros._solve_seed import seed_clause, seed_snippet
+from repro.repros._solve_steps import neighbour_steps
 
 BACKENDS = ("default", "cusolver", "magma")
 THRESHOLD = 1.5
@@ -562,6 +563,7 @@ class Solve512Cliff(Repro[SolveParams]):
             details.append(f"Inconclusive (a CI straddles the threshold): the {', '.join(unsure)} backend(s).")
         if not hits:
             details.append("The seed saw ~10x at batch 128 on an RTX 6000 Ada.")
+        details += [x for x in [neighbour_steps(result.extra.get("time_grid"), p.cliff_n, p.batches)] if x]
         return Finding(sentence, tuple(details))
 
 

@@ -337,3 +337,23 @@ def test_two_sizes_whose_lu_kernels_shorten_alike_name_their_instantiations_and_
         "n=511 getrf_panel (80 us); n=512 getrf_pivot<getrf_params_> [float, 512, 1, 512, 512, 1] (893 us); "
         "n=513 getrf_pivot<getrf_params_> [float, 512, 2, 512, 256, 1] (909 us, 2 launches per matrix)"
     ), got
+
+
+def test_the_steps_beside_the_cutoff_are_given_from_the_grids_medians() -> None:
+    """evidence52's grid (H100): no step below the cutoff, about 1.11x past it on both backends."""
+    import json
+
+    from helpers import ROOT
+
+    from repro.repros._solve_steps import neighbour_steps
+
+    run = next((ROOT / "artifacts" / "reference" / "h100" / "evidence52" / "all").iterdir())
+    grid = json.loads((run / "solve-512-cliff.json").read_text())["extra"]["time_grid"]
+    assert neighbour_steps(grid, 512, [16, 64, 128]) == (
+        "Beside the cutoff, work-scaled t(n+1)/t(n) from the grid's medians (no CI): 510->511 default 0.98x, 0.98x, "
+        "0.98x, cusolver 1.00x, 0.98x, 0.99x; 512->513 default 1.09x, 1.14x, 1.11x, cusolver 1.11x, 1.11x, 1.11x "
+        "(batches 16, 64, 128)."
+    )
+    del grid["cusolver"]["64"]["513"]  # a batch without the size: that backend's step is left out
+    assert "512->513 default 1.09x, 1.14x, 1.11x (batches" in neighbour_steps(grid, 512, [16, 64, 128])
+    assert neighbour_steps(None, 512, [16]) == "" and neighbour_steps({}, 512, [16]) == ""
