@@ -377,7 +377,8 @@ def report(
     """The whole report, at most ``limit`` characters and ``max_lines`` lines.
 
     What does not fit goes in this order, each named in a note that points at the bundle: the
-    repros' ``<details>`` blocks (largest first), then the environment; then the sections' lines that
+    repros' ``<details>`` blocks (largest first), then the environment; then the re-run paragraph's
+    parts a lean one leaves out (``repro.evidence.reruns.lean_gone``); then the sections' lines that
     restate (``repro.evidence.fitting``: LEAN_LINES), their kernel lists, their Kernels lines, the
     last tiers of the Not-tested section, the Episodes lines, then every bullet but the seed's and the re-run's
     (``fitting.BARE_KEEPS``, ``SEED_KEEPS``), then the seed's programs' bullets; only then is the report cut
@@ -480,7 +481,8 @@ def report(
     shortened: list[str] = []
     env_dropped = False
     env_short = False
-    lean = False  # the sections without their lines that restate the finding (LEAN_LINES)
+    short_rerun = False  # the re-run paragraph's lean form (the sections whole)
+    lean = False  # and the sections without their lines that restate the finding (LEAN_LINES)
     kernel_lines: int | None = None  # lean, and each section's kernel list cut to this many lines
     # 1: band note goes; 2: and parentheses; 3: and run order; 4: and later not-covered items; 5-7: STACK_LINES
     stack_gone = 0
@@ -500,7 +502,7 @@ def report(
             (a for a, n in ((at_notes, 1), (at_order, 3)) if a is not None and stack_gone >= n), reverse=True
         ):
             parts[at : at + 2] = []
-        if dropped or env_dropped or shortened or env_short or lean:
+        if dropped or env_dropped or shortened or env_short or short_rerun:
             whose = "every repro" if len(shortened) == len(runs) > 1 else ", ".join(shortened)
             every = len(dropped) == len(runs) > 1  # every details block: what was shortened in them went too
             gone = [f"side measurements, variants tables, plots, times ({whose})"] if shortened and not every else []
@@ -508,7 +510,7 @@ def report(
             gone += ["every repro's details" if every else f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             gone += [f"the {listed(restating)} lines"] if lean and restating else []
-            gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if lean else []
+            gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if short_rerun else []
             spared = [words for prefix, words in SPARE_BULLETS[:bullets_gone] if any(prefix in s for s, _ in sections)]
             if kernel_lines is not None and not any(w.startswith("Kernels") for w in spared):
                 gone += [
@@ -525,7 +527,7 @@ def report(
         if scope_md:
             parts.append(stack_note(scope_md, stack_level(stack_gone))[0])
         if install and install_lean:
-            parts.append(install_lean if lean else install)
+            parts.append(install_lean if short_rerun else install)
         for d, (section, more) in zip(runs, sections, strict=True):
             parts.append(lean_section(section, kernel_lines, bullets_gone, bare) if lean else section)
             if more and d.repro.id not in dropped:
@@ -559,9 +561,11 @@ def report(
     if not fits(parts) and env:
         env_dropped = True
         parts = assemble()
-    if not fits(parts):
-        lean = True
-        parts = assemble()
+    if not fits(parts):  # the re-run paragraph's lean form first, the sections whole
+        short_rerun = True
+        if not fits(parts := assemble()):
+            lean = True
+            parts = assemble()
     for kept in (2, 1, 0) if not fits(parts) else ():
         kernel_lines = kept
         parts = assemble()

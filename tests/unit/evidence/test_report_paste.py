@@ -561,3 +561,18 @@ def test_the_rerun_words_say_who_built_the_twin_binary(docs: list[dict[str, Any]
     assert "; built 00:00:00 UTC by this repro" in _report([doc])
     del doc["extra"]["twin"]["binary_mtime_utc"]
     assert "binary built" not in _report([doc])
+
+
+def test_the_re_run_paragraph_goes_lean_before_any_section_loses_a_line() -> None:
+    """evidence31's quick run fits once its re-run paragraph is the lean one: its sections keep their Holds-for,
+    Impact and Method lines, and the Left-out note names only what the paragraph left out."""
+    from evidence_run import pasted
+
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence31" / "quick").iterdir())
+    whole = pasted(run, limit=10**9, max_lines=None)
+    said = pasted(run)
+    assert len(said) <= PASTE_LIMIT < len(whole)
+    assert "the re-run paragraph's command, Python, and packages" in said
+    for kept in ("- Holds for:", "- Impact:", "- Method:"):
+        assert kept in said and "lines but its finding" not in said
+    assert "Holds-for" not in said  # no restating line named as left out
