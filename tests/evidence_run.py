@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import ROOT
 
-from repro.evidence import artifact, bundle, model, printed
+from repro.evidence import artifact, bundle, model
 from repro.evidence.model import Artifact
 from repro.evidence.report import report
 from repro.run import scripts
@@ -73,12 +73,9 @@ def section(text: str, rid: str) -> str:
 
 
 def attached_of(run: Path) -> dict[str, Any]:
-    """``report``'s keywords for what a run folder's ``attached/`` holds, as ``repro bundle`` reads it: the names,
-    the artifacts among them (re-runs and later runs) and what the programs run beside it printed."""
-    names = bundle.attached_names(run)
-    reruns = {n: artifact.load(run / "attached" / n) for n in names if n.endswith(".json") and "-" in n}
-    said = {n: printed.read(run / "attached" / n) for n in names if printed.wanted(n)}
-    return {"attached": names, "reruns": reruns, "printed": said}
+    """``report``'s keywords for what a run folder's ``attached/`` holds, as ``repro bundle`` and ``repro report``
+    read it (``bundle.attached_inputs``)."""
+    return bundle.attached_inputs(run)
 
 
 def pasted(run: Path, **kw: Any) -> str:

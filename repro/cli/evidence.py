@@ -71,15 +71,19 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", metavar="FILE", help="Write the markdown here (never overwrites).")
     ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="No size limit: the whole report, as a bundle's report-full.md.")
+    ] = False,
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
 
     A folder of run folders (artifacts/) means its newest run; an unpacked bundle, its run (the files
-    the bundle added, MANIFEST.json and its band files, are left out). With --out, the declared plots
+    the bundle added, MANIFEST.json and its band files, are left out). One run folder's attached/ (re-runs,
+    later runs, what its scripts printed) is read as `repro bundle` reads it. With --out, the declared plots
     are drawn beside FILE (plots/<id>.<plot>.png) where matplotlib is installed; existing plot files
     are kept, never overwritten.
     """
-    from repro.evidence import artifact, cliff_report
+    from repro.evidence import artifact, bundle, cliff_report
     from repro.evidence.artifact import newest_run
 
     chosen = []
@@ -97,8 +101,10 @@ def report_cmd(
         check_new_file(out, "reports")  # before any plot is drawn beside it
     runs = [f for f in files if f.is_dir()]
     folder = out.parent if out is not None else (runs[0] if len(runs) == 1 else None)
+    kw: dict[str, Any] = bundle.attached_inputs(runs[0]) if len(files) == 1 and len(runs) == 1 else {}
+    kw.update({"limit": sys.maxsize, "max_lines": None} if full else {})
     if out is None:
-        echo_text(_rendered(docs, folder))
+        echo_text(_rendered(docs, folder, **kw))
         return
     # Cliff plots are drawn beside the report (where matplotlib exists), so the report links them.
     links: dict[str, str] = {}
@@ -108,7 +114,7 @@ def report_cmd(
             png = out.with_name(name) if name else None
             if png and not png.exists() and os.access(out.parent, os.W_OK) and cliff_report.write_plot(d, png):
                 links[cliff_report.key(d)] = png.name
-    write_new_file(out, _rendered(docs, folder, draw=True, plots=links), "reports")
+    write_new_file(out, _rendered(docs, folder, draw=True, plots=links, **kw), "reports")
     typer.echo(f"report: {out}", err=True)
 
 
@@ -124,8 +130,6 @@ def bundle_cmd(
     """Pack a run (artifacts, report, logs, Chrome traces, standalone scripts, the harness) into one .tar.gz
     under GitHub's 25 MB limit."""
     from repro.evidence import artifact, bundle
-    from repro.evidence.printed import read as read_printed
-    from repro.evidence.printed import wanted
     from repro.run.scripts import regenerate
 
     # Each artifact's standalone script, regenerated from this catalog (never the artifact's own copy).
@@ -152,19 +156,12 @@ def bundle_cmd(
     # Files the run's maker added after it (attached/): the report names them, so it is rendered again, packed
     # in the bundle and, once the bundle is written, put in place of the run's report.md, which then matches
     # it. Only by the harness that made the run: another would put its own words and band data in it.
+    # Attached artifacts are re-runs from the bundle's harness (rerun-*.json) or later runs of the same repros;
+    # the scripts' and the seeds' programs' output is set beside the run's numbers.
     from repro.env.harness import source_sha256
 
-    attached = bundle.attached_names(run_dir) if docs else []
-    # Attached artifacts: rerun-*.json re-ran lines from the bundle's harness, others are later runs of the same
-    # repros (the report says which lines ran, and where another run's CI misses this run's).
-    reruns: dict[str, Any] = {}
-    for name in (n for n in attached if n.endswith(".json")):
-        try:
-            reruns[name] = artifact.load(run_dir / "attached" / name)
-        except UsageError:
-            continue  # not an artifact: packed as an attached file only
-    # What the scripts and the seeds' programs printed beside the run: the report sets their numbers beside its own.
-    printed = {n: read_printed(run_dir / "attached" / n) for n in attached if wanted(n)}
+    given = bundle.attached_inputs(run_dir) if docs else {"attached": [], "reruns": {}, "printed": {}}
+    attached, reruns, printed = given["attached"], given["reruns"], given["printed"]
     pasted: str | None = None
     if attached and bundle.recorded_digests(docs) == {source_sha256()}:
         pasted = _rendered(docs, run_dir, attached=attached, reruns=reruns, printed=printed)

@@ -92,6 +92,23 @@ def attached_names(run_dir: Path) -> list[str]:
     )
 
 
+def attached_inputs(run_dir: Path) -> dict[str, Any]:
+    """What a run folder's ``attached/`` gives its report (``report.report``'s keywords): the names a bundle packs,
+    the artifacts among them (re-runs from the bundle, ``rerun-*.json``, and later runs of the same repros; a file
+    that is not an artifact is packed only) and what the programs run beside the run printed."""
+    from repro.evidence import artifact, printed
+
+    names = attached_names(run_dir)
+    reruns: dict[str, Any] = {}
+    for name in (n for n in names if n.endswith(".json")):
+        try:
+            reruns[name] = artifact.load(Path(run_dir) / "attached" / name)
+        except UsageError:
+            continue
+    said = {n: printed.read(Path(run_dir) / "attached" / n) for n in names if printed.wanted(n)}
+    return {"attached": names, "reruns": reruns, "printed": said}
+
+
 def _real_dir(path: Path) -> bool:
     """A directory that is not a link (a linked logs/ or traces/ could point anywhere)."""
     try:

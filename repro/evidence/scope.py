@@ -491,8 +491,8 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
 
 
 def rounds_across(doc: Artifact) -> str:
-    """``10 of 50 headline rounds read above the 1.2 threshold (up to 3.38)``: where the headline's CI lies on one
-    side of the threshold and some of its per-round ratios on the other; "" otherwise."""
+    """``10 of 50 headline rounds read above the 1.2 threshold (up to 3.38; mean of all 1.34)``: where the headline's
+    CI lies on one side of the threshold and some of its per-round ratios on the other; "" otherwise."""
     v, line = doc.verdict, doc.verdict.threshold
     if line is None or v.value is None or v.ci_low is None or v.ci_high is None:
         return ""
@@ -505,7 +505,11 @@ def rounds_across(doc: Artifact) -> str:
         return ""
     far = f"up to {max(across):.3g}" if below else f"down to {min(across):.3g}"
     side = "above" if below else "below"
-    return f"{len(across)} of {len(ratios)} headline rounds read {side} the {line:g} threshold ({far})"
+    mean = statistics.fmean(ratios)  # a skewed spread: the mean of all rounds lies off their median
+    return (
+        f"{len(across)} of {len(ratios)} headline rounds read {side} the {line:g} threshold ({far}; mean of all "
+        f"{mean:.3g})"
+    )
 
 
 def episodes_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:

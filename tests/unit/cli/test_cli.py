@@ -211,6 +211,18 @@ def test_report_out_never_overwrites(cli: CliRunner, tmp_path: Path) -> None:
     assert target.read_text() == before
 
 
+def test_report_of_a_run_folder_reads_its_attached_files_and_full_drops_the_size_limit(cli: CliRunner) -> None:
+    """evidence52's run folder: the re-runs, later runs and scripts in attached/ are in the report, as the bundle's
+    (`repro bundle` reads attached/ alike); --full is the whole report, with nothing left out."""
+    run = next((ROOT / "artifacts" / "reference" / "h100" / "evidence52" / "all").iterdir())
+    pasted = cli.invoke(app, ["report", str(run)])
+    assert pasted.exit_code == 0, pasted.output
+    assert "Re-run here from this run's first bundle" in pasted.output and "none run with this run" not in pasted.output
+    assert len(pasted.output) <= 20_001 and "_Left out here, in `repro report --full`:" in pasted.output
+    whole = cli.invoke(app, ["report", "--full", str(run)])
+    assert whole.exit_code == 0 and len(whole.output) > 30_000 and "_Left out here" not in whole.output
+
+
 def test_validate_walks_nested_folders_and_skips_what_is_not_an_artifact(cli: CliRunner, tmp_path: Path) -> None:
     # The committed reference folder: nested run folders beside doctor.json and compare output.
     ref = ROOT / "artifacts" / "reference" / "h200"

@@ -160,7 +160,8 @@ def test_another_rows_episode_across_the_threshold_joins_the_episodes_line(full:
     """A row not judged whose CI lies under the threshold while one of its episodes lies above it is said beside the
     headline's episodes (graph-memset's torch graph: 1.572 in episode 2, its memset node 1575 ns there)."""
     assert (
-        "twin_fill +0.0%. 10 of 50 headline rounds read above the 1.2 threshold (up to 3.38). Other rows: memset/fill "
+        "twin_fill +0.0%. 10 of 50 headline rounds read above the 1.2 threshold (up to 3.38; mean of all 1.34). Other "
+        "rows: memset/fill "
         "(torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: episode 2), above the 1.2 threshold, "
         "0.8986 over all."
     ) in full
@@ -257,8 +258,8 @@ def test_a_re_runs_own_episode_lines_join_its_entry_in_the_full_report(full: str
     assert (
         "; its episodes: 2 of 10 outside its CI; farthest: episode 2, 1.14x (-1.5%): twin_memset -1.5% (892 ns "
         "against 906 ns in the others), twin_fill -0.0%. 2 of 50 headline rounds read above the 1.2 threshold (up "
-        "to 2.13). Other rows: memset/fill (torch graph), not judged, read 2.841 in 2 of 16 episodes (farthest: "
-        "episode 13), above the 1.2 threshold, 0.9152 over all (`attached/rerun-graph-memset.json`)"
+        "to 2.13; mean of all 1.17). Other rows: memset/fill (torch graph), not judged, read 2.841 in 2 of 16 "
+        "episodes (farthest: episode 13), above the 1.2 threshold, 0.9152 over all (`attached/rerun-graph-memset.json`)"
     ) in paragraph
     assert paragraph.count("; its episodes: ") == 1  # the other re-runs have no episode line
 
@@ -279,7 +280,9 @@ def test_the_environment_names_the_boards_vbios_and_the_cpus_model(full: str) ->
 
 def test_rounds_across_the_threshold_are_counted_only_where_the_ci_is_on_one_side() -> None:
     doc = _doc("graph-memset")
-    assert scope.rounds_across(doc) == "10 of 50 headline rounds read above the 1.2 threshold (up to 3.38)"
+    assert scope.rounds_across(doc) == (
+        "10 of 50 headline rounds read above the 1.2 threshold (up to 3.38; mean of all 1.34)"
+    )
     assert scope.rounds_across(_doc("solve-512-cliff")) == ""  # every round above 1.5, as its CI
     raw = artifact.load(RUN / "graph-memset.json")
     raw["verdict"]["ci_high"] = 1.25  # a CI across the threshold

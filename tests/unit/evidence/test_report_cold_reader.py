@@ -47,7 +47,7 @@ def test_the_report_fits_one_screen_keeping_every_section(rendered: str) -> None
     note = next((ln for ln in rendered.splitlines() if ln.startswith("_Left out here")), "")
     machine = "<details><summary>machine A: fingerprint, GPU state, libraries</summary>" in rendered
     assert machine != ("the environment" in note)
-    assert not note or "report-full.md" in note
+    assert not note or "report-full.md" in note or "`repro report --full`" in note  # a re-render: its own full form
 
 
 def test_lora_off_its_seeds_architecture_is_inconclusive_as_5090_linear(docs: list[dict[str, Any]]) -> None:
