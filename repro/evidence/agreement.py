@@ -155,9 +155,10 @@ def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> s
     band, on this run's GPU model where it has one, else on the model with the most distinct GPUs; of that model's
     bands, the one at this run's params where there is one, else all of them; "" where none has a band.
 
-    ``brief``, the summary table's cell: ``torch_fused, not run here: NVIDIA H200 1.000-1.003x (11 GPUs, other
-    params)``. Else the Re-run-elsewhere line's words, which name the comparison's label, the runs and how their
-    params differ from this run's (``_params_differ``)."""
+    ``brief``, the summary table's cell: ``torch_fused, kernel time: NVIDIA H200 1.000-1.003x (11 GPUs, other
+    params)`` (the comparison's metric, which tells it from a script's whole steps). Else the Re-run-elsewhere
+    line's words, which name the comparison's label, the runs and how their params differ from this run's
+    (``_params_differ``)."""
     v = doc.verdict
     if v.value is not None or v.status not in MEASURED or doc.smoke:
         return ""
@@ -186,9 +187,10 @@ def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> s
         runs = sum(_runs(b) for b, _ in there)
         span = f"{min(values):.3f}-{max(values):.3f}x"
         differ = _params_differ(ours, there) if doc.repro.params else "unknown: this run recorded none"
-        if brief:
+        if brief:  # with the comparison's metric ("kernel time" of "kernel time per step") where its label names one
             same = ("other params" if doc.repro.params else "params unknown here") if differ else "these params"
-            return f"{name}, not run here: {gpu} {span} ({gpus} GPUs, {same})"
+            metric = label.partition(": ")[2].split(",")[0].split(" per ")[0] if label and label != "None" else ""
+            return f"{name}, {metric or 'not run here'}: {gpu} {span} ({gpus} GPUs, {same})"
         what = label if label and label != "None" else name
         params = f"whose params: {differ}" if differ else "at this run's params"
         return f"{name} ({what}), not run here, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, {params}"

@@ -142,6 +142,9 @@ def _alone(doc: Artifact) -> str:
     return text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too, " + UNTESTED)
 
 
+# What a script whose metric is not its harness's headline's says of its own (fused-adam's: "this script times whole
+# steps with CUDA events", where the harness's headline is kernel time per step).
+_WHOLE = re.compile(r"this script times (whole steps)\b")
 # What a script that sizes itself to the free GPU memory prints (fused-adam's): the ratio is for fewer tensors.
 _SIZED_DOWN = re.compile(r"sizing down to ([0-9]{1,6}) of ([0-9]{1,6}) tensors")
 
@@ -164,6 +167,7 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         if v.value is None:  # no headline measured: what the script timed instead, unchecked
             fit = _SIZED_DOWN.search(printed)
             sized = f" at {fit.group(1)} of {fit.group(2)} tensors, sized to fit" if fit else ""
+            sized = f" of {whole.group(1)}{sized}" if (whole := _WHOLE.search(printed)) else sized
             first = [
                 f"{text(d.repro.id)} {text(name)} {row['ratio']:.3f}{sized}"
                 for name, row in got.items()

@@ -328,6 +328,33 @@ SEED_DOCUMENTS = (
 )
 
 
+def _skipped_words(labels: Sequence[str], seen: set[tuple[str, ...]]) -> str:
+    """``TE FusedAdam (capturable=False, eager; capturable=True, eager)``, or for names whose forms a line above
+    listed, ``torch AdamW(fused=True) and torch AdamW(foreach=True) (each in the 2 forms above)``: variant labels
+    ("name, form") by name, each set of forms said once (``seen``: the sets already said); labels without a form,
+    the first three and how many more."""
+    groups: dict[str, list[str]] = {}
+    for x in labels:
+        name, _, form = x.partition(", ")
+        groups.setdefault(name, []).append(form)
+    if len(labels) < 2 or not all(all(forms) for forms in groups.values()):
+        # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
+        return "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
+    by_forms: dict[tuple[str, ...], list[str]] = {}
+    for name, listed in groups.items():
+        by_forms.setdefault(tuple(listed), []).append(name)
+    parts = []
+    for forms, names in by_forms.items():
+        who = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + f" and {names[-1]}"
+        each = "each in " if len(names) > 1 else ""
+        if forms in seen and len(forms) > 1:
+            parts.append(f"{who} ({each}the {len(forms)} forms above)")
+        else:
+            parts.append(f"{who} ({each}{'; '.join(forms)})")
+        seen.add(forms)
+    return "; ".join(parts)
+
+
 def not_tested(
     docs: Sequence[Artifact], declared: Declarations | None = None, offline_rerun: bool = False
 ) -> list[str]:
@@ -354,17 +381,9 @@ def not_tested(
                 reason = reason_only(var.reason) or "no reason recorded"
                 why = f"{var.status}: {reason}"
                 by_reason.setdefault(why, []).append(str(var.label or var.name))
+        seen: set[tuple[str, ...]] = set()  # the forms a line of this repro already listed
         for why, labels in by_reason.items():
-            # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
-            shown = labels[:3]
-            lead = shown[0].split(", ", 1)[0] + ", "
-            if len(shown) > 1 and all(x.startswith(lead) for x in shown):
-                # "TE FusedAdam, a; TE FusedAdam, b" -> "TE FusedAdam (a; b)": the shared name once.
-                said = f"{lead[:-2]} ({'; '.join(x[len(lead) :] for x in shown)})"
-            else:
-                said = "; ".join(shown)
-            said += f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
-            lines.append(f"{rid}: {said} ({why})")
+            lines.append(f"{rid}: {_skipped_words(labels, seen)} ({why})")
         if conditions := untested(doc, of(doc, declared)):
             lines.append(f"{rid}, not covered: {'; '.join(conditions)}.")
     facts = [essentials(d.fingerprint) for d in docs]

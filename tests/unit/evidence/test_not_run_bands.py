@@ -49,7 +49,7 @@ def test_a_band_at_this_runs_params_is_preferred_and_said_so(raw: dict[str, Any]
     ours = doc.repro.params or {}
     older = {k: v for k, v in ours.items() if k != "controls_without_te"}
     bands = [_band("H200", ours, "ab", (1.001, 1.002)), _band("H200", older, "cde", (1.1, 1.2, 1.3))]
-    assert not_run_bands(doc, bands) == "torch_fused, not run here: H200 1.001-1.002x (2 GPUs, these params)"
+    assert not_run_bands(doc, bands) == ("torch_fused, kernel time: H200 1.001-1.002x (2 GPUs, these params)")
     assert not_run_bands(doc, bands, brief=False).endswith(
         "read 1.001-1.002x on 2 H200 GPUs in 2 committed runs, at this run's params"
     )

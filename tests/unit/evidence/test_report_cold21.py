@@ -105,7 +105,7 @@ def test_the_kernel_lines_set_the_timed_median_beside_the_kernel_time(docs: list
 
 def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]], pasted: str) -> None:
     whole = report(docs, limit=10**9, max_lines=None, **attached_of(RUN))
-    assert "fused-adam-capturable torch_fused 0.998 (no headline to check it against)" in whole
+    assert "fused-adam-capturable torch_fused 0.998 of whole steps (no headline to check it against)" in whole
     assert "5090-linear 0.92 (-0.9%" in whole and "), fused-adam-capturable" in whole
     # A lean report counts the scripts within the check, names the farthest, and lists the unchecked one.
     assert (
@@ -114,7 +114,7 @@ def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]],
         "(one process each, clocks not recorded); farthest: lora-batch-scaling 0.972 (+4.3%; its script times bs2 "
         "and bs1 alone, the run's rounds held bs4 too, not tested as the cause)); "
         "fused-adam-capturable "
-        "torch_fused 0.998 (no headline)."
+        "torch_fused 0.998 of whole steps (no headline)."
     ) in pasted
 
 
