@@ -13,7 +13,7 @@ from typing import Any
 from repro.core.results import VariantResult
 from repro.evidence import band, band_runs, scope
 from repro.evidence.agreement import agree as agreed
-from repro.evidence.agreement import not_run_bands
+from repro.evidence.agreement import module_runs, not_run_bands, other_models
 from repro.evidence.declared import Declared
 from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text
 from repro.evidence.model import Artifact
@@ -212,9 +212,12 @@ def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     if b is None:
         differ = band.other_params(doc, bands)
         why = f" (the band's runs of this model set other params: {text(', '.join(differ))})" if differ else ""
+        # Another model's band in the table's cell: how many of its runs ran this repro module file.
+        seen = other_models(doc, bands)
+        code = f" The table's {text(seen[0].gpu)} span: {said}." if seen and (said := module_runs(doc, seen[0])) else ""
         return (
             f"Re-run elsewhere: no cross-GPU data for these params on this GPU model{why}; "
-            "the CI says nothing about another GPU."
+            f"the CI says nothing about another GPU.{code}"
         )
     value = float(v.value or 0.0)
     uuid = doc.machine.gpu_uuid or ""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from repro.core.order import group_arms
-from repro.evidence.markdown import text, unprefixed
+from repro.evidence.markdown import fmt_time, text, unprefixed
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
 
@@ -180,7 +180,12 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
         ratio = row.get("ratio")
         if ratio is not None:
             missed = v.ci_low is not None and v.ci_high is not None and not v.ci_low <= ratio <= v.ci_high
-            said.append(f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{_alone(d) if missed else ''})")
+            # The full form gives the script's own arm times too (its process alone, beside the run's medians).
+            arms = [f"{k} {fmt_time(t)}" for k, t in row.items() if k.startswith("t(") and not lean]
+            times = f"; {text(', '.join(arms))}" if arms else ""
+            said.append(
+                f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{times}{_alone(d) if missed else ''})"
+            )
             off.append((abs(ratio / v.value - 1), d.repro.id, said[-1]))
             outside += missed
     if not said:

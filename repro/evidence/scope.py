@@ -525,9 +525,16 @@ def rounds_across(doc: Artifact) -> str:
     far = f"up to {max(across):.3g}" if below else f"down to {min(across):.3g}"
     side = "above" if below else "below"
     mean = statistics.fmean(ratios)  # a skewed spread: the mean of all rounds lies off their median
+    # In how many episodes (rounds between idle gaps): one slow spell, or spells that recur.
+    row = headline_row(doc)
+    num = doc.variant(str(row.num)) if row is not None else None
+    size = num.timing.episode_rounds if num is not None and num.timing is not None else None
+    cut = [ratios[i : i + size] for i in range(0, len(ratios), size)] if size and size > 0 else []
+    hit = sum(any((x >= line if below else x < line) for x in ep) for ep in cut)
+    where = f", in {hit} of {len(cut)} episodes," if len(cut) > 1 else ""
     return (
-        f"{len(across)} of {len(ratios)} headline rounds read {side} the {line:g} threshold ({far}; mean of all "
-        f"{mean:.3g})"
+        f"{len(across)} of {len(ratios)} headline rounds{where} read {side} the {line:g} threshold ({far}; mean of "
+        f"all {mean:.3g})"
     )
 
 

@@ -74,11 +74,14 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
     assert lora is not None and f"{0.9859 / lora - 1:+.1%}" == "+5.2%"  # the script's bs2/bs1 line: 0.9859
     assert said == (
         " Standalone scripts run here (`attached/script-<id>.out`; one process each: within 10% of the headline is "
-        "the check, not its CI): 5090-linear 0.922 (-0.8%; its script times linear_fp32 and manual_fp32 alone, the "
-        "run's rounds held other groups' arms too, not tested as the cause), fused-adam-capturable torch_fused "
-        "0.997 of whole steps (no headline to check it against), graph-memset 1.46 (-2.2%), lora-batch-scaling 0.986 "
-        "(+5.2%; its script times bs2 and bs1 alone, the run's rounds held bs4 too, not tested as the cause), "
-        "solve-512-cliff 9.55 (+0.5%; its script times n512 and n511 alone, the run's rounds held n510, n513 (arms "
+        "the check, not its CI): 5090-linear 0.922 (-0.8%; t(nn.Linear) 1.23 ms, t(x @ w.t() + b) 1.34 ms; its "
+        "script times linear_fp32 and manual_fp32 alone, the run's rounds held other groups' arms too, not tested as "
+        "the cause), fused-adam-capturable torch_fused 0.997 of whole steps (no headline to check it against), "
+        "graph-memset 1.46 (-2.2%; t(memset node) 899 ns, t(fill kernel &lt;&lt;&lt;1,32&gt;&gt;&gt;) 617 ns), "
+        "lora-batch-scaling 0.986 (+5.2%; t(step, batch 2) 49.2 ms, t(step, batch 1) 25 ms; its script times bs2 and "
+        "bs1 alone, the run's rounds held bs4 too, not tested as the cause), solve-512-cliff 9.55 (+0.5%; "
+        "t(solve_ex n=512) 108 ms, t(solve_ex n=511) 11.3 ms; its script times n512 and n511 alone, the run's rounds "
+        "held n510, n513 (arms "
         "cusolver_b128\\_\\*) and other groups' arms too, not tested as the cause); 4 outside the run's CI: "
         "no spread here bounds a script (one process each, clocks not recorded)."
     )

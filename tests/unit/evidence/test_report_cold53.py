@@ -95,4 +95,4 @@ def test_a_headline_order_split_on_one_side_of_the_threshold_says_so_and_the_lor
         pasted(RUN, limit=10**9, max_lines=None)
     )
     # Inside its CI, a script gets no words on the arms it leaves out.
-    assert "solve-512-cliff 9.56 (-0.2%)" in pasted(RUN, limit=10**9, max_lines=None)
+    assert "solve-512-cliff 9.56 (-0.2%; t(solve_ex n=512) " in pasted(RUN, limit=10**9, max_lines=None)

@@ -162,10 +162,9 @@ def test_another_rows_episode_across_the_threshold_joins_the_episodes_line(full:
     """A row not judged whose CI lies under the threshold while one of its episodes lies above it is said beside the
     headline's episodes (graph-memset's torch graph: 1.572 in episode 2, its memset node 1575 ns there)."""
     assert (
-        "twin_fill +0.0%. 10 of 50 headline rounds read above the 1.2 threshold (up to 3.38; mean of all 1.34). Other "
-        "rows: memset/fill "
-        "(torch graph), not judged, read 1.572 in 1 of 13 episodes (farthest: episode 2), above the 1.2 threshold, "
-        "0.8986 over all."
+        "twin_fill +0.0%. 10 of 50 headline rounds, in 5 of 10 episodes, read above the 1.2 threshold (up to 3.38; "
+        "mean of all 1.34). Other rows: memset/fill (torch graph), not judged, read 1.572 in 1 of 13 episodes "
+        "(farthest: episode 2), above the 1.2 threshold, 0.8986 over all."
     ) in full
     # A row whose CI straddles the threshold says nothing of its episodes (evidence24's seed-program row, 1.196
     # with CI 1.189-1.219, five of its ten episodes above 1.2).
@@ -259,9 +258,10 @@ def test_a_re_runs_own_episode_lines_join_its_entry_in_the_full_report(full: str
     paragraph = next(ln for ln in full.splitlines() if ln.startswith("**Re-run**"))
     assert (
         "; its episodes: 2 of 10 outside its CI; farthest: episode 2, 1.14x (-1.5%): twin_memset -1.5% (892 ns "
-        "against 906 ns in the others), twin_fill -0.0%. 2 of 50 headline rounds read above the 1.2 threshold (up "
-        "to 2.13; mean of all 1.17). Other rows: memset/fill (torch graph), not judged, read 2.841 in 2 of 16 "
-        "episodes (farthest: episode 13), above the 1.2 threshold, 0.9152 over all (`attached/rerun-graph-memset.json`)"
+        "against 906 ns in the others), twin_fill -0.0%. 2 of 50 headline rounds, in 2 of 10 episodes, read above the "
+        "1.2 threshold (up to 2.13; mean of all 1.17). Other rows: memset/fill (torch graph), not judged, read 2.841 "
+        "in 2 of 16 episodes (farthest: episode 13), above the 1.2 threshold, 0.9152 over all "
+        "(`attached/rerun-graph-memset.json`)"
     ) in paragraph
     assert paragraph.count("; its episodes: ") == 1  # the other re-runs have no episode line
 
@@ -283,7 +283,7 @@ def test_the_environment_names_the_boards_vbios_and_the_cpus_model(full: str) ->
 def test_rounds_across_the_threshold_are_counted_only_where_the_ci_is_on_one_side() -> None:
     doc = _doc("graph-memset")
     assert scope.rounds_across(doc) == (
-        "10 of 50 headline rounds read above the 1.2 threshold (up to 3.38; mean of all 1.34)"
+        "10 of 50 headline rounds, in 5 of 10 episodes, read above the 1.2 threshold (up to 3.38; mean of all 1.34)"
     )
     assert scope.rounds_across(_doc("solve-512-cliff")) == ""  # every round above 1.5, as its CI
     raw = artifact.load(RUN / "graph-memset.json")
@@ -310,3 +310,23 @@ def test_the_scripts_metric_and_the_bands_are_told_apart_and_the_skipped_control
         "- fused-adam-capturable: torch AdamW(fused=True) and torch AdamW(foreach=True) (each in the 3 forms above) "
         "(skipped: a control of TE's FusedAdam"
     ) in lean
+
+
+# The eighth read (rendered by `repro report` at c129539, a=4): the band runs' module files beside another model's
+# span, and each script's own arm times.
+
+
+def test_another_models_span_says_how_many_of_its_runs_ran_this_module_file_and_scripts_give_their_times(
+    full: str,
+) -> None:
+    lines = [ln for ln in full.splitlines() if ln.startswith("- Re-run elsewhere: no cross-GPU data")]
+    said = [ln.rsplit(" span: ", 1)[1] for ln in lines]
+    assert said == [
+        "46 of 163 runs with this repro module file.",
+        "3 of 110 runs with this repro module file.",
+        "8 of 82 runs with this repro module file.",
+        "3 of 85 runs with this repro module file.",
+    ]
+    assert (
+        "graph-memset 1.16 (-0.5%; t(memset node) 906 ns, t(fill kernel &lt;&lt;&lt;1,32&gt;&gt;&gt;) 781 ns)" in full
+    )
