@@ -71,9 +71,7 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", metavar="FILE", help="Write the markdown here (never overwrites).")
     ] = None,
-    full: Annotated[
-        bool, typer.Option("--full", help="No size limit: the whole report, as a bundle's report-full.md.")
-    ] = False,
+    full: Annotated[bool, typer.Option("--full", help="No size limit: the whole report, nothing left out.")] = False,
 ) -> None:
     """Render GitHub-flavored markdown for artifacts (stdout, or --out FILE).
 

@@ -105,7 +105,12 @@ def attached_inputs(run_dir: Path) -> dict[str, Any]:
             reruns[name] = artifact.load(Path(run_dir) / "attached" / name)
         except UsageError:
             continue
-    said = {n: printed.read(Path(run_dir) / "attached" / n) for n in names if printed.wanted(n)}
+    said: dict[str, str] = {}
+    for name in (n for n in names if printed.wanted(n)):
+        try:
+            said[name] = printed.read(Path(run_dir) / "attached" / name)
+        except OSError:
+            continue  # unreadable: left out, as an unreadable artifact is
     return {"attached": names, "reruns": reruns, "printed": said}
 
 

@@ -356,10 +356,11 @@ def _room(doc: Artifact, said: Mapping[str, Any]) -> str:
     gpu = doc.fingerprint.get("gpu")
     total = _gib(gpu.get("memory_total_bytes")) if isinstance(gpu, Mapping) else None
     if total is not None and first * 2**30 > total:
-        # The run's need grows with its tensors: about how many fit this GPU's memory, where the run's own is known.
+        # The run's need grows with its tensors: about how many fit 90% of this GPU's memory (the rest is the CUDA
+        # context's and other processes'; the harness checks the free memory), where the run's own need is known.
         n = (doc.repro.params or {}).get("n_tensors")
-        fit = int(n * total / (run * 2**30)) if run and isinstance(n, int) and n > 0 else None
-        about = f" (about {fit} of its {n} tensors fit)" if fit else ""
+        fit = int(n * 0.9 * total / (run * 2**30)) if run and isinstance(n, int) and n > 0 else None
+        about = f" (about {fit} of its {n} tensors fit in 90% of it)" if fit else ""
         room += f", more than this GPU's {total / 2**30:.1f} GiB{about}: `--set n_tensors=...` or a larger GPU"
     return room
 

@@ -68,37 +68,44 @@ def lu_kernels(kernels: Sequence[Kernel], limit: int = 3) -> list[str]:
     return [k.name for k in (hits or list(kernels))[:limit]]
 
 
-# A kernel's innermost template arguments ("float, 512, 2, 512, 256, 1"): what tells two instantiations apart.
-_ARGS = re.compile(r"<([^<>]{1,80})>")
+def _template_args(name: str) -> str:
+    """The arguments of a kernel name's outermost template (``getrf_params_<float, 512, 2, 512, 256, 1>`` of
+    ``void getrf_pivot<getrf_params_<float, 512, 2, 512, 256, 1> >(...)``), up to 80 characters; "" without one."""
+    start = name.find("<")
+    depth = 0
+    for i in range(start, len(name)) if start >= 0 else ():
+        depth += {"<": 1, ">": -1}.get(name[i], 0)
+        if depth == 0:
+            got = name[start + 1 : i].strip()
+            return got if len(got) <= 80 else ""
+    return ""
 
 
 def per_matrix_clause(variants: Sequence[VariantResult], batch: int) -> str:
     """The heaviest LU kernel of each size's profiled call and its microseconds per matrix (its time per
-    call over ``batch``), sizes in the variants' order, a run of sizes with the same kernel said once;
-    "" when none was profiled (no full stop). Where two sizes' kernels share a short name but not their
-    instantiation, each names its innermost template arguments; where a size launches it more than once
-    per matrix, how many times."""
-    runs: list[tuple[str, list[str], list[str]]] = []  # (full kernel name, sizes, us)
-    launches: dict[str, float] = {}
+    call over ``batch``), sizes in the variants' order, a run of sizes with the same kernel and launches said
+    once; "" when none was profiled (no full stop). Where two sizes' kernels share a short name but not their
+    instantiation, each is named with its template's arguments; where a size launches it more than once per matrix, how
+    many times."""
+    runs: list[tuple[str, float, list[str], list[str]]] = []  # (full kernel name, launches per matrix, sizes, us)
     for v in variants:
         top = lu_kernels(v.kernels, limit=1) if v.kernels else []
         kernel = next((k for k in v.kernels if top and k.name == top[0]), None)
         if kernel is None or batch <= 0:
             continue
         n, per = str(v.config.get("n", "?")), f"{kernel.us_per_call / batch:,.0f}"
-        launches[kernel.name] = float(kernel.per_call) / batch
-        if runs and runs[-1][0] == kernel.name:
-            runs[-1][1].append(n)
-            runs[-1][2].append(per)
+        launches = float(kernel.per_call) / batch
+        if runs and runs[-1][:2] == (kernel.name, launches):
+            runs[-1][2].append(n)
+            runs[-1][3].append(per)
         else:
-            runs.append((kernel.name, [n], [per]))
-    shorts = [short_kernel(name, 48) for name, _, _ in runs]
+            runs.append((kernel.name, launches, [n], [per]))
+    shorts = [short_kernel(name, 48) for name, *_ in runs]
     said = []
-    for (name, sizes, us), short in zip(runs, shorts, strict=True):
-        shared = sum(x == short for x in shorts) > 1  # another size's kernel reads the same when shortened
-        args = _ARGS.search(name) if shared else None
-        label = f"{short} [{args.group(1)}]" if args else short
-        times = launches[name]
+    for (name, times, sizes, us), short in zip(runs, shorts, strict=True):
+        shared = any(s == short and other != name for (other, *_), s in zip(runs, shorts, strict=True))
+        args = _template_args(name) if shared else ""
+        label = f"{short.split('<')[0]}<{args}>" if args else short
         each = f", {times:g} launches per matrix" if times != 1 and times == int(times) else ""
         said.append(f"n={sizes[0]}{'-' + sizes[-1] if len(sizes) > 1 else ''} {label} ({', '.join(us)} us{each})")
     return f"the LU's heaviest kernel per matrix at batch {batch}: {'; '.join(said)}" if said else ""

@@ -127,8 +127,8 @@ def test_the_rerun_line_names_the_te_install_the_claim_needs(doc: dict[str, Any]
     small = copy.deepcopy(both)
     small["fingerprint"]["gpu"]["memory_total_bytes"] = 85_045_706_752
     assert (
-        "about 62.8 GiB), more than this GPU's 79.2 GiB (about 144 of its 201 tensors fit): `--set n_tensors=...` or a "
-        "larger GPU)."
+        "about 62.8 GiB), more than this GPU's 79.2 GiB (about 130 of its 201 tensors fit in 90% of it): "
+        "`--set n_tensors=...` or a larger GPU)."
     ) in section(report([small]), RID)
     # A malformed requirement in the open extra is not rendered as a command
     bad = {**doc, "extra": {**doc["extra"], "claim_needs": {**TE_INSTALL, "pip": "te; rm -rf /"}}}

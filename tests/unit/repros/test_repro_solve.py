@@ -334,9 +334,15 @@ def test_two_sizes_whose_lu_kernels_shorten_alike_name_their_instantiations_and_
         128,
     )
     assert got.endswith(
-        "n=511 getrf_panel (80 us); n=512 getrf_pivot<getrf_params_> [float, 512, 1, 512, 512, 1] (893 us); "
-        "n=513 getrf_pivot<getrf_params_> [float, 512, 2, 512, 256, 1] (909 us, 2 launches per matrix)"
+        "n=511 getrf_panel (80 us); n=512 getrf_pivot<getrf_params_<float, 512, 1, 512, 512, 1>> (893 us); "
+        "n=513 getrf_pivot<getrf_params_<float, 512, 2, 512, 256, 1>> (909 us, 2 launches per matrix)"
     ), got
+    # One kernel at two sizes, launched once and twice per matrix: two runs, each with its own count, either order.
+    same = "void getrf_pivot<getrf_params_<float, 512, 1> >(int)"
+    for order in ((1, 2), (2, 1)):
+        two = per_matrix_clause([point(511 + i, same, 1e5 * k, 128 * k) for i, k in enumerate(order)], 128)
+        assert "n=511-512" not in two and two.count("getrf_pivot<getrf_params_>") == 2
+        assert ("(1,562 us, 2 launches per matrix)" in two) and "(781 us)" in two
 
 
 def test_the_steps_beside_the_cutoff_are_given_from_the_grids_medians() -> None:
