@@ -523,7 +523,8 @@ def report(
             gone += ["the note under the table on the bands' runs"] if stack_gone and at_notes is not None else []
             gone += ["the run-order line"] if stack_gone >= 3 and at_order is not None else []
             gone += [said] if (said := stack_note(scope_md, stack_level(stack_gone))[1]) else []
-            # Rendered by another harness: the bundle's full report is the run's own rendering, not this one's.
+            # Rendered by another harness than the run's: the bundle's full report, made when the run was bundled,
+            # can differ from this one's, so the note names the command that renders this one's whole.
             where = "`repro report --full`" if by else f"the bundle's `{FULL_REPORT}`"
             parts += [f"_Left out here, in {where}: {'; '.join(gone)}._", ""]
         if scope_md:
