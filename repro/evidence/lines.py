@@ -480,6 +480,18 @@ def _plain_command(argv: Sequence[str]) -> bool:
     return all(_PLAIN_WORD.fullmatch(w) and "://" not in w for w in argv)
 
 
+def lean_parts(docs: Sequence[Artifact]) -> list[str]:
+    """What a lean re-run paragraph (``install_block``'s ``lean``) leaves out of the run's, in the Left-out note's
+    words: the command, where one was recorded; the Python line, where there is one; the package list, where the
+    run recorded one."""
+    ran = {shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)}
+    return [
+        *(["command"] if len(ran) == 1 else []),
+        *(["Python"] if python_env_words(docs) else []),
+        *(["packages"] if any(d.machine.packages_sha256 for d in docs) else []),
+    ]
+
+
 def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False) -> str | None:
     """What to install before the sections' ``repro run`` lines, once for the report: torch as
     recorded, what a repro's variants needed beyond it, then the bundled harness (or, for a run

@@ -49,7 +49,7 @@ from repro.evidence.lines import (
     diff_lines,
     install_block,
     kernels_alone,
-    python_env_words,
+    lean_parts,
     rerun_block,
     restated,
     scope_lines,
@@ -474,7 +474,7 @@ def report(
     install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)
     # What the lean re-run paragraph leaves out, of what this run has.
     whose = lean_cuts(runs, outputs)
-    rerun_gone = ["command", *(["Python"] if python_env_words(runs) else []), "packages"]
+    rerun_gone = lean_parts(runs)
     rerun_gone += lean_gone(runs, again, known, log_text)
     rerun_gone += [f"{listed(whose)} numbers"] if whose else []
     dropped: list[str] = []
@@ -510,7 +510,7 @@ def report(
             gone += ["every repro's details" if every else f"the details of {', '.join(dropped)}"] if dropped else []
             gone += ["the environment"] if env_dropped else []
             gone += [f"the {listed(restating)} lines"] if lean and restating else []
-            gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if short_rerun else []
+            gone += [f"the re-run paragraph's {listed(rerun_gone)}"] if short_rerun and rerun_gone else []
             spared = [words for prefix, words in SPARE_BULLETS[:bullets_gone] if any(prefix in s for s, _ in sections)]
             if kernel_lines is not None and not any(w.startswith("Kernels") for w in spared):
                 gone += [
