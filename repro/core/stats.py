@@ -127,12 +127,17 @@ def episodes_for(level: float) -> int:
     return n
 
 
-def episode_medians(values: Sequence[float], episode: int | None) -> list[float]:
-    """The medians of ``values`` cut into episodes of ``episode`` values each, in order (the last may be
-    shorter); [] without episodes or with fewer than two of them."""
-    if not episode or len(values) < 2 * episode:
+def episodes(values: Sequence[float], episode: int | None) -> list[Sequence[float]]:
+    """``values`` cut into episodes of ``episode`` values each, in order (the last may be shorter); [] without
+    episodes or with fewer than two of them."""
+    if not episode or episode < 1 or len(values) < 2 * episode:
         return []
-    return [quantile(sorted(values[i : i + episode]), 0.5) for i in range(0, len(values), episode)]
+    return [values[i : i + episode] for i in range(0, len(values), episode)]
+
+
+def episode_medians(values: Sequence[float], episode: int | None) -> list[float]:
+    """The medians of ``values``' episodes (``episodes``), in order; [] without episodes or with fewer than two."""
+    return [quantile(sorted(ep), 0.5) for ep in episodes(values, episode)]
 
 
 def episode_widened(

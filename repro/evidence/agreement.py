@@ -5,11 +5,10 @@ GPU's re-runs lie from that GPU's value or by a run's own CI, whichever is large
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from repro.evidence.band import MEASURED, MIN_GPUS, Band, key_of, lookup
+from repro.evidence.band import MEASURED, MIN_GPUS, PARAM_NAME, Band, key_of, lookup, params_of
 from repro.evidence.band_runs import band_arms
 from repro.evidence.markdown import fmt_time
 from repro.evidence.model import Artifact
@@ -111,19 +110,6 @@ def model_flip(doc: Artifact, bands: Sequence[Band]) -> str:
     return ""
 
 
-# A param name as a report names it (``band.other_params``'s rule): an artifact's keys are open.
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
-def _params(b: Band) -> dict[str, Any] | None:
-    """A band's params as a dict; None where its JSON is not an object."""
-    try:
-        got = json.loads(b.params)
-    except ValueError:
-        return None
-    return got if isinstance(got, dict) else None
-
-
 def _runs(b: Band) -> int:
     return len({r for p in b.points for r in p.runs})
 
@@ -136,7 +122,7 @@ def _params_differ(ours: Mapping[str, Any], there: Sequence[tuple[Band, dict[str
     missing = object()
     groups: dict[tuple[str, int], list[str]] = {}
     for k in sorted({*ours, *(k for _, t in there for k in t)}):
-        if not _NAME.fullmatch(k):
+        if not PARAM_NAME.fullmatch(k):
             continue
         lack = sum(_runs(b) for b, t in there if k in ours and k not in t)
         other = sum(_runs(b) for b, t in there if k in t and t[k] != ours.get(k, missing))
@@ -169,7 +155,7 @@ def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> s
             (b, t)
             for b in bands
             if (b.repro, b.headline) == (doc.repro.id, name) and len(b.points) >= MIN_GPUS
-            if (t := _params(b)) is not None
+            if (t := params_of(b)) is not None
         ]
         if not found:
             continue

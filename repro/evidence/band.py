@@ -331,6 +331,19 @@ def versions(b: Band) -> tuple[str, ...]:
     return _distinct(h for p in b.points for h in p.harness)
 
 
+# A param name as a report names it: an artifact's params are open, so other keys are left unsaid.
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def params_of(b: Band) -> dict[str, Any] | None:
+    """A band's params as a dict; None where its JSON is not an object (a band built elsewhere, damaged)."""
+    try:
+        got = json.loads(b.params)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
 def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None = None) -> list[str]:
     """The names of the params in which the bands of this repro and GPU model differ from this
     artifact's (present on one side only, or with other values); empty when no such band exists."""
@@ -341,9 +354,10 @@ def other_params(doc: Artifact | Mapping[str, Any], bands: Sequence[Band] | None
     out: set[str] = set()
     for b in load() if bands is None else bands:
         if (b.repro, b.gpu) == key[:2] and b.headline == key[3] and b.params != key[2]:
-            theirs = json.loads(b.params)
+            if (theirs := params_of(b)) is None:
+                continue
             out |= {n for n in set(ours) | set(theirs) if theirs.get(n, out) != ours.get(n, out)}
-    return sorted(n for n in out if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", n))
+    return sorted(n for n in out if PARAM_NAME.fullmatch(n))
 
 
 def _walk(roots: Sequence[Path]) -> Iterable[tuple[Path, dict[str, Any]]]:

@@ -480,15 +480,25 @@ def _plain_command(argv: Sequence[str]) -> bool:
     return all(_PLAIN_WORD.fullmatch(w) and "://" not in w for w in argv)
 
 
+def _run_command(docs: Sequence[Artifact]) -> str | None:
+    """The command that made the run, as recorded (the whole batch at once, when it was `repro all`); None where
+    the docs record none, or several."""
+    ran = sorted({shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)})
+    return ran[0] if len(ran) == 1 else None
+
+
+def _has_packages(docs: Sequence[Artifact]) -> bool:
+    return any(d.machine.packages_sha256 for d in docs)
+
+
 def lean_parts(docs: Sequence[Artifact]) -> list[str]:
     """What a lean re-run paragraph (``install_block``'s ``lean``) leaves out of the run's, in the Left-out note's
     words: the command, where one was recorded; the Python line, where there is one; the package list, where the
     run recorded one."""
-    ran = {shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)}
     return [
-        *(["command"] if len(ran) == 1 else []),
+        *(["command"] if _run_command(docs) else []),
         *(["Python"] if python_env_words(docs) else []),
-        *(["packages"] if any(d.machine.packages_sha256 for d in docs) else []),
+        *(["packages"] if _has_packages(docs) else []),
     ]
 
 
@@ -534,9 +544,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
         else "`repro report RUN_DIR --out FILE` draws plots only with matplotlib "
         f"(the harness's `{PLOTS_EXTRA}` extra)."
     )
-    # The command that made the run, as recorded (the whole batch at once, when it was `repro all`).
-    ran = sorted({shlex.join(d.run.command) for d in docs if _plain_command(d.run.command)})
-    whole = f" This run: {code(ran[0])}" if len(ran) == 1 else ""
+    whole = f" This run: {code(ran)}" if (ran := _run_command(docs)) else ""
     if whole and any(d.run.command[1:2] == ("all",) for d in docs):
         whole += " (back to back, ceilings timed once)"
     if whole:
@@ -544,7 +552,7 @@ def install_block(docs: Sequence[Artifact], reran: str = "", lean: bool = False)
         whole += ". A lone `repro run` lands in the re-run column's spread, not this CI; `repro compare` of the two"
         whole += " `ID.json` says which."
     whole += python_env_words(docs)
-    if any(d.machine.packages_sha256 for d in docs):
+    if _has_packages(docs):
         whole += " Every package installed where this run ran: the bundle's `packages.txt`."
     if lean:  # the Left-out note names the command, Python and packages, and the plots extra speaks for itself
         whole, plots = "", ""

@@ -16,7 +16,7 @@ from repro.core.results import Row
 from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
-from repro.evidence.markdown import code, fmt_pct, ratio_with_ci, text, verdict_label
+from repro.evidence.markdown import code, fmt_pct, listed, ratio_with_ci, text, verdict_label
 from repro.evidence.model import Artifact, ErrorInfo, Verdict
 from repro.evidence.printed import NOTE, stopped_by_limit
 from repro.evidence.scope import episodes_line
@@ -235,13 +235,11 @@ def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, floa
         return []
     if again.machine.gpu_uuid != first.machine.gpu_uuid:
         return []
-    head = next((r for r in first.verdict.breakdown if r.headline), None)
+    head = band.headline_row(first)
     arms = group_arms(first.variants, head.num, head.den) if head is not None and head.num and head.den else None
     timed = {v.name for v in again.variants if v.timing is not None and v.timing.rounds}
     gone = [text(a) for a in arms or () if a not in timed]
-    without = (
-        f" without {', '.join(gone[:-1])}{' and ' if len(gone) > 1 else ''}{gone[-1]} in its rounds" if gone else ""
-    )
+    without = f" without {listed(gone)} in its rounds" if gone else ""
     return [f"{text(again.repro.id)} {ratio_with_ci(*cis[:3], verdict_label(again.verdict))}{without}"]
 
 

@@ -22,7 +22,7 @@ from repro.env.fingerprint import essentials
 from repro.evidence.band import Band, headline_rounds, headline_row, lookup, row_rounds
 from repro.evidence.declared import Declarations, Declared, of
 from repro.evidence.machines import guest_words, image_vars
-from repro.evidence.markdown import fmt_pct, fmt_time
+from repro.evidence.markdown import fmt_pct, fmt_time, listed
 from repro.evidence.model import Artifact, Row
 
 __all__ = [
@@ -268,8 +268,8 @@ def _differences(
             continue
         picked.append((r, a, b, d, moved))
     out = []
-    for r, a, b, d, moved in picked:  # each named by every setting in which a listed row differs from the headline
-        among = [x[0] for x in picked]
+    among = [x[0] for x in picked]  # each row named by every setting in which a listed row differs from the headline
+    for r, a, b, d, moved in picked:
         name = (_row_name(head.qualifiers, r, every=True, among=among) if head is not None else None) or str(
             r.comparison or r.label or ""
         )
@@ -341,11 +341,11 @@ def _skipped_words(labels: Sequence[str], seen: set[tuple[str, ...]]) -> str:
         # Labels hold commas ("TE FusedAdam, capturable=True, eager"): semicolons keep them apart.
         return "; ".join(labels[:3]) + (f"; and {len(labels) - 3} more" if len(labels) > 3 else "")
     by_forms: dict[tuple[str, ...], list[str]] = {}
-    for name, listed in groups.items():
-        by_forms.setdefault(tuple(listed), []).append(name)
+    for name, named_forms in groups.items():
+        by_forms.setdefault(tuple(named_forms), []).append(name)
     parts = []
     for forms, names in by_forms.items():
-        who = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + f" and {names[-1]}"
+        who = listed(names)
         each = "each in " if len(names) > 1 else ""
         if forms in seen and len(forms) > 1:
             parts.append(f"{who} ({each}the {len(forms)} forms above)")
@@ -515,10 +515,11 @@ def rounds_across(doc: Artifact) -> str:
     v, line = doc.verdict, doc.verdict.threshold
     if line is None or v.value is None or v.ci_low is None or v.ci_high is None:
         return ""
-    if (v.ci_low < line) != (v.ci_high < line):  # a CI across the threshold: a round across it says nothing new
+    side_of_ci = stats.classify(v.value, v.ci_low, v.ci_high, line)
+    if side_of_ci == "straddles":  # a CI across the threshold: a round across it says nothing new
         return ""
     ratios = headline_rounds(doc)
-    below = v.ci_high < line
+    below = side_of_ci == "below"
     across = [x for x in ratios if (x >= line if below else x < line)]
     if not across:
         return ""
@@ -528,10 +529,9 @@ def rounds_across(doc: Artifact) -> str:
     # In how many episodes (rounds between idle gaps): one slow spell, or spells that recur.
     row = headline_row(doc)
     num = doc.variant(str(row.num)) if row is not None else None
-    size = num.timing.episode_rounds if num is not None and num.timing is not None else None
-    cut = [ratios[i : i + size] for i in range(0, len(ratios), size)] if size and size > 0 else []
+    cut = stats.episodes(ratios, num.timing.episode_rounds if num is not None and num.timing is not None else None)
     hit = sum(any((x >= line if below else x < line) for x in ep) for ep in cut)
-    where = f", in {hit} of {len(cut)} episodes," if len(cut) > 1 else ""
+    where = f", in {hit} of {len(cut)} episodes," if cut else ""
     return (
         f"{len(across)} of {len(ratios)} headline rounds{where} read {side} the {line:g} threshold ({far}; mean of "
         f"all {mean:.3g})"
@@ -557,8 +557,10 @@ def crossing_episodes(doc: Artifact) -> str:
         line = r.threshold if isinstance(r.threshold, int | float) else doc.verdict.threshold
         if r.headline or line is None or num is None or num.timing is None:
             continue
-        if r.ratio is None or r.ci_low is None or r.ci_high is None or (r.ci_low < line) != (r.ci_high < line):
-            continue  # no CI, or one that straddles the threshold: an episode across it says nothing new
+        if r.ratio is None or r.ci_low is None or r.ci_high is None:
+            continue
+        if stats.classify(r.ratio, r.ci_low, r.ci_high, line) == "straddles":
+            continue  # a CI across the threshold: an episode across it says nothing new
         # () unless paired on wall time, with rounds whose median is the row's ratio.
         ratios = row_rounds(doc, r, r.ratio)
         if not ratios:
