@@ -525,6 +525,12 @@ def words(
     # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
     outside = any("already in" in t or "the machine's" in t for t in torches)  # install_words' or _torch_words'
     seen = " that saw this machine's packages" if lean and outside else ""
+    # A re-run made on another GPU (its fingerprint's uuid) is not "here": its GPUs are named instead.
+    away = sorted(
+        {f"{a.machine.gpu_name or 'GPU'} {(a.machine.gpu_uuid or 'uuid not recorded').removeprefix('GPU-')[:8]}"
+         for _, a, f in rows if a.machine.gpu_uuid != f.machine.gpu_uuid}
+    )
+    where_run = f" on another GPU ({text(', '.join(away))})" if away else " here"
     stop = ""
     if (
         not left
@@ -539,6 +545,6 @@ def words(
         files = code("attached/rerun-<id>.json") if named else ", ".join(code("attached/" + n) for n, _, _ in rows)
         files = f" ({files})"
     return (
-        f" Re-run here from this run's first bundle, in a fresh venv{seen} ({how}; {same}{printed}):"
+        f" Re-run{where_run} from this run's first bundle, in a fresh venv{seen} ({how}; {same}{printed}):"
         f" {'; '.join(said)}{files}.{rest}{stop}" + after
     )

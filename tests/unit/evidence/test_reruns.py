@@ -42,9 +42,10 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     ) in said
     # On another GPU, the spread between GPUs is the measure.
     elsewhere = model.of(_on_gpu(again, "GPU-other"))
-    assert "CI overlaps ours (0.918-0.923), consistent with the band; " in reruns.words(
-        docs, {"rerun-5090-linear.json": elsewhere}, band.load()
-    )
+    there = reruns.words(docs, {"rerun-5090-linear.json": elsewhere}, band.load())
+    assert "CI overlaps ours (0.918-0.923), consistent with the band; " in there
+    # ... and the opening names that GPU instead of saying "here".
+    assert there.startswith(" Re-run on another GPU (NVIDIA H200 other) from this run's first bundle, in a fresh venv")
     # The sections whose lines were not run from the bundle are named.
     assert said.endswith("Not re-run: fused-adam-capturable, graph-memset, lora-batch-scaling, solve-512-cliff.")
 
