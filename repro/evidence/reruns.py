@@ -527,8 +527,11 @@ def words(
     seen = " that saw this machine's packages" if lean and outside else ""
     # A re-run made on another GPU (its fingerprint's uuid) is not "here": its GPUs are named instead.
     away = sorted(
-        {f"{a.machine.gpu_name or 'GPU'} {(a.machine.gpu_uuid or 'uuid not recorded').removeprefix('GPU-')[:8]}"
-         for _, a, f in rows if a.machine.gpu_uuid != f.machine.gpu_uuid}
+        {
+            f"{a.machine.gpu_name or 'GPU'} {(a.machine.gpu_uuid or 'uuid not recorded').removeprefix('GPU-')[:8]}"
+            for _, a, f in rows
+            if a.machine.gpu_uuid != f.machine.gpu_uuid
+        }
     )
     where_run = f" on another GPU ({text(', '.join(away))})" if away else " here"
     stop = ""
