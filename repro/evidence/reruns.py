@@ -114,8 +114,7 @@ def _flags(doc: Artifact) -> str:
 
 def _headline_rounds(doc: Artifact) -> tuple[int, int] | None:
     """How many rounds each arm of the headline comparison took (numerator, denominator); None if unknown."""
-    head = doc.verdict.headline
-    row = next((r for r in doc.verdict.breakdown if r.comparison == head), None) if head else None
+    row = band.headline_row(doc)
     arms = {v.name: v for v in doc.variants}
     got = [arms.get(name or "") for name in (row.num, row.den)] if row is not None else []
     counts = [len(v.timing.rounds or ()) for v in got if v is not None and v.timing is not None]
@@ -456,6 +455,7 @@ def lean_gone(
     theirs += ["other comparisons"] if any(_others_agree(a, f) for _, a, f in rows) else []
     theirs += ["episodes"] if any(_episodes_there(a, bands) for _, a, _ in rows) else []
     theirs += ["torch install"] if any(_torch_install(a, log_text) for _, a, _ in rows) else []
+    # Without a serial comma: the Left-out note lists this item among others with one.
     gone = [f"the re-runs' {', '.join(theirs[:-1])}{' and ' if len(theirs) > 1 else ''}{theirs[-1]}"] if theirs else []
     return gone + (["later runs"] if others(docs, reruns, bands) else [])
 

@@ -64,10 +64,6 @@ def qualifier_text(quals: Mapping[str, Any]) -> str:
     return ", ".join(p for k, v in quals.items() if (p := _one(k, v)))
 
 
-def _head_row(doc: Artifact) -> Row | None:
-    return next((r for r in doc.verdict.breakdown if r.headline), None)
-
-
 def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     """(the headline's settings, where the effect holds, where it does not), each from its row's own status.
 
@@ -75,7 +71,7 @@ def conditions(doc: Artifact) -> tuple[str, list[str], list[str]] | None:
     most 0.98x"])``. The other rows are grouped by their first qualifier that differs from the
     headline's, and by status, so one group never mixes rows that held with rows that did not.
     """
-    head = _head_row(doc)
+    head = headline_row(doc)
     if head is None:
         return None
     quals = head.qualifiers
@@ -148,7 +144,7 @@ def _row_name(quals: Mapping[str, Any], row: Row, every: bool = False, among: Se
 def only(doc: Artifact) -> str | None:
     """``cusolver backend`` when every comparison that reproduced shares the headline's first setting and
     some comparison with another value of it did not: the summary row's status then says "only"."""
-    head = _head_row(doc)
+    head = headline_row(doc)
     quals = head.qualifiers if head is not None else {}
     if head is None or head.status != "reproduced" or not quals:
         return None
@@ -166,7 +162,7 @@ def not_held(doc: Artifact) -> list[str]:
     """The comparisons of the headline's quantity (its name before " (") that did not reproduce beside a headline
     that did, where ``only`` names no setting that sets them apart (graph-memset's torch graph beside its CUDA
     twin): the summary row's status names them."""
-    head = _head_row(doc)
+    head = headline_row(doc)
     if head is None or head.status != "reproduced" or only(doc) is not None or not head.comparison:
         return []
     stem = head.comparison.split(" (", 1)[0]  # the same quantity measured another way: "memset/fill (torch graph)"
