@@ -246,8 +246,8 @@ def _episodes_there(again: Artifact, bands: Sequence[band.Band]) -> str:
     """``; its episodes: 2 of 10 outside its CI; farthest: ... Other rows: memset/fill (torch graph), not judged,
     read 2.841 in 2 of 16 episodes ...``: a re-run's own Episodes line (``scope.episodes_line``), as this run's
     section gives its own; "" without one."""
-    got = episodes_line(again, bands).removeprefix("Episodes:").strip().removesuffix(".")
-    return f"; its episodes: {text(got.replace('outside the CI', 'outside its CI', 1))}" if got else ""
+    got = episodes_line(again, bands, "its").removeprefix("Episodes:").strip().removesuffix(".")
+    return f"; its episodes: {text(got)}" if got else ""
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:

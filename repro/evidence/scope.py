@@ -466,12 +466,13 @@ def _stack(doc: Artifact, e: Mapping[str, Any]) -> str:
     return ", ".join(said)
 
 
-def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
-    """``Episodes: k of n outside the CI; farthest: ...``: where one of the headline's episodes (rounds between
-    idle gaps) lay farther from the headline than twice the CI's half-width and than a re-run on one GPU lands
-    (the band's same-GPU spread), how many lay outside the CI and which arm moved in the farthest, against the
-    other episodes' medians; "" otherwise (the CI's legend says an extreme episode can lie outside it). A suspect
-    run gets it too: its status says what moved the clocks, not which episode moved."""
+def episode_line(doc: Artifact, bands: Sequence[Band] = (), whose: str = "the") -> str:
+    """``Episodes: k of n outside the CI; farthest: ...`` (``whose``: "its" for another run's CI): where one of
+    the headline's episodes (rounds between idle gaps) lay farther from the headline than twice the CI's
+    half-width and than a re-run on one GPU lands (the band's same-GPU spread), how many lay outside the CI and
+    which arm moved in the farthest, against the other episodes' medians; "" otherwise (the CI's legend says an
+    extreme episode can lie outside it). A suspect run gets it too: its status says what moved the clocks, not
+    which episode moved."""
     v = doc.verdict
     row = headline_row(doc)
     ratios = headline_rounds(doc)
@@ -496,7 +497,7 @@ def episode_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
             move = per[at] / others - 1
             arms.append((abs(move), f"{arm.name} {move:+.1%}", fmt_time(per[at]), others))
     outside = sum(not v.ci_low <= m <= v.ci_high for m in meds)
-    said = f"Episodes: {outside} of {len(meds)} outside the CI; farthest: episode {at + 1}, {meds[at]:.2f}x "
+    said = f"Episodes: {outside} of {len(meds)} outside {whose} CI; farthest: episode {at + 1}, {meds[at]:.2f}x "
     said += f"({meds[at] / v.value - 1:+.1%})"
     if arms:  # the arm that moved most, with its time against the other episodes' median, then the other's move
         moved, *also = sorted(arms, reverse=True)
@@ -534,10 +535,11 @@ def rounds_across(doc: Artifact) -> str:
     )
 
 
-def episodes_line(doc: Artifact, bands: Sequence[Band] = ()) -> str:
-    """The section's Episodes line: ``episode_line``'s, then the headline's rounds across the threshold
-    (``rounds_across``) and other rows' episodes across it (``crossing_episodes``); "" where none says anything."""
-    head = episode_line(doc, bands)
+def episodes_line(doc: Artifact, bands: Sequence[Band] = (), whose: str = "the") -> str:
+    """The section's Episodes line: ``episode_line``'s (of ``whose`` CI), then the headline's rounds across the
+    threshold (``rounds_across``) and other rows' episodes across it (``crossing_episodes``); "" where none says
+    anything."""
+    head = episode_line(doc, bands, whose)
     rest = [f"{x}." for x in (rounds_across(doc), crossing_episodes(doc)) if x]
     return " ".join([head or "Episodes:", *rest]) if head or rest else ""
 
