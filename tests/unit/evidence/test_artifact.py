@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import re
@@ -152,8 +153,12 @@ def test_invalid_document_is_never_written(tmp_path: Path) -> None:
 
 
 def test_run_ids_are_unique_and_sortable() -> None:
-    ids = {artifact.new_run_id() for _ in range(200)}
-    assert len(ids) == 200
+    # 24 random bits per id: 50 ids in one second collide with probability about 7e-5 (200 made it 1e-3, seen once).
+    now = dt.datetime(2026, 12, 5, 11, 26, 17, tzinfo=dt.timezone.utc)
+    ids = {artifact.new_run_id(now) for _ in range(50)}
+    assert len(ids) == 50 and all(i.startswith("20261205T112617Z-") for i in ids)
+    later = artifact.new_run_id(now + dt.timedelta(seconds=1))
+    assert all(i < later for i in ids)
 
 
 def test_committed_reference_artifacts_exist() -> None:
