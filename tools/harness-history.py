@@ -3,7 +3,7 @@
 each commit's package (``git archive`` of ``repro/`` and the ``schemas/`` it links to).
 
 One line per commit that touched ``repro/``, ``schemas/`` or ``pyproject.toml``, newest first:
-``<short hash> <date> <digest's first 12> <subject>``, then `` [repro/repros: a.py, b.py]`` where the commit
+``<short hash> <commit time, UTC> <digest's first 12> <subject>``, then `` [repro/repros: a.py, b.py]`` where the commit
 changed files there (a repro's module file, whose digest its artifacts record, or a helper of one; against the
 first parent for a merge). A run's digest (in its artifacts, its report's head and a band's runs) then names the
 commit it ran. A digest recorded by an older harness was computed by that
@@ -15,6 +15,7 @@ Usage: python tools/harness-history.py [REV]   (from a checkout; REV defaults to
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -43,7 +44,18 @@ def digest_at(commit: str) -> str:
 
 def main() -> None:
     rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
-    log = _git("log", "--format=%h%x00%ad%x00%s", "--date=short", rev, "--", "repro", "schemas", "pyproject.toml")
+    # Commit times in UTC, to the minute: a run's created_utc can then be set against the commits around it.
+    os.environ["TZ"] = "UTC"
+    log = _git(
+        "log",
+        "--format=%h%x00%cd%x00%s",
+        "--date=format-local:%Y-%m-%dT%H:%MZ",
+        rev,
+        "--",
+        "repro",
+        "schemas",
+        "pyproject.toml",
+    )
     diff = ("diff-tree", "-r", "--name-only", "--no-commit-id", "--diff-merges=first-parent", "--root")
     for line in log.decode().splitlines():
         commit, date, subject = line.split("\0", 2)

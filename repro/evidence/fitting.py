@@ -52,7 +52,7 @@ SPARE_BULLETS = (("- Kernels", "Kernels line with its kernel list"), ("- Episode
 # The bullets a bare section keeps (``lean_section``'s ``bare``): the seed's claim, how its experiment differs from
 # ours, and the re-run's items (what it needs installed; why no command was rebuilt); the finding above them and
 # the run line's block below are not bullets and stay too. At the first bare level every line that opens "The seed's"
-# stays as well: the seed's own programs and methods as run here (seed.cu as posted, its torch program re-coded, its
+# stays as well: the seed's own programs and methods as run here (seed.cu unchanged, its torch program re-coded, its
 # program re-implemented, its method re-run), with their numbers.
 BARE_KEEPS = ("- Seed claim", "- Seed's experiment vs ours:", f"- {RERUN_NEEDS}", f"- {RERUN_NOT_REBUILT}")
 SEED_KEEPS = ("- The seed's ",)

@@ -167,17 +167,17 @@ def claim_cell(doc: Artifact) -> str:
         head = next((r for r in doc.verdict.breakdown if r.headline), None)
         source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
         said += f" (headline: {source}" if source else " (headline: the harness's"
-        posted = finite(doc.extra.get("seed_as_posted_ratio"))  # the seed's own program, run as posted, no CI
+        posted = finite(doc.extra.get("seed_as_posted_ratio"))  # the seed document's program, run unchanged, no CI
         # graph-memset's seed also posted a torch program: re-coded in the repro, run in its process after the rounds
         other = doc.extra.get("seed_torch_program")
         torch_ratio = finite(other.get("ratio")) if isinstance(other, Mapping) else None
         if posted is not None and torch_ratio is not None:
             said += (
-                f"; no CI: seed.cu as posted {posted:.2f}x, its torch program re-coded {torch_ratio:.2f}x; seed.cu "
-                f"re-implemented {seed[0].ratio:.2f}x)"
+                f"; seed.cu {posted:.2f}x, the seed's torch program re-coded {torch_ratio:.2f}x, no CI; "
+                f"seed.cu re-implemented {seed[0].ratio:.2f}x)"
             )
         elif posted is not None:
-            said += f"; the seed's program: as posted {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
+            said += f"; the seed's program: unchanged {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
         else:
             said += f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"
     return text(said, cell=True)

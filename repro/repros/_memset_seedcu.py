@@ -1,4 +1,4 @@
-"""graph-memset: the seed's own ``seed.cu``, built with nvcc and run as posted, beside the twin.
+"""graph-memset: the seed document's ``seed.cu``, built with nvcc and run unchanged, beside the twin.
 
 The seed's program takes one argument (``memset`` or ``kernel``), captures 1000 4-byte
 ``cudaMemsetAsync`` or 1000 ``zero_out<<<1,1>>>`` into one graph, replays it 5 times untimed and
@@ -108,8 +108,8 @@ def seed_cu_clause(got: Any) -> str | None:
         return None
     listed = "; ".join(f"{f} {', '.join(str(x) for x in us.get(f, []))} us" for f in FORMS)
     return (
-        f"The seed's own seed.cu, built here with nvcc {got.get('nvcc_flags')} (the seed gives no build line) and "
-        "run as posted "
+        f"The seed document's seed.cu, built here with nvcc {got.get('nvcc_flags')} (the seed gives no build line) "
+        "and run unchanged "
         f"({got.get('runs_per_form')} processes per form, memset first; one 1000-op replay each, host clock): "
         f"{listed}; median memset/kernel {ratio:.2f}x (no CI)"
     )
@@ -135,7 +135,7 @@ def seed_cu_extra(got: dict[str, Any]) -> dict[str, Any]:
 def seed_cu_run(ctx: Context, device_index: int) -> dict[str, Any]:
     """Build and run the seed's program for graph-memset's ``run``: its record, or the error that stopped it
     (a side measurement: its failure costs only itself)."""
-    ctx.log("  seed.cu: the seed's own program, built with nvcc, run as posted")
+    ctx.log("  seed.cu: the seed document's program, built with nvcc, run unchanged")
     try:
         build = build_seed_cu(twin_archs(device_index))
         return run_seed_cu(build, device_index)

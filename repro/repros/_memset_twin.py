@@ -129,7 +129,7 @@ def twin_variants(
         st = stats.summarize_rounds(rounds, episode) if rounds else stats.summarize(samples)
         warnings = []
         if st.rel_ci_halfwidth > target_rel_ci:
-            over = f"{st.n} rounds of {len(samples)} twin replays" if rounds else f"{len(samples)} twin replays"
+            over = f"{len(samples)} twin replays in {st.n} rounds" if rounds else f"{len(samples)} twin replays"
             warnings.append(
                 f"median CI half-width {st.rel_ci_halfwidth:.2%} is above the {target_rel_ci:.2%} target over {over}"
             )
@@ -309,8 +309,8 @@ for label, num, den, name_a, name_b in PAIRS:
         continue
     ra, rb = (rounds(num, a), rounds(den, b)) if per_round else ([], [])
     med_a, med_b = statistics.median(ra or a), statistics.median(rb or b)
-    over_a = f"{len(ra)} rounds of {len(a)} replays" if ra else f"{len(a)} replays"
-    over_b = f"{len(rb)} rounds of {len(b)} replays" if rb else f"{len(b)} replays"
+    over_a = f"{len(a)} replays in {len(ra)} rounds" if ra else f"{len(a)} replays"
+    over_b = f"{len(b)} replays in {len(rb)} rounds" if rb else f"{len(b)} replays"
     print(f"[{label}] t({name_a}) = {med_a * 1e6:.6g} us (median over {over_a}, per op)")
     print(f"[{label}] t({name_b}) = {med_b * 1e6:.6g} us (median over {over_b}, per op)")
     if ra and len(ra) == len(rb):

@@ -10,7 +10,7 @@ A pure CUDA twin (``csrc/graph_memset.cu``, built here with nvcc) captures the s
 runtime API alone, so a gap that shows in both is the driver's, not PyTorch's. Its matmul stand-in is a small FMA
 kernel (no cuBLAS), so the twin builds with nvcc and nothing else. The same binary also runs a re-implementation
 of the seed's program (``seed_*``: one-thread kernels, each replay timed alone with a host clock around launch and
-device synchronize); the seed's own seed.cu runs as posted beside it (``_memset_seedcu``).
+device synchronize); the seed document's seed.cu runs unchanged beside it (``_memset_seedcu``).
 """
 
 from __future__ import annotations
@@ -169,8 +169,9 @@ class GraphMemset(Repro[MemsetParams]):
         "first) and the schedule (every arm in shared rounds) at once (band-runs.json)",
         "another process's live CUDA graph, tried only in a side experiment on another H200: twin fill node 0.70 us, "
         "not 0.62, twin 1.30-1.33x (earlier commits; context/graph-memset.md, samples not in this bundle)",
-        "a 2-GPU host under this run order: under the old order one read twin 2.30-2.34x, torch graph 2.21-2.24x "
-        "(memset node 1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2)",
+        "a 2-GPU host under this run order: its two runs (2026-12-01 09:29 and 09:34 UTC, no harness version recorded; "
+        "the order changed at f90ac86, 12:39 UTC) read twin 2.30-2.34x, torch graph 2.21-2.24x (memset node "
+        "1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2; one beside another repro on the other GPU)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
         "Blackwell, H100, A100); MPS, MIG",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "

@@ -63,6 +63,9 @@ def test_a_history_names_a_commit_only_for_one_listed_digest() -> None:
     assert printed.commit_of("d06fb3b6839b" + "0" * 52, history) == "d12673a"
     assert printed.commit_of("ab" * 32, history) is None  # not listed
     assert printed.commit_of(DIGEST, {}) is None  # no history attached
+    # tools/harness-history.py now writes each commit's time in UTC to the minute in place of the date.
+    timed = {printed.HISTORY: "cbba033 2026-12-02T14:05Z 78836fa168a3 One relative half-width\n"}
+    assert printed.commit_of(DIGEST, timed) == "cbba033"
     # A subject that contains a digest-like word is not a line of its own.
     odd = {printed.HISTORY: "1234567 2026-12-01 aaaaaaaaaaaa says 0000000 2026-12-01 78836fa168a3 x\n"}
     assert printed.commit_of(DIGEST, odd) is None

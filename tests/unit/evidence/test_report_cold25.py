@@ -58,7 +58,7 @@ def test_the_cublas_comment_keeps_its_hedge(pasted: str) -> None:
 def test_both_seed_programs_of_graph_memset_are_shown(docs: list[dict[str, Any]], pasted: str) -> None:
     memset = _doc(docs, "graph-memset")
     assert claim_cell(run_of(memset)) == (
-        "tested (headline: pure CUDA twin; no CI: seed.cu as posted 1.46x, its torch program re-coded 0.95x; "
+        "tested (headline: pure CUDA twin; seed.cu 1.46x, the seed's torch program re-coded 0.95x, no CI; "
         "seed.cu re-implemented 1.43x)"
     )
     said = seed_torch_words(memset["extra"]["seed_torch_program"])

@@ -74,7 +74,7 @@ def test_the_summary_says_whether_each_headline_tested_the_seeds_claim(docs: lis
     memset = next(d for d in docs if d["repro"]["id"] == "graph-memset")
     posted = {**memset, "extra": {**memset["extra"], "seed_as_posted_ratio": 1.587}}
     assert claim_cell(run_of(posted)) == (
-        "tested (headline: pure CUDA twin; the seed's program: as posted 1.59x, no CI; re-implemented 1.51x)"
+        "tested (headline: pure CUDA twin; the seed's program: unchanged 1.59x, no CI; re-implemented 1.51x)"
     )
 
 

@@ -90,6 +90,6 @@ def test_a_tenth_reads_words_that_claim_no_more_than_ran() -> None:
     assert (
         "The seed's torch program, re-coded in the run's process (1000 ops" in full and "run as posted here" not in full
     )
-    assert "no CI: seed.cu as posted 1.53x, its torch program re-coded 0.95x; seed.cu re-implemented" in pasted(RUN)
+    assert "seed.cu 1.53x, the seed's torch program re-coded 0.95x, no CI; seed.cu re-implemented" in pasted(RUN)
     impact = Solve512Cliff.impact
     assert "a batch of one loops at 511 too" in impact and "every solve_ex call" not in impact

@@ -158,6 +158,9 @@ def test_work_variants_pair_their_rounds_by_work_per_round() -> None:
     assert memset is not None and len(memset.rounds or ()) == 2 and memset.stats.n == 2 and len(memset.samples) == 4
     assert twin_mod.twin_per_round(doc, "memset_work") == 1 and twin_mod.twin_per_round(doc, "fill") == 2
     assert twin_mod.twin_per_round({"per_round": 5}, "fill_work") == 5  # an older twin: one per_round for all
+    # A CI over its target is said over the replays and the rounds they fell in, not "rounds of" all replays.
+    strict = {v.name: v for v in twin_variants(doc, build, target_rel_ci=1e-9, budget_s=300.0)}
+    assert "above the 0.00% target over 4 twin replays in 2 rounds" in strict["twin_memset"].warnings[0]
 
 
 def test_twin_episodes_widen_its_paired_ci(fast: SamplingConfig) -> None:
