@@ -135,6 +135,10 @@ def _params_differ(ours: Mapping[str, Any], there: Sequence[tuple[Band, dict[str
     )
 
 
+# A comparison this run did not time: its standalone script or the seed's program may still have run it here.
+UNTIMED = "not timed in this run's rounds"
+
+
 def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> str:
     """What committed runs read for a comparison this run did not run, where this run measured nothing for its
     headline (a measured status without a value; never a smoke run): the first in the verdict's not-run list with a
@@ -176,10 +180,10 @@ def not_run_bands(doc: Artifact, bands: Sequence[Band], brief: bool = True) -> s
         if brief:  # with the comparison's metric ("kernel time" of "kernel time per step") where its label names one
             same = ("other params" if doc.repro.params else "params unknown here") if differ else "these params"
             metric = label.partition(": ")[2].split(",")[0].split(" per ")[0] if label and label != "None" else ""
-            return f"{name}, {metric or 'not run here'}: {gpu} {span} ({gpus} GPUs, {same})"
+            return f"{name}, {metric or UNTIMED}: {gpu} {span} ({gpus} GPUs, {same})"
         what = label if label and label != "None" else name
         params = f"whose params: {differ}" if differ else "at this run's params"
-        return f"{name} ({what}), not run here, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, {params}"
+        return f"{name} ({what}), {UNTIMED}, read {span} on {gpus} {gpu} GPUs in {runs} committed runs, {params}"
     return ""
 
 

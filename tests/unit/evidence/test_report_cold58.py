@@ -224,7 +224,8 @@ def test_a_row_without_a_headline_gives_what_earlier_runs_read_for_a_comparison_
     )
     assert (
         "- Re-run elsewhere: this run has no headline; torch_fused (torch AdamW(fused=True): kernel time per step, "
-        "capturable/regular), not run here, read 1.000-1.003x on 11 NVIDIA H200 GPUs in 15 committed runs, whose "
+        "capturable/regular), not timed in this run's rounds, read 1.000-1.003x on 11 NVIDIA H200 GPUs in 15 committed "
+        "runs, whose "
         "params: lack control_kernels, controls_without_te (all 15 runs); lack kernel_episode_rounds (7 of 15 runs)."
     ) in section(full, "fused-adam-capturable")
 
