@@ -91,7 +91,7 @@ write_readme() {
                 "no public URL here);"
         fi
         [ -f "$at/harness-history.txt" ] && echo "- harness-history.txt: the harness's commits up to the commit" \
-            "above that changed repro/, schemas/ or pyproject.toml (the package's digest changes with no other), one line each (short hash, date, the source digest a run of it records, subject), written by its" \
+            "above that changed repro/, schemas/ or pyproject.toml (the package's digest changes with no other), one line each (short hash, commit time in UTC, the source digest a run of it records, subject), written by its" \
             "maker before making the tree (tools/device-tree.sh); the bundle's wheel holds that commit's source;"
         [ -f "$at/NOTE.txt" ] && echo "- NOTE.txt: what the report's Not-tested section quotes as its maker's note;"
         echo "- Makefile.txt (the tree's Makefile), setup_venv.py (what 'make setup' runs), device-tree.sh and"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from repro.core.order import group_arms
+from repro.evidence.band import headline_row
 from repro.evidence.markdown import fmt_time, text, unprefixed
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
@@ -123,7 +124,7 @@ def _alone(doc: Artifact) -> str:
     """``; its script times bs2 and bs1 alone, the run's rounds held bs4 too, not tested as the cause``: where the
     run timed its headline's two arms in rounds with other arms, which a standalone script (each comparison's two
     arms alone) does not. One difference of several (the script's own sampling is another): said, not blamed."""
-    head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    head = headline_row(doc)
     if head is None or not head.num or not head.den:
         return ""
     arms = group_arms(doc.variants, head.num, head.den)
@@ -259,7 +260,7 @@ def note(outputs: Mapping[str, str]) -> str | None:
 # What the re-run's installs printed (pip's output; repro.evidence.reruns reads where each requirement came from).
 RERUN_LOG = "rerun.log"
 # The harness's commits with their source digests, one line each, a run's maker may attach (tools/device-tree.sh):
-# ``<short hash> <date> <digest's first 12> <subject>``.
+# ``<short hash> <commit date or time, UTC> <digest's first 12> <subject>``.
 HISTORY = "harness-history.txt"
 # How tools/harness-history.py marks a commit's line with the files it changed under repro/repros/.
 HISTORY_MARK = "[repro/repros: "

@@ -164,7 +164,7 @@ def claim_cell(doc: Artifact) -> str:
     ]
     said = "tested"
     if seed:
-        head = next((r for r in doc.verdict.breakdown if r.headline), None)
+        head = band.headline_row(doc)
         source = next(iter(head.qualifiers.values()), None) if head is not None and head.qualifiers else None
         said += f" (headline: {source}" if source else " (headline: the harness's"
         posted = finite(doc.extra.get("seed_as_posted_ratio"))  # the seed document's program, run unchanged, no CI
@@ -178,6 +178,11 @@ def claim_cell(doc: Artifact) -> str:
             )
         elif posted is not None:
             said += f"; the seed's program: unchanged {posted:.2f}x, no CI; re-implemented {seed[0].ratio:.2f}x)"
+        elif torch_ratio is not None:  # seed.cu did not run: the seed's torch program still did
+            said += (
+                f"; the seed's torch program re-coded {torch_ratio:.2f}x, no CI; seed.cu re-implemented "
+                f"{seed[0].ratio:.2f}x)"
+            )
         else:
             said += f"; the seed's program, re-implemented: {seed[0].ratio:.2f}x)"
     return text(said, cell=True)

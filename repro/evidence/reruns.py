@@ -28,7 +28,7 @@ def _torch_words(doc: Artifact) -> str:
     where = str(doc.machine.torch_install.get("location") or "")
     prefix = str(doc.machine.host.python_env.get("prefix") or "")
     if where and prefix and not where.startswith(prefix.rstrip("/") + "/"):
-        return f"torch: the machine's ({code(where)}), so the torch line was not run here"
+        return f"torch: the machine's ({code(where)}), so the torch line was not run"
     return f"torch from {code(where)}" if where else "torch's location not recorded"
 
 
@@ -248,6 +248,15 @@ def _episodes_there(again: Artifact, bands: Sequence[band.Band]) -> str:
     section gives its own; "" without one."""
     got = episodes_line(again, bands, "its").removeprefix("Episodes:").strip().removesuffix(".")
     return f"; its episodes: {text(got)}" if got else ""
+
+
+def _gpu_of(again: Artifact, first: Artifact) -> str | None:
+    """Where a re-run ran against this run: "" on this run's GPU (both fingerprints name the same uuid), ``NVIDIA
+    H200 7e5317ee`` on another one, None where either recorded no uuid (then neither is said)."""
+    theirs, ours = again.machine.gpu_uuid, first.machine.gpu_uuid
+    if not theirs or not ours:
+        return None
+    return "" if theirs == ours else f"{again.machine.gpu_name or 'GPU'} {theirs.removeprefix('GPU-')[:8]}"
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:
@@ -484,7 +493,11 @@ def words(
         return after
     said, digests, installs, torches = [], set(), set(), set()
     lean = not later
-    for name, again, first in rows:
+    # Each re-run's GPU against this run's: the opening says "here" or names the other GPU only where every re-run
+    # shares it; otherwise each re-run's entry says where it ran (or that its GPU is not known).
+    gpus = [_gpu_of(again, first) for _, again, first in rows]
+    one = gpus[0] if len(set(gpus)) == 1 else None
+    for (name, again, first), gpu in zip(rows, gpus, strict=True):
         v, w = again.verdict, first.verdict
         places = _places(again, first)
         got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=places)
@@ -509,7 +522,8 @@ def words(
             agreement = f": {ci}" + ("" if lean else _band_words(first, again, bands))
         where = "" if lean else f" ({code('attached/' + name)})"
         more = "" if lean else _others_agree(again, first) + _episodes_there(again, bands)
-        said.append(f"{text(again.repro.id)} {got}{agreement}{more}{where}")
+        on = "" if one is not None else " (GPU not recorded)" if gpu is None else f" (on {text(gpu or 'this GPU')})"
+        said.append(f"{text(again.repro.id)}{on} {got}{agreement}{more}{where}")
         theirs, ours = again.machine.harness.source_sha256, first.machine.harness.source_sha256
         digests.add(bool(theirs) and theirs == ours)
         install = str(again.machine.host.python_env.get("harness_install") or "harness install not recorded")
@@ -524,16 +538,8 @@ def words(
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
     # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
     outside = any("already in" in t or "the machine's" in t for t in torches)  # install_words' or _torch_words'
-    seen = " that saw this machine's packages" if lean and outside else ""
-    # A re-run made on another GPU (its fingerprint's uuid) is not "here": its GPUs are named instead.
-    away = sorted(
-        {
-            f"{a.machine.gpu_name or 'GPU'} {(a.machine.gpu_uuid or 'uuid not recorded').removeprefix('GPU-')[:8]}"
-            for _, a, f in rows
-            if a.machine.gpu_uuid != f.machine.gpu_uuid
-        }
-    )
-    where_run = f" on another GPU ({text(', '.join(away))})" if away else " here"
+    seen = f" that saw {'this' if one == '' else 'its'} machine's packages" if lean and outside else ""
+    where_run = " here" if one == "" else f" on another GPU ({text(one)})" if one else ""
     stop = ""
     if (
         not left

@@ -247,7 +247,7 @@ def _differences(
     moved the same way as the headline's (``way=-1``: the other way). The difference of the medians is given where
     its sign agrees with the row's ratio (the median of per-round ratios, scaled), else the two medians only."""
     picked = []
-    head = next((r for r in doc.verdict.breakdown if r.headline), None)
+    head = headline_row(doc)
     # A row that runs the other way (faster, not slower) carries no penalty: "Does not hold for" says so.
     sign = way if head is None or float(head.ratio or 1.0) >= 1.0 else -way
     for r in doc.verdict.breakdown:

@@ -169,8 +169,8 @@ class GraphMemset(Repro[MemsetParams]):
         "first) and the schedule (every arm in shared rounds) at once (band-runs.json)",
         "another process's live CUDA graph, tried only in a side experiment on another H200: twin fill node 0.70 us, "
         "not 0.62, twin 1.30-1.33x (earlier commits; context/graph-memset.md, samples not in this bundle)",
-        "a 2-GPU host under this run order: its two runs (2026-12-01 09:29 and 09:34 UTC, no harness version recorded; "
-        "the order changed at f90ac86, 12:39 UTC) read twin 2.30-2.34x, torch graph 2.21-2.24x (memset node "
+        "a 2-GPU host under this run order: its two runs (2026-12-01 09:29 and 09:34 UTC, no commit or harness digest "
+        "recorded; the order changed at f90ac86, 12:39 UTC) read twin 2.30-2.34x, torch graph 2.21-2.24x (memset node "
         "1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2; one beside another repro on the other GPU)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
         "Blackwell, H100, A100); MPS, MIG",

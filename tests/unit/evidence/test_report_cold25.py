@@ -61,6 +61,12 @@ def test_both_seed_programs_of_graph_memset_are_shown(docs: list[dict[str, Any]]
         "tested (headline: pure CUDA twin; seed.cu 1.46x, the seed's torch program re-coded 0.95x, no CI; "
         "seed.cu re-implemented 1.43x)"
     )
+    # seed.cu not run (no ratio recorded): the seed's torch program is still named with its number.
+    alone = {**memset, "extra": {k: v for k, v in memset["extra"].items() if k != "seed_as_posted_ratio"}}
+    assert claim_cell(run_of(alone)) == (
+        "tested (headline: pure CUDA twin; the seed's torch program re-coded 0.95x, no CI; seed.cu re-implemented "
+        "1.43x)"
+    )
     said = seed_torch_words(memset["extra"]["seed_torch_program"])
     assert said.startswith("The seed's torch program, re-coded in the run's process (1000 ops in one graph, each ")
     assert said.endswith("memset/zero\\_() 0.95x (memset 35.49 ms, zero\\_ 37.26 ms; one replay each, no CI).")

@@ -32,8 +32,7 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     logged = reruns.words(docs, {"rerun-5090-linear.json": model.of(again)}, band.load(), "rerun.log")
     assert "this run's harness digest; its installs' output: `attached/rerun.log`): 5090" in logged
     assert (
-        "torch: the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), so the torch line was not run here"
-        in said
+        "torch: the machine's (`/opt/torch/.venv/lib/python3.12/site-packages`), so the torch line was not run" in said
     )
     assert "this run's harness digest" in said
     assert (
@@ -46,6 +45,13 @@ def test_a_rerun_from_the_bundle_is_named_with_its_result_and_what_it_ran_on() -
     assert "CI overlaps ours (0.918-0.923), consistent with the band; " in there
     # ... and the opening names that GPU instead of saying "here".
     assert there.startswith(" Re-run on another GPU (NVIDIA H200 other) from this run's first bundle, in a fresh venv")
+    assert "): 5090-linear 0.920x" in there  # every re-run there: no entry repeats it
+    # Where either fingerprint names no GPU, neither "here" nor "another GPU" is said: the entry says it is unknown.
+    unknown = copy.deepcopy(again)
+    unknown["fingerprint"]["gpu"]["uuid"] = None
+    said_unknown = reruns.words(docs, {"rerun-5090-linear.json": model.of(unknown)}, band.load())
+    assert said_unknown.startswith(" Re-run from this run's first bundle, in a fresh venv")
+    assert "5090-linear (GPU not recorded) 0.920x" in said_unknown and "another GPU" not in said_unknown
     # The sections whose lines were not run from the bundle are named.
     assert said.endswith("Not re-run: fused-adam-capturable, graph-memset, lora-batch-scaling, solve-512-cliff.")
 
@@ -168,3 +174,18 @@ def test_cis_that_do_not_overlap_are_printed_so_they_do_not_seem_to() -> None:
     assert places == 4
     assert f"{1.11588:.{places}f}" < f"{1.11609:.{places}f}"
     assert reruns.apart_places((2.0, 1.9, 2.1), (1.0, 0.9, 1.1)) == 2  # far apart: the usual places
+
+
+def test_one_rerun_on_another_gpu_is_named_in_its_own_entry_not_for_all() -> None:
+    # evidence53: all five sections re-run from the bundle on the run's own H200; one moved to another GPU here.
+    run = next((ROOT / "artifacts" / "reference" / "h200" / "evidence53" / "all").iterdir())
+    docs = [d for d in (model.of(artifact.load(p)) for p in artifact.expand([run])) if isinstance(d, Artifact)]
+    attached: dict[str, Any] = {p.name: artifact.load(p) for p in sorted((run / "attached").glob("rerun-*.json"))}
+    attached["rerun-5090-linear.json"] = _on_gpu(attached["rerun-5090-linear.json"], "GPU-deadbeef-0000")
+    said = reruns.words(docs, {k: model.of(v) for k, v in attached.items()}, band.load())
+    assert said.startswith(" Re-run from this run's first bundle, in a fresh venv")
+    assert "5090-linear (on NVIDIA H200 deadbeef) 0.92x" in said
+    assert "graph-memset (on this GPU) 1.48x" in said
+    # The lean form says whose machine's packages the venv saw only where every re-run shares it.
+    lean = reruns.words(docs, {k: model.of(v) for k, v in attached.items()}, band.load(), later=False)
+    assert "this machine's packages" not in lean and " Re-run here" not in lean
