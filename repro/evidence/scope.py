@@ -412,7 +412,7 @@ def not_tested(
         lines.append(
             f"Not run: the GPU with locked clocks or another power limit (measured as found){host}; Windows (WDDM) "
             "or WSL2, where the seeds may have run"
-            + ("; pip installs from PyPI (the re-run here used a local wheelhouse)." if offline_rerun else ".")
+            + ("; pip installs from PyPI (the re-run used a local wheelhouse)." if offline_rerun else ".")
         )
     stacks = sorted({_stack(d, e) for d, e in zip(docs, facts, strict=True)})
     if len(stacks) == 1:
