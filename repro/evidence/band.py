@@ -273,6 +273,47 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
+def without(bands: Sequence[Band], run_ids: Iterable[str]) -> list[Band]:
+    """``bands`` less the runs ``run_ids`` names: a report of a committed run, rendered again from band data made
+    after it, must not set the run (or its re-runs) against itself. A GPU keeps the median of its other runs; a
+    GPU left with none goes, and so does a band left with fewer than MIN_GPUS."""
+    drop = set(run_ids)
+    out = []
+    for b in bands:
+        points = []
+        for p in b.points:
+            keep = [i for i, r in enumerate(p.runs) if r not in drop]
+            if len(keep) == len(p.runs):
+                points.append(p)
+                continue
+            per_run = len(p.run_values) == len(p.runs)
+            if not keep or not per_run:  # without per-run values the GPU's median cannot be taken again
+                continue
+
+            def pick(xs: tuple[Any, ...], keep: list[int] = keep, n: int = len(p.runs)) -> tuple[Any, ...]:
+                return tuple(xs[i] for i in keep) if len(xs) == n else xs
+
+            values = pick(p.run_values)
+            points.append(
+                Point(
+                    p.uuid,
+                    statistics.median(values),
+                    pick(p.runs),
+                    p.torch,
+                    p.driver,
+                    p.harness,
+                    values,
+                    pick(p.run_rounds),
+                    pick(p.run_paths),
+                    pick(p.run_flags),
+                    pick(p.run_sources),
+                )
+            )
+        if len(points) >= MIN_GPUS:
+            out.append(Band(b.repro, b.gpu, b.params, tuple(points), b.headline))
+    return out
+
+
 def load(path: Path = DATA_FILE) -> list[Band]:
     """The bands in a data file; a missing or unreadable file is no band, never an error."""
     try:

@@ -395,9 +395,11 @@ def report(
     """
     if not docs:
         raise ValueError("no artifacts to report")
-    known = band.load() if bands is None else list(bands)
     typed = [model.of(d) for d in docs]
     run_ids = sorted({d.run.run_id for d in typed})
+    # The shipped band less this run and what is attached to it: a committed run is among the band's runs.
+    ids = [a.run.run_id for a in (model.of(x) for x in (reruns or {}).values()) if isinstance(a, model.Artifact)]
+    known = band.without(band.load(), [*run_ids, *ids]) if bands is None else list(bands)
     cliffs = [d for d in typed if isinstance(d, Cliff)]
     # The order check made here on the rounds of a run whose harness did not make it (clocks.checked).
     runs = [checked(d) for d in typed if isinstance(d, Artifact)]

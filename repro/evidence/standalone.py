@@ -447,11 +447,12 @@ def _own_source() -> str:
 
 def rendered_by(docs: Sequence[Artifact]) -> str | None:
     """A note where a run recorded a harness digest that is not this installation's: its words are this harness's,
-    so they can differ from the run's own reports (report.md, and report-full.md where the bundle has one); None
+    so they can differ from the run's own reports (report.md, and report-full.md where the bundle has one), as can
+    the band data it ships (``band.without`` keeps the run itself out of it); None
     where every recorded digest is this one's."""
     if not any((d := harness_of(doc).digest) and d != _own_source() for doc in docs):
         return None
     return (
-        "_Rendered by another harness than the run's: words and checks (\"by this report's check\") can differ from "
-        "the bundle's reports, numbers cannot._"
+        "_Rendered by another harness than the run's: words, checks and band data can differ from the bundle's "
+        "reports, not the run's own numbers._"
     )

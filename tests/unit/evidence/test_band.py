@@ -167,3 +167,31 @@ def test_each_run_keeps_its_validity_flag_and_repro_source() -> None:
     assert band.load_text(band.to_json([got], ["x"])) == [got]
     old = band.load_text(band.to_json([got], ["x"]).replace('"run_flags"', '"x_flags"'))
     assert old[0].suspect == (0, 0)  # data written before the flags were kept: none known, none said
+
+
+def test_without_drops_the_named_runs_and_takes_each_gpus_median_again() -> None:
+    def point(uuid: str, runs: tuple[str, ...], values: tuple[float, ...]) -> band.Point:
+        return band.Point(
+            uuid,
+            statistics.median(values),
+            runs,
+            run_values=values,
+            run_flags=("valid",) * len(runs),
+            run_sources=("s",) * len(runs),
+        )
+
+    b = band.Band(
+        "r",
+        "G",
+        "{}",
+        (point("a", ("x", "y", "z"), (1.0, 2.0, 6.0)), point("b", ("w",), (3.0,)), point("c", ("v",), (4.0,))),
+    )
+    # A GPU keeps the median of its other runs, with each per-run record cut to match.
+    got = band.without([b], ["z"])[0]
+    a = got.points[0]
+    assert (a.value, a.runs, a.run_values, a.run_flags) == (1.5, ("x", "y"), (1.0, 2.0), ("valid", "valid"))
+    assert got.points[1:] == b.points[1:]
+    # A GPU left with no run goes; a band left with fewer than MIN_GPUS goes too.
+    assert [p.uuid for p in band.without([b], ["w"])[0].points] == ["a", "c"]
+    assert band.without([b], ["w", "v"]) == []
+    assert band.without([b], []) == [b]

@@ -74,7 +74,7 @@ def test_a_headline_whose_rounds_split_by_whole_orders_is_suspect_by_this_report
     )
     # The twin orders its own rounds: no check reads them.
     assert "pure CUDA twin): the arms' order" not in memset
-    assert full.count("_Rendered by another harness than the run's: words and checks") == 1
+    assert full.count("_Rendered by another harness than the run's: words, checks") == 1
 
 
 def test_a_run_that_recorded_the_check_is_not_checked_again() -> None:
