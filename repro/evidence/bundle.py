@@ -250,7 +250,9 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     _add_harness(name, docs, out)
     repros = [rid.split(".cliff-", 1)[0] for rid in ids]
     typed = _typed(docs)
-    _add_band(name, repros, out, _uuids(typed), _sources(typed), _keys(typed))
+    # The band less this run and its attached runs, as the report takes it (band.without).
+    later = [a.run.run_id for a in _typed(list(attached_inputs(root)["reruns"].values()))]
+    _add_band(name, repros, out, _uuids(typed), _sources(typed), _keys(typed), [d.run.run_id for d in typed] + later)
     _add_seeds(name, repros, out)
     if "graph-memset" in repros:
         out.members.append((f"{name}/{CONTEXT}/graph-memset.md", twin_context().encode()))
@@ -289,15 +291,22 @@ def _add_seeds(name: str, repros: list[str], out: _Plan) -> None:
 
 
 def _add_band(
-    name: str, repros: list[str], out: _Plan, uuids: set[str], sources: Mapping[str, str], keys: set[band.Key]
+    name: str,
+    repros: list[str],
+    out: _Plan,
+    uuids: set[str],
+    sources: Mapping[str, str],
+    keys: set[band.Key],
+    run_ids: Sequence[str] = (),
 ) -> None:
     """``band.txt``: the re-run bands of the run's repros, one line per GPU with its value, run ids,
     torch, driver and harness digest (``python -m repro.evidence.band --show``'s lines), and whether this
     run's GPU (``uuids``: the artifacts' NVML UUIDs) is one of them, how many of each band's runs were suspect and
     how many ran this run's repro module (``sources``: repro id -> its source sha256) and whether it is the band
     the report compares the run with (``keys``: the run's band keys); ``band.json``: those bands'
-    data, with each run's per-round headline ratios and its artifact's path in the repository."""
-    known = band.load()
+    data, with each run's per-round headline ratios and its artifact's path in the repository. ``run_ids``: runs
+    left out of the bands (this run and its attached runs, as the report leaves them out)."""
+    known = band.without(band.load(), run_ids)
     mine = [b for b in known if b.repro in repros]
     lines = band.show(known, sorted(set(repros)))
     ours = sorted(u[:8] for u in uuids if u)

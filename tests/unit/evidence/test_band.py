@@ -195,3 +195,26 @@ def test_without_drops_the_named_runs_and_takes_each_gpus_median_again() -> None
     assert [p.uuid for p in band.without([b], ["w"])[0].points] == ["a", "c"]
     assert band.without([b], ["w", "v"]) == []
     assert band.without([b], []) == [b]
+
+
+def test_a_committed_run_bundled_again_ships_the_band_without_itself(tmp_path: Path) -> None:
+    """evidence53's runs are in the shipped band; its bundle (and report) leave them and its attached runs out."""
+    import shutil
+    import tarfile
+
+    from repro.evidence import artifact, bundle
+
+    src = next((ROOT / "artifacts" / "reference" / "h200" / "evidence53" / "all").iterdir())
+    run = tmp_path / src.name
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns("traces"))
+    ours = {artifact.load(p)["run"]["run_id"] for p in artifact.expand([run])}
+    ours |= {json.loads(p.read_text())["run"]["run_id"] for p in (run / "attached").glob("*-*.json")}
+    shipped = {r for b in band.load() for p in b.points for r in p.runs}
+    assert ours & shipped  # committed: the shipped band holds this run
+    with tarfile.open(bundle.build(run, tmp_path / "b.tar.gz")) as tf:
+        data = json.loads(tf.extractfile(f"{src.name}/band.json").read())  # type: ignore[union-attr]
+        said = tf.extractfile(f"{src.name}/band.txt").read().decode()  # type: ignore[union-attr]
+    packed = {r for b in data["bands"] for p in b["points"] for r in p["runs"]}
+    assert packed and not ours & packed
+    # Its GPU ran earlier runs (speed/run10, the same session) that stay in.
+    assert "This run's GPU: 7e5317ee (among them)." in said
