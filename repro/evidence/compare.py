@@ -242,7 +242,8 @@ def _band_notes(rid: str, docs: Sequence[Artifact | None], labels: Sequence[str]
     if len(measured) < 2:
         return []
     (base_label, base, base_key), rest = measured[0], measured[1:]
-    found = band.lookup(base)
+    # The shipped band less the runs compared: committed runs are among its runs (band.without).
+    found = band.lookup(base, band.without(band.load(), [d.run.run_id for _, d, _ in measured]))
     out = []
     for lab, d, key in rest:
         a, b = float(base.verdict.value or 0.0), float(d.verdict.value or 0.0)  # measured: key_of saw a value
