@@ -398,7 +398,8 @@ def report(
     typed = [model.of(d) for d in docs]
     run_ids = sorted({d.run.run_id for d in typed})
     # The shipped band less this run and what is attached to it: a committed run is among the band's runs.
-    ids = [a.run.run_id for a in (model.of(x) for x in (reruns or {}).values()) if isinstance(a, model.Artifact)]
+    again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
+    ids = [a.run.run_id for a in again.values() if isinstance(a, model.Artifact)]
     known = band.without(band.load(), [*run_ids, *ids]) if bands is None else list(bands)
     cliffs = [d for d in typed if isinstance(d, Cliff)]
     # The order check made here on the rounds of a run whose harness did not make it (clocks.checked).
@@ -456,7 +457,6 @@ def report(
     # With one machine there is nothing to tell apart: sections name a machine only when there are several.
     which = machine_of if len(mach) > 1 else {}
     figs_of = {id(d): [f for f in figures if f.repro_id == d.repro.id] for d in runs}
-    again = {name: model.of(doc) for name, doc in (reruns or {}).items()}
     sections = [
         repro_section(d, which.get(id(d)), figs_of[id(d)], of(d, declared), known, kernels_said, otherwise(d, again))
         for d in runs
