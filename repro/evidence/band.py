@@ -276,7 +276,9 @@ def to_json(bands: Sequence[Band], sources: Sequence[str]) -> str:
 def without(bands: Sequence[Band], run_ids: Iterable[str]) -> list[Band]:
     """``bands`` less the runs ``run_ids`` names: a report of a committed run, rendered again from band data made
     after it, must not set the run (or its re-runs) against itself. A GPU keeps the median of its other runs; a
-    GPU left with none goes, and so does a band left with fewer than MIN_GPUS."""
+    GPU left with none goes, and so does a band left with fewer than MIN_GPUS. A GPU's torch, driver and harness
+    sets are its runs' distinct values, not per run: they stay as they were (on the shipped data every GPU's runs
+    share them)."""
     drop = set(run_ids)
     out = []
     for b in bands:
@@ -290,8 +292,9 @@ def without(bands: Sequence[Band], run_ids: Iterable[str]) -> list[Band]:
             if not keep or not per_run:  # without per-run values the GPU's median cannot be taken again
                 continue
 
+            # A per-run record of another length cannot be cut to the runs kept: it goes, as if not recorded.
             def pick(xs: tuple[Any, ...], keep: list[int] = keep, n: int = len(p.runs)) -> tuple[Any, ...]:
-                return tuple(xs[i] for i in keep) if len(xs) == n else xs
+                return tuple(xs[i] for i in keep) if len(xs) == n else ()
 
             values = pick(p.run_values)
             points.append(

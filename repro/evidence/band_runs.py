@@ -35,13 +35,14 @@ def _parsed(path: str, stamp: tuple[int, int, int, int]) -> Mapping[str, Any] | 
     return doc if isinstance(doc, Mapping) else None
 
 
-def runs_of(repros: Sequence[str], path: Path = RUNS_FILE) -> str | None:
-    """The shipped band runs of ``repros`` as ``runs_json``'s text; None where there are none or no file."""
+def runs_of(repros: Sequence[str], path: Path = RUNS_FILE, leave: Collection[str] = ()) -> str | None:
+    """The shipped band runs of ``repros`` as ``runs_json``'s text, but those whose run id ``leave`` names (the
+    runs ``band.without`` left out of the bands); None where there are none or no file."""
     doc = _shipped(path)
     if doc is None:
         return None
     try:
-        runs = [r for r in doc["runs"] if r.get("repro") in repros]
+        runs = [r for r in doc["runs"] if r.get("repro") in repros and r.get("run_id") not in leave]
     except (KeyError, TypeError, AttributeError):
         return None
     if not runs:

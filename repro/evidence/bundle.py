@@ -347,7 +347,7 @@ def _add_band(
     out.members.append((f"{name}/{BAND_TEXT}", ("\n".join([head, how, *said]) + "\n").encode()))
     if mine:
         out.members.append((f"{name}/{BAND_DATA}", band.to_json(mine, ["artifacts/reference"]).encode()))
-    if runs := band_runs.runs_of(sorted({b.repro for b in mine})):
+    if runs := band_runs.runs_of(sorted({b.repro for b in mine}), leave=set(run_ids)):
         out.members.append((f"{name}/{BAND_RUNS}", runs.encode()))
 
 

@@ -214,7 +214,10 @@ def test_a_committed_run_bundled_again_ships_the_band_without_itself(tmp_path: P
     with tarfile.open(bundle.build(run, tmp_path / "b.tar.gz")) as tf:
         data = json.loads(tf.extractfile(f"{src.name}/band.json").read())  # type: ignore[union-attr]
         said = tf.extractfile(f"{src.name}/band.txt").read().decode()  # type: ignore[union-attr]
+        copies = json.loads(tf.extractfile(f"{src.name}/band-runs.json").read())  # type: ignore[union-attr]
     packed = {r for b in data["bands"] for p in b["points"] for r in p["runs"]}
     assert packed and not ours & packed
+    # The compact copies of the band's runs leave out the same runs.
+    assert {r["run_id"] for r in copies["runs"]} == packed
     # Its GPU ran earlier runs (speed/run10, the same session) that stay in.
     assert "This run's GPU: 7e5317ee (among them)." in said
