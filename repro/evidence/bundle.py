@@ -92,19 +92,28 @@ def attached_names(run_dir: Path) -> list[str]:
     )
 
 
+def attached_artifacts(run_dir: Path, names: Sequence[str]) -> dict[str, Any]:
+    """The artifacts among ``names`` (``attached_names``'): name -> document; a file that is not an artifact is
+    packed only."""
+    from repro.evidence import artifact
+
+    found: dict[str, Any] = {}
+    for name in (n for n in names if n.endswith(".json")):
+        try:
+            found[name] = artifact.load(Path(run_dir) / "attached" / name)
+        except UsageError:
+            continue
+    return found
+
+
 def attached_inputs(run_dir: Path) -> dict[str, Any]:
     """What a run folder's ``attached/`` gives its report (``report.report``'s keywords): the names a bundle packs,
     the artifacts among them (re-runs from the bundle, ``rerun-*.json``, and later runs of the same repros; a file
     that is not an artifact is packed only) and what the programs run beside the run printed."""
-    from repro.evidence import artifact, printed
+    from repro.evidence import printed
 
     names = attached_names(run_dir)
-    reruns: dict[str, Any] = {}
-    for name in (n for n in names if n.endswith(".json")):
-        try:
-            reruns[name] = artifact.load(Path(run_dir) / "attached" / name)
-        except UsageError:
-            continue
+    reruns = attached_artifacts(run_dir, names)
     said: dict[str, str] = {}
     for name in (n for n in names if printed.wanted(n)):
         try:
@@ -212,7 +221,8 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     if (root / "packages.txt").is_file():
         text(root / "packages.txt", "packages.txt")
     room = ATTACHED_LIMIT  # what the run's maker put beside it: text only, redacted like the rest
-    for extra_name in attached_names(root):
+    attached = attached_names(root)
+    for extra_name in attached:
         rel = f"attached/{extra_name}"
         if room <= 0:
             out.left_out.append({"name": rel, "reason": f"attached/ holds more than {ATTACHED_LIMIT} bytes"})
@@ -251,7 +261,7 @@ def plan(run_dir: Path, report: str | None = None) -> tuple[str, _Plan]:
     repros = [rid.split(".cliff-", 1)[0] for rid in ids]
     typed = _typed(docs)
     # The band less this run and its attached runs, as the report takes it (band.without).
-    later = [a.run.run_id for a in _typed(list(attached_inputs(root)["reruns"].values()))]
+    later = [a.run.run_id for a in _typed(attached_artifacts(root, attached).values())]
     _add_band(name, repros, out, _uuids(typed), _sources(typed), _keys(typed), [d.run.run_id for d in typed] + later)
     _add_seeds(name, repros, out)
     if "graph-memset" in repros:
