@@ -146,8 +146,7 @@ def _same_gpu_spread(first: Artifact, again: Artifact, bands: Sequence[band.Band
     """One GPU's re-run spread (``Band.same_gpu``) where ``again`` ran on this run's GPU (a recorded uuid) and the
     band has that spread; None otherwise."""
     b = band.lookup(first, bands)
-    uuid = again.machine.gpu_uuid
-    if b is None or b.same_gpu is None or uuid is None or uuid != first.machine.gpu_uuid:
+    if b is None or b.same_gpu is None or _gpu_of(again, first) != "":
         return None
     return b.same_gpu[0]
 
@@ -182,8 +181,7 @@ def others(
     rows = _rows(docs, attached, reran=False)
     for row in sorted(rows, key=lambda r: r[1].machine.gpu_uuid is None):
         again, first = row[1], row[2]
-        same = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == first.machine.gpu_uuid
-        key = (_flags(again), "this GPU" if same else "another GPU or none recorded")
+        key = (_flags(again), "this GPU" if _gpu_of(again, first) == "" else "another GPU or none recorded")
         if again.machine.gpu_uuid is None and again.error is not None:
             key = batch.get(again.run.run_id, key)
         batch.setdefault(again.run.run_id, key)
@@ -230,9 +228,7 @@ def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, floa
     group it did not time (a quick run times the headline's own arms only); [] otherwise."""
     if first.validity.flag != "suspect" or again.validity.flag != "valid":
         return []
-    if again.verdict.headline != first.verdict.headline or not first.machine.gpu_uuid:
-        return []
-    if again.machine.gpu_uuid != first.machine.gpu_uuid:
+    if again.verdict.headline != first.verdict.headline or _gpu_of(again, first) != "":
         return []
     head = band.headline_row(first)
     arms = group_arms(first.variants, head.num, head.den) if head is not None and head.num and head.den else None
