@@ -127,7 +127,8 @@ def scope_clause(p_depth: int, result: RunResult) -> str:
     bs2 = next((v for v in result.variants if v.name == "bs2"), None)
     if bs2 is not None and (g := gib(bs2.extra.get("peak_allocated_bytes"))) is not None:
         peak = f", {g:.1f} GiB peak at batch 2"
-    return f"the model is a {p_depth}-block FLUX-shaped stack{count}{peak}, not FLUX"
+    blocks = "block" if p_depth == 1 else "blocks"
+    return f"the model is {p_depth} transformer {blocks} at FLUX's width{count}{peak}, not FLUX"
 
 
 def _clock(mon: Mapping[str, Any]) -> str:

@@ -13,10 +13,10 @@ from repro.api import VariantResult, stats
 
 # An episode this far from the median of its variant's episode medians is named.
 OFF_EPISODES = 0.02
-# Why the torch graph's row is not judged beside the twin: committed H200 runs (band-runs.json) read it 1.29-1.35x
-# under the harness's earlier run order and 0.89-1.08x since, on one GPU model, driver and torch, only its zero_()
-# node's time moving.
-TORCH_ROW_MOVED = "on H200s under the harness's earlier run order it read 1.29-1.35x"
+# Why the torch graph's row is not judged beside the twin: committed runs on one-GPU H200 hosts (band-runs.json) read
+# it 1.29-1.35x under the harness's earlier run order and 0.89-1.08x since, on one GPU model, driver and torch, only
+# its zero_() node's time moving (the 2-GPU host's two runs, under the earlier order too, read 2.21-2.24x).
+TORCH_ROW_MOVED = "on one-GPU H200 hosts under the harness's earlier run order it read 1.29-1.35x"
 
 # (twin variant, its words); memset nodes first, then the kernels they are set against.
 _FORMS = (

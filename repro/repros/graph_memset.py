@@ -153,7 +153,7 @@ class GraphMemset(Repro[MemsetParams]):
         "replayed on a second stream, one replay timed by a host clock around launch and "
         "cudaDeviceSynchronize. Ours (the headline): the pure CUDA twin with <<<1,32>>> fill kernels, "
         "replays back to back timed with CUDA events (their throughput: each launch queued behind the last replay); "
-        "the seed's program runs beside it in the same binary."
+        "the seed's program, re-implemented, runs beside it in the same binary."
     )
     seed_claim = (
         "NVIDIA forums thread 'Slowdown in CUDA graph execution using cudaMemsetAsync (vs. a fill "
@@ -162,16 +162,16 @@ class GraphMemset(Repro[MemsetParams]):
     )
     # A gap the pure CUDA twin shows is the driver's; the seed names no GPU.
     untested = (
-        "why the torch graph's row read 1.29-1.35x on H200s before harness f90ac86/7ff9414 and 0.89-1.08x since, "
-        "only its zero_() node moving, 0.69-0.70 then 0.86-1.01 us, the twin 1.32-1.35x then 1.42-1.52x, or "
-        "1.22-1.29x on three slow-fill GPUs (its fill node "
-        "0.68-0.70 then 0.61-0.63 us on most GPUs, as a live graph moves it): they changed the run order (the twin "
-        "first) and the schedule (every arm in shared rounds) at once (band-runs.json)",
-        "another process's live CUDA graph, tried only in a side experiment on another H200: twin fill node 0.70 us, "
+        "why the torch graph's row read 1.29-1.35x on one-GPU H200 hosts before f90ac86/7ff9414 and "
+        "0.89-1.08x since, only its zero_() node moving, 0.69-0.70 then 0.86-1.01 us, the twin 1.32-1.35x then "
+        "1.42-1.52x, or 1.22-1.29x on three slow-fill GPUs (its fill node 0.68-0.70 then 0.61-0.63 us on most GPUs, "
+        "as a live graph moves it): they changed the run order (the twin first) and the schedule (every arm in "
+        "shared rounds) at once (band-runs.json)",
+        "another process's live CUDA graph, only in a side experiment on another H200: twin fill node 0.70 us, "
         "not 0.62, twin 1.30-1.33x (earlier commits; context/graph-memset.md, samples not in this bundle)",
-        "a 2-GPU host under this run order: its two runs (2026-12-01 09:29 and 09:34 UTC, no commit or harness digest "
-        "recorded; the order changed at f90ac86, 12:39 UTC) read twin 2.30-2.34x, torch graph 2.21-2.24x (memset node "
-        "1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2; one beside another repro on the other GPU)",
+        "a 2-GPU host under this run order: its two runs, before it (2026-12-01 09:29 and 09:34 UTC, no commit or "
+        "digest recorded; f90ac86 changed the order at 12:39 UTC), read twin 2.30-2.34x, torch graph 2.21-2.24x "
+        "(memset node 1.61-1.65 us, fill 0.70 us; band.txt, machine h200x2; one beside a repro on the other GPU)",
         "other drivers, host CPUs, launch paths (the seed's host clock counts launch and wake-up) and GPUs (Ada, "
         "Blackwell, H100, A100); MPS, MIG",
         "what sets apart 3 of the band's one-GPU H200s run since the reorder: with no other process in NVML's view "

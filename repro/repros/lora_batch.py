@@ -1,4 +1,4 @@
-"""lora-batch-scaling: a LoRA training step on a FLUX-shaped block stack at batch 1, 2, 4.
+"""lora-batch-scaling: a LoRA training step on transformer blocks at FLUX's width, at batch 1, 2, 4.
 
 Seed: an article on fine-tuning FLUX with LoRA on an RTX 5090 says batch size 2 is
 "2x slower" than batch size 1. Twice the samples per step should take about twice
@@ -193,7 +193,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     upstream = ()
     seed_source = "an article on FLUX LoRA fine-tuning on an RTX 5090; the seed gives no URL, title, author or date"
     seed_experiment = (
-        "The seed gives no program. Ours: a FLUX-shaped LoRA block stack (width 3072, 4608 tokens, 4 "
+        "The seed gives no program. Ours: LoRA on transformer blocks at FLUX's width (3072, 4608 tokens, 4 "
         "blocks, bf16), one training step at batch 1, 2 and 4 in paired rounds; the metric is per-sample "
         "time at batch 2 over batch 1, so linear scaling reads 1.0."
     )
@@ -218,7 +218,7 @@ class LoraBatchScaling(Repro[LoraParams]):
     )
     # The article saw it on an RTX 5090 (sm_120) only: on another architecture the claim is not tested.
     claim_arch = ("12.0",)
-    # The article's pipeline never runs here (the seed gives no program): a FLUX-shaped block stack
+    # The article's pipeline never runs here (the seed gives no program): transformer blocks at FLUX's width
     # stands in, so no GPU's ratio answers the article's claim, and the status says so.
     stand_in = "a stand-in model, not the article's FLUX pipeline"
     plots = (

@@ -184,7 +184,7 @@ class Solve512Cliff(Repro[SolveParams]):
         "the headline on the seed's plain randn matrices, whose row swaps this run timed only in the seed's snippet "
         "(batch 64, one call per size)",
         "PyTorch 2.13 or later, where a batch-aware heuristic replaced the cutoff, per the seed document, unchecked",
-        "a torch build without MAGMA (there the default takes cuSOLVER)",
+        "a torch build without MAGMA (there, by the source, the default takes cuSOLVER)",
         "this build's own lu_factor source (read at other commits)",
         "looped cuSOLVER getrf at n=511 (a batch of one takes it), to tell the cutoff from getrf's own cost",
         "a cuSOLVER API log and ncu metrics of getrf_pivot (no cuSOLVER logger in this build; no ncu run)",
@@ -578,7 +578,7 @@ def _backend_words(head: Ratio, outcome: Outcome, has_magma: Any) -> list[str]:
         out.append(
             {
                 True: f"the cliff shows under the cuSOLVER backend: opt-in here ({opt_in}; torch.cuda.has_magma is "
-                "True), the default only in builds without MAGMA",
+                "True), the default only in builds without MAGMA by PyTorch's source (at other commits, untested here)",
                 False: "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) "
                 "also uses by default",
             }.get(has_magma, f"the cliff shows under the cuSOLVER backend: opt-in ({opt_in}) where torch has MAGMA")

@@ -25,6 +25,7 @@ from repro.evidence.report_parts import bare
 from repro.evidence.reruns import install_words
 from repro.evidence.seedlines import seed_torch_words
 from repro.repros import fused_adam
+from repro.repros._memset_episodes import TORCH_ROW_MOVED
 from repro.repros._memset_seed import SEED_TORCH_WHY
 from repro.repros.graph_memset import GraphMemset
 from repro.run import scripts
@@ -69,12 +70,12 @@ def test_the_run_order_lines_ranges_are_the_band_runs_own() -> None:
     before = [x for x in rows if not x[0]]
     after = [x for x in rows if x[0]]
     assert before and after
-    assert {r["gpu"]["name"] for r in runs} == {"NVIDIA H200"}  # "on H200s"
+    assert {r["gpu"]["name"] for r in runs} == {"NVIDIA H200"}  # "on one-GPU H200 hosts": _memset_runs keeps those
     usual = [x for x in after if x[3] < 0.7e-6]  # all but the GPUs whose twin fill node read slow
     slow = [x for x in after if x[3] >= 0.7e-6]
     assert len({r["gpu"]["uuid"] for r in runs if r["run_id"] >= REORDERED and r["variants"]}) > 2
     expected = [
-        f"row read {_span([x[2] for x in before], 1, 2)}x on H200s before harness f90ac86",
+        f"row read {_span([x[2] for x in before], 1, 2)}x on one-GPU H200 hosts before f90ac86",
         f"{_span([x[2] for x in after], 1, 2)}x since, only its zero_() node moving, "
         f"{_span([x[1] for x in before], 1e6, 2)} then {_span([x[1] for x in after], 1e6, 2)} us",
         f"fill node {_span([x[3] for x in before], 1e6, 2)} then {_span([x[3] for x in usual], 1e6, 2)} us on most",
@@ -115,6 +116,12 @@ def test_the_band_says_which_machine_each_gpu_ran_on() -> None:
     assert f"h200: 4 GPUs, {one[0]:.4g}-{one[-1]:.4g}; h200x2: 2 GPUs, {two[0]:.4g}-{two[-1]:.4g}" in head
     said = next(u for u in GraphMemset.untested if u.startswith("a 2-GPU host"))
     assert f"twin {two[0]:.2f}-{two[-1]:.2f}x" in said and "machine h200x2" in said
+    # "its two runs, before it": each 2-GPU run id's time is before f90ac86's, the reorder the item names.
+    runs = [r for p in old[0].points if band.machines_of(p) == ("h200x2",) for r in p.runs]
+    assert len(runs) == 2 and all(r[:13] < "20261201T1239" for r in runs)
+    assert "its two runs, before it" in said and "f90ac86 changed the order at 12:39 UTC" in said
+    # The earlier order's torch-graph range the finding quotes is the one-GPU hosts' alone.
+    assert TORCH_ROW_MOVED.startswith("on one-GPU H200 hosts under the harness's earlier run order")
 
 
 def test_the_seed_torch_program_stands_beside_our_pairing_of_the_same_ops() -> None:

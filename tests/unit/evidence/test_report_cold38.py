@@ -80,7 +80,7 @@ def test_scripts_outside_the_ci_say_why_no_spread_bounds_them() -> None:
 
 def test_graph_memset_lists_what_moves_its_ratios_first_and_keeps_them_when_cut() -> None:
     first = GraphMemset.untested[0]
-    assert first.startswith("why the torch graph's row read 1.29-1.35x on H200s before harness f90ac86/7ff9414")
+    assert first.startswith("why the torch graph's row read 1.29-1.35x on one-GPU H200 hosts before f90ac86/7ff9414")
     assert GraphMemset.untested[1].startswith("another process's live CUDA graph")
     assert GraphMemset.untested[2].startswith("a 2-GPU host")
     line = "- graph-memset, not covered: " + "; ".join(GraphMemset.untested) + "."

@@ -116,8 +116,8 @@ def test_verdict_reproduced_reports_both_twins_and_the_matmul_ratio() -> None:
     # Not judged: its reading moved with the harness's run order; the twin answers the claim.
     assert torch_plain["status"] == "informational"
     assert v.finding.endswith(
-        "; in a torch CUDA graph against tensor.zero_(), not judged (on H200s under the harness's earlier run order "
-        f"it read 1.29-1.35x), it was {torch_plain['ratio']:.2f}x "
+        "; in a torch CUDA graph against tensor.zero_(), not judged (on one-GPU H200 hosts under the harness's earlier "
+        f"run order it read 1.29-1.35x), it was {torch_plain['ratio']:.2f}x "
         f"(95% CI {torch_plain['ci_low']:.2f}-{torch_plain['ci_high']:.2f}) without work, and after a matmul a "
         "memset added +1.90 us per op, zero_() +1.00 us (point estimates)."
     )

@@ -191,7 +191,7 @@ def test_linear_scaling_is_not_a_cliff() -> None:
         "per sample, linear scaling on this stack (the CI holds 1.0), not a cliff (read as step time, the seed's 2x "
         "is linear scaling, nothing to fix)"
     ) in v.finding
-    assert "the model is a 4-block FLUX-shaped stack, 6.0 GiB peak at batch 2, not FLUX" in v.finding
+    assert "the model is 4 transformer blocks at FLUX's width, 6.0 GiB peak at batch 2, not FLUX" in v.finding
     assert "reproduced;" not in v.finding  # the measured step ratio, never a claim said to reproduce
     assert "Peak memory with no memory cap: batch 1 3.0 GiB; batch 2 6.0 GiB; batch 4 12.0 GiB." in v.details
     rows = {r["comparison"]: r for r in v.breakdown}
@@ -387,7 +387,7 @@ def test_the_scope_gives_the_parameter_count_the_run_built(fast: SamplingConfig)
     h, r = p.hidden, p.rank
     assert params == {"total": p.depth * (12 * h * h + 9 * h + 18 * h * r), "trainable": p.depth * 18 * h * r}
     v = LoraBatchScaling().verdict(p, res)
-    assert f"the model is a 1-block FLUX-shaped stack of {params['total']:,} parameters (" in v.finding
+    assert f"the model is 1 transformer block at FLUX's width of {params['total']:,} parameters (" in v.finding
     assert lb_words.count_words(453_000_000) == "453M" and lb_words.count_words(1_234_000) == "1.2M"
     assert any("the real FLUX pipeline" in u for u in LoraBatchScaling.untested)
 
