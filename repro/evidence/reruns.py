@@ -530,7 +530,10 @@ def words(
     same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs if lean else installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
-    rest = f" Not re-run: {', '.join(map(text, left))}." if left else ""
+    # A repro the maker's time limit stopped before it wrote an artifact: its note says the re-runs were stopped.
+    cut = f" (no artifact: the re-runs were stopped by their maker's time limit, {code('attached/' + NOTE)})"
+    gone = [text(x) + (cut if stopped_by_limit(note_text, rerun_of=x) else "") for x in left]
+    rest = f" Not re-run: {', '.join(gone)}." if left else ""
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
     # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
     outside = any("already in" in t or "the machine's" in t for t in torches)  # install_words' or _torch_words'
