@@ -128,7 +128,7 @@ def _status(doc: Artifact) -> str:
     elif missed := scope.not_held(doc):
         status += f" (not: {text('; '.join(missed), cell=True)})"
     elif scope.held_side(doc):  # not_reproduced, though the claim's direction held
-        status += " (whole CI above 1.0)"
+        status += f" (above 1.0, under the repro's {doc.verdict.threshold:g})"
     status += " (quick run)" if doc.run.quick else ""
     if doc.validity.flag != "suspect":
         return status

@@ -63,8 +63,8 @@ BACKENDS = ("default", "cusolver", "magma")
 THRESHOLD = 1.5
 # Recorded in the verdict and shown in the report's details.
 THRESHOLD_WHY = (
-    "smooth scaling reads 1.0 and noise is a few percent, a real cliff several-fold (the seed saw ~10x); 1.5 "
-    "sits far from both"
+    "smooth scaling reads 1.0 once work-scaled, a real cliff several-fold (the seed saw ~10x); 1.5 sits between "
+    "them (steps without a cliff: the Beside-the-cutoff line)"
 )
 # A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
 LONG_SAMPLE_S = 0.004
