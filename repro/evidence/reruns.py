@@ -179,10 +179,10 @@ def others(
     groups: dict[tuple[str, str], list[tuple[str, Artifact, Artifact]]] = {}
     batch: dict[str, tuple[str, str]] = {}  # run id -> its group, for a repro that failed before naming its GPU
     rows = _rows(docs, attached, reran=False)
-    for row in sorted(rows, key=lambda r: r[1].machine.gpu_uuid is None):
+    for row in sorted(rows, key=lambda r: not r[1].machine.gpu_uuid):
         again, first = row[1], row[2]
         key = (_flags(again), "this GPU" if _gpu_of(again, first) == "" else "another GPU or none recorded")
-        if again.machine.gpu_uuid is None and again.error is not None:
+        if not again.machine.gpu_uuid and again.error is not None:
             key = batch.get(again.run.run_id, key)
         batch.setdefault(again.run.run_id, key)
         groups.setdefault(key, []).append(row)
@@ -253,6 +253,17 @@ def _gpu_of(again: Artifact, first: Artifact) -> str | None:
     if not theirs or not ours:
         return None
     return "" if theirs == ours else f"{again.machine.gpu_name or 'GPU'} {theirs.removeprefix('GPU-')[:8]}"
+
+
+def _not_rerun(left: Sequence[str], note_text: str | None, cut_only: bool = False) -> str:
+    """`` Not re-run: a; b (no artifact: the re-runs were stopped by their maker's time limit, `attached/NOTE.txt`).``:
+    this run's repros with no re-run attached, those the maker's note says its time limit stopped (the re-runs,
+    that repro's among them) said apart; with ``cut_only``, only those ("" where none is left)."""
+    cut = [x for x in left if stopped_by_limit(note_text, rerun_of=x)]
+    said = [] if cut_only else [", ".join(text(x) for x in left if x not in cut)]
+    why = f" (no artifact: the re-runs were stopped by their maker's time limit, {code('attached/' + NOTE)})"
+    said = [x for x in said if x] + ([f"{', '.join(map(text, cut))}{why}"] if cut else [])
+    return f" Not re-run: {'; '.join(said)}." if said else ""
 
 
 def _stopped(err: ErrorInfo, limit: bool = False) -> str:
@@ -485,8 +496,8 @@ def words(
     ran = {d.repro.id: d for d in docs}
     rows = _rows(docs, reruns, reran=True)
     after = others(docs, reruns, bands, note_text) if later else _misses(docs, reruns)
-    if not rows:
-        return after
+    if not rows:  # none re-ran: said only where the maker's note says its time limit stopped the re-runs
+        return _not_rerun(sorted(ran), note_text, cut_only=True) + after
     said, digests, installs, torches = [], set(), set(), set()
     lean = not later
     # Each re-run's GPU against this run's: the opening says "here" or names the other GPU only where every re-run
@@ -530,10 +541,7 @@ def words(
     same = "this run's harness digest" if digests == {True} else "not all with this run's harness digest"
     how = "; ".join(sorted(installs if lean else installs | torches))  # each already inert text
     left = sorted(set(ran) - {a.repro.id for _, a, _ in rows})
-    # A repro the maker's time limit stopped before it wrote an artifact: its note says the re-runs were stopped.
-    cut = f" (no artifact: the re-runs were stopped by their maker's time limit, {code('attached/' + NOTE)})"
-    gone = [text(x) + (cut if stopped_by_limit(note_text, rerun_of=x) else "") for x in left]
-    rest = f" Not re-run: {', '.join(gone)}." if left else ""
+    rest = _not_rerun(left, note_text)
     printed = f"; its installs' output: {code('attached/' + log)}" if log else ""
     # The lean form leaves out how torch was found: where the installs met it outside the venv, said in a word.
     outside = any("already in" in t or "the machine's" in t for t in torches)  # install_words' or _torch_words'

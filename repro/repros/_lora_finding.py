@@ -128,7 +128,7 @@ def scope_clause(p_depth: int, result: RunResult) -> str:
     if bs2 is not None and (g := gib(bs2.extra.get("peak_allocated_bytes"))) is not None:
         peak = f", {g:.1f} GiB peak at batch 2"
     blocks = "block" if p_depth == 1 else "blocks"
-    return f"the model is {p_depth} transformer {blocks} at FLUX's width{count}{peak}, not FLUX"
+    return f"the model is {p_depth} transformer {blocks}{count} at FLUX's width{peak}, not FLUX"
 
 
 def _clock(mon: Mapping[str, Any]) -> str:

@@ -63,8 +63,8 @@ BACKENDS = ("default", "cusolver", "magma")
 THRESHOLD = 1.5
 # Recorded in the verdict and shown in the report's details.
 THRESHOLD_WHY = (
-    "smooth scaling reads 1.0 once work-scaled, a real cliff several-fold (the seed saw ~10x); 1.5 sits between "
-    "them (steps without a cliff: the Beside-the-cutoff line)"
+    "smooth scaling reads near 1.0 once work-scaled, a real cliff several-fold (the seed saw ~10x); 1.5 sits "
+    "between them (the steps without a cliff: the Beside-the-cutoff line)"
 )
 # A point's sample length from which it is timed once per round (SamplingConfig.long_sample_s).
 LONG_SAMPLE_S = 0.004
@@ -578,7 +578,7 @@ def _backend_words(head: Ratio, outcome: Outcome, has_magma: Any) -> list[str]:
         out.append(
             {
                 True: f"the cliff shows under the cuSOLVER backend: opt-in here ({opt_in}; torch.cuda.has_magma is "
-                "True), the default only in builds without MAGMA by PyTorch's source (at other commits, untested here)",
+                "True), by PyTorch's source (at other commits, untested here) the default only in builds without MAGMA",
                 False: "the cliff shows under the cuSOLVER backend, which this torch (torch.cuda.has_magma is False) "
                 "also uses by default",
             }.get(has_magma, f"the cliff shows under the cuSOLVER backend: opt-in ({opt_in}) where torch has MAGMA")

@@ -45,9 +45,11 @@ def test_the_shipped_band_is_what_the_committed_runs_give(tmp_path: Path) -> Non
             for value, rounds, path in zip(p.run_values, p.run_rounds, p.run_paths, strict=True):
                 assert (ROOT / path).is_file()
                 assert not rounds or abs(statistics.median(rounds) / value - 1) < 1e-9
-    solve = next(b for b in band.load() if b.repro == "solve-512-cliff" and b.gpu == "NVIDIA H200")
-    assert len(solve.points) >= 3 and len({p.uuid for p in solve.points}) == len(solve.points)
-    assert all(p.runs for p in solve.points)  # provenance: the run ids behind each GPU's value
+    solves = [b for b in band.load() if b.repro == "solve-512-cliff"]
+    assert max(len(b.points) for b in solves) >= 3
+    for solve in solves:
+        assert len({p.uuid for p in solve.points}) == len(solve.points)
+        assert all(p.runs for p in solve.points)  # provenance: the run ids behind each GPU's value
 
 
 def test_one_gpu_is_no_band_and_runs_on_one_gpu_give_one_point() -> None:

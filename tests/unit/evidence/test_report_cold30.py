@@ -120,8 +120,18 @@ def test_the_band_says_which_machine_each_gpu_ran_on() -> None:
     runs = [r for p in old[0].points if band.machines_of(p) == ("h200x2",) for r in p.runs]
     assert len(runs) == 2 and all(r[:13] < "20261201T1239" for r in runs)
     assert "its two runs, before it" in said and "f90ac86 changed the order at 12:39 UTC" in said
-    # The earlier order's torch-graph range the finding quotes is the one-GPU hosts' alone.
-    assert TORCH_ROW_MOVED.startswith("on one-GPU H200 hosts under the harness's earlier run order")
+    # The earlier order's torch-graph range the finding quotes (one-GPU hosts) leaves out the 2-GPU host's runs,
+    # whose torch rows lie outside it: so the words must name the one-GPU hosts.
+    quoted = re.search(r"read (\d\.\d\d)-(\d\.\d\d)x", TORCH_ROW_MOVED)
+    assert quoted is not None and "one-GPU H200 hosts" in TORCH_ROW_MOVED
+    torch_rows = [
+        b["ratio"]
+        for r in json.loads(band.RUNS_FILE.read_text())["runs"]
+        if r["repro"] == "graph-memset" and r["run_id"] in runs
+        for b in r["verdict"]["breakdown"]
+        if b["comparison"] == "memset/fill (torch graph)"
+    ]
+    assert len(torch_rows) == 2 and all(x > float(quoted[2]) for x in torch_rows)
 
 
 def test_the_seed_torch_program_stands_beside_our_pairing_of_the_same_ops() -> None:

@@ -149,8 +149,8 @@ def test_the_finding_opens_with_the_cusolver_backend_and_the_default_backends_ra
         "('cusolver')"
     )
     assert lead[2] == (
-        "torch.cuda.has_magma is True), the default only in builds without MAGMA by PyTorch's source (at other "
-        "commits, untested here)"
+        "torch.cuda.has_magma is True), by PyTorch's source (at other commits, untested here) the default only in "
+        "builds without MAGMA"
     )
     assert lead[3] == "the default backend (MAGMA here) showed no cliff: 0.97x, 0.97x at batches 16, 128"
     assert lead[4].startswith(f"the LU switched from {lp.PATH_CUBLAS} at n=511 to {lp.PATH_CUSOLVER} at n=512")
