@@ -17,7 +17,7 @@ import re
 import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -288,33 +288,31 @@ def without(bands: Sequence[Band], run_ids: Iterable[str]) -> list[Band]:
             if len(keep) == len(p.runs):
                 points.append(p)
                 continue
-            per_run = len(p.run_values) == len(p.runs)
-            if not keep or not per_run:  # without per-run values the GPU's median cannot be taken again
+            n = len(p.runs)
+            if not keep or len(p.run_values) != n:  # without per-run values the GPU's median cannot be taken again
                 continue
-
-            # A per-run record of another length cannot be cut to the runs kept: it goes, as if not recorded.
-            def pick(xs: tuple[Any, ...], keep: list[int] = keep, n: int = len(p.runs)) -> tuple[Any, ...]:
-                return tuple(xs[i] for i in keep) if len(xs) == n else ()
-
-            values = pick(p.run_values)
+            values = _kept(p.run_values, keep, n)
             points.append(
-                Point(
-                    p.uuid,
-                    statistics.median(values),
-                    pick(p.runs),
-                    p.torch,
-                    p.driver,
-                    p.harness,
-                    values,
-                    pick(p.run_rounds),
-                    pick(p.run_paths),
-                    pick(p.run_flags),
-                    pick(p.run_sources),
+                replace(
+                    p,
+                    value=statistics.median(values),
+                    runs=_kept(p.runs, keep, n),
+                    run_values=values,
+                    run_rounds=_kept(p.run_rounds, keep, n),
+                    run_paths=_kept(p.run_paths, keep, n),
+                    run_flags=_kept(p.run_flags, keep, n),
+                    run_sources=_kept(p.run_sources, keep, n),
                 )
             )
         if len(points) >= MIN_GPUS:
-            out.append(Band(b.repro, b.gpu, b.params, tuple(points), b.headline))
+            out.append(replace(b, points=tuple(points)))
     return out
+
+
+def _kept(xs: tuple[Any, ...], keep: Sequence[int], n: int) -> tuple[Any, ...]:
+    """The entries at ``keep`` of a per-run record of ``n`` runs; () for a record of another length, which cannot be
+    cut to the runs kept (it goes, as if not recorded)."""
+    return tuple(xs[i] for i in keep) if len(xs) == n else ()
 
 
 def load(path: Path = DATA_FILE) -> list[Band]:
