@@ -213,6 +213,8 @@ def test_committed_verdict_recomputes_from_its_variants(path: Path) -> None:
     result = RunResult(variants=tuple(from_jsonable(VariantResult, v) for v in doc["variants"]), extra=doc["extra"])
     gpu = doc["fingerprint"].get("gpu") or {}
     verdict = cls().verdict(params, result)
+    if doc["run"].get("quick"):  # as execute does for --quick: a not-reproduced CI over the threshold is undecided
+        verdict = core_verdict.as_quick(verdict, doc["run"]["rerun"])
     decided = not_tested_here(verdict, cls.claim_arch, gpu.get("compute_capability"), gpu.get("name"))
     again = artifact.to_jsonable(decided)
     stored = doc["verdict"]
