@@ -373,3 +373,16 @@ def test_another_models_span_says_how_many_of_its_runs_ran_this_module_file_and_
     assert (
         "graph-memset 1.16 (-0.5%; t(memset node) 906 ns, t(fill kernel &lt;&lt;&lt;1,32&gt;&gt;&gt;) 781 ns)" in full
     )
+
+
+def test_with_the_shipped_bands_the_run_reads_its_own_models_band() -> None:
+    """The shipped band data holds later H100 runs (h100/evidence55 and on): this run's rows and Re-run-elsewhere
+    lines read its own GPU model's band, and no longer another model's."""
+    h100 = {b.repro for b in band.without(band.load(), [RUN.name]) if b.gpu == "NVIDIA H100 80GB HBM3"}
+    assert {"5090-linear", "graph-memset", "lora-batch-scaling", "solve-512-cliff"} <= h100
+    full = pasted(RUN, limit=10**9, max_lines=None)
+    rows = [ln for ln in full.splitlines() if ln.startswith("| ") and "**" in ln]
+    assert rows and not [ln for ln in rows if "none on this model" in ln]
+    for head in ("fp32", "memset/fill (pure CUDA twin)", "bs2/bs1", "cusolver/b128"):
+        assert re.search(rf"- Re-run elsewhere \({re.escape(head)}, .*\): \d+ NVIDIA H100 80GB HBM3 GPUs read ", full)
+    assert "Re-run elsewhere: no cross-GPU data" not in full
