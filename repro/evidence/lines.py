@@ -204,6 +204,11 @@ def band_agreement(doc: Artifact, b: band.Band) -> str:
     return agreed(b.center, float(doc.verdict.value or 0.0), b, _run_ci(doc), centred=True)
 
 
+def slack_words(doc: Artifact, b: band.Band) -> str:
+    """Which slack widens band ``b`` in ``band_agreement``: this run's CI, or one GPU's re-run spread, the larger."""
+    return "this run's CI" if _run_ci(doc) >= (b.same_gpu[0] if b.same_gpu else 0.0) else "one GPU's re-run spread"
+
+
 def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:
     """Where this run falls among the GPUs of its model that the band holds, and how to list them."""
     v = doc.verdict

@@ -75,7 +75,7 @@ def band_png(
     x_label: str,
     y_label: str,
     log_y: bool = False,
-    ci_label: str = "95% CI of the median",
+    ci_label: str = "95% CI of each point's median time",
     decorate: Callable[[Any, float], None] | None = None,
 ) -> bytes:
     """``series`` (times in seconds) as lines with CI bands, as PNG bytes.

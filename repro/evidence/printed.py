@@ -14,7 +14,7 @@ from pathlib import Path
 
 from repro.core.order import group_arms
 from repro.evidence.band import headline_row
-from repro.evidence.markdown import fmt_time, text, unprefixed
+from repro.evidence.markdown import code, fmt_time, ratio_with_ci, text, unprefixed, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
 
@@ -120,10 +120,46 @@ def seeds(log: str, ids: Sequence[str]) -> str:
 UNTESTED = "not tested as the cause"
 
 
-def _alone(doc: Artifact) -> str:
+def _timed(doc: Artifact) -> dict[str, str | None]:
+    """Each arm the harness timed in rounds, with its schedule group."""
+    return {v.name: v.timing.group for v in doc.variants if v.timing is not None and v.timing.rounds}
+
+
+def _without_held(doc: Artifact, held: Sequence[str], more: bool, later: Mapping[str, object], ratio: float) -> str:
+    """``; without them, `attached/quick-ID.json` read 0.963x (95% CI 0.953-0.969), the script outside it too``:
+    a later run of this repro on this GPU (a quick run, say) that timed the headline's two arms with none of
+    ``held`` (nor, with ``more``, another group's arms), its headline's CI set beside the script's ``ratio``;
+    "" where no attached run did."""
+    head = headline_row(doc)
+    gpu = doc.machine.gpu_uuid
+    for name in sorted(later):
+        again = later[name]
+        if not isinstance(again, Artifact) or head is None:
+            continue
+        row = headline_row(again)
+        if again.repro.id != doc.repro.id or again.error is not None or row is None:
+            continue
+        v = again.verdict
+        if gpu is None or again.machine.gpu_uuid != gpu or v.value is None or v.ci_low is None or v.ci_high is None:
+            continue
+        arms = _timed(again)
+        if row.comparison != head.comparison or head.num not in arms or head.den not in arms:
+            continue
+        group = arms[str(head.num)]
+        if any(a in arms for a in held) or (more and any(g != group for g in arms.values())):
+            continue
+        where = "within it" if v.ci_low <= ratio <= v.ci_high else "outside it too"
+        said = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
+        return f"; without them, {code('attached/' + name)} read {said}, the script {where}"
+    return ""
+
+
+def _alone(doc: Artifact, later: Mapping[str, object], ratio: float) -> str:
     """``; its script times bs2 and bs1 alone, the run's rounds held bs4 too, not tested as the cause``: where the
     run timed its headline's two arms in rounds with other arms, which a standalone script (each comparison's two
-    arms alone) does not. One difference of several (the script's own sampling is another): said, not blamed."""
+    arms alone) does not. One difference of several (the script's own sampling is another): said, not blamed.
+    Where a later run attached (``later``) timed the two without the others, what it read instead of "not tested"
+    (``_without_held``)."""
     head = headline_row(doc)
     if head is None or not head.num or not head.den:
         return ""
@@ -140,7 +176,8 @@ def _alone(doc: Artifact) -> str:
     held = [*([", ".join(rest) + (f" (arms {shared}*)" if shared else "")] if rest else [])]
     held += ["other groups' arms"] if more else []
     held_words = " and ".join(held)
-    return text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too, " + UNTESTED)
+    said = text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too")
+    return said + (_without_held(doc, others, more, later, ratio) or text(", " + UNTESTED))
 
 
 # What a script whose metric is not its harness's headline's says of its own (fused-adam's: "this script times whole
@@ -150,10 +187,17 @@ _WHOLE = re.compile(r"this script times (whole steps)\b")
 _SIZED_DOWN = re.compile(r"sizing down to ([0-9]{1,6}) of ([0-9]{1,6}) tensors")
 
 
-def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = False) -> str:
+def scripts(
+    docs: Sequence[Artifact],
+    outputs: Mapping[str, str],
+    lean: bool = False,
+    later: Mapping[str, object] | None = None,
+) -> str:
     """``Each repro's standalone script, run here (...): ...``: the ratio each printed for its repro's headline
     comparison, against the headline; "" without any. ``lean``: how many agree within the check and the
-    farthest, with in full only the scripts outside it."""
+    farthest, with in full only the scripts outside it, and none with what the run's rounds held beside its arms
+    (``_alone``, the full form's). ``later``: the attached artifacts of later runs (name -> artifact), read where
+    a script lies outside the run's CI."""
     said, unchecked, off = [], [], []
     outside = 0  # scripts whose ratio lies outside their headline's CI (which covers the run's process only)
     for d in docs:
@@ -184,9 +228,8 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
             # The full form gives the script's own arm times too (its process alone, beside the run's medians).
             arms = [f"{k} {fmt_time(t)}" for k, t in row.items() if k.startswith("t(") and not lean]
             times = f"; {text(', '.join(arms))}" if arms else ""
-            said.append(
-                f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{times}{_alone(d) if missed else ''})"
-            )
+            alone = _alone(d, later or {}, ratio) if missed and not lean else ""
+            said.append(f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{times}{alone})")
             off.append((abs(ratio / v.value - 1), d.repro.id, said[-1]))
             outside += missed
     if not said:
@@ -206,16 +249,25 @@ def scripts(docs: Sequence[Artifact], outputs: Mapping[str, str], lean: bool = F
     return f"{lead}): {agree}" + (f"; {', '.join(rest)}" if rest else "") + "."
 
 
-def words(docs: Sequence[Artifact], outputs: Mapping[str, str], with_seeds: bool = True) -> str:
-    """The two sentences above, for the report's re-run paragraph; the scripts' alone unless ``with_seeds``."""
+def words(
+    docs: Sequence[Artifact],
+    outputs: Mapping[str, str],
+    with_seeds: bool = True,
+    later: Mapping[str, object] | None = None,
+) -> str:
+    """The two sentences above, for the report's re-run paragraph; the scripts' alone unless ``with_seeds``.
+    ``later``: as for ``scripts``."""
     log = outputs.get(SEEDS_LOG) if with_seeds else None
-    return scripts(docs, outputs, lean=not with_seeds) + (seeds(log, [d.repro.id for d in docs]) if log else "")
+    said = scripts(docs, outputs, lean=not with_seeds, later=later)
+    return said + (seeds(log, [d.repro.id for d in docs]) if log else "")
 
 
-def lean_cuts(docs: Sequence[Artifact], outputs: Mapping[str, str]) -> list[str]:
+def lean_cuts(
+    docs: Sequence[Artifact], outputs: Mapping[str, str], later: Mapping[str, object] | None = None
+) -> list[str]:
     """Whose numbers ``words(..., with_seeds=False)`` leaves out of what ``outputs`` hold: "seeds_raw.py's" where
     its log is attached, "each script's" where the scripts' sentence is shortened."""
-    cut = scripts(docs, outputs) != scripts(docs, outputs, lean=True)
+    cut = scripts(docs, outputs, later=later) != scripts(docs, outputs, lean=True, later=later)
     return [x for x, has in (("seeds_raw.py's", SEEDS_LOG in outputs), ("each script's", cut)) if has]
 
 

@@ -471,11 +471,11 @@ def report(
     outputs = printed or {}
     note_text = outputs.get(NOTE)
     later, later_lean = (reruns_words(runs, again, known, log, whole, log_text, note_text) for whole in (True, False))
-    install = install_block(runs, reran=later + printed_words(runs, outputs))
+    install = install_block(runs, reran=later + printed_words(runs, outputs, later=again))
     # Lean: without the later runs' CIs and seeds_raw.py's numbers (the sections run the seeds' programs too).
-    install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False), lean=True)
+    install_lean = install_block(runs, reran=later_lean + printed_words(runs, outputs, False, again), lean=True)
     # What the lean re-run paragraph leaves out, of what this run has.
-    whose = lean_cuts(runs, outputs)
+    whose = lean_cuts(runs, outputs, again)
     rerun_gone = lean_parts(runs)
     rerun_gone += lean_gone(runs, again, known, log_text)
     rerun_gone += [f"{listed(whose)} numbers"] if whose else []

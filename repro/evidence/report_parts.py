@@ -18,7 +18,7 @@ from repro.evidence.agreement import elsewhere, module_runs, not_run_bands, othe
 from repro.evidence.artifact import format_run_busy
 from repro.evidence.clocks import FOUND
 from repro.evidence.declared import Declarations
-from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state
+from repro.evidence.lines import MEASURED, band_agreement, missing_module, module_state, slack_words
 from repro.evidence.machines import guest_words, machine_summary, machines, state_line
 from repro.evidence.markdown import code, fence, finite, fmt_pct, html_text, md_table, text, verdict_cell, verdict_label
 from repro.evidence.model import Artifact
@@ -113,7 +113,7 @@ def _band_cell(doc: Artifact, bands: Sequence[band.Band]) -> str:
     beyond_all = off > whole_hi if off > 0 else -off > whole_lo  # beyond it with its farthest GPUs too
     which = " without them" if few and not beyond_all else ""
     # The section's Re-run-elsewhere line's own test: the whole band widened by one run's slack.
-    reach = ", consistent with it widened by one run's spread" if band_agreement(doc, b) == "consistent" else ""
+    reach = f", consistent with it widened by {slack_words(doc, b)}" if band_agreement(doc, b) == "consistent" else ""
     lies = f"; this run {sign}{fmt_pct(abs(off) * 100)}, outside the band{which}{reach}" if far else ""
     cell = f"{spread(whole_lo, whole_hi)} of {b.center:.3g}x ({len(b.points)} GPUs{suspect}{code_of}{rest}{lies})"
     if same := b.same_gpu:

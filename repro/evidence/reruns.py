@@ -286,14 +286,13 @@ def _reads_otherwise(
 ) -> list[str]:
     """Where a later headline of the same comparison (``attached/name``) reads otherwise than this run's: another
     status, or a CI on the other side than this run's of 1.0 (no difference between the two forms) or of the
-    threshold, printed with the decimals that show it on its side. ``whose``: the words naming the later run
-    (its repro id by default)."""
+    threshold, printed with the decimals that show it on its side; one item naming the later run once (``whose``,
+    its repro id by default), [] where it reads as this run does."""
     v, w = again.verdict, first.verdict
     if v.headline != w.headline:
         return []
-    rid = text(again.repro.id)
-    who, ci_of = (f"{rid} ", f"{rid}'s CI") if whose is None else (f"{whose}: ", f"{whose}: CI")
-    out = [f"{who}{text(v.status)} (here {text(w.status)})"] if v.status != w.status else []
+    status = f"{text(v.status)} (here {text(w.status)})" if v.status != w.status else ""
+    sides = []
     lo, hi, our_lo, our_hi = cis[1], cis[2], cis[4], cis[5]
     t = v.threshold
     refs = [(1.0, "1.0")] + ([(float(t), f"the threshold {t:g}")] if isinstance(t, (int, float)) and t != 1 else [])
@@ -304,8 +303,17 @@ def _reads_otherwise(
         shown = (d for d in range(3, MAX_PLACES) if (round(lo, d) <= ref <= round(hi, d)) == holds)
         d = next((d for d in shown if ref not in (round(lo, d), round(hi, d))), MAX_PLACES)
         side = f"holds {what}, this run's does not" if holds else f"excludes {what}, this run's holds it"
-        out.append(f"{ci_of} {lo:.{d}f}-{hi:.{d}f} {side} ({code('attached/' + name)})")
-    return out
+        sides.append((d, side))
+    if not status and not sides:
+        return []
+    rid = text(again.repro.id)
+    d = max((d for d, _ in sides), default=3)
+    ci = f"CI {lo:.{d}f}-{hi:.{d}f} {' and '.join(side for _, side in sides)}" if sides else ""
+    if whose is not None:
+        said = f"{whose}: {status}{', ' if status and ci else ''}{ci}"
+    else:
+        said = f"{rid} {status}, its {ci}" if status and ci else f"{rid} {status}" if status else f"{rid}'s {ci}"
+    return [f"{said} ({code('attached/' + name)})"]
 
 
 def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:

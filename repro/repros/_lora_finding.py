@@ -115,20 +115,24 @@ def count_words(n: int) -> str:
     return f"{n:,}"
 
 
-def scope_clause(p_depth: int, result: RunResult) -> str:
-    """The model that ran, in numbers the run computed: blocks, parameters, peak memory at batch 2."""
+FLUX_WIDTH = 3072  # FLUX.1's hidden size, this repro's default
+
+
+def scope_clause(p_depth: int, hidden: int, result: RunResult) -> str:
+    """The model that ran, in numbers the run computed: blocks, their width, parameters, peak memory at batch 2."""
     params = result.extra.get("parameters")
     count = ""
     if isinstance(params, Mapping) and isinstance(params.get("total"), int):
         trainable = params.get("trainable")
         extra = f" ({count_words(trainable)} trainable)" if isinstance(trainable, int) else ""
-        count = f" of {count_words(params['total'])} parameters{extra}"
+        count = f", {count_words(params['total'])} parameters in all{extra}"
     peak = ""
     bs2 = next((v for v in result.variants if v.name == "bs2"), None)
     if bs2 is not None and (g := gib(bs2.extra.get("peak_allocated_bytes"))) is not None:
         peak = f", {g:.1f} GiB peak at batch 2"
     blocks = "block" if p_depth == 1 else "blocks"
-    return f"the model is {p_depth} transformer {blocks}{count} at FLUX's width{peak}, not FLUX"
+    width = "at FLUX's width" if hidden == FLUX_WIDTH else f"of width {hidden} (FLUX's is {FLUX_WIDTH})"
+    return f"the model is {p_depth} transformer {blocks} {width}{count}{peak}, not FLUX"
 
 
 def _clock(mon: Mapping[str, Any]) -> str:

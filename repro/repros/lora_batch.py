@@ -49,6 +49,7 @@ from repro.api import (
     standalone,
 )
 from repro.repros._lora_finding import (
+    FLUX_WIDTH,
     GIB,
     THRESHOLD,
     THRESHOLD_WHY,
@@ -76,7 +77,7 @@ class LoraParams:
         min=1,
         max=1_000_000,
     )
-    hidden: int = param(3072, help="model width", smoke=64, min=8, max=65536)
+    hidden: int = param(FLUX_WIDTH, help="model width", smoke=64, min=8, max=65536)
     heads: int = param(24, help="attention heads (hidden must divide by it)", smoke=4, min=1, max=1024)
     batches: tuple[int, ...] = param(
         (1, 2, 4),
@@ -474,7 +475,7 @@ class LoraBatchScaling(Repro[LoraParams]):
             if cap is not None and any(oom(v) for v in missing):
                 return Finding("", (f"Under the {cap:g} GiB cap, batch 2 or batch 1 ran out of memory.",))
             return Finding("")
-        sentence = f"{lora_sentence(head)}; {scope_clause(p.depth, result)}"
+        sentence = f"{lora_sentence(head)}; {scope_clause(p.depth, p.hidden, result)}"
         if kernels := kernel_clause(result, head):
             sentence += f"; {kernels}"
         sag, clocks = clocks_clause(result)

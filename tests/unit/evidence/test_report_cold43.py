@@ -18,7 +18,7 @@ def test_the_later_runs_and_the_band_cell_say_what_the_data_says() -> None:
     assert "Report cut" not in said and len(said) <= 20_000
     memset = next(ln for ln in said.splitlines() if ln.startswith("| graph-memset |"))
     # Above every GPU (with its farthest GPUs too), its CI reaching back into the band.
-    assert "this run +2%, outside the band, consistent with it widened by one run's spread)" in memset
+    assert "this run +2%, outside the band, consistent with it widened by one GPU's re-run spread)" in memset
     # The quick run's CI misses ours by 0.0014: at three decimals, beside this run's.
     assert (
         "Later runs' headline CIs that miss this run's: 5090-linear 0.917x (95% CI 0.915-0.918) against 0.920-0.929 "

@@ -95,8 +95,8 @@ def test_an_overlapping_later_headline_on_the_other_side_of_the_threshold_or_ano
     docs, later = _later("loose-graph-memset.json", straddle)
     said = reruns.others(docs, later)
     assert "1 headline CI(s) overlap this run's" in said
-    assert "graph-memset's CI 1.190-1.470 holds the threshold 1.2, this run's does not" in said
-    assert "read otherwise there: graph-memset not_reproduced (here reproduced), graph-memset's CI" in said
+    assert "read otherwise there: graph-memset not_reproduced (here reproduced), its CI 1.190-1.470 holds the " in said
+    assert "threshold 1.2, this run's does not (`attached/loose-graph-memset.json`)" in said
     assert "holds 1.0" not in said and "excludes 1.0" not in said
 
     def near_one(raw: dict[str, Any]) -> None:  # lora's loose CI just above 1.0, this run's holds none of it

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from evidence_run import attached_of, pasted, section
+from evidence_run import pasted, section
 from helpers import ROOT
 
 from repro.evidence import artifact, band, model, scope

@@ -387,7 +387,8 @@ def test_the_scope_gives_the_parameter_count_the_run_built(fast: SamplingConfig)
     h, r = p.hidden, p.rank
     assert params == {"total": p.depth * (12 * h * h + 9 * h + 18 * h * r), "trainable": p.depth * 18 * h * r}
     v = LoraBatchScaling().verdict(p, res)
-    assert f"the model is 1 transformer block of {params['total']:,} parameters (" in v.finding
+    said = f"the model is 1 transformer block of width {h} (FLUX's is 3072), {params['total']:,} parameters in all ("
+    assert said in v.finding
     assert lb_words.count_words(453_000_000) == "453M" and lb_words.count_words(1_234_000) == "1.2M"
     assert any("the real FLUX pipeline" in u for u in LoraBatchScaling.untested)
 
