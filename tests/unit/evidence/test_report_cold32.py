@@ -108,6 +108,7 @@ def test_the_seeds_programs_are_the_seeds_own() -> None:
         "evidence55",
         "h100/evidence55",
         "h100/evidence56",
+        "h100/evidence57",
     ],
 )
 def test_the_recent_runs_render_whole_and_name_their_stack_line_if_left_out(name: str) -> None:

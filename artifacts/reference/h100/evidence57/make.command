@@ -1,0 +1,1 @@
+PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/t/.whl make setup
