@@ -13,9 +13,9 @@ from typing import Any
 from repro.core.results import VariantResult
 from repro.evidence import band, band_runs, scope
 from repro.evidence.agreement import agree as agreed
-from repro.evidence.agreement import module_runs, not_run_bands, other_models
+from repro.evidence.agreement import module_runs, not_run_bands, other_models, slack
 from repro.evidence.declared import Declared
-from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, text
+from repro.evidence.markdown import code, fence, fmt_pct, fmt_time, ratio_with_ci, side_places, text
 from repro.evidence.model import Artifact
 from repro.evidence.seedlines import seed_rows
 from repro.evidence.standalone import rerun
@@ -129,9 +129,11 @@ def kernels_alone(doc: Artifact) -> str | None:
     if row.ci_low <= alone <= row.ci_high:
         return None
     over = " and ".join(f"+{fmt_time(t - k)}" for t, k in zip(timed, kern, strict=True))
+    lo, hi = row.ci_low, row.ci_high
+    d = side_places(alone, lo, hi)  # printed apart from the CI's ends it lies outside of
     return (
         f"By kernel time alone, {text(base.label or base.name)} -> {text(other.label or other.name)} reads "
-        f"{alone:.3f}x, outside its row's CI ({row.ci_low:.3f}-{row.ci_high:.3f}): each timed call held {over} "
+        f"{alone:.{d}f}x, outside its row's CI ({lo:.{d}f}-{hi:.{d}f}): each timed call held {over} "
         "beyond its kernels (the CUDA events also count the launch's host latency and host gaps inside a call)."
     )
 
@@ -206,7 +208,8 @@ def band_agreement(doc: Artifact, b: band.Band) -> str:
 
 def slack_words(doc: Artifact, b: band.Band) -> str:
     """Which slack widens band ``b`` in ``band_agreement``: this run's CI, or one GPU's re-run spread, the larger."""
-    return "this run's CI" if _run_ci(doc) >= (b.same_gpu[0] if b.same_gpu else 0.0) else "one GPU's re-run spread"
+    ci = _run_ci(doc)
+    return "this run's CI" if slack(b, ci) == ci else "one GPU's re-run spread"
 
 
 def band_line(doc: Artifact, bands: Sequence[band.Band]) -> str | None:

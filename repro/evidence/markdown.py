@@ -161,6 +161,17 @@ def verdict_label(v: Verdict) -> str:
     return ci_label(v.ci_level, [r.ci_level for r in v.breakdown])
 
 
+def side_places(value: float, lo: float, hi: float, start: int = 3, most: int = 7) -> int:
+    """Decimals, from ``start``, at which ``value`` prints on its own side of ``lo``-``hi`` as printed (within, or
+    outside) and equal to neither end; ``most`` where none under it does."""
+    inside = lo <= value <= hi
+    for d in range(start, most):
+        v, a, b = round(value, d), round(lo, d), round(hi, d)
+        if (a <= v <= b) == inside and v not in (a, b):
+            return d
+    return most
+
+
 def ratio_with_ci(value: Any, lo: Any, hi: Any, label: str = "95% CI", places: int | None = None) -> str:
     """``9.55x (99.2% CI 9.51-9.59, worst of 6)``; ``n/a`` without a value.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from repro.core.order import group_arms
 from repro.evidence.band import headline_row
-from repro.evidence.markdown import code, fmt_time, ratio_with_ci, text, unprefixed, verdict_label
+from repro.evidence.markdown import code, fmt_time, ratio_with_ci, side_places, text, unprefixed, verdict_label
 from repro.evidence.model import Artifact
 from repro.evidence.standalone import parse_output
 
@@ -120,45 +120,41 @@ def seeds(log: str, ids: Sequence[str]) -> str:
 UNTESTED = "not tested as the cause"
 
 
-def _timed(doc: Artifact) -> dict[str, str | None]:
-    """Each arm the harness timed in rounds, with its schedule group."""
-    return {v.name: v.timing.group for v in doc.variants if v.timing is not None and v.timing.rounds}
-
-
-def _without_held(doc: Artifact, held: Sequence[str], more: bool, later: Mapping[str, object], ratio: float) -> str:
-    """``; without them, `attached/quick-ID.json` read 0.963x (95% CI 0.953-0.969), the script outside it too``:
-    a later run of this repro on this GPU (a quick run, say) that timed the headline's two arms with none of
-    ``held`` (nor, with ``more``, another group's arms), its headline's CI set beside the script's ``ratio``;
+def _without_held(doc: Artifact, later: Mapping[str, object], ratio: float) -> str:
+    """``; without them, `attached/quick-ID.json` read 0.963x (95% CI 0.953-0.969), the script's 0.995 outside it
+    too``: each later run of this repro on this GPU, with this run's params and not a smoke run, that timed the
+    headline's two arms and no other (as the script does), its headline's CI set beside the script's ``ratio``;
     "" where no attached run did."""
     head = headline_row(doc)
     gpu = doc.machine.gpu_uuid
+    if head is None or gpu is None:
+        return ""
+    said = []
     for name in sorted(later):
         again = later[name]
-        if not isinstance(again, Artifact) or head is None:
+        if not isinstance(again, Artifact) or again.repro.id != doc.repro.id or again.error is not None:
             continue
-        row = headline_row(again)
-        if again.repro.id != doc.repro.id or again.error is not None or row is None:
+        v, row = again.verdict, headline_row(again)
+        if row is None or row.comparison != head.comparison or v.status == "smoke" or again.run.smoke:
             continue
-        v = again.verdict
-        if gpu is None or again.machine.gpu_uuid != gpu or v.value is None or v.ci_low is None or v.ci_high is None:
+        if again.machine.gpu_uuid != gpu or dict(again.repro.params) != dict(doc.repro.params):
             continue
-        arms = _timed(again)
-        if row.comparison != head.comparison or head.num not in arms or head.den not in arms:
+        timed = {x.name for x in again.variants if x.timing is not None and x.timing.rounds}
+        if v.value is None or v.ci_low is None or v.ci_high is None or timed != {head.num, head.den}:
             continue
-        group = arms[str(head.num)]
-        if any(a in arms for a in held) or (more and any(g != group for g in arms.values())):
-            continue
+        d = side_places(ratio, v.ci_low, v.ci_high)
         where = "within it" if v.ci_low <= ratio <= v.ci_high else "outside it too"
-        said = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v))
-        return f"; without them, {code('attached/' + name)} read {said}, the script {where}"
-    return ""
+        got = ratio_with_ci(v.value, v.ci_low, v.ci_high, verdict_label(v), places=d)
+        suspect = " (suspect there)" if again.validity.flag == "suspect" else ""
+        said.append(f"{code('attached/' + name)} read {got}{suspect}, the script's {ratio:.{d}f} {where}")
+    return f"; without them, {'; '.join(said)}" if said else ""
 
 
 def _alone(doc: Artifact, later: Mapping[str, object], ratio: float) -> str:
     """``; its script times bs2 and bs1 alone, the run's rounds held bs4 too, not tested as the cause``: where the
     run timed its headline's two arms in rounds with other arms, which a standalone script (each comparison's two
     arms alone) does not. One difference of several (the script's own sampling is another): said, not blamed.
-    Where a later run attached (``later``) timed the two without the others, what it read instead of "not tested"
+    Where a later run attached (``later``) timed the two and no other arm, what it read instead of "not tested"
     (``_without_held``)."""
     head = headline_row(doc)
     if head is None or not head.num or not head.den:
@@ -177,7 +173,7 @@ def _alone(doc: Artifact, later: Mapping[str, object], ratio: float) -> str:
     held += ["other groups' arms"] if more else []
     held_words = " and ".join(held)
     said = text(f"; its script times {num} and {den} alone, the run's rounds held {held_words} too")
-    return said + (_without_held(doc, others, more, later, ratio) or text(", " + UNTESTED))
+    return said + (_without_held(doc, later, ratio) or text(", " + UNTESTED))
 
 
 # What a script whose metric is not its harness's headline's says of its own (fused-adam's: "this script times whole
@@ -199,7 +195,7 @@ def scripts(
     (``_alone``, the full form's). ``later``: the attached artifacts of later runs (name -> artifact), read where
     a script lies outside the run's CI."""
     said, unchecked, off = [], [], []
-    outside = 0  # scripts whose ratio lies outside their headline's CI (which covers the run's process only)
+    outside: list[str] = []  # the repros whose script lies outside their headline's CI (the run's process only)
     for d in docs:
         printed = outputs.get(f"script-{d.repro.id}.out")
         v = d.verdict
@@ -231,22 +227,27 @@ def scripts(
             alone = _alone(d, later or {}, ratio) if missed and not lean else ""
             said.append(f"{text(d.repro.id)} {ratio:.3g} ({ratio / v.value - 1:+.1%}{times}{alone})")
             off.append((abs(ratio / v.value - 1), d.repro.id, said[-1]))
-            outside += missed
+            outside += [text(d.repro.id)] if missed else []
     if not said:
         return ""
     lead = " Standalone scripts run here (`attached/script-<id>.out`; one process each"
     if not lean or not off:
-        beyond = f"; {outside} outside the run's CI: {NOT_THE_RUN}" if outside else ""
+        beyond = f"; {_outside(outside)}" if outside else ""
         checked = f"within {SCRIPT_CHECK:.0%} of the headline is the check, not its CI"
         return f"{lead}: {checked}): {', '.join(said)}{beyond}."
     far = max(off)
     out = [x for x in off if x[0] > SCRIPT_CHECK]
     agree = f"{len(off) - len(out)} of {len(off)} within {SCRIPT_CHECK:.0%} of their headlines, the check, not a CI"
-    notes = [f"{outside} outside the run's CI: {NOT_THE_RUN}"] if outside else []
+    notes = [_outside(outside)] if outside else []
     notes += [f"farthest: {far[2]}"] if far not in out else []
     agree += f" ({'; '.join(notes)})" if notes else ""
     rest = [x[2] for x in out] + [f"{x} (no headline)" for x in unchecked]
     return f"{lead}): {agree}" + (f"; {', '.join(rest)}" if rest else "") + "."
+
+
+def _outside(ids: Sequence[str]) -> str:
+    """``2 outside the run's CI (lora-batch-scaling, graph-memset): no spread here bounds a script (...)``."""
+    return f"{len(ids)} outside the run's CI ({', '.join(ids)}): {NOT_THE_RUN}"
 
 
 def words(

@@ -16,7 +16,7 @@ from repro.core.results import Row
 from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
-from repro.evidence.markdown import code, fmt_pct, listed, ratio_with_ci, text, verdict_label
+from repro.evidence.markdown import code, fmt_pct, listed, ratio_with_ci, side_places, text, verdict_label
 from repro.evidence.model import Artifact, ErrorInfo, Verdict
 from repro.evidence.printed import NOTE, stopped_by_limit
 from repro.evidence.scope import episodes_line
@@ -298,17 +298,19 @@ def _reads_otherwise(
     refs = [(1.0, "1.0")] + ([(float(t), f"the threshold {t:g}")] if isinstance(t, (int, float)) and t != 1 else [])
     for ref, what in refs:
         holds = lo <= ref <= hi
-        if holds == (our_lo <= ref <= our_hi):
-            continue
-        shown = (d for d in range(3, MAX_PLACES) if (round(lo, d) <= ref <= round(hi, d)) == holds)
-        d = next((d for d in shown if ref not in (round(lo, d), round(hi, d))), MAX_PLACES)
-        side = f"holds {what}, this run's does not" if holds else f"excludes {what}, this run's holds it"
-        sides.append((d, side))
+        if holds != (our_lo <= ref <= our_hi):
+            sides.append((side_places(ref, lo, hi, most=MAX_PLACES), holds, what))
     if not status and not sides:
         return []
     rid = text(again.repro.id)
-    d = max((d for d, _ in sides), default=3)
-    ci = f"CI {lo:.{d}f}-{hi:.{d}f} {' and '.join(side for _, side in sides)}" if sides else ""
+    d = max((d for d, _, _ in sides), default=3)
+    each = [
+        (f"holds {what}", "this run's does not") if holds else (f"excludes {what}", "this run's holds it")
+        for _, holds, what in sides
+    ]
+    # One side: "holds X, this run's does not"; two: each with its own clause for this run, in parentheses.
+    said_sides = ", ".join(each[0]) if len(each) == 1 else " and ".join(f"{e} ({o})" for e, o in each)
+    ci = f"CI {lo:.{d}f}-{hi:.{d}f} {said_sides}" if sides else ""
     if whose is not None:
         said = f"{whose}: {status}{', ' if status and ci else ''}{ci}"
     else:

@@ -82,7 +82,8 @@ def test_each_script_ratio_is_set_against_its_headline() -> None:
         "bs1 alone, the run's rounds held bs4 too, not tested as the cause), solve-512-cliff 9.55 (+0.5%; "
         "t(solve_ex n=512) 108 ms, t(solve_ex n=511) 11.3 ms; its script times n512 and n511 alone, the run's rounds "
         "held n510, n513 (arms "
-        "cusolver_b128\\_\\*) and other groups' arms too, not tested as the cause); 4 outside the run's CI: "
+        "cusolver_b128\\_\\*) and other groups' arms too, not tested as the cause); 4 outside the run's CI "
+        "(5090-linear, graph-memset, lora-batch-scaling, solve-512-cliff): "
         "no spread here bounds a script (one process each, clocks not recorded)."
     )
     assert printed.scripts(_docs(), {}) == ""

@@ -113,7 +113,8 @@ def test_every_script_that_printed_a_ratio_is_listed(docs: list[dict[str, Any]],
     # A lean report counts the scripts within the check, names the farthest, and lists the unchecked one.
     assert (
         "Standalone scripts run here (`attached/script-<id>.out`; one process each): 4 of 4 within 10% of their "
-        "headlines, the check, not a CI (2 outside the run's CI: no spread here bounds a script "
+        "headlines, the check, not a CI (2 outside the run's CI (5090-linear, lora-batch-scaling): no spread here "
+        "bounds a script "
         "(one process each, clocks not recorded); farthest: lora-batch-scaling 0.972 (+4.3%)); "
         "fused-adam-capturable torch_fused 0.998 of whole steps (no headline)."
     ) in pasted

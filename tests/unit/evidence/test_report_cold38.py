@@ -72,7 +72,8 @@ def test_scripts_outside_the_ci_say_why_no_spread_bounds_them() -> None:
     outputs = {p.name: p.read_text() for p in (RUN / "attached").glob("script-*.out")}
     said = scripts(docs, outputs, lean=True)
     assert (
-        "3 outside the run's CI: no spread here bounds a script (one process each, clocks "
+        "3 outside the run's CI (5090-linear, lora-batch-scaling, solve-512-cliff): no spread here bounds a script "
+        "(one process each, clocks "
         "not recorded); farthest: lora-batch-scaling 0.981 (+4.7%))"
     ) in said
     assert (
