@@ -167,6 +167,15 @@ class Artifact:
     def variant(self, name: str) -> VariantResult | None:
         return next((v for v in self.variants if v.name == name), None)
 
+    def timed_arms(self) -> frozenset[str]:
+        """The variants the harness timed in rounds (a quick run's skipped arms are not among them)."""
+        return frozenset(v.name for v in self.variants if v.timing is not None and v.timing.rounds)
+
+
+def same_gpu(a: Artifact, b: Artifact) -> bool:
+    """Whether two runs ran on one GPU: both fingerprints name the same uuid (neither unrecorded)."""
+    return bool(a.machine.gpu_uuid) and a.machine.gpu_uuid == b.machine.gpu_uuid
+
 
 @dataclass(frozen=True)
 class Cliff:

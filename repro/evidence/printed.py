@@ -15,7 +15,7 @@ from pathlib import Path
 from repro.core.order import group_arms
 from repro.evidence.band import headline_row
 from repro.evidence.markdown import code, fmt_time, ratio_with_ci, side_places, text, unprefixed, verdict_label
-from repro.evidence.model import Artifact
+from repro.evidence.model import Artifact, same_gpu
 from repro.evidence.standalone import parse_output
 
 SCRIPT_CHECK = 0.10  # a script's printed ratio this close to the headline agrees (a check, not a CI)
@@ -126,8 +126,7 @@ def _without_held(doc: Artifact, later: Mapping[str, object], ratio: float) -> s
     headline's two arms and no other (as the script does), its headline's CI set beside the script's ``ratio``;
     "" where no attached run did."""
     head = headline_row(doc)
-    gpu = doc.machine.gpu_uuid
-    if head is None or gpu is None:
+    if head is None:
         return ""
     said = []
     for name in sorted(later):
@@ -135,12 +134,11 @@ def _without_held(doc: Artifact, later: Mapping[str, object], ratio: float) -> s
         if not isinstance(again, Artifact) or again.repro.id != doc.repro.id or again.error is not None:
             continue
         v, row = again.verdict, headline_row(again)
-        if row is None or row.comparison != head.comparison or v.status == "smoke" or again.run.smoke:
+        if row is None or row.comparison != head.comparison or v.status == "smoke" or again.smoke:
             continue
-        if again.machine.gpu_uuid != gpu or dict(again.repro.params) != dict(doc.repro.params):
+        if not same_gpu(again, doc) or dict(again.repro.params) != dict(doc.repro.params):
             continue
-        timed = {x.name for x in again.variants if x.timing is not None and x.timing.rounds}
-        if v.value is None or v.ci_low is None or v.ci_high is None or timed != {head.num, head.den}:
+        if v.value is None or v.ci_low is None or v.ci_high is None or again.timed_arms() != {head.num, head.den}:
             continue
         d = side_places(ratio, v.ci_low, v.ci_high)
         where = "within it" if v.ci_low <= ratio <= v.ci_high else "outside it too"

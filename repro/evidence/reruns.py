@@ -17,7 +17,7 @@ from repro.core.verdict import MAX_PLACES, ratio_places
 from repro.evidence import band
 from repro.evidence.agreement import agree
 from repro.evidence.markdown import code, fmt_pct, listed, ratio_with_ci, side_places, text, verdict_label
-from repro.evidence.model import Artifact, ErrorInfo, Verdict
+from repro.evidence.model import Artifact, ErrorInfo, Verdict, same_gpu
 from repro.evidence.printed import NOTE, stopped_by_limit
 from repro.evidence.scope import episodes_line
 from repro.evidence.standalone import harness_of
@@ -146,7 +146,7 @@ def _same_gpu_spread(first: Artifact, again: Artifact, bands: Sequence[band.Band
     """One GPU's re-run spread (``Band.same_gpu``) where ``again`` ran on this run's GPU (a recorded uuid) and the
     band has that spread; None otherwise."""
     b = band.lookup(first, bands)
-    if b is None or b.same_gpu is None or not _same_gpu(again, first):
+    if b is None or b.same_gpu is None or not same_gpu(again, first):
         return None
     return b.same_gpu[0]
 
@@ -181,7 +181,7 @@ def others(
     rows = _rows(docs, attached, reran=False)
     for row in sorted(rows, key=lambda r: not r[1].machine.gpu_uuid):
         again, first = row[1], row[2]
-        key = (_flags(again), "this GPU" if _same_gpu(again, first) else "another GPU or none recorded")
+        key = (_flags(again), "this GPU" if same_gpu(again, first) else "another GPU or none recorded")
         if not again.machine.gpu_uuid and again.error is not None:
             key = batch.get(again.run.run_id, key)
         batch.setdefault(again.run.run_id, key)
@@ -228,11 +228,11 @@ def _valid_there(again: Artifact, first: Artifact, cis: tuple[float, float, floa
     group it did not time (a quick run times the headline's own arms only); [] otherwise."""
     if first.validity.flag != "suspect" or again.validity.flag != "valid":
         return []
-    if again.verdict.headline != first.verdict.headline or not _same_gpu(again, first):
+    if again.verdict.headline != first.verdict.headline or not same_gpu(again, first):
         return []
     head = band.headline_row(first)
     arms = group_arms(first.variants, head.num, head.den) if head is not None and head.num and head.den else None
-    timed = {v.name for v in again.variants if v.timing is not None and v.timing.rounds}
+    timed = again.timed_arms()
     gone = [text(a) for a in arms or () if a not in timed]
     without = f" without {listed(gone)} in its rounds" if gone else ""
     return [f"{text(again.repro.id)} {ratio_with_ci(*cis[:3], verdict_label(again.verdict))}{without}"]
@@ -244,11 +244,6 @@ def _episodes_there(again: Artifact, bands: Sequence[band.Band]) -> str:
     section gives its own; "" without one."""
     got = episodes_line(again, bands, "its").removeprefix("Episodes:").strip().removesuffix(".")
     return f"; its episodes: {text(got)}" if got else ""
-
-
-def _same_gpu(again: Artifact, first: Artifact) -> bool:
-    """Whether a later run ran on this run's GPU: both fingerprints name the same uuid (``_gpu_of`` is "")."""
-    return _gpu_of(again, first) == ""
 
 
 def _gpu_of(again: Artifact, first: Artifact) -> str | None:
@@ -327,7 +322,7 @@ def otherwise(first: Artifact, attached: Mapping[str, Any]) -> str:
         for name, again, ran in _rows([first], attached, reran):
             if again.error is not None:
                 continue
-            same = again.machine.gpu_uuid is not None and again.machine.gpu_uuid == ran.machine.gpu_uuid
+            same = same_gpu(again, ran)
             whose = f"{code(_flags(again))} on {'this GPU' if same else 'another GPU or none recorded'}"
             if (cis := _headline_cis(again, ran)) is not None:
                 said += _reads_otherwise(again, ran, cis, name, whose)
